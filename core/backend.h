@@ -1,0 +1,26 @@
+// The one interface every compute backend implements (CPU now, OpenGL compute later).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/model.h"
+#include "core/trace.h"
+
+namespace attnviz {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cpu", "gpu"
+
+  // Runs `window` (T ids, positions 0..T-1) through the model, computing only positions
+  // [from, T). Rows [0, from) of `trace` must hold an earlier result for the same first
+  // `from` ids: their keys and values (trace.layers[l].k / .v) are the KV cache, reused
+  // as they are. Every tensor of `trace` is resized to T and fully valid afterwards
+  // (including the new columns of the earlier rows of scores/scaled/masked/probs).
+  virtual void forward(const Model& m, const std::vector<int>& window, int from, Trace& trace) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace attnviz

@@ -1,0 +1,47 @@
+// Model hyper-parameters, read from a Hugging Face config.json.
+//
+// Dimension letters used in shape comments throughout core/:
+//   V vocab size, C n_embd (model width), L layers, H query heads, KV key/value heads,
+//   d head size (C / H unless the config says head_dim), I MLP hidden size,
+//   T tokens in the window (≤ block_size ≤ n_ctx), n new rows computed in one call.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace attnviz {
+
+enum class Arch {
+  Gpt2,   // learned positions, LayerNorm, GELU(tanh), biases, Conv1D weights, tied lm_head
+  Llama,  // RoPE (rotate-half), RMSNorm, SwiGLU, GQA; also qwen2 / mistral checkpoints
+};
+
+struct ModelConfig {
+  std::string model_type;  // as in config.json: "gpt2", "llama", "qwen2", "mistral"
+  Arch arch = Arch::Gpt2;
+  int vocab_size = 0;  // V
+  int n_layer = 0;     // L
+  int n_embd = 0;      // C
+  int n_head = 0;      // H
+  int n_kv_head = 0;   // KV (== H for gpt2)
+  int head_size = 0;   // d
+  int n_inner = 0;     // I
+  int n_ctx = 0;       // longest context the model was built for (n_positions / max_position_embeddings)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.f;
+  bool tie_embeddings = true;
+  bool qkv_bias = false;   // q/k/v projections have biases (gpt2, qwen2, llama attention_bias)
+  bool o_bias = false;     // output projection has a bias (gpt2, llama attention_bias)
+  bool mlp_bias = false;   // MLP linears have biases (gpt2, llama mlp_bias)
+
+  // Query heads that share one KV head; query head h reads KV head h / group_size().
+  int group_size() const { return n_head / n_kv_head; }
+  int kv_head_of(int h) const { return h / group_size(); }
+};
+
+// Parses and validates; `where` names the file in error messages.
+ModelConfig parse_config(const nlohmann::json& j, const std::string& where);
+
+// The Hugging Face config.json for `c` (used when writing generated models).
+nlohmann::json config_to_json(const ModelConfig& c);
+
+}  // namespace attnviz

@@ -1,0 +1,109 @@
+// The CPU backend: Eigen matrix products (multi-threaded through OpenMP), one head per
+// thread in attention. Computes only the new rows [from, T) and reuses cached K/V.
+#include <cmath>
+
+#include "core/backend.h"
+#include "core/ops.h"
+
+namespace attnviz {
+
+namespace {
+
+using MapMat = Eigen::Map<Mat>;
+using MapConstMat = Eigen::Map<const Mat>;
+
+// Copies rows of a (n, heads·d) projection into the (heads, T, d) tensor at rows from..from+n.
+void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
+  const int64_t T = dst.dim(1);
+  for (int h = 0; h < heads; ++h)
+    MapMat(dst.head(h), T, d).middleRows(from, src.rows()) = src.middleCols(h * d, d);
+}
+
+// Attention for query head h over all T keys, for new rows [p, T) and for the new columns
+// of the old rows (q·k of old queries against new keys, which the causal mask hides).
+void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
+  const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  MapConstMat Q(lt.q.head(h), T, d), K(lt.k.head(g), T, d), V(lt.v.head(g), T, d);
+  MapMat S(lt.scores.head(h), T, T), Sc(lt.scaled.head(h), T, T), M(lt.masked.head(h), T, T),
+      P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+  S.bottomRows(n).noalias() = Q.bottomRows(n) * K.transpose();  // (n, T)
+  Sc.bottomRows(n) = S.bottomRows(n) * scale;
+  if (p > 0) {
+    S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
+    Sc.topRightCorner(p, n) = S.topRightCorner(p, n) * scale;
+    M.topRightCorner(p, n).setConstant(-INFINITY);  // old query i < p ≤ j: future key
+    P.topRightCorner(p, n).setZero();
+  }
+  for (int i = p; i < T; ++i) {
+    M.row(i).head(i + 1) = Sc.row(i).head(i + 1);
+    M.row(i).tail(T - i - 1).setConstant(-INFINITY);
+    softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+  }
+  O.bottomRows(n).noalias() = P.bottomRows(n) * V;  // (n, d)
+  att.middleCols(h * d, d) = O.bottomRows(n);
+}
+
+class CpuBackend : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
+    const ModelConfig& c = m.config;
+    const ModelWeights& w = m.weights;
+    const int T = static_cast<int>(window.size()), p = from, n = T - p;
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+    tr.tokens = window;
+    tr.layers.resize(static_cast<size_t>(c.n_layer));
+
+    Mat x(n, C);  // (n, C) residual stream of the new rows
+    for (int r = 0; r < n; ++r) {
+      x.row(r) = w.tok_emb.row(window[static_cast<size_t>(p + r)]);
+      if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
+    }
+    Mat h, q, k, v, y, up, att(n, H * d);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      norm(c, x, lw.norm1_w, lw.norm1_b, h);
+      linear(h, lw.wq, lw.bq, q);  // (n, H·d)
+      linear(h, lw.wk, lw.bk, k);  // (n, KV·d)
+      linear(h, lw.wv, lw.bv, v);  // (n, KV·d)
+      if (c.arch == Arch::Llama) {
+        rope_inplace(q, H, d, p, c.rope_theta);
+        rope_inplace(k, KV, d, p, c.rope_theta);
+      }
+      lt.q.resize_keep({H, T, d}, p, d);
+      lt.k.resize_keep({KV, T, d}, p, d);
+      lt.v.resize_keep({KV, T, d}, p, d);
+      lt.out.resize_keep({H, T, d}, p, d);
+      for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) t->resize_keep({H, T, T}, p, p);
+      scatter_heads(q, H, d, p, lt.q);
+      scatter_heads(k, KV, d, p, lt.k);
+      scatter_heads(v, KV, d, p, lt.v);
+#pragma omp parallel for schedule(static)
+      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, att);
+      linear(att, lw.wo, lw.bo, y);  // (n, C)
+      x += y;
+      norm(c, x, lw.norm2_w, lw.norm2_b, h);
+      linear(h, lw.w_fc, lw.b_fc, y);  // (n, I)
+      if (c.arch == Arch::Gpt2) {
+        gelu_tanh_inplace(y);
+      } else {
+        linear(h, lw.w_up, Vec(), up);
+        swiglu_inplace(y, up);
+      }
+      linear(y, lw.w_down, lw.b_down, h);  // (n, C)
+      x += h;
+    }
+    norm(c, x, w.normf_w, w.normf_b, h);
+    tr.logits.resize_keep({T, V}, p, V);
+    MapMat(tr.logits.data.data(), T, V).bottomRows(n).noalias() = h * w.unembedding().transpose();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace attnviz

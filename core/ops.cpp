@@ -1,0 +1,75 @@
+#include "core/ops.h"
+
+#include <cmath>
+#include <vector>
+
+namespace attnviz {
+
+void layer_norm(const Mat& x, const Vec& w, const Vec& b, float eps, Mat& y) {
+  y.resize(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const float mean = x.row(r).mean();
+    const float var = (x.row(r).array() - mean).square().mean();
+    const float inv = 1.f / std::sqrt(var + eps);
+    y.row(r) = ((x.row(r).array() - mean) * inv * w.array() + b.array()).matrix();
+  }
+}
+
+void rms_norm(const Mat& x, const Vec& w, float eps, Mat& y) {
+  y.resize(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const float inv = 1.f / std::sqrt(x.row(r).squaredNorm() / static_cast<float>(x.cols()) + eps);
+    y.row(r) = (x.row(r).array() * inv * w.array()).matrix();
+  }
+}
+
+void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y) {
+  if (c.arch == Arch::Gpt2) layer_norm(x, w, b, c.norm_eps, y);
+  else rms_norm(x, w, c.norm_eps, y);
+}
+
+void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y) {
+  y.noalias() = x * w;
+  if (b.size()) y.rowwise() += b;
+}
+
+void gelu_tanh_inplace(Mat& x) {
+  const float k = std::sqrt(2.f / static_cast<float>(M_PI));
+  x = x.unaryExpr([k](float v) { return 0.5f * v * (1.f + std::tanh(k * (v + 0.044715f * v * v * v))); });
+}
+
+void swiglu_inplace(Mat& gate, const Mat& up) {
+  gate = gate.binaryExpr(up, [](float g, float u) { return g / (1.f + std::exp(-g)) * u; });
+}
+
+void rope_inplace(Mat& x, int heads, int d, int pos0, float theta) {
+  const int half = d / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const double pos = static_cast<double>(pos0 + r);
+    for (int i = 0; i < half; ++i) {
+      const double a = pos * inv_freq[i];
+      const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+      for (int h = 0; h < heads; ++h) {
+        float* p = &x(r, h * d);
+        const float x1 = p[i], x2 = p[i + half];
+        p[i] = x1 * c - x2 * s;
+        p[i + half] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+void softmax_causal_row(const float* masked, int len, int last, float* probs) {
+  float mx = -INFINITY;
+  for (int j = 0; j <= last; ++j) mx = std::max(mx, masked[j]);
+  float sum = 0.f;
+  for (int j = 0; j <= last; ++j) sum += (probs[j] = std::exp(masked[j] - mx));
+  const float inv = 1.f / sum;
+  for (int j = 0; j <= last; ++j) probs[j] *= inv;
+  for (int j = last + 1; j < len; ++j) probs[j] = 0.f;
+}
+
+}  // namespace attnviz

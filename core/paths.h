@@ -1,0 +1,20 @@
+// Where attnviz finds its data (built-in models, shaders): installed under
+// PREFIX/share/attnviz, or the source tree when run from the build tree.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+// Data directories to search, in order: $ATTNVIZ_DATA_DIR, <exe>/../share/attnviz,
+// the source tree this binary was built from.
+std::vector<std::string> data_dirs();
+
+// "builtin:NAME" → the built-in model's directory (error listing the choices when NAME is
+// unknown); anything else is returned as is.
+std::string resolve_model_dir(const std::string& spec);
+
+// Names of the built-in models that can be found.
+std::vector<std::string> builtin_models();
+
+}  // namespace attnviz

@@ -1,0 +1,79 @@
+// A bounds-checked reader and an atomic writer for the safetensors format:
+//   [u64 little-endian N][N bytes of JSON header][data buffer]
+// header: {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//          "__metadata__": {"key": "value"}}; offsets are relative to the data buffer.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range inside the data buffer
+  int64_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps the file and validates the whole header; throws attnviz::Error naming the file and
+  // the problem (truncated, offsets out of range or overlapping, unknown dtype, ...).
+  static SafetensorsFile open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
+
+  // Values as float32 (F32 copied; F16, BF16, F64 converted). Throws for integer dtypes.
+  std::vector<float> read_f32(const TensorInfo& t) const;
+  // Values as int32 (I32 copied; I64/I16/I8/U8 converted with range check).
+  std::vector<int32_t> read_i32(const TensorInfo& t) const;
+
+ private:
+  struct Mapping;
+  std::string path_;
+  std::shared_ptr<Mapping> map_;
+  const uint8_t* data_ = nullptr;  // start of the data buffer
+  uint64_t data_size_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Collects tensors and writes them in one go, through a temporary file renamed into place,
+// so a failure never leaves a partial file behind.
+class SafetensorsWriter {
+ public:
+  void add_f32(const std::string& name, std::vector<int64_t> shape, const float* values);
+  void add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values);
+  void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  void write(const std::string& path) const;  // throws attnviz::Error on I/O failure
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes `bytes` to `path` atomically (temporary file in the same folder, then rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+float half_to_float(uint16_t h);
+float bf16_to_float(uint16_t b);
+
+}  // namespace attnviz

@@ -1,0 +1,59 @@
+// What one forward pass records: every matrix of attention, per layer and head, as plain
+// data. The engine writes it; panels, exporters and the CLI read it as const&.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+// A dense float32 array, row-major, with its shape.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  int64_t dim(int i) const { return shape[static_cast<size_t>(i)]; }
+  int64_t numel() const;
+  float* head(int64_t h) { return data.data() + h * dim(1) * dim(2); }  // for (A, B, C): the (B, C) slice
+  const float* head(int64_t h) const { return data.data() + h * dim(1) * dim(2); }
+  // 3-D element (a, i, j)
+  float at(int64_t a, int64_t i, int64_t j) const { return data[static_cast<size_t>((a * dim(1) + i) * dim(2) + j)]; }
+
+  // Reshapes a 2-D (rows, cols) or 3-D (heads, rows, cols) tensor to new rows/cols, keeping
+  // the values of the block [0, keep_rows) x [0, keep_cols) of every head; the rest is 0.
+  void resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols);
+};
+
+// Stages of attention, in the order they happen.
+enum class Stage { Q, K, V, Scores, Scaled, Masked, Probs, Out };
+constexpr int kStageCount = 8;
+const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
+
+struct LayerTrace {
+  Tensor q;       // (H, T, d)  queries as used in the dot product (after RoPE)
+  Tensor k;       // (KV, T, d) keys as used (after RoPE)
+  Tensor v;       // (KV, T, d) values
+  Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix
+  Tensor scaled;  // (H, T, T)  scores / √d
+  Tensor masked;  // (H, T, T)  scaled, −inf where j > i
+  Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1
+  Tensor out;     // (H, T, d)  probs · v, before the output projection
+
+  const Tensor& stage(Stage s) const;
+  Tensor& stage(Stage s);
+};
+
+struct Trace {
+  std::string model;    // the model's name as given (directory or builtin:NAME)
+  std::string backend;  // "cpu" or "gpu"
+  int block_size = 0;   // context window used
+  int dropped = 0;      // tokens that fell out of the window (before tokens[0])
+  std::vector<int> tokens;  // (T) the ids in the window
+  std::vector<LayerTrace> layers;  // (L)
+  Tensor logits;  // (T, V) next-token logits
+
+  int T() const { return static_cast<int>(tokens.size()); }
+  size_t bytes() const;  // memory held by all tensors
+};
+
+}  // namespace attnviz
