@@ -43,13 +43,11 @@ std::vector<int> parse_token_list(const std::string& s) {
   return ids;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, std::ostream& err) {
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "gpu") {
-    err << "note: the GPU backend is not part of this build yet; running on the CPU.\n";
-    return make_cpu_backend();
-  }
-  throw Error("unknown backend '" + name + "' (choose cpu or gpu)", ErrorKind::Usage);
+std::unique_ptr<Backend> open_backend(const std::string& name, std::ostream& err) {
+  std::string note;
+  auto b = attnviz::make_backend(name, &note);
+  if (!note.empty()) err << "note: " << note << "\n";
+  return b;
 }
 
 struct InputOptions {
@@ -71,7 +69,7 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_text) {
 // Loads the model, builds the engine and runs the input: what dump and export share.
 Engine run_input(const InputOptions& o, bool text_given, bool tokens_given, std::ostream& err) {
   if (!text_given && !tokens_given) throw Error("give the input with --text S or --tokens 1,2,3", ErrorKind::Usage);
-  Engine engine(load_model(o.model), make_backend(o.backend, err));
+  Engine engine(load_model(o.model), open_backend(o.backend, err));
   if (o.block_size) engine.set_block_size(o.block_size);
   const std::vector<int> ids = text_given ? encode_text(engine.model(), o.text) : parse_token_list(o.tokens);
   engine.run(ids);
@@ -199,7 +197,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
           << "\n";
     } else if (*bench) {
       auto model = load_model(bench_in.model);
-      Engine engine(model, make_backend(bench_in.backend, err));
+      Engine engine(model, open_backend(bench_in.backend, err));
       if (bench_in.block_size) engine.set_block_size(bench_in.block_size);
       if (bench_len > engine.block_size())
         throw Error("--length " + std::to_string(bench_len) + " is longer than the window (" +

@@ -1,6 +1,7 @@
 // The one interface every compute backend implements (CPU now, OpenGL compute later).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/model.h"
@@ -22,5 +23,10 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+
+// "cpu" or "gpu". When the GPU backend cannot start (not built, no GL 4.3 / compute
+// shaders, a shader that does not compile), returns the CPU backend and puts the reason
+// in *fallback_note (which stays empty otherwise). Throws a usage Error for other names.
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* fallback_note);
 
 }  // namespace attnviz
