@@ -170,6 +170,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   rnd->add_option("--seed", rnd_seed, "random seed (default 1)");
   rnd->add_option("--out", rnd_out, "output directory")->required();
 
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string sub = argv[1];
+    bool known = false;
+    for (const auto* s : app.get_subcommands({})) known |= s->get_name() == sub;
+    if (!known) {
+      err << "error: unknown subcommand '" << sub << "' (choose one of: info, dump, bench, random; see --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

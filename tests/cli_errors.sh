@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# attnviz-cli as a real process: bad input must print "error: ..." on stderr and exit 1 or
+# 2, never crash (a signal gives 128+n). Usage: cli_errors.sh PATH/attnviz-cli WORKDIR
+set -u
+cli=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+pass=0
+fail=0
+# expect CODE PATTERN -- ARGS...
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  "$cli" "$@" >"$work/out" 2>"$work/err"
+  local got=$?
+  if [ "$got" -eq "$code" ] && grep -q -- "$pattern" "$work/err"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "not ok: attnviz-cli $* -> exit $got (want $code), stderr:"
+    sed 's/^/    /' "$work/err"
+  fi
+}
+"$cli" random --preset tiny --layers 1 --context 8 --out "$work/m" 2>/dev/null || { echo "cannot make a model"; exit 1; }
+printf 'garbage' >"$work/corrupt.safetensors"
+mkdir -p "$work/corrupt" && cp "$work/m/config.json" "$work/corrupt/" && cp "$work/corrupt.safetensors" "$work/corrupt/model.safetensors"
+head -c 2000 "$work/m/model.safetensors" >"$work/trunc.safetensors"
+mkdir -p "$work/trunc" && cp "$work/m/config.json" "$work/trunc/" && cp "$work/trunc.safetensors" "$work/trunc/model.safetensors"
+
+expect 1 "does not exist"          -- dump --model "$work/none" --tokens 1 --out "$work/o.safetensors"
+expect 1 "not a valid safetensors" -- dump --model "$work/corrupt" --tokens 1 --out "$work/o.safetensors"
+expect 1 "truncated"               -- dump --model "$work/trunc" --tokens 1 --out "$work/o.safetensors"
+expect 1 "outside the vocabulary"  -- dump --model "$work/m" --tokens 5,1000 --out "$work/o.safetensors"
+expect 1 "not in the model's vocabulary" -- dump --model "$work/m" --text "é" --out "$work/o.safetensors"
+expect 2 "takes 1"                 -- dump --model "$work/m" --tokens 1 --block-size 9 --out "$work/o.safetensors"
+expect 2 "required"                -- dump --tokens 1 --out "$work/o.safetensors"
+expect 2 "unknown subcommand"      -- frobnicate
+expect 1 "cannot write"            -- dump --model "$work/m" --tokens 1 --out "$work/no/such/dir/o.safetensors"
+# Text longer than the window is not an error: the oldest characters are dropped.
+"$cli" dump --model "$work/m" --text "0123456789abc" --out "$work/ok.safetensors" 2>"$work/err"
+if [ $? -eq 0 ] && grep -q "dropped 5" "$work/err"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: long text"; cat "$work/err"; fi
+[ -e "$work/o.safetensors" ] && { fail=$((fail + 1)); echo "not ok: a failed dump left a file"; }
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

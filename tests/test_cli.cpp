@@ -1,0 +1,147 @@
+// attnviz-cli in-process: every subcommand has --help, dump writes the pinned tensors, and
+// bad input gives a clear message on stderr with exit code 1 (data) or 2 (usage).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/cli.h"
+#include "core/safetensors.h"
+#include "tests/test_util.h"
+
+namespace attnviz {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "attnviz-cli");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 96, 16), 3, "cli"));
+  }
+  static std::string* model_;
+  std::string out_ = test::temp_dir("cli-out") + "/d.safetensors";
+};
+std::string* Cli::model_ = nullptr;
+
+TEST_F(Cli, EverySubcommandHasHelp) {
+  for (const char* sub : {"dump", "bench", "info", "random"}) {
+    const auto r = cli({sub, "--help"});
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
+  }
+  EXPECT_EQ(cli({"--help"}).code, 0);
+}
+
+TEST_F(Cli, DumpWritesEveryPinnedTensorAndMetadata) {
+  const auto r = cli({"dump", "--model", *model_, "--text", "Hello, attention!", "--block-size", "12", "--out", out_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto f = SafetensorsFile::open(out_);
+  const int T = 12, H = 4, KV = 2, d = 8;
+  EXPECT_EQ(f.find("tokens")->dtype, DType::I32);
+  EXPECT_EQ(f.find("tokens")->shape, (std::vector<int64_t>{T}));
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    for (const char* s : {"q", "out"}) EXPECT_EQ(f.find(p + s)->shape, (std::vector<int64_t>{H, T, d})) << s;
+    for (const char* s : {"k", "v"}) EXPECT_EQ(f.find(p + s)->shape, (std::vector<int64_t>{KV, T, d})) << s;
+    for (const char* s : {"scores", "scaled", "masked", "probs"})
+      EXPECT_EQ(f.find(p + s)->shape, (std::vector<int64_t>{H, T, T})) << s;
+  }
+  EXPECT_EQ(f.find("logits")->shape, (std::vector<int64_t>{T, 96}));
+  EXPECT_EQ(f.metadata().at("block_size"), "12");
+  EXPECT_EQ(f.metadata().at("dropped"), "5");  // 17 characters, window 12
+  EXPECT_EQ(f.metadata().at("backend"), "cpu");
+  EXPECT_EQ(f.metadata().at("model"), *model_);
+  // the window is the LAST 12 characters: "o, attention!" minus the first → ", attention!"
+  const auto toks = f.read_i32(*f.find("tokens"));
+  EXPECT_EQ(toks.back(), '!' - ' ' + 1);  // random models' vocab: "\n", then ' '…'~'
+}
+
+TEST_F(Cli, DumpAcceptsTokensForAnyModel) {
+  const auto r = cli({"dump", "--model", *model_, "--tokens", "1, 2,3", "--out", out_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SafetensorsFile::open(out_).read_i32(*SafetensorsFile::open(out_).find("tokens")), (std::vector<int32_t>{1, 2, 3}));
+}
+
+// Bad input: code, and a message fragment that must appear on stderr.
+struct Bad {
+  const char* name;
+  std::vector<std::string> args;  // {M} is replaced by the model dir, {O} by the output path
+  int code;
+  const char* message;
+};
+
+void PrintTo(const Bad& b, std::ostream* os) { *os << b.name; }
+
+class CliBadInput : public Cli, public ::testing::WithParamInterface<Bad> {};
+
+TEST_P(CliBadInput, ClearMessageAndExitCode) {
+  auto args = GetParam().args;
+  for (auto& a : args) {
+    if (a == "{M}") a = *model_;
+    if (a == "{O}") a = out_;
+  }
+  const auto r = cli(args);
+  EXPECT_EQ(r.code, GetParam().code) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out_)) << "no output file on failure";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(
+        Bad{"missing_model_dir", {"dump", "--model", "/no/such/model", "--tokens", "1", "--out", "{O}"}, 1, "does not exist"},
+        Bad{"token_id_too_large", {"dump", "--model", "{M}", "--tokens", "1,96", "--out", "{O}"}, 1, "token id 96 at position 1"},
+        Bad{"negative_token_id", {"dump", "--model", "{M}", "--tokens", "-1", "--out", "{O}"}, 1, "outside the vocabulary"},
+        Bad{"empty_text", {"dump", "--model", "{M}", "--text", "", "--out", "{O}"}, 1, "no tokens"},
+        Bad{"unknown_character", {"dump", "--model", "{M}", "--text", "tea 茶", "--out", "{O}"}, 1, "'茶' (U+8336) at position 4"},
+        Bad{"token_not_integer", {"dump", "--model", "{M}", "--tokens", "1,x", "--out", "{O}"}, 2, "'x' is not an integer"},
+        Bad{"no_input", {"dump", "--model", "{M}", "--out", "{O}"}, 2, "--text S or --tokens"},
+        Bad{"block_size_too_big", {"dump", "--model", "{M}", "--tokens", "1", "--block-size", "17", "--out", "{O}"}, 2, "takes 1 … 16"},
+        Bad{"unknown_backend", {"dump", "--model", "{M}", "--tokens", "1", "--backend", "tpu", "--out", "{O}"}, 2, "backend"},
+        Bad{"missing_out", {"dump", "--model", "{M}", "--tokens", "1"}, 2, "--out is required"},
+        Bad{"unwritable_out", {"dump", "--model", "{M}", "--tokens", "1", "--out", "/no/such/dir/x.safetensors"}, 1, "cannot write"},
+        Bad{"bench_too_long", {"bench", "--model", "{M}", "--length", "17"}, 2, "longer than the window"},
+        Bad{"unknown_builtin", {"info", "--model", "builtin:nope"}, 1, "unknown built-in model"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(Cli, ModelWithoutTokenizerNeedsTokens) {
+  const std::string dir = test::make_model_dir(test::small_config("gpt2", 1, 16, 2, 2, 10, 8), 4, "notok");
+  std::filesystem::remove(dir + "/tokenizer.json");
+  const auto r = cli({"dump", "--model", dir, "--text", "ab", "--out", out_});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has no tokenizer.json"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BenchJsonHasThePinnedKeys) {
+  const auto r = cli({"bench", "--model", *model_, "--length", "8", "--reps", "3", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"length", "reps", "median_ms", "min_ms", "backend"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["length"], 8);
+  EXPECT_EQ(j["reps"], 3);
+  EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
+}
+
+TEST_F(Cli, InfoShowsHeadSizeAndGrouping) {
+  const auto r = cli({"info", "--model", *model_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("n_embd      32 = n_head 4 x head_size 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("query head h reads KV head h / 2"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace attnviz

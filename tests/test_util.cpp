@@ -1,0 +1,110 @@
+#include "tests/test_util.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/dump.h"
+#include "core/error.h"
+#include "core/random_model.h"
+
+namespace attnviz::test {
+
+namespace fs = std::filesystem;
+
+namespace {
+struct TempRoot {
+  fs::path root;
+  TempRoot() {
+    root = fs::temp_directory_path() / ("attnviz-test-" + std::to_string(getpid()));
+    fs::create_directories(root);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+TempRoot& temp_root() {
+  static TempRoot r;  // one per test process
+  return r;
+}
+}  // namespace
+
+std::string temp_dir(const std::string& tag) {
+  static int counter = 0;
+  const fs::path p = temp_root().root / (tag + "-" + std::to_string(counter++));
+  fs::create_directories(p);
+  return p.string();
+}
+
+ModelConfig small_config(const std::string& arch, int layers, int embd, int heads, int kv_heads, int vocab, int ctx) {
+  ModelConfig c = preset_config(arch == "gpt2" ? "tiny-gpt2" : "tiny");
+  c.n_layer = layers;
+  c.n_embd = embd;
+  c.n_head = heads;
+  c.n_kv_head = arch == "gpt2" ? heads : kv_heads;
+  c.head_size = embd / heads;
+  c.vocab_size = vocab;
+  c.n_ctx = ctx;
+  c.n_inner = arch == "gpt2" ? 4 * embd : embd * 3 / 2 + 1;
+  return c;
+}
+
+std::string make_model_dir(const ModelConfig& c, uint64_t seed, const std::string& tag) {
+  const std::string dir = temp_dir(tag);
+  write_random_model(c, seed, dir);
+  return dir;
+}
+
+double rel_error(const Tensor& a, const Tensor& b) {
+  if (a.shape != b.shape || a.data.size() != b.data.size()) return -1;
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    const double x = a.data[i], y = b.data[i];
+    if (std::isnan(x) || std::isnan(y)) return INFINITY;
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) return INFINITY;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::abs(x - y));
+    max_ref = std::max(max_ref, std::abs(y));
+  }
+  return max_diff / std::max(max_ref, 1e-6);
+}
+
+std::string compare_traces(const Trace& a, const Trace& ref, double tol) {
+  if (a.tokens != ref.tokens) return "tokens differ";
+  if (a.layers.size() != ref.layers.size()) return "layer count differs";
+  std::ostringstream why;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    for (int s = 0; s < kStageCount; ++s) {
+      const Stage st = static_cast<Stage>(s);
+      const double e = rel_error(a.layers[l].stage(st), ref.layers[l].stage(st));
+      if (e < 0 || e > tol) {
+        why << dump_tensor_name(static_cast<int>(l), st) << ": "
+            << (e < 0 ? "shape " + shape_str_of(a.layers[l].stage(st).shape) + " vs " + shape_str_of(ref.layers[l].stage(st).shape)
+                      : "relative error " + std::to_string(e));
+        return why.str();
+      }
+    }
+  const double e = rel_error(a.logits, ref.logits);
+  if (e < 0 || e > tol) return "logits: relative error " + std::to_string(e);
+  return "";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+}  // namespace attnviz::test

@@ -1,0 +1,31 @@
+// Helpers shared by the tests: temporary directories, random models, tensor comparison.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/trace.h"
+
+namespace attnviz::test {
+
+// A fresh empty directory under the system temp dir, removed at process exit.
+std::string temp_dir(const std::string& tag);
+
+// A random model config: `arch` "gpt2" or "llama", with the given sizes.
+ModelConfig small_config(const std::string& arch, int layers, int embd, int heads, int kv_heads, int vocab, int ctx);
+
+// Writes a random model for `c` and returns its directory.
+std::string make_model_dir(const ModelConfig& c, uint64_t seed, const std::string& tag);
+
+// max|a−b| / max(max|b|, 1e-6) over finite entries; −1 if shapes differ, +inf if the −inf
+// pattern differs or a NaN appears. `b` is the reference.
+double rel_error(const Tensor& a, const Tensor& b);
+
+// Compares every recorded tensor of two traces; returns "" when all are within `tol`,
+// else a description of the first mismatch (tensor, error).
+std::string compare_traces(const Trace& a, const Trace& ref, double tol);
+
+std::string read_file(const std::string& path);
+void write_bytes(const std::string& path, const std::string& bytes);
+
+}  // namespace attnviz::test

@@ -1,0 +1,195 @@
+#include "ui/app_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+namespace attnviz::ui {
+
+ModelDims ModelDims::of(const ModelConfig& c) {
+  ModelDims m;
+  m.n_layer = c.n_layer;
+  m.n_head = c.n_head;
+  m.n_kv_head = c.n_kv_head;
+  m.head_size = c.head_size;
+  m.n_ctx = c.n_ctx;
+  return m;
+}
+
+namespace {
+int clamp_index(int v, int n) { return n <= 0 ? 0 : std::clamp(v, 0, n - 1); }
+int wrap_index(int v, int n) { return n <= 0 ? 0 : ((v % n) + n) % n; }
+}  // namespace
+
+void clamp_selection(AppState& s, const ModelDims& m) {
+  s.layer = clamp_index(s.layer, m.n_layer);
+  s.head = clamp_index(s.head, m.n_head);
+  s.kv_group = clamp_index(s.kv_group, m.n_kv_head);
+  if (m.n_ctx > 0 && (s.block_size < 1 || s.block_size > m.n_ctx)) s.block_size = m.n_ctx;
+  s.top_k = std::max(1, s.top_k);
+  s.temperature = std::clamp(s.temperature, 0.f, 5.f);
+  if (s.hovered_token < -1) s.hovered_token = -1;
+}
+
+void step_layer(AppState& s, const ModelDims& m, int delta) { s.layer = wrap_index(s.layer + delta, m.n_layer); }
+
+void step_head(AppState& s, const ModelDims& m, int delta) {
+  s.head = wrap_index(s.head + delta, m.n_head);
+  if (m.n_head > 0 && m.n_kv_head > 0) s.kv_group = kv_head_of(s.head, m.n_head, m.n_kv_head);
+}
+
+namespace {
+const std::vector<Stage> kStageTabs = {Stage::Scores, Stage::Scaled, Stage::Masked, Stage::Probs,
+                                       Stage::Q,      Stage::K,      Stage::V,      Stage::Out};
+}  // namespace
+
+const std::vector<Stage>& stage_tab_order() { return kStageTabs; }
+
+void step_stage(AppState& s, int delta) {
+  const auto& order = stage_tab_order();
+  const int n = static_cast<int>(order.size());
+  const int at = static_cast<int>(std::find(order.begin(), order.end(), s.stage) - order.begin());
+  s.stage = order[static_cast<size_t>(wrap_index(at + delta, n))];
+}
+
+const char* stage_label(Stage s) {
+  switch (s) {
+    case Stage::Scores: return "scores q\xC2\xB7k\xE1\xB5\x80";      // q·kᵀ
+    case Stage::Scaled: return "scaled /\xE2\x88\x9A" "d";            // /√d
+    case Stage::Masked: return "masked";
+    case Stage::Probs: return "softmax";
+    case Stage::Q: return "Q";
+    case Stage::K: return "K";
+    case Stage::V: return "V";
+    case Stage::Out: return "head output";
+  }
+  return "?";
+}
+
+bool stage_is_square(Stage s) {
+  return s == Stage::Scores || s == Stage::Scaled || s == Stage::Masked || s == Stage::Probs;
+}
+bool stage_is_signed(Stage s) { return s != Stage::Probs; }
+bool stage_is_kv(Stage s) { return s == Stage::K || s == Stage::V; }
+
+WindowInfo window_info(int total_tokens, int block_size) {
+  WindowInfo w;
+  w.total = std::max(0, total_tokens);
+  w.block_size = std::max(1, block_size);
+  w.dropped = std::max(0, w.total - w.block_size);
+  w.T = w.total - w.dropped;
+  return w;
+}
+
+std::string chip_label(const std::string& piece) {
+  if (piece.empty()) return "\xE2\x88\x85";  // ∅
+  std::string out;
+  for (unsigned char c : piece) {
+    if (c == ' ') out += "\xE2\x90\xA3";          // ␣
+    else if (c == '\n') out += "\xE2\x86\xB5";    // ↵
+    else if (c == '\t') out += "\xE2\x87\xA5";    // ⇥
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+int group_size(int n_head, int n_kv_head) { return n_kv_head > 0 ? std::max(1, n_head / n_kv_head) : 1; }
+int kv_head_of(int h, int n_head, int n_kv_head) { return h / group_size(n_head, n_kv_head); }
+
+std::vector<int> query_heads_of(int kv, int n_head, int n_kv_head) {
+  std::vector<int> hs;
+  for (int h = 0; h < n_head; ++h)
+    if (kv_head_of(h, n_head, n_kv_head) == kv) hs.push_back(h);
+  return hs;
+}
+
+int64_t kv_tensor_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t bytes_per_value) {
+  return seq * kv_heads * head_size * bytes_per_value;
+}
+
+int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t n_layer, int64_t bytes_per_value) {
+  return 2 * n_layer * kv_tensor_bytes(seq, kv_heads, head_size, bytes_per_value);
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1000) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1e6) std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else if (b < 1e9) std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  return buf;
+}
+
+ParamCounts parameter_counts(const ModelConfig& c) {
+  ParamCounts p;
+  const int64_t C = c.n_embd, V = c.vocab_size, L = c.n_layer, I = c.n_inner;
+  const int64_t Hd = static_cast<int64_t>(c.n_head) * c.head_size;
+  const int64_t KVd = static_cast<int64_t>(c.n_kv_head) * c.head_size;
+  const bool gpt2 = c.arch == Arch::Gpt2;
+  p.token_embedding = V * C;
+  p.position_embedding = gpt2 ? static_cast<int64_t>(c.n_ctx) * C : 0;
+  int64_t attn = C * Hd + 2 * C * KVd + Hd * C;
+  if (c.qkv_bias) attn += Hd + 2 * KVd;
+  if (c.o_bias) attn += C;
+  p.attention = L * attn;
+  int64_t mlp = gpt2 ? 2 * C * I : 3 * C * I;  // gpt2 c_fc + c_proj; llama gate + up + down
+  if (c.mlp_bias) mlp += gpt2 ? I + C : 2 * I + C;
+  p.mlp = L * mlp;
+  const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
+  p.norms = (2 * L + 1) * norm;
+  p.lm_head = c.tie_embeddings ? 0 : V * C;
+  return p;
+}
+
+namespace {
+// softmax(logits / temperature) in double; temperature ≤ 0 → one-hot argmax.
+std::vector<double> softmax_t(const float* logits, int V, float temperature) {
+  std::vector<double> p(static_cast<size_t>(std::max(0, V)), 0.0);
+  if (V <= 0) return p;
+  const int arg = static_cast<int>(std::max_element(logits, logits + V) - logits);
+  if (!(temperature > 0.f)) {
+    p[static_cast<size_t>(arg)] = 1.0;
+    return p;
+  }
+  const double mx = logits[arg];
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += p[static_cast<size_t>(i)] = std::exp((logits[i] - mx) / temperature);
+  for (auto& x : p) x /= sum;
+  return p;
+}
+}  // namespace
+
+std::vector<TokenProb> top_k_probs(const float* logits, int V, float temperature, int k) {
+  const std::vector<double> p = softmax_t(logits, V, temperature);
+  std::vector<int> idx(p.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::clamp(k, 0, V);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
+           (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+  });
+  std::vector<TokenProb> out;
+  for (int i = 0; i < k; ++i) out.push_back({idx[static_cast<size_t>(i)], static_cast<float>(p[static_cast<size_t>(idx[static_cast<size_t>(i)])])});
+  return out;
+}
+
+int sample_token(const float* logits, int V, float temperature, double u) {
+  const std::vector<double> p = softmax_t(logits, V, temperature);
+  double acc = 0.0;
+  for (int i = 0; i < V; ++i) {
+    acc += p[static_cast<size_t>(i)];
+    if (u < acc) return i;
+  }
+  // Rounding left u ≥ the total: the last token with any mass.
+  for (int i = V - 1; i >= 0; --i)
+    if (p[static_cast<size_t>(i)] > 0.0) return i;
+  return 0;
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,127 @@
+// What the user has selected and the pure logic around it: clamping when the model
+// changes, the block_size window over the typed tokens, query-head → KV-head grouping,
+// KV-cache arithmetic, parameter counts, next-token top-k and sampling. No ImGui, no GL,
+// no tensors (panels read those from the Trace): unit-tested in tests/test_ui_state.cpp.
+//
+// Dimension letters as in core/config.h: L layers, H query heads, KV key/value heads,
+// d head size, T tokens in the window, V vocab.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/colormap.h"
+#include "core/config.h"
+#include "core/trace.h"
+
+namespace attnviz::ui {
+
+// The model's dimensions as far as selection cares (all 0 while no model is loaded).
+struct ModelDims {
+  int n_layer = 0;    // L
+  int n_head = 0;     // H
+  int n_kv_head = 0;  // KV
+  int head_size = 0;  // d
+  int n_ctx = 0;      // longest context; the block_size slider's maximum
+  static ModelDims of(const ModelConfig& c);
+};
+
+struct AppState {
+  // --- what runs
+  std::string model_spec;       // directory or builtin:NAME
+  std::string backend = "cpu";  // "cpu" or "gpu"
+  std::string text;             // everything typed
+  int block_size = 0;           // 1 … n_ctx; 0 = the model's context
+
+  // --- selection
+  int layer = 0;                 // 0 … L-1
+  int head = 0;                  // query head, 0 … H-1
+  Stage stage = Stage::Probs;    // heatmap tab
+  int kv_group = 0;              // KV head chosen in the GQA panel, 0 … KV-1
+
+  // Hovered token (position in the window, −1 for none), one frame delayed so that every
+  // panel sees the same value whichever is drawn first: panels read `hovered_token` and
+  // call hover(); end_frame() publishes what was hovered this frame.
+  int hovered_token = -1;
+  int hover_next = -1;
+  void hover(int t) { hover_next = t; }
+  void end_frame() { hovered_token = hover_next; hover_next = -1; }
+
+  // --- next token
+  float temperature = 1.0f;  // 0 = greedy
+  int top_k = 10;
+  uint64_t seed = 1;
+
+  // --- view
+  float cell_px = 0.f;  // heatmap zoom: pixels per cell; 0 = fit the panel
+  Colormap probs_colormap = Colormap::Viridis;
+  bool presentation = false;  // large fonts, high-contrast theme
+};
+
+// Clamps layer, head, kv_group and block_size into the model's ranges (after a model
+// change, or when loading settings). block_size 0 or out of range becomes n_ctx.
+void clamp_selection(AppState& s, const ModelDims& m);
+
+// Keyboard navigation; wraps around.
+void step_layer(AppState& s, const ModelDims& m, int delta);
+void step_head(AppState& s, const ModelDims& m, int delta);
+void step_stage(AppState& s, int delta);
+
+// Stages in the order the heatmap tabs show them (scores … probs, then Q, K, V, out).
+const std::vector<Stage>& stage_tab_order();
+const char* stage_label(Stage s);     // "scores  q·kᵀ", ...
+bool stage_is_square(Stage s);         // (T, T) per head: scores, scaled, masked, probs
+bool stage_is_signed(Stage s);         // everything but probs
+bool stage_is_kv(Stage s);             // K and V live on KV heads
+
+// ---------- the block_size window over the typed tokens
+struct WindowInfo {
+  int total = 0;       // tokens typed
+  int block_size = 0;  // window size in use
+  int dropped = 0;     // tokens before the window (greyed in the token strip)
+  int T = 0;           // tokens in the window = total − dropped
+};
+WindowInfo window_info(int total_tokens, int block_size);
+
+// A token's text made visible on a chip: space → "␣", newline → "↵", tab → "⇥", other
+// control characters → "\xNN"; empty → "∅".
+std::string chip_label(const std::string& piece);
+
+// ---------- grouped-query attention
+int group_size(int n_head, int n_kv_head);                 // H / KV
+int kv_head_of(int h, int n_head, int n_kv_head);          // h / (H / KV)
+std::vector<int> query_heads_of(int kv, int n_head, int n_kv_head);  // the heads sharing KV head kv
+
+// Bytes of ONE cached tensor (K or V) of one layer: seq × kv_heads × d × bytes_per_value.
+// This is concept note 002's formula: 1000 × 32 × 128 × 4 B = 16.4 MB.
+int64_t kv_tensor_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t bytes_per_value = 4);
+// The whole KV cache: K and V, every layer: 2 × L × seq × kv_heads × d × bytes_per_value.
+int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t n_layer, int64_t bytes_per_value = 4);
+// Decimal units as the note writes them: "512 B", "3.2 kB", "16.4 MB", "1.20 GB".
+std::string format_bytes(int64_t bytes);
+
+// ---------- parameter counts per part, from the config alone
+struct ParamCounts {
+  int64_t token_embedding = 0;  // V × C
+  int64_t position_embedding = 0;  // n_ctx × C (gpt2)
+  int64_t attention = 0;        // all layers: W_q, W_k, W_v, W_o (+ biases)
+  int64_t mlp = 0;              // all layers
+  int64_t norms = 0;            // all layer norms + the final one
+  int64_t lm_head = 0;          // 0 when tied to the token embedding
+  int64_t total() const { return token_embedding + position_embedding + attention + mlp + norms + lm_head; }
+};
+ParamCounts parameter_counts(const ModelConfig& c);
+
+// ---------- next token
+struct TokenProb {
+  int id = 0;
+  float p = 0.f;  // probability after temperature
+};
+// softmax(logits / temperature) (temperature ≤ 0: all mass on the argmax), the k most
+// likely, most likely first.
+std::vector<TokenProb> top_k_probs(const float* logits, int V, float temperature, int k);
+// Samples from softmax(logits / temperature) with u uniform in [0, 1); temperature ≤ 0 is
+// the argmax.
+int sample_token(const float* logits, int V, float temperature, double u);
+
+}  // namespace attnviz::ui

@@ -1,0 +1,165 @@
+#include "ui/worker.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/paths.h"
+#include "core/safetensors.h"
+
+namespace attnviz::ui {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// True when model.safetensors says it was written by write_random_model.
+bool has_random_weights(const Model& m) {
+  try {
+    const auto f = SafetensorsFile::open((std::filesystem::path(m.dir) / "model.safetensors").string());
+    const auto it = f.metadata().find("generator");
+    return it != f.metadata().end() && it->second.rfind("attnviz random", 0) == 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
+Worker::Worker() : snap_(std::make_shared<Snapshot>()), thread_([this] { loop(); }) {}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+uint64_t Worker::post(Request r) {
+  uint64_t serial;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = std::move(r);
+    serial = ++posted_;
+  }
+  cv_.notify_all();
+  return serial;
+}
+
+std::shared_ptr<const Snapshot> Worker::latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snap_;
+}
+
+bool Worker::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answered_ < posted_;
+}
+
+bool Worker::wait_for(uint64_t serial, int timeout_ms) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return answered_ >= serial; });
+}
+
+void Worker::loop() {
+  for (;;) {
+    Request r;
+    uint64_t serial;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || pending_.has_value(); });
+      if (stop_) return;
+      r = std::move(*pending_);
+      pending_.reset();
+      serial = posted_;
+    }
+    handle(r, serial);
+  }
+}
+
+void Worker::handle(const Request& r, uint64_t serial) {
+  Snapshot next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = *snap_;
+  }
+  next.request_serial = serial;
+  next.request = r;
+  next.error.clear();
+
+  auto publish = [&] {
+    auto s = std::make_shared<const Snapshot>(std::move(next));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      snap_ = std::move(s);
+      if (serial > answered_) answered_ = serial;
+    }
+    done_cv_.notify_all();
+  };
+
+  // 1. The model and backend: reload only when they change (or the last load failed).
+  if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_) {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::shared_ptr<const Model> model =
+          engine_ && r.model_spec == engine_model_ ? engine_->model_ptr() : load_model(r.model_spec);
+      std::string note;
+      std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
+      const bool same_model = engine_ && model == engine_->model_ptr();
+      engine_ = std::make_unique<Engine>(model, std::move(backend));
+      engine_model_ = r.model_spec;
+      engine_backend_ = r.backend;
+      backend_note_ = note;
+      if (!same_model) {
+        random_weights_ = has_random_weights(*model);
+        load_ms_ = ms_since(t0);
+        next.trace.reset();  // the old trace belongs to another model
+        next.trace_text.clear();
+        next.total_tokens = 0;
+      }
+      next.model = model;
+    } catch (const std::exception& e) {
+      next.error = std::string("could not load model '") + r.model_spec + "':\n" + e.what();
+      publish();
+      return;
+    }
+  }
+  next.backend_note = backend_note_;
+  next.backend_name = engine_->backend().name();
+  next.random_weights = random_weights_;
+  next.load_ms = load_ms_;
+
+  // 2. Text → tokens → forward through the KV cache.
+  try {
+    const int n_ctx = engine_->model().config.n_ctx;
+    const int bs = r.block_size >= 1 && r.block_size <= n_ctx ? r.block_size : n_ctx;
+    if (bs != engine_->block_size()) engine_->set_block_size(bs);
+    const std::vector<int> ids = encode_text(engine_->model(), r.text);
+    if (ids.empty()) {
+      next.error = "type some text: the model needs at least one token";
+      publish();
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const Trace& t = engine_->run(ids);
+    const double ms = ms_since(t0);
+    const bool unchanged = next.trace && next.trace->tokens == t.tokens && next.trace->dropped == t.dropped &&
+                           next.trace->block_size == t.block_size && next.trace->backend == t.backend;
+    if (!unchanged) {
+      next.trace = std::make_shared<const Trace>(t);
+      next.trace_serial = ++trace_serial_;
+      next.forward_ms = ms;
+      next.recomputed_from = engine_->last_recomputed_from();
+    }
+    next.trace_text = r.text;
+    next.total_tokens = static_cast<int>(ids.size());
+  } catch (const std::exception& e) {
+    next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
+  }
+  publish();
+}
+
+}  // namespace attnviz::ui

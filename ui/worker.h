@@ -1,0 +1,91 @@
+// Inference off the UI thread. A worker thread owns the Engine (model + backend + KV
+// cache). The UI posts the latest request (model, backend, text, block size) whenever
+// something changes and never waits; requests that arrive while one runs replace each
+// other, so only the newest is computed. The worker publishes an immutable Snapshot
+// (std::shared_ptr<const Snapshot>, swapped under a mutex) that the UI reads each frame.
+// No ImGui.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/engine.h"
+
+namespace attnviz::ui {
+
+struct Request {
+  std::string model_spec;       // directory or builtin:NAME
+  std::string backend = "cpu";  // "cpu" or "gpu"
+  std::string text;
+  int block_size = 0;           // 0 or out of range: the model's context
+  bool operator==(const Request& o) const {
+    return model_spec == o.model_spec && backend == o.backend && text == o.text && block_size == o.block_size;
+  }
+  bool operator!=(const Request& o) const { return !(*this == o); }
+};
+
+struct Snapshot {
+  uint64_t request_serial = 0;  // the post() this answers
+  uint64_t trace_serial = 0;    // changes whenever `trace` is a new result (textures re-upload)
+  Request request;              // what was asked
+
+  std::shared_ptr<const Model> model;  // null until a model loaded
+  std::shared_ptr<const Trace> trace;  // the last GOOD trace (kept when the newest request failed)
+  std::string trace_text;              // the text `trace` was computed from
+  int total_tokens = 0;                // tokens in trace_text (window + dropped)
+
+  std::string error;         // why the newest request failed; empty when it ran
+  std::string backend_note;  // why the GPU backend fell back to the CPU, if it did
+  std::string backend_name;  // the backend actually running
+  bool random_weights = false;  // the model was written by write_random_model
+  double forward_ms = 0.0;   // time of the last Engine::run
+  double load_ms = 0.0;      // time to load the model (last load)
+  int recomputed_from = 0;   // first position the last run computed (KV cache reuse)
+};
+
+class Worker {
+ public:
+  Worker();
+  ~Worker();  // finishes the running request, then joins
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Replaces any request not started yet. Returns its serial.
+  uint64_t post(Request r);
+  // The newest published snapshot (never null; empty before the first result).
+  std::shared_ptr<const Snapshot> latest() const;
+  // True while a posted request has not been answered.
+  bool busy() const;
+  // Blocks until the answer to `serial` is published or `timeout_ms` passes; true if done.
+  bool wait_for(uint64_t serial, int timeout_ms) const;
+
+ private:
+  void loop();
+  void handle(const Request& r, uint64_t serial);
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;       // wakes the worker
+  mutable std::condition_variable done_cv_;  // wakes wait_for()
+  std::optional<Request> pending_;
+  uint64_t posted_ = 0;     // serial of the newest post
+  uint64_t answered_ = 0;   // serial of the newest published answer
+  bool stop_ = false;
+  std::shared_ptr<const Snapshot> snap_;
+
+  // Owned by the worker thread only.
+  std::unique_ptr<Engine> engine_;
+  std::string engine_model_, engine_backend_;
+  std::string backend_note_;
+  bool random_weights_ = false;
+  double load_ms_ = 0.0;
+  uint64_t trace_serial_ = 0;
+  std::string load_error_;
+
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace attnviz::ui
