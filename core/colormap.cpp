@@ -111,11 +111,13 @@ Rgb8 value_rgb(Colormap c, float value, ValueRange r) {
   return colormap_rgb(c, normalize_value(value, r));
 }
 
-void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba) {
+void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba,
+                   const float* mask) {
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   rgba.resize(n * 4);
   for (size_t i = 0; i < n; ++i) {
-    const Rgb8 p = value_rgb(c, data[i], r);
+    const bool masked = mask && std::isinf(mask[i]) && mask[i] < 0.f;
+    const Rgb8 p = masked ? masked_rgb() : value_rgb(c, data[i], r);
     rgba[i * 4 + 0] = p.r;
     rgba[i * 4 + 1] = p.g;
     rgba[i * 4 + 2] = p.b;

@@ -12,6 +12,7 @@ int64_t Tensor::numel() const {
 }
 
 void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols) {
+  if (new_shape == shape) return;  // same layout: the kept block is already in place
   const bool three = new_shape.size() == 3;
   const int64_t heads = three ? new_shape[0] : 1;
   const int64_t rows = new_shape[three ? 1 : 0], cols = new_shape[three ? 2 : 1];

@@ -20,7 +20,9 @@ struct Tensor {
   float at(int64_t a, int64_t i, int64_t j) const { return data[static_cast<size_t>((a * dim(1) + i) * dim(2) + j)]; }
 
   // Reshapes a 2-D (rows, cols) or 3-D (heads, rows, cols) tensor to new rows/cols, keeping
-  // the values of the block [0, keep_rows) x [0, keep_cols) of every head; the rest is 0.
+  // the values of the block [0, keep_rows) x [0, keep_cols) of every head. The rest is
+  // unspecified (0 after a reshape, old values when the shape is unchanged): callers
+  // overwrite it.
   void resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols);
 };
 

@@ -82,6 +82,11 @@ WindowInfo window_info(int total_tokens, int block_size) {
   return w;
 }
 
+std::string token_text(const Model* m, int id) {
+  if (m && m->tokenizer && id >= 0 && id < m->tokenizer->vocab_size()) return m->tokenizer->piece(id);
+  return "<" + std::to_string(id) + ">";
+}
+
 std::string chip_label(const std::string& piece) {
   if (piece.empty()) return "\xE2\x88\x85";  // ∅
   std::string out;

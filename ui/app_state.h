@@ -12,6 +12,7 @@
 
 #include "core/colormap.h"
 #include "core/config.h"
+#include "core/model.h"
 #include "core/trace.h"
 
 namespace attnviz::ui {
@@ -82,6 +83,9 @@ struct WindowInfo {
   int T = 0;           // tokens in the window = total − dropped
 };
 WindowInfo window_info(int total_tokens, int block_size);
+
+// The text of token `id` from the model's tokenizer ("<id>" when it has none).
+std::string token_text(const Model* m, int id);
 
 // A token's text made visible on a chip: space → "␣", newline → "↵", tab → "⇥", other
 // control characters → "\xNN"; empty → "∅".

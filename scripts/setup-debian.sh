@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything attnviz needs to build, run and test on Debian 12, from Debian's own
+# packages. Run as root (or with sudo).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  # build
+  build-essential cmake pkg-config
+  # core
+  libeigen3-dev nlohmann-json3-dev libcli11-dev
+  # GUI: Dear ImGui (GLFW + OpenGL3 backends), fonts with CJK glyphs, PNG writing
+  libimgui-dev libglfw3-dev libfontconfig-dev fonts-noto-cjk fonts-dejavu-core libstb-dev
+  # GPU backend: OpenGL 4.3 compute through EGL (Mesa's llvmpipe works without a GPU)
+  libepoxy-dev libegl-dev libgl-dev libegl-mesa0 libgl1-mesa-dri
+  # tests: GoogleTest, Google Benchmark, PyTorch reference, a virtual X server for screenshots
+  googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch xvfb xauth
+)
+apt-get update
+apt-get install -y --no-install-recommends "${packages[@]}"

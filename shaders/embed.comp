@@ -1,0 +1,32 @@
+#version 430
+// Token embeddings (+ learned positions for gpt2) of the n new rows:
+//   x[r, c] = tok[ids[r], c] (+ pos[pos0 + r, c])
+// The token table may be split into chunks of rows (a storage buffer has a size limit):
+// this dispatch holds rows [v0, v0 + vn) and writes only the rows whose id falls in it.
+// Dispatch: (ceil(C / 64), n).
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(std430, binding = 0) readonly buffer Ids { int ids[]; };    // (n)
+layout(std430, binding = 1) readonly buffer Tok { float tok[]; };  // (vn, C) rows v0 … v0+vn-1 of (V, C)
+layout(std430, binding = 2) readonly buffer Pos { float pos[]; };  // (n_ctx, C), read when use_pos != 0
+layout(std430, binding = 3) writeonly buffer X { float x[]; };     // (n, C)
+
+uniform int n;
+uniform int C;
+uniform int v0;
+uniform int vn;
+uniform int pos0;
+uniform int use_pos;
+
+void main() {
+  int c = int(gl_GlobalInvocationID.x);
+  int r = int(gl_GlobalInvocationID.y);
+  if (c >= C || r >= n) return;
+  int row = ids[r] - v0;
+  if (row < 0 || row >= vn) return;
+  float v = tok[row * C + c];
+  if (use_pos != 0) v += pos[(pos0 + r) * C + c];
+  x[r * C + c] = v;
+}

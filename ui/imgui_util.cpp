@@ -1,0 +1,41 @@
+#include "ui/imgui_util.h"
+
+#include <cmath>
+
+namespace attnviz::ui {
+
+ImU32 group_color(int g, int n, float alpha) {
+  float r, gg, b;
+  const float hue = n > 0 ? std::fmod(0.08f + static_cast<float>(g) / static_cast<float>(n), 1.f) : 0.f;
+  ImGui::ColorConvertHSVtoRGB(hue, 0.75f, 0.95f, r, gg, b);
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(r, gg, b, alpha));
+}
+
+ImU32 chip_color(int id) {
+  float r, g, b;
+  const float hue = std::fmod(0.13f + static_cast<float>(id) * 0.618034f, 1.f);
+  ImGui::ColorConvertHSVtoRGB(hue, 0.35f, 0.95f, r, g, b);
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.f));
+}
+
+void help_marker(const char* text) {
+  ImGui::SameLine();
+  ImGui::TextDisabled("(?)");
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.f);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+}
+
+void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::string& s) {
+  const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+  const ImVec2 at{std::floor((p0.x + p1.x - ts.x) * 0.5f), std::floor((p0.y + p1.y - ts.y) * 0.5f)};
+  dl->PushClipRect(p0, p1, true);
+  dl->AddText(at, col, s.c_str());
+  dl->PopClipRect();
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,30 @@
+// Small helpers for ImGui code in ui/: ImVec2 arithmetic, colours, text with a tooltip.
+#pragma once
+#include <imgui.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/colormap.h"
+
+namespace attnviz::ui {
+
+inline ImVec2 operator+(ImVec2 a, ImVec2 b) { return {a.x + b.x, a.y + b.y}; }
+inline ImVec2 operator-(ImVec2 a, ImVec2 b) { return {a.x - b.x, a.y - b.y}; }
+inline ImVec2 operator*(ImVec2 a, float s) { return {a.x * s, a.y * s}; }
+
+inline ImU32 to_u32(Rgb8 c, uint8_t a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
+
+// A distinct, readable colour for KV group g (of n): hues spread round the circle.
+ImU32 group_color(int g, int n, float alpha = 1.f);
+// A chip colour for token id `id`: light, so dark text stays readable; the same id always
+// gets the same colour.
+ImU32 chip_color(int id);
+
+// "(?)" with a wrapped tooltip.
+void help_marker(const char* text);
+
+// Text centred in [p0, p1] on a draw list (clipped to the box).
+void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::string& s);
+
+}  // namespace attnviz::ui

@@ -1,0 +1,30 @@
+#include "ui/panel.h"
+
+namespace attnviz::ui {
+
+void Panel::place(ImVec2 pos, ImVec2 size, bool force) {
+  pos_ = pos;
+  size_ = size;
+  has_place_ = true;
+  force_place_ = force_place_ || force;
+}
+
+void Panel::draw(FrameContext& ctx) {
+  if (!open_) return;
+  if (has_place_) {
+    const ImGuiCond cond = force_place_ ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
+    ImGui::SetNextWindowPos(pos_, cond);
+    ImGui::SetNextWindowSize(size_, cond);
+    force_place_ = false;
+  }
+  if (ImGui::Begin(title_.c_str(), &open_, window_flags())) {
+    if (needs_trace() && !ctx.has_trace()) {
+      ImGui::TextDisabled("%s", ctx.snap.error.empty() ? "computing…" : "no result yet (see the error in Text & model)");
+    } else {
+      draw_content(ctx);
+    }
+  }
+  ImGui::End();
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,62 @@
+// The base of every panel: it owns Begin/End and the visibility flag (bool* p_open, as in
+// imgui_demo); a panel implements draw_content() only. Panels read the Trace as const&
+// and keep selection in AppState; what a panel keeps itself (textures, its own widgets'
+// values) lives in its members, never in function-static variables.
+#pragma once
+#include <imgui.h>
+
+#include <string>
+
+#include "core/model.h"
+#include "core/trace.h"
+#include "ui/app_state.h"
+#include "ui/worker.h"
+
+namespace attnviz::ui {
+
+struct Fonts;
+
+// What a frame gives every panel.
+struct FrameContext {
+  const Snapshot& snap;  // the worker's newest answer
+  const Trace& trace;    // snap.trace, or an empty Trace (T = 0) before the first result
+  const Model* model;    // null before a model loaded
+  AppState& state;       // selection, written by panels
+  const Fonts& fonts;
+  float scale = 1.f;     // DPI × presentation scale, for sizes in pixels
+  bool has_trace() const { return trace.T() > 0 && model != nullptr; }
+};
+
+class Panel {
+ public:
+  explicit Panel(std::string title, bool open = true) : title_(std::move(title)), open_(open) {}
+  virtual ~Panel() = default;
+  Panel(const Panel&) = delete;
+  Panel& operator=(const Panel&) = delete;
+
+  // Begin, draw_content, End; nothing when hidden.
+  void draw(FrameContext& ctx);
+
+  const std::string& title() const { return title_; }
+  bool* p_open() { return &open_; }
+  bool open() const { return open_; }
+
+  // The fixed layout: where the window goes next frame. `force` moves it even when the
+  // user has moved it (reset layout); otherwise only the first time (imgui.ini wins).
+  void place(ImVec2 pos, ImVec2 size, bool force);
+
+ protected:
+  virtual void draw_content(FrameContext& ctx) = 0;
+  virtual ImGuiWindowFlags window_flags() const { return 0; }
+  // A line shown instead of the content while there is no trace.
+  virtual bool needs_trace() const { return true; }
+
+ private:
+  std::string title_;
+  bool open_ = true;
+  bool has_place_ = false;
+  bool force_place_ = false;
+  ImVec2 pos_{0, 0}, size_{0, 0};
+};
+
+}  // namespace attnviz::ui

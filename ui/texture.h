@@ -1,0 +1,32 @@
+// An RGBA8 OpenGL texture for heatmaps: uploaded once per change, drawn with
+// ImGui::Image. Nearest filtering, so every matrix cell stays a sharp square.
+#pragma once
+#include <imgui.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace attnviz::ui {
+
+class Texture {
+ public:
+  Texture() = default;
+  ~Texture();
+  Texture(const Texture&) = delete;
+  Texture& operator=(const Texture&) = delete;
+  Texture(Texture&& o) noexcept;
+  Texture& operator=(Texture&& o) noexcept;
+
+  // rgba: (h, w, 4) bytes, row 0 at the top.
+  void upload(int w, int h, const std::vector<uint8_t>& rgba);
+  ImTextureID id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(tex_)); }
+  bool valid() const { return tex_ != 0; }
+  int width() const { return w_; }
+  int height() const { return h_; }
+
+ private:
+  unsigned tex_ = 0;  // GLuint
+  int w_ = 0, h_ = 0;
+};
+
+}  // namespace attnviz::ui
