@@ -20,6 +20,10 @@ class Backend {
   // as they are. Every tensor of `trace` is resized to T and fully valid afterwards
   // (including the new columns of the earlier rows of scores/scaled/masked/probs).
   virtual void forward(const Model& m, const std::vector<int>& window, int from, Trace& trace) = 0;
+
+  // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
+  // backend does not measure one (the CPU).
+  virtual double last_device_ms() const { return -1; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

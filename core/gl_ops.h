@@ -100,6 +100,20 @@ class GlKernels {
   bool timing_ = false;
 };
 
+// Scratch for attention's (heads, T, T) stages, reused across layers.
+struct GlAttentionScratch {
+  GlBuffer scores, scaled, masked, probs;
+};
+
+// Attention of one layer on device. `qkv` holds rows 0…T-1 of q | k | v, each row
+// (H + 2·KV)·d wide: H query heads, then KV key heads, then KV value heads (keys and
+// values of rows < p are the KV cache). For the new rows [p, T) and the new columns of
+// rows [0, p) it computes scores, scaled, masked and probs, reading them back into `lt`
+// (already sized (H, T, T)), and writes probs · v of the new rows into att (n, H·d).
+// Heads go in groups small enough for the storage-block limit.
+void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
+                  GlBuffer& att, LayerTrace& lt);
+
 // cos/sin table for RoPE, (positions, d/2, 2), computed exactly as core/ops.cpp does
 // (inverse frequencies in float, angles and cos/sin in double).
 std::vector<float> rope_table(int positions, int d, float theta);

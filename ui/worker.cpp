@@ -118,7 +118,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
         load_ms_ = ms_since(t0);
         next.trace.reset();  // the old trace belongs to another model
         next.trace_text.clear();
-        next.total_tokens = 0;
+        next.all_ids.clear();
       }
       next.model = model;
     } catch (const std::exception& e) {
@@ -155,7 +155,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       next.recomputed_from = engine_->last_recomputed_from();
     }
     next.trace_text = r.text;
-    next.total_tokens = static_cast<int>(ids.size());
+    next.all_ids = ids;
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
   }

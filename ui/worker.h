@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/engine.h"
 
@@ -36,7 +37,7 @@ struct Snapshot {
   std::shared_ptr<const Model> model;  // null until a model loaded
   std::shared_ptr<const Trace> trace;  // the last GOOD trace (kept when the newest request failed)
   std::string trace_text;              // the text `trace` was computed from
-  int total_tokens = 0;                // tokens in trace_text (window + dropped)
+  std::vector<int> all_ids;            // every token of trace_text (dropped + window)
 
   std::string error;         // why the newest request failed; empty when it ran
   std::string backend_note;  // why the GPU backend fell back to the CPU, if it did

@@ -1,0 +1,27 @@
+// The GPU backend: the forward pass in OpenGL 4.3 compute shaders (shaders/*.comp) on a
+// headless context of its own (core/gl_context.h). Implements core/backend.h exactly as
+// the CPU backend does — rows [from, T) computed, K/V rows [0, from) reused from a
+// device-side cache that is checked against the trace — and fills the same Trace layout
+// by reading the results back.
+//
+// Env: ATTNVIZ_SHADER_DIR=DIR loads shaders from DIR (development); ATTNVIZ_GL_MIN_VERSION
+// raises the OpenGL version required (tests force the fallback with 9.9);
+// ATTNVIZ_GL_VERBOSE=1 prints one line per forward (rows, device and wall time) to stderr.
+#pragma once
+#include <memory>
+
+#include "core/backend.h"
+#include "core/gl_shaders.h"
+
+namespace attnviz {
+
+struct GlBackendOptions {
+  ShaderSources shaders;  // overrides for tests (a broken shader, …)
+};
+
+// Creates the context and compiles every shader. Throws attnviz::Error saying why the
+// backend cannot run (no EGL, OpenGL < 4.3, a shader that does not compile: its log and
+// numbered source lines).
+std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options = {});
+
+}  // namespace attnviz

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `cmake --install` gives PREFIX/bin/attnviz-cli and PREFIX/share/attnviz/, and the
+# installed binary runs from anywhere. Usage: install_check.sh BUILD_DIR WORKDIR
+set -u
+build=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+fail=0
+pass=0
+check() {  # check NAME COMMAND...
+  local name=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: $name"; sed 's/^/    /' "$work/log"; fi
+}
+check "install" cmake --install "$build" --prefix "$work/prefix"
+check "binary installed" test -x "$work/prefix/bin/attnviz-cli"
+check "assets installed" test -f "$work/prefix/share/attnviz/assets/README.md"
+cd /
+check "runs from elsewhere" "$work/prefix/bin/attnviz-cli" random --preset tiny --layers 1 --out "$work/m"
+check "dump from elsewhere" "$work/prefix/bin/attnviz-cli" dump --model "$work/m" --text "hi there" --out "$work/d.safetensors"
+# a model placed in the installed data folder is found as builtin:NAME (only via <exe>/../share)
+mkdir -p "$work/prefix/share/attnviz/assets/models" && cp -r "$work/m" "$work/prefix/share/attnviz/assets/models/installcheck"
+check "finds installed data" "$work/prefix/bin/attnviz-cli" info --model builtin:installcheck
+check "lists installed data" bash -c "'$work/prefix/bin/attnviz-cli' info --list | grep -q builtin:installcheck"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

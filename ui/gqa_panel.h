@@ -1,0 +1,33 @@
+// Grouped-query attention: which query heads read which KV head (h → h / (H/KV)), the
+// group size, the KV-cache memory for the current text and at full context for MHA, this
+// model and MQA (with the formula, and concept note 002's 16.4 MB vs 4.1 MB example), and
+// the selected KV group's query heads side by side: same K and V, different weights.
+#pragma once
+#include <vector>
+
+#include "ui/panel.h"
+#include "ui/texture.h"
+
+namespace attnviz::ui {
+
+class GqaPanel : public Panel {
+ public:
+  GqaPanel() : Panel("GQA & KV cache") {}
+
+ protected:
+  void draw_content(FrameContext& ctx) override;
+
+ private:
+  void draw_diagram(FrameContext& ctx);
+  void draw_memory(FrameContext& ctx);
+  void draw_group(FrameContext& ctx);
+
+  // Textures of the selected group's heads (probs) for (serial_, layer_, group_).
+  uint64_t serial_ = 0;
+  int layer_ = -1, group_ = -1;
+  Colormap cmap_ = Colormap::Viridis;
+  std::vector<Texture> heads_;
+  std::vector<uint8_t> rgba_;
+};
+
+}  // namespace attnviz::ui

@@ -1,0 +1,89 @@
+#include "ui/head_grid_panel.h"
+
+#include <algorithm>
+
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch) {
+  const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
+  const int T = tr.T();
+  colorize_rgba(cmap, lt.probs.head(head), T, T, ValueRange{0.f, 1.f, true}, scratch, lt.masked.head(head));
+  tex.upload(T, T, scratch);
+}
+
+void HeadGridPanel::draw_content(FrameContext& ctx) {
+  const Trace& tr = ctx.trace;
+  const ModelConfig& c = ctx.model->config;
+  AppState& s = ctx.state;
+  const int L = c.n_layer, H = c.n_head, KV = c.n_kv_head, G = c.group_size();
+
+  if (serial_ != ctx.snap.trace_serial || cmap_ != s.probs_colormap ||
+      thumbs_.size() != static_cast<size_t>(L) * static_cast<size_t>(H)) {
+    thumbs_.resize(static_cast<size_t>(L) * static_cast<size_t>(H));
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) upload_probs(thumbs_[static_cast<size_t>(l * H + h)], tr, l, h, s.probs_colormap, rgba_);
+    serial_ = ctx.snap.trace_serial;
+    cmap_ = s.probs_colormap;
+  }
+
+  ImGui::TextDisabled("%d layers \xC3\x97 %d heads \xC2\xB7 click to select \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
+                      L, H, KV, G);
+  const float fs = ImGui::GetFontSize();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float row_label = fs * 2.2f, head_row = fs * 1.2f, gap = std::max(3.f, fs * 0.3f);
+  float side = std::min((avail.x - row_label) / static_cast<float>(H) - gap,
+                        (avail.y - head_row - fs * 0.5f) / static_cast<float>(L) - gap);
+  side = std::clamp(std::floor(side), fs * 1.5f, fs * 12.f);
+
+  ImGui::BeginChild("grid", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  // Head numbers and group bars on top.
+  for (int g = 0; g < KV; ++g) {
+    const float x0 = o.x + row_label + static_cast<float>(g * G) * (side + gap);
+    const float x1 = x0 + static_cast<float>(G) * (side + gap) - gap;
+    dl->AddRectFilled(ImVec2(x0, o.y + fs * 1.05f), ImVec2(x1, o.y + fs * 1.2f), group_color(g, KV));
+  }
+  for (int h = 0; h < H; ++h) {
+    const float x = o.x + row_label + static_cast<float>(h) * (side + gap);
+    const std::string lab = "h" + std::to_string(h);
+    text_centered(dl, ImVec2(x, o.y), ImVec2(x + side, o.y + fs), h == s.head ? tc : dim, lab);
+  }
+  const float th = std::max(2.f, ctx.scale * 2.f);
+  for (int l = 0; l < L; ++l) {
+    const float y = o.y + head_row + fs * 0.3f + static_cast<float>(l) * (side + gap);
+    const std::string lab = "L" + std::to_string(l);
+    text_centered(dl, ImVec2(o.x, y), ImVec2(o.x + row_label - gap, y + side), l == s.layer ? tc : dim, lab);
+    for (int h = 0; h < H; ++h) {
+      const ImVec2 a(o.x + row_label + static_cast<float>(h) * (side + gap), y), b = a + ImVec2(side, side);
+      ImGui::SetCursorScreenPos(a);
+      ImGui::PushID(l * H + h);
+      ImGui::Image(thumbs_[static_cast<size_t>(l * H + h)].id(), ImVec2(side, side));
+      const bool hov = ImGui::IsItemHovered();
+      if (ImGui::IsItemClicked()) {
+        s.layer = l;
+        s.head = h;
+        s.kv_group = c.kv_head_of(h);
+      }
+      ImGui::PopID();
+      const int g = c.kv_head_of(h);
+      dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
+      if (l == s.layer && h == s.head)
+        dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+      if (hov) {
+        dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
+        ImGui::SetTooltip("layer %d, head %d (KV head %d)\nclick to show it in the heatmap", l, h, g);
+      }
+    }
+  }
+  ImGui::SetCursorScreenPos(o);
+  const ImVec2 size(row_label + static_cast<float>(H) * (side + gap), head_row + fs * 0.3f + static_cast<float>(L) * (side + gap));
+  ImGui::Dummy(size);
+  grid_rect_ = ImVec4(o.x + row_label, o.y + head_row + fs * 0.3f, size.x - row_label, size.y - head_row - fs * 0.3f);
+  ImGui::EndChild();
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,31 @@
+// Every layer × head as a small softmax heatmap; click one to select it. Query heads that
+// share one KV head (GQA) carry the same frame colour and sit under one group bar.
+#pragma once
+#include <vector>
+
+#include "ui/panel.h"
+#include "ui/texture.h"
+
+namespace attnviz::ui {
+
+class HeadGridPanel : public Panel {
+ public:
+  HeadGridPanel() : Panel("All heads (softmax)") {}
+  ImVec4 grid_rect() const { return grid_rect_; }
+
+ protected:
+  void draw_content(FrameContext& ctx) override;
+
+ private:
+  uint64_t serial_ = 0;            // trace the textures show
+  Colormap cmap_ = Colormap::Viridis;
+  std::vector<Texture> thumbs_;    // (L * H), thumbs_[l * H + h]: probs of layer l, head h
+  std::vector<uint8_t> rgba_;
+  ImVec4 grid_rect_{0, 0, 0, 0};
+};
+
+// Uploads the softmax of (layer, head) as a texture, masked cells grey. Shared by the
+// panels that show thumbnails.
+void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch);
+
+}  // namespace attnviz::ui

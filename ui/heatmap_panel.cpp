@@ -1,0 +1,284 @@
+#include "ui/heatmap_panel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+namespace {
+const char* stage_explanation(Stage s) {
+  switch (s) {
+    case Stage::Scores: return "q_i \xC2\xB7 k_j for every pair: how well token j's key answers token i's query (before scaling; the future is not hidden yet)";
+    case Stage::Scaled: return "scores / \xE2\x88\x9A" "d: keeps the numbers small so softmax does not saturate";
+    case Stage::Masked: return "causal mask: a token may not look at later tokens (j > i) \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (grey)";
+    case Stage::Probs: return "softmax of each row: how much token i (row) attends to token j (column); every row sums to 1";
+    case Stage::Q: return "queries (T \xC3\x97 d): what each token is looking for (after RoPE for llama)";
+    case Stage::K: return "keys (T \xC3\x97 d) of this head's KV head: what each token offers to be found by";
+    case Stage::V: return "values (T \xC3\x97 d) of this head's KV head: what each token passes on when attended to";
+    case Stage::Out: return "head output = softmax \xC2\xB7 V (T \xC3\x97 d): the mix of values each token receives";
+  }
+  return "";
+}
+}  // namespace
+
+void HeatmapPanel::draw_controls(FrameContext& ctx) {
+  const ModelConfig& c = ctx.model->config;
+  AppState& s = ctx.state;
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 7.f);
+  ImGui::SliderInt("layer", &s.layer, 0, c.n_layer - 1);
+  ImGui::SameLine();
+  if (ImGui::SliderInt("head", &s.head, 0, c.n_head - 1)) s.kv_group = c.kv_head_of(s.head);
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
+  ImGui::SameLine();
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 6.f);
+  int cm = s.probs_colormap == Colormap::Magma ? 1 : 0;
+  const char* cms[] = {"viridis", "magma"};
+  if (ImGui::Combo("colormap", &cm, cms, 2)) s.probs_colormap = cm == 1 ? Colormap::Magma : Colormap::Viridis;
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  if (ImGui::SmallButton("fit")) s.cell_px = 0.f;
+  ImGui::SameLine();
+  ImGui::TextDisabled("zoom %.0f px/cell", s.cell_px > 0 ? s.cell_px : fit_cell_);
+  help_marker("Ctrl + mouse wheel over the matrix zooms, the scrollbars move; 'fit' shows the whole matrix.\n"
+              "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
+              "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "8 pick a stage).");
+}
+
+void HeatmapPanel::draw_tabs(FrameContext& ctx) {
+  AppState& s = ctx.state;
+  const bool pending = s.stage != shown_tab_;  // a shortcut changed the stage
+  Stage selected = shown_tab_;
+  if (ImGui::BeginTabBar("stages")) {
+    for (Stage st : stage_tab_order()) {
+      const ImGuiTabItemFlags f = pending && st == s.stage ? ImGuiTabItemFlags_SetSelected : 0;
+      if (ImGui::BeginTabItem(stage_label(st), nullptr, f)) {
+        selected = st;
+        ImGui::EndTabItem();
+      }
+    }
+    ImGui::EndTabBar();
+  }
+  if (!pending) s.stage = selected;  // a click on a tab
+  shown_tab_ = selected;
+}
+
+void HeatmapPanel::draw_content(FrameContext& ctx) {
+  draw_controls(ctx);
+  draw_tabs(ctx);
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextDisabled("%s", stage_explanation(ctx.state.stage));
+  ImGui::PopTextWrapPos();
+
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float bar_w = ImGui::GetFontSize() * 5.5f;
+  image_rect_ = ImVec4(0, 0, 0, 0);
+  draw_matrix(ctx, std::max(50.f, avail.x - bar_w), avail.y);
+  ImGui::SameLine();
+  draw_colorbar(ctx, avail.y);
+}
+
+void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
+  const Trace& tr = ctx.trace;
+  const ModelConfig& c = ctx.model->config;
+  AppState& s = ctx.state;
+  const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
+  const Stage stage = s.stage;
+  const Tensor& t = lt.stage(stage);
+  const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;  // head index in t
+  const int rows = static_cast<int>(t.dim(1)), cols = static_cast<int>(t.dim(2));
+  const bool square = stage_is_square(stage);
+
+  // Upload once per change.
+  const Colormap cmap = stage_is_signed(stage) ? Colormap::Diverging : s.probs_colormap;
+  const Key key{ctx.snap.trace_serial, s.layer, hi, stage, cmap};
+  if (!(key == key_) || !tex_.valid()) {
+    const float* data = t.head(hi);
+    const int64_t n = static_cast<int64_t>(rows) * cols;
+    range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
+    const bool mask_probs = stage == Stage::Probs;
+    colorize_rgba(cmap, data, rows, cols, range_, rgba_, mask_probs ? lt.masked.head(hi) : nullptr);
+    tex_.upload(cols, rows, rgba_);
+    key_ = key;
+    cmap_ = cmap;
+  }
+
+  // Labels: token text down the left (rows = tokens), token text or dimension on top.
+  const float fs = ImGui::GetFontSize();
+  float label_w = 0.f;
+  std::vector<std::string> row_labels(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    row_labels[static_cast<size_t>(i)] = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(i)]));
+    label_w = std::max(label_w, ImGui::CalcTextSize(row_labels[static_cast<size_t>(i)].c_str()).x);
+  }
+  const float left = std::min(label_w, fs * 6.f) + fs * 0.6f;
+  const float top = fs * 1.4f;
+
+  fit_cell_ = std::min((width - left - fs) / static_cast<float>(cols), (height - top - fs) / static_cast<float>(rows));
+  fit_cell_ = std::clamp(fit_cell_ >= 3.f ? std::floor(fit_cell_) : fit_cell_, 0.5f, 64.f);
+  const float cell = s.cell_px > 0.f ? s.cell_px : fit_cell_;
+  const ImVec2 img(cell * static_cast<float>(cols), cell * static_cast<float>(rows));
+
+  ImGuiIO& io = ImGui::GetIO();
+  ImGui::BeginChild("matrix", ImVec2(width, height), false,
+                    ImGuiWindowFlags_HorizontalScrollbar | (io.KeyCtrl ? ImGuiWindowFlags_NoScrollWithMouse : 0));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 p0 = origin + ImVec2(left, top);
+  ImGui::SetCursorScreenPos(p0);
+  ImGui::Image(tex_.id(), img);
+  const bool hovered = ImGui::IsItemHovered();
+  image_rect_ = ImVec4(p0.x, p0.y, img.x, img.y);
+  // Content size for the scrollbars.
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(ImVec2(left + img.x + fs * 0.5f, top + img.y + fs * 0.5f));
+
+  const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
+  const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
+  // Row labels (every k-th when cells are smaller than a line of text).
+  const int row_step = std::max(1, static_cast<int>(std::ceil(fs * 0.9f / cell)));
+  for (int i = 0; i < rows; i += row_step) {
+    const float y = p0.y + (static_cast<float>(i) + 0.5f) * cell - fs * 0.5f;
+    if (y < clip0.y - fs || y > clip1.y) continue;
+    const std::string& lab = row_labels[static_cast<size_t>(i)];
+    const float w = ImGui::CalcTextSize(lab.c_str()).x;
+    dl->PushClipRect(ImVec2(origin.x, y), ImVec2(p0.x - fs * 0.3f, y + fs), true);
+    dl->AddText(ImVec2(p0.x - fs * 0.3f - w, y), i == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col, lab.c_str());
+    dl->PopClipRect();
+  }
+  // Column labels.
+  float col_w = fs;
+  if (square) col_w = std::min(label_w, fs * 3.f) + fs * 0.3f;
+  else col_w = ImGui::CalcTextSize("000").x + fs * 0.3f;
+  const int col_step = std::max(1, static_cast<int>(std::ceil(col_w / cell)));
+  for (int j = 0; j < cols; j += col_step) {
+    const float x = p0.x + (static_cast<float>(j) + 0.5f) * cell;
+    if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
+    const std::string lab = square ? row_labels[static_cast<size_t>(j)] : std::to_string(j);
+    const float w = ImGui::CalcTextSize(lab.c_str()).x;
+    const ImU32 col = square ? (j == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col) : dim_col;
+    dl->AddText(ImVec2(std::floor(x - w * 0.5f), origin.y + fs * 0.1f), col, lab.c_str());
+  }
+
+  // The hovered token's row (as a query) and column (as a key), in every heatmap.
+  const int ht = s.hovered_token;
+  const ImU32 hl = IM_COL32(255, 220, 0, 255);
+  const float th = std::max(1.5f, ctx.scale * 2.f);
+  if (ht >= 0 && ht < rows) {
+    const float y = p0.y + static_cast<float>(ht) * cell;
+    dl->AddRect(ImVec2(p0.x - 1, y), ImVec2(p0.x + img.x + 1, y + cell), hl, 0.f, 0, th);
+    if (square) {
+      const float x = p0.x + static_cast<float>(ht) * cell;
+      dl->AddRect(ImVec2(x, p0.y - 1), ImVec2(x + cell, p0.y + img.y + 1), hl, 0.f, 0, th);
+    }
+  }
+
+  // Hover: tooltip with the numbers; Ctrl+wheel zoom.
+  if (hovered) {
+    const ImVec2 m = io.MousePos - p0;
+    const int i = std::clamp(static_cast<int>(m.y / cell), 0, rows - 1);
+    const int j = std::clamp(static_cast<int>(m.x / cell), 0, cols - 1);
+    s.hover(i);
+    const ImVec2 c0 = p0 + ImVec2(static_cast<float>(j) * cell, static_cast<float>(i) * cell);
+    dl->AddRect(c0, c0 + ImVec2(cell, cell), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+    cell_tooltip(ctx, i, j);
+  }
+  if (ImGui::IsWindowHovered() && io.KeyCtrl && io.MouseWheel != 0.f) {
+    const float cur = s.cell_px > 0.f ? s.cell_px : fit_cell_;
+    s.cell_px = std::clamp(cur * std::pow(1.2f, io.MouseWheel), 0.5f, 96.f);
+  }
+  ImGui::EndChild();
+}
+
+void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
+  const Trace& tr = ctx.trace;
+  const ModelConfig& c = ctx.model->config;
+  const AppState& s = ctx.state;
+  const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
+  const Stage stage = s.stage;
+  auto tok = [&](int p) { return chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(p)])); };
+  ImGui::BeginTooltip();
+  if (stage_is_square(stage)) {
+    const int h = s.head;
+    const float d = static_cast<float>(c.head_size);
+    const float score = lt.scores.at(h, i, j), scaled = lt.scaled.at(h, i, j), masked = lt.masked.at(h, i, j);
+    const float prob = lt.probs.at(h, i, j);
+    const bool is_masked = std::isinf(masked) && masked < 0.f;
+    // Row max and sum of exp over the unmasked entries: softmax = exp(x − max) / Σ exp(x − max).
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < tr.T(); ++k)
+      if (std::isfinite(lt.masked.at(h, i, k))) mx = std::max(mx, lt.masked.at(h, i, k));
+    double sum = 0.0;
+    for (int k = 0; k < tr.T(); ++k)
+      if (std::isfinite(lt.masked.at(h, i, k))) sum += std::exp(static_cast<double>(lt.masked.at(h, i, k) - mx));
+    ImGui::Text("query i = %d '%s'  \xE2\x86\x92  key j = %d '%s'   (layer %d, head %d)", i, tok(i).c_str(), j,
+                tok(j).c_str(), s.layer, h);
+    ImGui::Separator();
+    ImGui::Text("q\xC2\xB7k            = %+.5f", score);
+    ImGui::Text("/\xE2\x88\x9A" "d (d = %d)  = %+.5f   (\xE2\x88\x9A" "d = %.3f)", c.head_size, scaled, std::sqrt(d));
+    if (is_masked) {
+      ImGui::TextColored(ImVec4(1.f, 0.6f, 0.3f, 1.f), "masked       = \xE2\x88\x92\xE2\x88\x9E   (j > i: the future is hidden)");
+      ImGui::Text("exp          = 0");
+    } else {
+      ImGui::Text("masked       = no (j \xE2\x89\xA4 i)");
+      const double e = std::exp(static_cast<double>(scaled - mx));
+      ImGui::Text("exp(x \xE2\x88\x92 max) = %.5f   (row max %.4f, row \xCE\xA3 = %.5f)", e, mx, sum);
+    }
+    ImGui::Text("weight       = %.5f   (= exp / \xCE\xA3; row sums to 1)", prob);
+  } else {
+    const Tensor& t = lt.stage(stage);
+    const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;
+    ImGui::Text("token %d '%s', dimension %d of %d", i, tok(i).c_str(), j, static_cast<int>(t.dim(2)));
+    ImGui::Text("%s = %+.5f", stage_label(stage), t.at(hi, i, j));
+    if (stage_is_kv(stage)) ImGui::TextDisabled("KV head %d, shared by query heads of group %d", hi, hi);
+  }
+  ImGui::EndTooltip();
+}
+
+void HeatmapPanel::draw_colorbar(FrameContext& ctx, float height) {
+  // One 256-texel strip per colormap, made once.
+  for (int k = 0; k < kColormapCount; ++k)
+    if (!colorbars_[k].valid()) {
+      std::vector<uint8_t> px(256 * 4);
+      for (int y = 0; y < 256; ++y) {
+        const Rgb8 c = colormap_rgb(static_cast<Colormap>(k), 1.f - static_cast<float>(y) / 255.f);
+        px[static_cast<size_t>(y) * 4 + 0] = c.r;
+        px[static_cast<size_t>(y) * 4 + 1] = c.g;
+        px[static_cast<size_t>(y) * 4 + 2] = c.b;
+        px[static_cast<size_t>(y) * 4 + 3] = 255;
+      }
+      colorbars_[k].upload(1, 256, px);
+    }
+  const float fs = ImGui::GetFontSize();
+  ImGui::BeginGroup();
+  const float h = std::max(fs * 4.f, std::min(height - fs * 5.f, image_rect_.w > 0 ? image_rect_.w : height));
+  ImGui::Text("%s", colormap_name(cmap_));
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::Image(colorbars_[static_cast<int>(cmap_)].id(), ImVec2(fs * 1.2f, h));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  char buf[32];
+  const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text);
+  std::snprintf(buf, sizeof buf, "%.3g", range_.hi);
+  dl->AddText(ImVec2(p.x + fs * 1.5f, p.y), tc, buf);
+  std::snprintf(buf, sizeof buf, "%.3g", 0.5f * (range_.lo + range_.hi));
+  dl->AddText(ImVec2(p.x + fs * 1.5f, p.y + h * 0.5f - fs * 0.5f), tc, buf);
+  std::snprintf(buf, sizeof buf, "%.3g", range_.lo);
+  dl->AddText(ImVec2(p.x + fs * 1.5f, p.y + h - fs), tc, buf);
+  if (ctx.state.stage == Stage::Masked || ctx.state.stage == Stage::Probs) {
+    ImGui::Dummy(ImVec2(0, fs * 0.3f));
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    dl->AddRectFilled(q, q + ImVec2(fs * 1.2f, fs), to_u32(masked_rgb()));
+    ImGui::Dummy(ImVec2(fs * 1.3f, fs));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("masked");
+  }
+  ImGui::EndGroup();
+}
+
+}  // namespace attnviz::ui

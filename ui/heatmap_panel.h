@@ -1,0 +1,48 @@
+// The attention heatmap of the selected layer and head, one tab per stage: scores (q·kᵀ),
+// scaled (/√d), masked, softmax, and Q, K, V, head output. The matrix is a texture
+// (uploaded once per change, drawn with ImGui::Image), with token labels on both axes,
+// a colorbar with the value range, a distinct colour for masked (−inf) cells, a tooltip
+// with the exact numbers of the hovered cell, zoom (Ctrl+wheel) and scrolling.
+#pragma once
+#include "ui/panel.h"
+#include "ui/texture.h"
+
+namespace attnviz::ui {
+
+class HeatmapPanel : public Panel {
+ public:
+  HeatmapPanel() : Panel("Attention heatmap") {}
+  // Screen rectangle (x, y, w, h) of the matrix drawn last frame; w = 0 when none.
+  ImVec4 image_rect() const { return image_rect_; }
+
+ protected:
+  void draw_content(FrameContext& ctx) override;
+
+ private:
+  void draw_controls(FrameContext& ctx);
+  void draw_tabs(FrameContext& ctx);
+  void draw_matrix(FrameContext& ctx, float width, float height);
+  void draw_colorbar(FrameContext& ctx, float height);
+  void cell_tooltip(const FrameContext& ctx, int i, int j) const;
+
+  struct Key {
+    uint64_t trace_serial = 0;
+    int layer = -1, head = -1;
+    Stage stage = Stage::Probs;
+    Colormap cmap = Colormap::Viridis;
+    bool operator==(const Key& o) const {
+      return trace_serial == o.trace_serial && layer == o.layer && head == o.head && stage == o.stage && cmap == o.cmap;
+    }
+  };
+  Key key_;                   // what tex_ shows
+  Texture tex_;               // (rows, cols) RGBA, one texel per cell
+  ValueRange range_;          // value range of the colours in tex_
+  Colormap cmap_ = Colormap::Viridis;
+  Texture colorbars_[kColormapCount];  // (256, 1) each, top = high
+  std::vector<uint8_t> rgba_;  // scratch for uploads
+  Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
+  float fit_cell_ = 8.f;      // cell size that fits the panel (zoom starts from it)
+  ImVec4 image_rect_{0, 0, 0, 0};
+};
+
+}  // namespace attnviz::ui

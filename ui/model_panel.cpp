@@ -1,0 +1,86 @@
+#include "ui/model_panel.h"
+
+#include <cstdio>
+
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+namespace {
+std::string count_str(int64_t n) {
+  char buf[32];
+  if (n >= 1000000000) std::snprintf(buf, sizeof buf, "%.2f B", static_cast<double>(n) / 1e9);
+  else if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.2f M", static_cast<double>(n) / 1e6);
+  else if (n >= 10000) std::snprintf(buf, sizeof buf, "%.1f k", static_cast<double>(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+  return buf;
+}
+}  // namespace
+
+void ModelPanel::draw_content(FrameContext& ctx) {
+  if (!ctx.model) {
+    ImGui::TextDisabled("no model loaded");
+    return;
+  }
+  const Model& m = *ctx.model;
+  const ModelConfig& c = m.config;
+  if (ctx.snap.random_weights)
+    ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "RANDOM WEIGHTS: patterns are not learned");
+  ImGui::TextWrapped("%s", m.name.c_str());
+  ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(), c.arch == Arch::Gpt2 ? "learned positions, LayerNorm, GELU" : "RoPE, RMSNorm, SwiGLU",
+              count_str(m.parameter_count()).c_str());
+  ImGui::Text("head_size = n_embd / n_head = %d / %d = %d", c.n_embd, c.n_head, c.n_embd / std::max(1, c.n_head));
+  if (c.head_size != c.n_embd / std::max(1, c.n_head)) ImGui::TextDisabled("(this config sets head_dim = %d)", c.head_size);
+
+  if (ImGui::BeginTable("cfg", 4, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) {
+    auto kv = [](const char* k, int v) {
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", k);
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", v);
+    };
+    ImGui::TableNextRow();
+    kv("vocab V", c.vocab_size);
+    kv("layers L", c.n_layer);
+    ImGui::TableNextRow();
+    kv("n_embd C", c.n_embd);
+    kv("context", c.n_ctx);
+    ImGui::TableNextRow();
+    kv("n_head H", c.n_head);
+    kv("n_kv_head", c.n_kv_head);
+    ImGui::TableNextRow();
+    kv("head_size d", c.head_size);
+    kv("MLP hidden", c.n_inner);
+    ImGui::EndTable();
+  }
+
+  const ParamCounts p = parameter_counts(c);
+  const double total = static_cast<double>(std::max<int64_t>(1, p.total()));
+  if (ImGui::BeginTable("params", 3, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders)) {
+    ImGui::TableSetupColumn("part");
+    ImGui::TableSetupColumn("parameters");
+    ImGui::TableSetupColumn("share");
+    ImGui::TableHeadersRow();
+    auto row = [&](const char* name, int64_t n) {
+      if (n == 0) return;
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", count_str(n).c_str());
+      ImGui::TableNextColumn();
+      ImGui::ProgressBar(static_cast<float>(static_cast<double>(n) / total), ImVec2(-1, 0));
+    };
+    row("token embedding (V \xC3\x97 C)", p.token_embedding);
+    row("position embedding", p.position_embedding);
+    row("attention W_q W_k W_v W_o", p.attention);
+    row("MLP", p.mlp);
+    row("norms", p.norms);
+    row("lm_head (untied)", p.lm_head);
+    row("total", p.total());
+    ImGui::EndTable();
+  }
+  ImGui::TextDisabled("%s", ctx.fonts_note.c_str());
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,83 @@
+#include "ui/next_token_panel.h"
+
+#include <algorithm>
+
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+bool NextTokenPanel::step(FrameContext& ctx, bool greedy) {
+  if (!ctx.has_trace()) return false;
+  const Trace& tr = ctx.trace;
+  const int V = static_cast<int>(tr.logits.dim(1));
+  const float* last = tr.logits.data.data() + static_cast<size_t>(tr.T() - 1) * static_cast<size_t>(V);
+  if (seeded_with_ != ctx.state.seed) {
+    rng_.seed(ctx.state.seed);
+    seeded_with_ = ctx.state.seed;
+  }
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  const int id = sample_token(last, V, greedy ? 0.f : ctx.state.temperature, u);
+  // The trace may be older than the text (the worker is still busy): sample from the
+  // trace, append to the text the trace came from.
+  ctx.state.text = ctx.snap.trace_text + token_text(ctx.model, id);
+  stepped_on_serial_ = ctx.snap.trace_serial;
+  last_step_time_ = ImGui::GetTime();
+  return true;
+}
+
+void NextTokenPanel::draw_content(FrameContext& ctx) {
+  const Trace& tr = ctx.trace;
+  AppState& s = ctx.state;
+  const int V = static_cast<int>(tr.logits.dim(1));
+  const float* last = tr.logits.data.data() + static_cast<size_t>(tr.T() - 1) * static_cast<size_t>(V);
+  const std::string after = chip_label(token_text(ctx.model, tr.tokens.back()));
+
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 9.f);
+  ImGui::SliderFloat("temperature", &s.temperature, 0.f, 2.f, "%.2f");
+  ImGui::SameLine();
+  ImGui::SliderInt("top-k", &s.top_k, 1, std::min(40, V));
+  ImGui::PopItemWidth();
+  help_marker("p = softmax(logits / temperature). Low temperature sharpens the distribution "
+              "(0 = always the most likely token), high temperature flattens it.");
+
+  if (ImGui::Button("step \xE2\x96\xB6")) step(ctx, false);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("sample one token and append it to the text (Alt+N)");
+  ImGui::SameLine();
+  if (ImGui::Button("greedy step")) step(ctx, true);
+  ImGui::SameLine();
+  if (ImGui::Button(playing_ ? "pause \xE2\x9D\x9A\xE2\x9D\x9A" : "play")) playing_ = !playing_;
+  ImGui::SameLine();
+  ImGui::TextDisabled("window %d / %d, dropped %d", tr.T(), tr.block_size, tr.dropped);
+  // Play: one token per new result, at most ~6 per second so a class can follow.
+  if (playing_ && ctx.snap.error.empty() && ctx.snap.trace_text == s.text && stepped_on_serial_ != ctx.snap.trace_serial &&
+      ImGui::GetTime() - last_step_time_ > 0.15)
+    step(ctx, false);
+  if (!ctx.snap.error.empty()) playing_ = false;
+
+  ImGui::Text("after '%s' (position %d) the model predicts:", after.c_str(), tr.T() - 1);
+  const std::vector<TokenProb> top = top_k_probs(last, V, s.temperature, s.top_k);
+  const float fs = ImGui::GetFontSize();
+  const float label_w = fs * 3.5f;
+  const float bar_w = std::max(fs * 4.f, ImGui::GetContentRegionAvail().x - label_w - fs * 4.f);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (const TokenProb& tp : top) {
+    const std::string lab = chip_label(token_text(ctx.model, tp.id));
+    const ImVec2 a = ImGui::GetCursorScreenPos();
+    const float h = fs * 1.25f;
+    dl->AddRectFilled(a, a + ImVec2(label_w - fs * 0.3f, h), chip_color(tp.id), 3.f);
+    text_centered(dl, a, a + ImVec2(label_w - fs * 0.3f, h), IM_COL32(0, 0, 0, 255), lab);
+    const ImVec2 b0 = a + ImVec2(label_w, fs * 0.1f);
+    dl->AddRectFilled(b0, b0 + ImVec2(bar_w, h - fs * 0.2f), ImGui::GetColorU32(ImGuiCol_FrameBg));
+    dl->AddRectFilled(b0, b0 + ImVec2(std::max(1.f, bar_w * tp.p), h - fs * 0.2f), to_u32(colormap_rgb(Colormap::Viridis, 0.35f + 0.65f * tp.p)));
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%5.1f%%", 100.f * tp.p);
+    dl->AddText(b0 + ImVec2(bar_w + fs * 0.3f, 0), ImGui::GetColorU32(ImGuiCol_Text), pct);
+    ImGui::PushID(tp.id);
+    ImGui::InvisibleButton("bar", ImVec2(label_w + bar_w + fs * 3.5f, h));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("'%s' (id %d): p = %.5f\nclick to append it", lab.c_str(), tp.id, tp.p);
+    if (ImGui::IsItemClicked()) s.text = ctx.snap.trace_text + token_text(ctx.model, tp.id);
+    ImGui::PopID();
+  }
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,30 @@
+// The model's guess for the next token: top-k probabilities at the last position as bars,
+// a temperature slider, and step-by-step generation that appends sampled tokens to the
+// text, so a class can watch the window slide once the text outgrows block_size.
+#pragma once
+#include <random>
+
+#include "ui/panel.h"
+
+namespace attnviz::ui {
+
+class NextTokenPanel : public Panel {
+ public:
+  NextTokenPanel() : Panel("Next token") {}
+
+  // One generation step: appends a token sampled from the last row's logits to the text.
+  // Returns false when there is nothing to sample from yet.
+  bool step(FrameContext& ctx, bool greedy);
+
+ protected:
+  void draw_content(FrameContext& ctx) override;
+
+ private:
+  std::mt19937_64 rng_{1};
+  uint64_t seeded_with_ = 1;
+  bool playing_ = false;
+  double last_step_time_ = 0.0;
+  uint64_t stepped_on_serial_ = 0;  // the trace the last step sampled from (one step per result)
+};
+
+}  // namespace attnviz::ui

@@ -1,0 +1,118 @@
+#include "ui/token_strip_panel.h"
+
+#include <algorithm>
+
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+void TokenStripPanel::draw_content(FrameContext& ctx) {
+  const Trace& tr = ctx.trace;
+  AppState& s = ctx.state;
+  const int n_ctx = ctx.model->config.n_ctx;
+  const std::vector<int>& all = ctx.snap.all_ids;
+  const WindowInfo w = window_info(static_cast<int>(all.size()), tr.block_size);
+
+  // block_size slider: the engine is asked again when it changes.
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 14.f);
+  int bs = s.block_size > 0 ? s.block_size : n_ctx;
+  if (ImGui::SliderInt("block_size", &bs, 1, n_ctx, "%d", ImGuiSliderFlags_AlwaysClamp | ImGuiSliderFlags_Logarithmic))
+    s.block_size = bs;
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  if (ImGui::SmallButton("-")) s.block_size = std::max(1, bs - 1);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("+")) s.block_size = std::min(n_ctx, bs + 1);
+  ImGui::SameLine();
+  ImGui::Text("  %d tokens typed \xC2\xB7 window T = %d of block_size %d \xC2\xB7 ", w.total, tr.T(), tr.block_size);
+  ImGui::SameLine(0, 0);
+  if (tr.dropped > 0)
+    ImGui::TextColored(ImVec4(1.f, 0.65f, 0.3f, 1.f), "%d fell out of the window (greyed)", tr.dropped);
+  else
+    ImGui::TextDisabled("none dropped");
+  help_marker("The model only sees the last block_size tokens (nanoGPT's idx[:, -block_size:]). "
+              "Older tokens fall out of the window on the left. Hover a token to highlight its row "
+              "(as a query) and column (as a key) in every heatmap.");
+
+  // Chips in one scrolling row; the bracket under the window.
+  const float fs = ImGui::GetFontSize();
+  const float chip_h = fs * 1.6f;
+  const float strip_h = chip_h + fs * 2.6f;
+  ImGui::BeginChild("chips", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize), false,
+                    ImGuiWindowFlags_HorizontalScrollbar);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float pad = fs * 0.35f, gap = fs * 0.25f;
+  float x = origin.x;
+  float win_x0 = -1.f, win_x1 = -1.f;
+  const int ht = s.hovered_token;
+  // Very long texts: the oldest dropped tokens collapse into one "+N" chip.
+  const int max_dropped_chips = 64;
+  const int first = std::max(0, w.dropped - max_dropped_chips);
+  if (first > 0) {
+    const std::string lab = "\xE2\x80\xA6 +" + std::to_string(first);  // … +N
+    const float cw = ImGui::CalcTextSize(lab.c_str()).x + 2 * pad;
+    dl->AddRectFilled(ImVec2(x, origin.y), ImVec2(x + cw, origin.y + chip_h), IM_COL32(70, 70, 70, 255), 4.f);
+    text_centered(dl, ImVec2(x, origin.y), ImVec2(x + cw, origin.y + chip_h), IM_COL32(160, 160, 160, 255), lab);
+    x += cw + gap;
+  }
+  for (int k = first; k < w.total; ++k) {
+    const int id = all[static_cast<size_t>(k)];
+    const bool in_window = k >= w.dropped;
+    const int pos = k - w.dropped;  // position in the window
+    const std::string lab = chip_label(token_text(ctx.model, id));
+    const float cw = std::max(ImGui::CalcTextSize(lab.c_str()).x + 2 * pad, chip_h * 0.8f);
+    const ImVec2 a(x, origin.y), b(x + cw, origin.y + chip_h);
+    if (in_window) {
+      if (win_x0 < 0) win_x0 = a.x;
+      win_x1 = b.x;
+      dl->AddRectFilled(a, b, chip_color(id), 4.f);
+      if (pos == ht) dl->AddRect(a - ImVec2(2, 2), b + ImVec2(2, 2), IM_COL32(255, 220, 0, 255), 4.f, 0, 3.f);
+      text_centered(dl, a, b, IM_COL32(0, 0, 0, 255), lab);
+      char idx[16];
+      std::snprintf(idx, sizeof idx, "%d", pos);
+      if (cw >= ImGui::CalcTextSize(idx).x || pos % 5 == 0)
+        dl->AddText(ImVec2(a.x + 1, b.y + 1), ImGui::GetColorU32(ImGuiCol_TextDisabled), idx);
+    } else {
+      dl->AddRectFilled(a, b, IM_COL32(60, 60, 60, 255), 4.f);
+      text_centered(dl, a, b, IM_COL32(150, 150, 150, 255), lab);
+    }
+    ImGui::SetCursorScreenPos(a);
+    ImGui::InvisibleButton(("##tok" + std::to_string(k)).c_str(), ImVec2(cw, chip_h));
+    if (ImGui::IsItemHovered()) {
+      if (in_window) s.hover(pos);
+      ImGui::BeginTooltip();
+      if (in_window)
+        ImGui::Text("'%s' id %d, window position %d (row and column %d in the heatmaps)", lab.c_str(), id, pos, pos);
+      else
+        ImGui::Text("'%s' id %d fell out of the window: the model no longer sees it", lab.c_str(), id);
+      ImGui::EndTooltip();
+    }
+    x = b.x + gap;
+  }
+  // The window bracket:  └──── block_size = N (T = …) ────┘
+  if (win_x0 >= 0) {
+    const float y = origin.y + chip_h + fs * 1.35f;
+    const ImU32 bc = IM_COL32(120, 200, 255, 255);
+    const float th = std::max(2.f, ctx.scale * 2.f);
+    dl->AddLine(ImVec2(win_x0, y - fs * 0.4f), ImVec2(win_x0, y), bc, th);
+    dl->AddLine(ImVec2(win_x1, y - fs * 0.4f), ImVec2(win_x1, y), bc, th);
+    dl->AddLine(ImVec2(win_x0, y), ImVec2(win_x1, y), bc, th);
+    char lab[96];
+    std::snprintf(lab, sizeof lab, " window: last %d of block_size %d ", tr.T(), tr.block_size);
+    const float lw = ImGui::CalcTextSize(lab).x;
+    const float lx = std::max(win_x0, std::min(0.5f * (win_x0 + win_x1) - lw * 0.5f, win_x1 - lw));
+    dl->AddRectFilled(ImVec2(lx, y - fs * 0.5f), ImVec2(lx + lw, y + fs * 0.6f), ImGui::GetColorU32(ImGuiCol_WindowBg));
+    dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);
+  }
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(ImVec2(x - origin.x, strip_h));
+  strip_rect_ = ImVec4(origin.x, origin.y, std::min(x - origin.x, ImGui::GetWindowWidth()), chip_h);
+  if (follow_serial_ != ctx.snap.trace_serial) {  // keep the newest token in view
+    ImGui::SetScrollHereX(1.f);
+    follow_serial_ = ctx.snap.trace_serial;
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace attnviz::ui
