@@ -1,0 +1,95 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "app/commands.h"
+#include "core/error.h"
+
+namespace attnviz {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Floating-point operations of one full forward over T tokens (multiply-add = 2).
+double forward_flops(const ModelConfig& c, int T) {
+  const double C = c.n_embd, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size, I = c.n_inner;
+  const double proj = 2.0 * T * C * (Hd + 2 * KVd) + 2.0 * T * Hd * C;
+  const double attn = 2.0 * 2.0 * c.n_head * static_cast<double>(T) * T * c.head_size;  // QKᵀ and PV
+  const double mlp = 2.0 * T * C * I * (c.arch == Arch::Gpt2 ? 2 : 3);
+  return c.n_layer * (proj + attn + mlp) + 2.0 * T * C * c.vocab_size;
+}
+
+}  // namespace
+
+Action add_bench_command(CLI::App& app, Io& io) {
+  struct Opts {
+    InputOptions in;
+    int length = 0, reps = 5;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("bench", "Time the full forward with recording, and appending one token");
+  add_input_options(cmd, o->in, false);
+  cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  return [o, &io] {
+    Engine engine = open_engine(o->in, io.err);
+    const ModelConfig& c = engine.model().config;
+    if (o->length > engine.block_size())
+      throw Error("--length " + std::to_string(o->length) + " is longer than the window (" +
+                      std::to_string(engine.block_size()) + " tokens)",
+                  ErrorKind::Usage);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
+    std::vector<int> ids(static_cast<size_t>(o->length));
+    for (int& t : ids) t = pick(rng);
+    const std::vector<int> prefix(ids.begin(), ids.end() - 1);
+    using clock = std::chrono::steady_clock;
+    auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::vector<double> full, append;
+    engine.run(ids);  // warm-up
+    for (int r = 0; r < o->reps; ++r) {
+      engine.clear_cache();
+      const auto t0 = clock::now();
+      engine.run(ids);
+      full.push_back(ms(clock::now() - t0));
+    }
+    if (o->length > 1)
+      for (int r = 0; r < o->reps; ++r) {
+        engine.run(prefix);
+        const auto t0 = clock::now();
+        engine.run(ids);  // one new row through the KV cache
+        append.push_back(ms(clock::now() - t0));
+      }
+    const double med = median(full), flops = forward_flops(c, o->length);
+    const nlohmann::json j = {{"model", o->in.model}, {"backend", engine.backend().name()}, {"length", o->length},
+                              {"reps", o->reps}, {"median_ms", med},
+                              {"min_ms", *std::min_element(full.begin(), full.end())},
+                              {"append_median_ms", append.empty() ? 0.0 : median(append)},
+                              {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
+                              {"gflops_per_s", flops / 1e6 / med},
+                              {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6}};
+    if (o->json) {
+      io.out << j.dump() << "\n";
+      return;
+    }
+    io.out << std::fixed << std::setprecision(3) << "model " << o->in.model << ", backend " << engine.backend().name()
+           << ", T=" << o->length << ", " << o->reps << " reps, " << omp_get_max_threads() << " threads\n"
+           << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
+           << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
+           << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"
+           << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
+  };
+}
+
+}  // namespace attnviz

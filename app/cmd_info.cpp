@@ -1,0 +1,73 @@
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/paths.h"
+#include "core/random_model.h"
+
+namespace attnviz {
+
+namespace {
+
+void print_info(const Model& m, bool json, std::ostream& out) {
+  const ModelConfig& c = m.config;
+  long long emb = m.weights.tok_emb.size() + m.weights.pos_emb.size(), attn = 0, mlp = 0, norms = 0;
+  for (const auto& l : m.weights.layers) {
+    attn += l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() + l.bq.size() + l.bk.size() + l.bv.size() + l.bo.size();
+    mlp += l.w_fc.size() + l.b_fc.size() + l.w_up.size() + l.w_down.size() + l.b_down.size();
+    norms += l.norm1_w.size() + l.norm1_b.size() + l.norm2_w.size() + l.norm2_b.size();
+  }
+  norms += m.weights.normf_w.size() + m.weights.normf_b.size();
+  const long long head = m.weights.lm_head.size();
+  if (json) {
+    const nlohmann::json j = {
+        {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
+        {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
+        {"head_size", c.head_size}, {"group_size", c.group_size()}, {"n_inner", c.n_inner}, {"context", c.n_ctx},
+        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? "char" : "none"},
+        {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
+                        {"norms", norms}, {"lm_head", head}}}};
+    out << j.dump(2) << "\n";
+    return;
+  }
+  out << "model       " << m.name << "  (" << m.dir << ")\n"
+      << "type        " << c.model_type
+      << (c.arch == Arch::Gpt2 ? "  (learned positions, LayerNorm, GELU)" : "  (RoPE, RMSNorm, SwiGLU)") << "\n"
+      << "layers      " << c.n_layer << "\n"
+      << "n_embd      " << c.n_embd << " = n_head " << c.n_head << " x head_size " << c.head_size << "\n"
+      << "KV heads    " << c.n_kv_head << "  (query head h reads KV head h / " << c.group_size() << ")\n"
+      << "MLP hidden  " << c.n_inner << "\n"
+      << "vocab       " << c.vocab_size << "  tokenizer: " << (m.tokenizer ? "character-level" : "none (use --tokens)")
+      << "\n"
+      << "context     " << c.n_ctx << " tokens\n"
+      << "parameters  " << m.parameter_count() << "  (embeddings " << emb << ", attention " << attn << ", MLP " << mlp
+      << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n";
+}
+
+}  // namespace
+
+Action add_info_command(CLI::App& app, Io& io) {
+  struct Opts {
+    std::string model;
+    bool json = false, list = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("info", "Show a model's configuration and parameter counts");
+  cmd->add_option("--model", o->model, "model directory or builtin:NAME");
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_flag("--list", o->list, "list the built-in models and random presets");
+  return [o, &io] {
+    if (o->list || o->model.empty()) {
+      io.out << "built-in models:";
+      for (const auto& n : builtin_models()) io.out << " builtin:" << n;
+      io.out << "\nrandom presets (attnviz-cli random --preset P):";
+      for (const auto& n : preset_names()) io.out << " " << n;
+      io.out << "\n";
+      if (!o->list) throw Error("info needs --model M (or --list)", ErrorKind::Usage);
+      return;
+    }
+    print_info(*load_model(o->model), o->json, io.out);
+  };
+}
+
+}  // namespace attnviz

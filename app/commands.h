@@ -1,0 +1,45 @@
+// attnviz-cli's subcommands, one file each (cmd_*.cpp). Each add_*_command registers its
+// options on `app` and returns the action that runs it; actions throw attnviz::Error.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace attnviz {
+
+struct Io {
+  std::ostream& out;
+  std::ostream& err;
+};
+using Action = std::function<void()>;
+
+Action add_info_command(CLI::App& app, Io& io);
+Action add_dump_command(CLI::App& app, Io& io);
+Action add_bench_command(CLI::App& app, Io& io);
+Action add_random_command(CLI::App& app, Io& io);
+
+// --model, [--text | --tokens], --backend, --block-size: what every command that runs a
+// model on some input shares.
+struct InputOptions {
+  std::string model, text, tokens, backend = "cpu";
+  int block_size = 0;
+  CLI::Option* text_opt = nullptr;
+  CLI::Option* tokens_opt = nullptr;
+};
+void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input);
+
+// Loads the model and opens the backend (printing a fallback note to `err`), sets the
+// block size.
+Engine open_engine(const InputOptions& o, std::ostream& err);
+// open_engine, then runs the --text or --tokens input.
+Engine run_input(const InputOptions& o, std::ostream& err);
+
+// "3,1,4" → {3, 1, 4}; a usage Error for anything else.
+std::vector<int> parse_token_list(const std::string& s);
+
+}  // namespace attnviz
