@@ -15,6 +15,18 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   return s;
 }
 
+std::string display_piece(const std::string& piece) {
+  std::string out;
+  for (char ch : piece) {
+    if (ch == '\n') out += "\\n";
+    else if (ch == '\t') out += "\\t";
+    else if (ch == ' ') out += "\u2423";
+    else if (static_cast<unsigned char>(ch) < 0x20) out += "?";
+    else out += ch;
+  }
+  return out;
+}
+
 std::vector<std::string> utf8_split(std::string_view text) {
   std::vector<std::string> out;
   size_t i = 0;

@@ -37,6 +37,10 @@ class CharTokenizer : public Tokenizer {
   std::unordered_map<std::string, int> ids_;
 };
 
+// A token's text made visible for labels: "\n" → "\\n", "\t" → "\\t", " " → "␣",
+// other control characters → "?".
+std::string display_piece(const std::string& piece);
+
 // Splits UTF-8 into code points (each as its bytes). Throws on invalid UTF-8, naming the
 // byte offset.
 std::vector<std::string> utf8_split(std::string_view text);

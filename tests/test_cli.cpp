@@ -38,7 +38,7 @@ class Cli : public ::testing::Test {
 std::string* Cli::model_ = nullptr;
 
 TEST_F(Cli, EverySubcommandHasHelp) {
-  for (const char* sub : {"dump", "bench", "info", "random"}) {
+  for (const char* sub : {"dump", "bench", "info", "random", "export"}) {
     const auto r = cli({sub, "--help"});
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -92,12 +92,12 @@ TEST_P(CliBadInput, ClearMessageAndExitCode) {
   auto args = GetParam().args;
   for (auto& a : args) {
     if (a == "{M}") a = *model_;
-    if (a == "{O}") a = out_;
+    if (a.rfind("{O}", 0) == 0) a = out_ + a.substr(3);
   }
   const auto r = cli(args);
   EXPECT_EQ(r.code, GetParam().code) << r.err;
   EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(out_)) << "no output file on failure";
+  EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(out_).parent_path())) << "no output file on failure";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -115,7 +115,14 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"missing_out", {"dump", "--model", "{M}", "--tokens", "1"}, 2, "--out is required"},
         Bad{"unwritable_out", {"dump", "--model", "{M}", "--tokens", "1", "--out", "/no/such/dir/x.safetensors"}, 1, "cannot write"},
         Bad{"bench_too_long", {"bench", "--model", "{M}", "--length", "17"}, 2, "longer than the window"},
-        Bad{"unknown_builtin", {"info", "--model", "builtin:nope"}, 1, "unknown built-in model"}),
+        Bad{"unknown_builtin", {"info", "--model", "builtin:nope"}, 1, "unknown built-in model"},
+        Bad{"export_unknown_stage", {"export", "--model", "{M}", "--tokens", "1", "--stage", "attn", "--out", "{O}.png"}, 2, "unknown stage 'attn'"},
+        Bad{"export_unknown_format", {"export", "--model", "{M}", "--tokens", "1", "--out", "{O}.gif"}, 2, "must end in .png, .svg, .csv or .npy"},
+        Bad{"export_csv_grid", {"export", "--model", "{M}", "--tokens", "1,2", "--head", "all", "--out", "{O}.csv"}, 2, "one matrix"},
+        Bad{"export_head_range", {"export", "--model", "{M}", "--tokens", "1,2", "--head", "4", "--out", "{O}.png"}, 2, "heads are 0 … 3"},
+        Bad{"export_kv_head_range", {"export", "--model", "{M}", "--tokens", "1,2", "--stage", "k", "--head", "2", "--out", "{O}.png"}, 2, "KV heads are 0 … 1"},
+        Bad{"export_bad_layer", {"export", "--model", "{M}", "--tokens", "1,2", "--layer", "x", "--out", "{O}.png"}, 2, "not a number or 'all'"},
+        Bad{"export_unwritable", {"export", "--model", "{M}", "--tokens", "1,2", "--out", "/no/such/dir/a.png"}, 1, "cannot write"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(Cli, ModelWithoutTokenizerNeedsTokens) {
