@@ -2,7 +2,19 @@
 
 #include <fontconfig/fontconfig.h>
 
+#include <cctype>
+#include <string>
+
 namespace attnviz {
+
+namespace {
+bool is_opentype(std::string path) {
+  const auto dot = path.rfind('.');
+  std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "ttf" || ext == "otf" || ext == "ttc";
+}
+}  // namespace
 
 FontFile find_font_file(const char* pattern, unsigned must_have) {
   FontFile out;
@@ -18,7 +30,8 @@ FontFile find_font_file(const char* pattern, unsigned must_have) {
     FcCharSet* cs = nullptr;
     const bool has = must_have == 0 ||
                      (FcPatternGetCharSet(match, FC_CHARSET, 0, &cs) == FcResultMatch && FcCharSetHasChar(cs, must_have));
-    if (has && FcPatternGetString(match, FC_FILE, 0, &file) == FcResultMatch) {
+    // stb_truetype (ours and ImGui's) reads TrueType/OpenType only, not Type 1 or bitmaps.
+    if (has && FcPatternGetString(match, FC_FILE, 0, &file) == FcResultMatch && is_opentype(reinterpret_cast<const char*>(file))) {
       out.path = reinterpret_cast<const char*>(file);
       int index = 0;
       if (FcPatternGetInteger(match, FC_INDEX, 0, &index) == FcResultMatch) out.index = index;

@@ -9,7 +9,7 @@ packages=(
   # core
   libeigen3-dev nlohmann-json3-dev libcli11-dev
   # GUI: Dear ImGui (GLFW + OpenGL3 backends), fonts with CJK glyphs, PNG writing
-  libimgui-dev libglfw3-dev libfontconfig-dev fonts-noto-cjk fonts-dejavu-core libstb-dev
+  libimgui-dev libglfw3-dev libgl1-mesa-dev libfontconfig-dev fonts-noto-cjk fonts-dejavu-core libstb-dev
   # GPU backend: OpenGL 4.3 compute through EGL (Mesa's llvmpipe works without a GPU)
   libepoxy-dev libegl-dev libgl-dev libegl-mesa0 libgl1-mesa-dri
   # tests: GoogleTest, Google Benchmark, PyTorch reference, a virtual X server for screenshots

@@ -1,41 +1,29 @@
 #include "ui/fonts.h"
 
-#include <fontconfig/fontconfig.h>
+#include "core/font_files.h"
+
 #include <imgui_impl_opengl3.h>
 
 #include <cmath>
-#include <filesystem>
 
 namespace attnviz::ui {
 
-std::string find_font_file(const char* pattern, unsigned must_have, int* index) {
-  std::string file;
-  if (!FcInit()) return file;
-  FcPattern* pat = FcNameParse(reinterpret_cast<const FcChar8*>(pattern));
-  if (!pat) return file;
-  FcConfigSubstitute(nullptr, pat, FcMatchPattern);
-  FcDefaultSubstitute(pat);
-  FcResult res = FcResultNoMatch;
-  FcPattern* match = FcFontMatch(nullptr, pat, &res);
-  if (match) {
-    FcChar8* path = nullptr;
-    FcCharSet* cs = nullptr;
-    int idx = 0;
-    const bool has_char =
-        must_have == 0 || (FcPatternGetCharSet(match, FC_CHARSET, 0, &cs) == FcResultMatch && FcCharSetHasChar(cs, must_have));
-    if (has_char && FcPatternGetString(match, FC_FILE, 0, &path) == FcResultMatch) {
-      file = reinterpret_cast<const char*>(path);
-      if (FcPatternGetInteger(match, FC_INDEX, 0, &idx) != FcResultMatch) idx = 0;
-      if (index) *index = idx;
-    }
-    FcPatternDestroy(match);
-  }
-  FcPatternDestroy(pat);
-  // ImGui's stb_truetype reads TrueType/OpenType (.ttf/.otf/.ttc), not Type 1 or bitmaps.
-  const std::string ext = std::filesystem::path(file).extension().string();
-  if (ext != ".ttf" && ext != ".otf" && ext != ".ttc" && ext != ".TTF" && ext != ".OTF" && ext != ".TTC") file.clear();
-  return file;
-}
+namespace {
+// Symbols attnviz uses in labels, and scripts beyond Latin-1.
+constexpr ImWchar kExtraRanges[] = {
+    0x0370, 0x03FF,  // Greek
+    0x1D00, 0x1D7F,  // phonetic extensions (ᵀ)
+    0x2000, 0x206F,  // general punctuation (…, ·)
+    0x2070, 0x209F,  // super- and subscripts
+    0x2190, 0x21FF,  // arrows (↵ ⇥ →)
+    0x2200, 0x22FF,  // mathematical operators (√ −)
+    0x2400, 0x243F,  // control pictures (␣)
+    0x2500, 0x25FF,  // box drawing, blocks, geometric shapes (■ ▶)
+    0x2700, 0x27BF,  // dingbats (❚)
+    0,
+};
+}  // namespace
+
 
 void FontManager::request(float size_px, const std::string& extra_chars) {
   if (std::fabs(size_px - want_size_) > 0.01f) dirty_ = true;
@@ -64,18 +52,7 @@ void FontManager::rebuild() {
   b.AddRanges(io.Fonts->GetGlyphRangesDefault());
   b.AddRanges(io.Fonts->GetGlyphRangesCyrillic());
   b.AddRanges(io.Fonts->GetGlyphRangesChineseSimplifiedCommon());  // + CJK punctuation, kana, fullwidth
-  static constexpr ImWchar kExtra[] = {
-      0x0370, 0x03FF,  // Greek
-      0x1D00, 0x1D7F,  // phonetic extensions (ᵀ)
-      0x2000, 0x206F,  // general punctuation (…, ·)
-      0x2070, 0x209F,  // super- and subscripts
-      0x2190, 0x21FF,  // arrows (↵ ⇥ →)
-      0x2200, 0x22FF,  // mathematical operators (√ −)
-      0x2400, 0x243F,  // control pictures (␣)
-      0x2500, 0x25FF,  // box drawing, blocks, geometric shapes (■ ▶)
-      0,
-  };
-  b.AddRanges(kExtra);
+  b.AddRanges(kExtraRanges);
   built_chars_ += want_chars_;
   want_chars_.clear();
   b.AddText(built_chars_.c_str());
@@ -84,9 +61,11 @@ void FontManager::rebuild() {
 
   fonts_ = Fonts{};
   fonts_.size_px = want_size_;
-  int latin_index = 0;
-  fonts_.latin_file = find_font_file("sans-serif", 'a', &latin_index);
-  fonts_.cjk_file = find_font_file("sans-serif:lang=zh-cn", 0x732B /* 猫 */, &fonts_.cjk_index);
+  const FontFile latin = find_font_file("sans-serif", 'a');
+  const FontFile cjk = find_font_file("sans-serif:lang=zh-cn", 0x732B /* 猫 */);
+  fonts_.latin_file = latin.path;
+  fonts_.cjk_file = cjk.path;
+  fonts_.cjk_index = cjk.index;
 
   auto add = [&](float size, ImFont** out) {
     ImFontConfig cfg;
@@ -94,7 +73,7 @@ void FontManager::rebuild() {
     cfg.OversampleV = 1;
     ImFont* f = nullptr;
     if (!fonts_.latin_file.empty()) {
-      cfg.FontNo = latin_index;
+      cfg.FontNo = latin.index;
       f = io.Fonts->AddFontFromFileTTF(fonts_.latin_file.c_str(), size, &cfg, ranges_.Data);
     }
     if (!f) {
@@ -109,7 +88,10 @@ void FontManager::rebuild() {
       m.FontNo = fonts_.cjk_index;
       m.OversampleH = 1;
       m.OversampleV = 1;
-      if (!io.Fonts->AddFontFromFileTTF(fonts_.cjk_file.c_str(), size, &m, ranges_.Data)) fonts_.cjk_file.clear();
+      // CJK fonts reserve a tall line box, so at the same pixel size their glyphs look
+      // smaller than Latin ones: give them a little more.
+      if (!io.Fonts->AddFontFromFileTTF(fonts_.cjk_file.c_str(), std::round(size * 1.15f), &m, ranges_.Data))
+        fonts_.cjk_file.clear();
     }
     *out = f;
   };
@@ -130,7 +112,9 @@ void FontManager::rebuild() {
   fonts_.note = (fonts_.latin_file.empty() ? std::string("font: ImGui built-in") : "font: " + fonts_.latin_file) +
                 (fonts_.cjk_file.empty() ? " · no CJK font found (install fonts-noto-cjk): Chinese shows as '?'"
                                          : " + " + fonts_.cjk_file + " #" + std::to_string(fonts_.cjk_index));
-  ImGui_ImplOpenGL3_CreateFontsTexture();
+  // The first atlas is uploaded by ImGui_ImplOpenGL3_NewFrame (with the other device
+  // objects); later ones here.
+  if (gl_ready_) ImGui_ImplOpenGL3_CreateFontsTexture();
   gl_ready_ = true;
   dirty_ = false;
 }

@@ -39,8 +39,4 @@ class FontManager {
   ImVector<ImWchar> ranges_;  // must outlive the atlas
 };
 
-// fontconfig lookup: the file of the best match for `pattern` that has code point `must_have`
-// (0: any); "" when none. *index gets the face index inside a collection.
-std::string find_font_file(const char* pattern, unsigned must_have, int* index);
-
 }  // namespace attnviz::ui

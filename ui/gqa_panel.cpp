@@ -10,8 +10,10 @@ namespace attnviz::ui {
 void GqaPanel::draw_content(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   ImGui::Text("n_head = %d query heads \xC2\xB7 n_kv_head = %d \xC2\xB7 group size = %d", c.n_head, c.n_kv_head, c.group_size());
-  ImGui::TextDisabled("query head h reads KV head h / (n_head / n_kv_head) = h / %d  (%s)", c.group_size(),
-                      c.n_kv_head == c.n_head ? "MHA: one KV head each" : c.n_kv_head == 1 ? "MQA: one KV head for all" : "GQA");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("query head h reads KV head h / (n_head / n_kv_head) = h / %d  (%s)", c.group_size(),
+                     c.n_kv_head == c.n_head ? "MHA: one KV head each" : c.n_kv_head == 1 ? "MQA: one KV head for all" : "GQA");
+  ImGui::PopStyleColor();
   draw_diagram(ctx);
   ImGui::Separator();
   draw_memory(ctx);
@@ -91,8 +93,10 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
   }
   ImGui::TextDisabled("= 2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 4 B now", L, T, KV, d);
   // Concept note 002's example: one cached tensor of one layer, 1000 tokens, d = 128.
-  ImGui::TextDisabled("note 002 (per layer, K alone): 1000 \xC3\x97 32 \xC3\x97 128 \xC3\x97 4 B = %s (MHA) vs 1000 \xC3\x97 8 \xC3\x97 128 \xC3\x97 4 B = %s (8 KV heads)",
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("note 002 (per layer, K alone): 1000 \xC3\x97 32 \xC3\x97 128 \xC3\x97 4 B = %s (MHA) vs 1000 \xC3\x97 8 \xC3\x97 128 \xC3\x97 4 B = %s (8 KV heads)",
                       format_bytes(kv_tensor_bytes(1000, 32, 128)).c_str(), format_bytes(kv_tensor_bytes(1000, 8, 128)).c_str());
+  ImGui::PopStyleColor();
 }
 
 void GqaPanel::draw_group(FrameContext& ctx) {

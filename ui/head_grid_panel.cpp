@@ -28,8 +28,10 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
     cmap_ = s.probs_colormap;
   }
 
-  ImGui::TextDisabled("%d layers \xC3\x97 %d heads \xC2\xB7 click to select \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
-                      L, H, KV, G);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("%d layers \xC3\x97 %d heads \xC2\xB7 click one to select it \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
+                     L, H, KV, G);
+  ImGui::PopStyleColor();
   const float fs = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float row_label = fs * 2.2f, head_row = fs * 1.2f, gap = std::max(3.f, fs * 0.3f);

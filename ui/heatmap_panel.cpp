@@ -43,8 +43,6 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::PopItemWidth();
   ImGui::SameLine();
   if (ImGui::SmallButton("fit")) s.cell_px = 0.f;
-  ImGui::SameLine();
-  ImGui::TextDisabled("zoom %.0f px/cell", s.cell_px > 0 ? s.cell_px : fit_cell_);
   help_marker("Ctrl + mouse wheel over the matrix zooms, the scrollbars move; 'fit' shows the whole matrix.\n"
               "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
               "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "8 pick a stage).");
@@ -52,7 +50,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
 
 void HeatmapPanel::draw_tabs(FrameContext& ctx) {
   AppState& s = ctx.state;
-  const bool pending = s.stage != shown_tab_;  // a shortcut changed the stage
+  const bool pending = !tabs_synced_ || s.stage != shown_tab_;  // a shortcut (or the start) set the stage
   Stage selected = shown_tab_;
   if (ImGui::BeginTabBar("stages")) {
     for (Stage st : stage_tab_order()) {
@@ -65,6 +63,7 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
     ImGui::EndTabBar();
   }
   if (!pending) s.stage = selected;  // a click on a tab
+  else if (selected == s.stage) tabs_synced_ = true;
   shown_tab_ = selected;
 }
 
@@ -141,29 +140,32 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
-  // Row labels (every k-th when cells are smaller than a line of text).
-  const int row_step = std::max(1, static_cast<int>(std::ceil(fs * 0.9f / cell)));
+  // Axis labels shrink with the cells (down to 60 % of the UI font), then thin out.
+  ImFont* font = ImGui::GetFont();
+  const float lfs = std::clamp(cell * 0.95f, fs * 0.6f, fs);
+  const float shrink = lfs / fs;
+  const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / cell)));
   for (int i = 0; i < rows; i += row_step) {
-    const float y = p0.y + (static_cast<float>(i) + 0.5f) * cell - fs * 0.5f;
+    const float y = p0.y + (static_cast<float>(i) + 0.5f) * cell - lfs * 0.5f;
     if (y < clip0.y - fs || y > clip1.y) continue;
     const std::string& lab = row_labels[static_cast<size_t>(i)];
-    const float w = ImGui::CalcTextSize(lab.c_str()).x;
-    dl->PushClipRect(ImVec2(origin.x, y), ImVec2(p0.x - fs * 0.3f, y + fs), true);
-    dl->AddText(ImVec2(p0.x - fs * 0.3f - w, y), i == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col, lab.c_str());
+    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
+    dl->PushClipRect(ImVec2(origin.x, y), ImVec2(p0.x - fs * 0.3f, y + lfs), true);
+    dl->AddText(font, lfs, ImVec2(p0.x - fs * 0.3f - w, y), i == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col, lab.c_str());
     dl->PopClipRect();
   }
   // Column labels.
   float col_w = fs;
-  if (square) col_w = std::min(label_w, fs * 3.f) + fs * 0.3f;
-  else col_w = ImGui::CalcTextSize("000").x + fs * 0.3f;
+  if (square) col_w = std::min(label_w, fs * 3.f) * shrink + lfs * 0.15f;
+  else col_w = ImGui::CalcTextSize("000").x * shrink + lfs * 0.3f;
   const int col_step = std::max(1, static_cast<int>(std::ceil(col_w / cell)));
   for (int j = 0; j < cols; j += col_step) {
     const float x = p0.x + (static_cast<float>(j) + 0.5f) * cell;
     if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
     const std::string lab = square ? row_labels[static_cast<size_t>(j)] : std::to_string(j);
-    const float w = ImGui::CalcTextSize(lab.c_str()).x;
+    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
     const ImU32 col = square ? (j == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col) : dim_col;
-    dl->AddText(ImVec2(std::floor(x - w * 0.5f), origin.y + fs * 0.1f), col, lab.c_str());
+    dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), origin.y + top - lfs - fs * 0.2f), col, lab.c_str());
   }
 
   // The hovered token's row (as a query) and column (as a key), in every heatmap.

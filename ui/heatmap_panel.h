@@ -41,6 +41,7 @@ class HeatmapPanel : public Panel {
   Texture colorbars_[kColormapCount];  // (256, 1) each, top = high
   std::vector<uint8_t> rgba_;  // scratch for uploads
   Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
+  bool tabs_synced_ = false;        // false until ImGui's tab bar shows state.stage (first frames)
   float fit_cell_ = 8.f;      // cell size that fits the panel (zoom starts from it)
   ImVec4 image_rect_{0, 0, 0, 0};
 };

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "ui/fonts.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -80,7 +81,7 @@ void ModelPanel::draw_content(FrameContext& ctx) {
     row("total", p.total());
     ImGui::EndTable();
   }
-  ImGui::TextDisabled("%s", ctx.fonts_note.c_str());
+  ImGui::TextDisabled("%s", ctx.fonts.note.c_str());
 }
 
 }  // namespace attnviz::ui

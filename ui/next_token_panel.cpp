@@ -46,8 +46,7 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
   if (ImGui::Button("greedy step")) step(ctx, true);
   ImGui::SameLine();
   if (ImGui::Button(playing_ ? "pause \xE2\x9D\x9A\xE2\x9D\x9A" : "play")) playing_ = !playing_;
-  ImGui::SameLine();
-  ImGui::TextDisabled("window %d / %d, dropped %d", tr.T(), tr.block_size, tr.dropped);
+  ImGui::TextDisabled("window T = %d of block_size %d, dropped %d", tr.T(), tr.block_size, tr.dropped);
   // Play: one token per new result, at most ~6 per second so a class can follow.
   if (playing_ && ctx.snap.error.empty() && ctx.snap.trace_text == s.text && stepped_on_serial_ != ctx.snap.trace_serial &&
       ImGui::GetTime() - last_step_time_ > 0.15)

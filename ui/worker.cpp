@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "core/safetensors.h"
+#include "core/tokenizer.h"
 
 namespace attnviz::ui {
 
@@ -158,8 +159,36 @@ void Worker::handle(const Request& r, uint64_t serial) {
     next.all_ids = ids;
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
+    if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it
   }
   publish();
+}
+
+void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
+  try {
+    const Model& m = engine_->model();
+    if (!m.tokenizer) return;
+    std::string prefix;
+    for (const std::string& ch : utf8_split(text)) {
+      try {
+        m.tokenizer->encode(ch);
+      } catch (const std::exception&) {
+        break;
+      }
+      prefix += ch;
+    }
+    const std::vector<int> ids = m.tokenizer->encode(prefix);
+    if (ids.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    next.trace = std::make_shared<const Trace>(engine_->run(ids));
+    next.forward_ms = ms_since(t0);
+    next.trace_serial = ++trace_serial_;
+    next.recomputed_from = engine_->last_recomputed_from();
+    next.trace_text = prefix;
+    next.all_ids = ids;
+  } catch (const std::exception&) {
+    // keep the first error; there is simply no trace
+  }
 }
 
 }  // namespace attnviz::ui

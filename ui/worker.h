@@ -67,6 +67,9 @@ class Worker {
  private:
   void loop();
   void handle(const Request& r, uint64_t serial);
+  // After an encoding error with no trace to keep: runs the text up to the first character
+  // the tokenizer does not know, so the first screen is not empty.
+  void run_known_prefix(const std::string& text, Snapshot& next);
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;       // wakes the worker

@@ -1,0 +1,142 @@
+// attnviz: the desktop application. GLFW window + OpenGL 3.3 core context + Dear ImGui;
+// everything else lives in ui/ (panels, AppState, the inference worker) and core/.
+//
+//   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
+//           [--block-size N] [--presentation] [--screenshot F.png [--frames N]]
+//
+// --screenshot renders N frames at the normal window size once the first result is in,
+// saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
+// the token strip and the head grid, for tests), and exits 0.
+#include <CLI/CLI.hpp>
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ui/app.h"
+
+namespace {
+
+constexpr int kWidth = 1600, kHeight = 1000;  // the normal window size (screen coordinates)
+
+void glfw_error(int code, const char* msg) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, msg); }
+
+// Reads the back buffer (after rendering, before the swap) and writes it as PNG, top row first.
+bool save_png(const std::string& path, int w, int h) {
+  std::vector<unsigned char> px(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, w, h, GL_RGB, GL_UNSIGNED_BYTE, px.data());
+  std::vector<unsigned char> flipped(px.size());
+  const size_t row = static_cast<size_t>(w) * 3;
+  for (int y = 0; y < h; ++y)
+    std::copy_n(px.data() + static_cast<size_t>(h - 1 - y) * row, row, flipped.data() + static_cast<size_t>(y) * row);
+  return stbi_write_png(path.c_str(), w, h, 3, flipped.data(), static_cast<int>(row)) != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"attnviz: watch causal self-attention work, live, as you type"};
+  attnviz::ui::AppOptions opt;
+  std::string screenshot;
+  int frames = 5;
+  int wait_s = 300;
+  cli.add_option("--model", opt.model, "model directory or builtin:NAME (default: builtin:fortunes-en, else a generated random model)");
+  cli.add_option("--text", opt.text, "text to start with");
+  cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--head", opt.head, "query head to show (0-based)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--stage", opt.stage, "heatmap tab")->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "masked", "probs", "out"}));
+  cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
+  cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
+  cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
+  cli.add_option("--screenshot", screenshot, "render, save the window as this PNG and exit");
+  cli.add_option("--frames", frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
+  cli.add_option("--wait", wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(cli, argc, argv);
+  opt.text_given = cli.count("--text") > 0;
+  opt.screenshot = !screenshot.empty();
+
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    std::fprintf(stderr, "attnviz: cannot open a window (no display?)\n  HINT: run it in a desktop session, or under xvfb-run for screenshots.\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
+  GLFWwindow* win = glfwCreateWindow(kWidth, kHeight, "attnviz", nullptr, nullptr);
+  if (!win) {
+    std::fprintf(stderr, "attnviz: cannot create an OpenGL 3.3 core window\n  HINT: check the graphics driver (glxinfo | grep 'core profile').\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(win);
+  glfwSwapInterval(opt.screenshot ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  int rc = 0;
+  std::string ini_path;  // outlives the App: ImGui writes imgui.ini in DestroyContext
+  {
+    attnviz::ui::App app(opt);
+    ImGuiIO& io = ImGui::GetIO();
+    ini_path = app.imgui_ini_path();
+    io.IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
+    ImGui_ImplGlfw_InitForOpenGL(win, true);
+    ImGui_ImplOpenGL3_Init("#version 330 core");
+
+    if (opt.screenshot && !app.wait_first_answer(wait_s * 1000)) {
+      std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", wait_s);
+    }
+    int shot_frames = 0;
+    while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
+      // Idle politely: wake for input, or every 50 ms to pick up the worker's results.
+      if (opt.screenshot) glfwPollEvents();
+      else glfwWaitEventsTimeout(0.05);
+      float sx = 1.f, sy = 1.f;
+      glfwGetWindowContentScale(win, &sx, &sy);
+      app.before_frame(sx);
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      if (opt.screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
+      ImGui::NewFrame();
+      app.frame();
+      ImGui::Render();
+      int fw = 0, fh = 0;
+      glfwGetFramebufferSize(win, &fw, &fh);
+      glViewport(0, 0, fw, fh);
+      glClearColor(0.05f, 0.05f, 0.06f, 1.f);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (opt.screenshot && app.settled() && ++shot_frames >= frames) {
+        if (!save_png(screenshot, fw, fh)) {
+          std::fprintf(stderr, "attnviz: cannot write '%s'\n", screenshot.c_str());
+          rc = 1;
+        } else {
+          const ImVec2 s = io.DisplayFramebufferScale;
+          std::ofstream(screenshot + ".json") << app.sidecar_json(s.x, s.y) << "\n";
+          std::printf("attnviz: wrote %s (%dx%d) and %s.json\n", screenshot.c_str(), fw, fh, screenshot.c_str());
+        }
+        break;
+      }
+      glfwSwapBuffers(win);
+    }
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+  }  // the App (and its worker thread) ends here, while the GL context is still current
+  ImGui::DestroyContext();
+  glfwDestroyWindow(win);
+  glfwTerminate();
+  return rc;
+}

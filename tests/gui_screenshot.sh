@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GUI end to end: install into a temporary prefix, run the INSTALLED attnviz under
+# Xvfb with --screenshot, and check the PNG's pixels (check_screenshot). Also: unknown
+# characters show an error in the UI (exit 0, last good trace kept), a bad model directory
+# does not crash, and --layer/--head are honoured.
+#   gui_screenshot.sh BUILD_DIR WORKDIR CHECKER
+set -u
+build=$1
+work=$2
+checker=$3
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/config"  # never the user's own
+fail=0
+pass=0
+check() {  # check NAME COMMAND...
+  local name=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then
+    pass=$((pass + 1))
+    echo "ok: $name"
+  else
+    fail=$((fail + 1))
+    echo "not ok: $name"
+    sed 's/^/    /' "$work/log"
+  fi
+}
+if ! command -v xvfb-run >/dev/null; then
+  echo "xvfb-run not found (apt-get install xvfb xauth)"
+  exit 1
+fi
+xrun() { xvfb-run -a -s "-screen 0 1920x1200x24" "$@"; }
+
+check "install" cmake --install "$build" --prefix "$work/prefix"
+check "attnviz installed" test -x "$work/prefix/bin/attnviz"
+cd "$work"
+app="$work/prefix/bin/attnviz"
+
+check "screenshot runs" xrun "$app" --screenshot "$work/shot.png" --frames 5 --layer 1 --head 5 \
+  --text "The cat sat on the mat. The cat ate the fish."
+check "screenshot pixels" "$checker" "$work/shot.png"
+check "--layer/--head honoured" grep -q '"head": 5' "$work/shot.png.json"
+check "says random weights" grep -q '"random_weights": true' "$work/shot.png.json"
+check "default view is the softmax" grep -q '"stage": "probs"' "$work/shot.png.json"
+
+# Text longer than block_size: the window slides, tokens drop.
+check "small block_size" xrun "$app" --screenshot "$work/window.png" --frames 3 --block-size 8 --stage masked \
+  --text "to be or not to be"
+check "window pixels" "$checker" "$work/window.png"
+check "dropped reported" grep -q '"dropped": 10' "$work/window.png.json"
+
+# 猫 is not in the random model's vocabulary: an error in the UI, no crash, exit 0.
+check "unknown character runs" xrun "$app" --screenshot "$work/unknown.png" --frames 3 --text "The cat sat on the mat and looked at the 猫"
+check "unknown character shown" "$checker" "$work/unknown.png" --expect-error
+check "error names the character" grep -q '猫' "$work/unknown.png.json"
+
+# A model directory that does not exist: an error, exit 0.
+check "bad model runs" xrun "$app" --screenshot "$work/badmodel.png" --frames 3 --wait 60 --model "$work/nope"
+check "bad model error" grep -q 'could not load model' "$work/badmodel.png.json"
+
+# Presentation mode renders too.
+check "presentation mode" xrun "$app" --screenshot "$work/presentation.png" --frames 3 --presentation --head 2
+check "presentation pixels" "$checker" "$work/presentation.png"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,105 @@
+// core/colormap: endpoints, monotonic lightness, the diverging map's centre, the masked
+// colour's distance from every colormap colour, and colorize_rgba's masking.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/colormap.h"
+
+using namespace attnviz;
+
+namespace {
+float dist(Rgb8 a, Rgb8 b) {
+  const float dr = float(a.r) - float(b.r), dg = float(a.g) - float(b.g), db = float(a.b) - float(b.b);
+  return std::sqrt(dr * dr + dg * dg + db * db);
+}
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}  // namespace
+
+TEST(Colormap, ViridisEndpoints) {
+  // matplotlib's viridis runs from #440154 (dark purple) to #fde725 (yellow).
+  EXPECT_EQ(colormap_rgb(Colormap::Viridis, 0.f), (Rgb8{0x44, 0x01, 0x54}));
+  EXPECT_EQ(colormap_rgb(Colormap::Viridis, 1.f), (Rgb8{0xfd, 0xe7, 0x25}));
+  EXPECT_EQ(colormap_rgb(Colormap::Viridis, -3.f), colormap_rgb(Colormap::Viridis, 0.f));  // clamped
+  EXPECT_EQ(colormap_rgb(Colormap::Viridis, 7.f), colormap_rgb(Colormap::Viridis, 1.f));
+  EXPECT_EQ(colormap_rgb(Colormap::Viridis, std::nanf("")), colormap_rgb(Colormap::Viridis, 0.f));
+}
+
+TEST(Colormap, MagmaEndpoints) {
+  EXPECT_EQ(colormap_rgb(Colormap::Magma, 0.f), (Rgb8{0x00, 0x00, 0x04}));
+  EXPECT_EQ(colormap_rgb(Colormap::Magma, 1.f), (Rgb8{0xfc, 0xfd, 0xbf}));
+}
+
+TEST(Colormap, SequentialLightnessIsMonotonic) {
+  for (Colormap c : {Colormap::Viridis, Colormap::Magma}) {
+    float prev = -1.f;
+    for (int i = 0; i <= 256; ++i) {
+      const float l = cie_lightness(colormap_rgb(c, float(i) / 256.f));
+      EXPECT_GT(l, prev - 0.25f) << colormap_name(c) << " at " << i << "/256";  // rounding to 8 bits
+      prev = std::max(prev, l);
+    }
+    EXPECT_GT(cie_lightness(colormap_rgb(c, 1.f)) - cie_lightness(colormap_rgb(c, 0.f)), 60.f) << colormap_name(c);
+  }
+}
+
+TEST(Colormap, DivergingIsBlueWhiteRed) {
+  const Rgb8 lo = colormap_rgb(Colormap::Diverging, 0.f), mid = colormap_rgb(Colormap::Diverging, 0.5f),
+             hi = colormap_rgb(Colormap::Diverging, 1.f);
+  EXPECT_GT(lo.b, lo.r + 60);  // blue end
+  EXPECT_GT(hi.r, hi.b + 60);  // red end
+  EXPECT_GT(std::min({mid.r, mid.g, mid.b}), 235);  // near white at the centre
+  EXPECT_TRUE(colormap_is_signed(Colormap::Diverging));
+  EXPECT_FALSE(colormap_is_signed(Colormap::Viridis));
+  // Lightness rises towards the centre from both ends.
+  for (int i = 0; i < 128; ++i) {
+    EXPECT_LE(cie_lightness(colormap_rgb(Colormap::Diverging, i / 256.f)),
+              cie_lightness(colormap_rgb(Colormap::Diverging, (i + 1) / 256.f)) + 0.25f);
+    EXPECT_GE(cie_lightness(colormap_rgb(Colormap::Diverging, 0.5f + i / 256.f)) + 0.25f,
+              cie_lightness(colormap_rgb(Colormap::Diverging, 0.5f + (i + 1) / 256.f)));
+  }
+}
+
+TEST(Colormap, MaskedColourIsDistinct) {
+  const Rgb8 m = masked_rgb();
+  for (int k = 0; k < kColormapCount; ++k)
+    for (int i = 0; i <= 256; ++i)
+      EXPECT_GT(dist(m, colormap_rgb(static_cast<Colormap>(k), i / 256.f)), 40.f)
+          << colormap_name(static_cast<Colormap>(k)) << " at " << i << "/256";
+  // −inf is masked whatever the range; small weights are not.
+  EXPECT_EQ(value_rgb(Colormap::Viridis, -kInf, {0.f, 1.f, true}), m);
+  EXPECT_NE(value_rgb(Colormap::Viridis, 0.f, {0.f, 1.f, true}), m);
+  EXPECT_NE(value_rgb(Colormap::Viridis, 1e-6f, {0.f, 1.f, true}), m);
+}
+
+TEST(Colormap, Ranges) {
+  const float v[] = {-kInf, -2.f, 0.5f, 3.f, std::nanf(""), kInf};
+  const ValueRange f = finite_range(v, 6);
+  EXPECT_TRUE(f.any);
+  EXPECT_FLOAT_EQ(f.lo, -2.f);
+  EXPECT_FLOAT_EQ(f.hi, 3.f);
+  const ValueRange s = symmetric_range(v, 6);
+  EXPECT_FLOAT_EQ(s.lo, -3.f);
+  EXPECT_FLOAT_EQ(s.hi, 3.f);
+  EXPECT_FLOAT_EQ(normalize_value(0.f, s), 0.5f);  // zero sits at the diverging map's white
+  EXPECT_FLOAT_EQ(normalize_value(3.f, s), 1.f);
+  EXPECT_FLOAT_EQ(normalize_value(-9.f, s), 0.f);
+  const float none[] = {-kInf, -kInf};
+  EXPECT_FALSE(finite_range(none, 2).any);
+}
+
+TEST(Colormap, ColorizeWithMask) {
+  // (2, 2) softmax: row 0 = [1, 0 (masked)], row 1 = [0.25, 0.75]
+  const float probs[] = {1.f, 0.f, 0.25f, 0.75f};
+  const float masked[] = {0.1f, -kInf, -0.3f, 0.8f};
+  std::vector<uint8_t> rgba;
+  colorize_rgba(Colormap::Viridis, probs, 2, 2, {0.f, 1.f, true}, rgba, masked);
+  ASSERT_EQ(rgba.size(), 16u);
+  auto px = [&](int i) { return Rgb8{rgba[size_t(i) * 4], rgba[size_t(i) * 4 + 1], rgba[size_t(i) * 4 + 2]}; };
+  EXPECT_EQ(px(0), colormap_rgb(Colormap::Viridis, 1.f));
+  EXPECT_EQ(px(1), masked_rgb());  // masked, not the colour of weight 0
+  EXPECT_EQ(px(2), colormap_rgb(Colormap::Viridis, 0.25f));
+  EXPECT_EQ(rgba[3], 255);
+  colorize_rgba(Colormap::Viridis, probs, 2, 2, {0.f, 1.f, true}, rgba);  // no mask: 0 is dark purple
+  EXPECT_EQ(px(1), colormap_rgb(Colormap::Viridis, 0.f));
+}

@@ -1,0 +1,271 @@
+// ui/app_state, ui/settings and ui/worker: the GUI's logic without ImGui.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/model.h"
+#include "core/random_model.h"
+#include "test_util.h"
+#include "ui/app_state.h"
+#include "ui/settings.h"
+#include "ui/worker.h"
+
+using namespace attnviz;
+using namespace attnviz::ui;
+
+TEST(UiState, ClampSelectionWhenModelChanges) {
+  AppState s;
+  s.layer = 11;
+  s.head = 11;
+  s.kv_group = 3;
+  s.block_size = 2048;
+  ModelDims small;  // e.g. the tiny preset: 4 layers, 8 heads, 2 KV heads, context 1024
+  small.n_layer = 4;
+  small.n_head = 8;
+  small.n_kv_head = 2;
+  small.n_ctx = 1024;
+  clamp_selection(s, small);
+  EXPECT_EQ(s.layer, 3);
+  EXPECT_EQ(s.head, 7);
+  EXPECT_EQ(s.kv_group, 1);
+  EXPECT_EQ(s.block_size, 1024);  // out of range → the model's context
+  s.block_size = 8;
+  s.layer = -4;
+  clamp_selection(s, small);
+  EXPECT_EQ(s.block_size, 8);  // in range: kept
+  EXPECT_EQ(s.layer, 0);
+  s.block_size = 0;
+  clamp_selection(s, small);
+  EXPECT_EQ(s.block_size, 1024);
+  ModelDims none;  // before any model: nothing breaks
+  clamp_selection(s, none);
+  EXPECT_EQ(s.layer, 0);
+  EXPECT_EQ(s.head, 0);
+}
+
+TEST(UiState, Navigation) {
+  AppState s;
+  ModelDims m;
+  m.n_layer = 4;
+  m.n_head = 8;
+  m.n_kv_head = 2;
+  step_layer(s, m, -1);
+  EXPECT_EQ(s.layer, 3);  // wraps
+  step_layer(s, m, +1);
+  EXPECT_EQ(s.layer, 0);
+  s.head = 3;
+  step_head(s, m, +1);
+  EXPECT_EQ(s.head, 4);
+  EXPECT_EQ(s.kv_group, 1);  // follows the head's KV group
+  s.stage = Stage::Probs;
+  step_stage(s, +1);
+  EXPECT_EQ(s.stage, Stage::Q);
+  step_stage(s, -2);
+  EXPECT_EQ(s.stage, Stage::Masked);
+  s.stage = Stage::Scores;
+  step_stage(s, -1);
+  EXPECT_EQ(s.stage, Stage::Out);  // wraps to the last tab
+  EXPECT_EQ(stage_tab_order().size(), size_t(kStageCount));
+}
+
+TEST(UiState, HoverIsOneFrameDelayed) {
+  AppState s;
+  s.hover(5);
+  EXPECT_EQ(s.hovered_token, -1);  // panels drawn this frame still see last frame's
+  s.end_frame();
+  EXPECT_EQ(s.hovered_token, 5);
+  s.end_frame();  // nothing hovered this frame
+  EXPECT_EQ(s.hovered_token, -1);
+}
+
+TEST(UiState, WindowAndDropped) {
+  WindowInfo w = window_info(5, 8);
+  EXPECT_EQ(w.dropped, 0);
+  EXPECT_EQ(w.T, 5);
+  w = window_info(8, 8);
+  EXPECT_EQ(w.dropped, 0);
+  EXPECT_EQ(w.T, 8);
+  w = window_info(12, 8);  // note 003: the window keeps the last block_size tokens
+  EXPECT_EQ(w.dropped, 4);
+  EXPECT_EQ(w.T, 8);
+  w = window_info(1000, 1);
+  EXPECT_EQ(w.dropped, 999);
+  EXPECT_EQ(w.T, 1);
+  w = window_info(0, 8);
+  EXPECT_EQ(w.T, 0);
+  EXPECT_EQ(w.dropped, 0);
+}
+
+TEST(UiState, ChipLabels) {
+  EXPECT_EQ(chip_label(" "), "\xE2\x90\xA3");
+  EXPECT_EQ(chip_label("\n"), "\xE2\x86\xB5");
+  EXPECT_EQ(chip_label("a b"), "a\xE2\x90\xA3" "b");
+  EXPECT_EQ(chip_label("\x01"), "\\x01");
+  EXPECT_EQ(chip_label("\xE7\x8C\xAB"), "\xE7\x8C\xAB");  // 猫 unchanged
+  EXPECT_EQ(chip_label(""), "\xE2\x88\x85");
+}
+
+TEST(UiState, KvGrouping) {
+  // note 002: 32 query heads share 8 KV heads, kv = h // 4
+  EXPECT_EQ(group_size(32, 8), 4);
+  for (int h = 0; h < 32; ++h) EXPECT_EQ(kv_head_of(h, 32, 8), h / 4);
+  EXPECT_EQ(query_heads_of(2, 32, 8), (std::vector<int>{8, 9, 10, 11}));
+  // MHA: each head its own; MQA: all on one
+  for (int h = 0; h < 12; ++h) EXPECT_EQ(kv_head_of(h, 12, 12), h);
+  for (int h = 0; h < 12; ++h) EXPECT_EQ(kv_head_of(h, 12, 1), 0);
+  EXPECT_EQ(query_heads_of(0, 12, 1).size(), 12u);
+  // agrees with core's ModelConfig
+  ModelConfig c = preset_config("tiny");
+  for (int h = 0; h < c.n_head; ++h) EXPECT_EQ(kv_head_of(h, c.n_head, c.n_kv_head), c.kv_head_of(h));
+}
+
+TEST(UiState, KvCacheBytesMatchNote002) {
+  // 1000 (seqlen) × 32 (nhead) × 128 (d) × 4 bytes = 16.4 MB; with 8 KV heads 4.1 MB.
+  EXPECT_EQ(kv_tensor_bytes(1000, 32, 128), 16384000);
+  EXPECT_EQ(kv_tensor_bytes(1000, 8, 128), 4096000);
+  EXPECT_EQ(format_bytes(kv_tensor_bytes(1000, 32, 128)), "16.4 MB");
+  EXPECT_EQ(format_bytes(kv_tensor_bytes(1000, 8, 128)), "4.1 MB");
+  EXPECT_EQ(format_bytes(kv_tensor_bytes(1000, 32, 128) - kv_tensor_bytes(1000, 8, 128)), "12.3 MB");  // "省了 12.3 MB"
+  // The whole cache: K and V, every layer.
+  EXPECT_EQ(kv_cache_bytes(1000, 8, 128, 32), 2LL * 32 * 4096000);
+  EXPECT_EQ(kv_cache_bytes(10, 2, 8, 4, 2), 2LL * 4 * 10 * 2 * 8 * 2);  // fp16
+  EXPECT_EQ(format_bytes(999), "999 B");
+  EXPECT_EQ(format_bytes(2500), "2.5 kB");
+  EXPECT_EQ(format_bytes(1200000000), "1.20 GB");
+}
+
+TEST(UiState, ParameterCountsMatchTheLoadedModel) {
+  for (const char* preset : {"tiny", "tiny-gpt2"}) {
+    ModelConfig c = preset_config(preset);
+    c.n_layer = 2;
+    const std::string dir = test::make_model_dir(c, 3, std::string("params-") + preset);
+    const auto m = load_model(dir);
+    const ParamCounts p = parameter_counts(m->config);
+    EXPECT_EQ(p.total(), m->parameter_count()) << preset;
+    EXPECT_EQ(p.token_embedding, int64_t(c.vocab_size) * c.n_embd);
+    EXPECT_GT(p.attention, 0);
+    EXPECT_GT(p.mlp, 0);
+  }
+}
+
+TEST(UiState, TopKAndSampling) {
+  const float logits[] = {0.f, 2.f, 1.f, -1.f};
+  const auto top = top_k_probs(logits, 4, 1.f, 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, 1);
+  EXPECT_EQ(top[1].id, 2);
+  const double z = std::exp(0.0) + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
+  EXPECT_NEAR(top[0].p, std::exp(2.0) / z, 1e-6);
+  // temperature 0: greedy; high temperature flattens
+  EXPECT_EQ(top_k_probs(logits, 4, 0.f, 1)[0].p, 1.f);
+  EXPECT_LT(top_k_probs(logits, 4, 10.f, 1)[0].p, top[0].p);
+  EXPECT_EQ(sample_token(logits, 4, 0.f, 0.99), 1);
+  // u walks the cumulative distribution in id order
+  EXPECT_EQ(sample_token(logits, 4, 1.f, 0.0), 0);
+  EXPECT_EQ(sample_token(logits, 4, 1.f, 0.5), 1);
+  EXPECT_EQ(sample_token(logits, 4, 1.f, 0.9999999), 3);
+}
+
+TEST(UiSettings, RoundTripAndConfigDir) {
+  AppState s;
+  s.model_spec = "builtin:poems-zh";
+  s.backend = "gpu";
+  s.text = "\xE6\x98\xA5\xE6\xB1\x9F";
+  s.block_size = 8;
+  s.layer = 2;
+  s.head = 5;
+  s.stage = Stage::Masked;
+  s.temperature = 0.7f;
+  s.presentation = true;
+  s.probs_colormap = Colormap::Magma;
+  PanelVisibility vis{{"Model", false}};
+  AppState t;
+  PanelVisibility vis2;
+  ASSERT_TRUE(settings_from_json(settings_to_json(s, vis), t, vis2));
+  EXPECT_EQ(t.model_spec, s.model_spec);
+  EXPECT_EQ(t.backend, "gpu");
+  EXPECT_EQ(t.text, s.text);
+  EXPECT_EQ(t.block_size, 8);
+  EXPECT_EQ(t.layer, 2);
+  EXPECT_EQ(t.head, 5);
+  EXPECT_EQ(t.stage, Stage::Masked);
+  EXPECT_FLOAT_EQ(t.temperature, 0.7f);
+  EXPECT_TRUE(t.presentation);
+  EXPECT_EQ(t.probs_colormap, Colormap::Magma);
+  EXPECT_EQ(vis2.at("Model"), false);
+  AppState u;
+  EXPECT_FALSE(settings_from_json("not json", u, vis2));
+  EXPECT_TRUE(settings_from_json("{\"layer\": \"x\", \"head\": 3}", u, vis2));  // wrong types ignored
+  EXPECT_EQ(u.layer, 0);
+  EXPECT_EQ(u.head, 3);
+
+  const std::string dir = test::temp_dir("xdg");
+  setenv("XDG_CONFIG_HOME", dir.c_str(), 1);
+  EXPECT_EQ(config_dir(), (std::filesystem::path(dir) / "attnviz").string());
+  save_settings(s, vis);
+  AppState back;
+  PanelVisibility vis3;
+  EXPECT_TRUE(load_settings(back, vis3));
+  EXPECT_EQ(back.text, s.text);
+  unsetenv("XDG_CONFIG_HOME");
+}
+
+TEST(UiWorker, PublishesTracesAndKeepsTheLastGoodOne) {
+  ModelConfig c = preset_config("tiny");
+  c.n_layer = 2;
+  const std::string dir = test::make_model_dir(c, 5, "worker");
+  Worker w;
+  Request r;
+  r.model_spec = dir;
+  r.text = "hello";
+  uint64_t id = w.post(r);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  auto s = w.latest();
+  ASSERT_TRUE(s->error.empty()) << s->error;
+  ASSERT_TRUE(s->trace);
+  EXPECT_EQ(s->trace->T(), 5);
+  EXPECT_TRUE(s->random_weights);
+  EXPECT_EQ(s->backend_name, "cpu");
+  const uint64_t good_serial = s->trace_serial;
+
+  // One more character: computed through the KV cache from position 5.
+  r.text = "hello!";
+  id = w.post(r);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  s = w.latest();
+  EXPECT_EQ(s->trace->T(), 6);
+  EXPECT_EQ(s->recomputed_from, 5);
+  EXPECT_GT(s->trace_serial, good_serial);
+
+  // A character the tokenizer does not know: an error naming it, the last good trace stays.
+  const auto before = s->trace;
+  r.text = "hello!\xE7\x8C\xAB";  // 猫
+  id = w.post(r);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  s = w.latest();
+  EXPECT_NE(s->error.find("\xE7\x8C\xAB"), std::string::npos) << s->error;
+  EXPECT_EQ(s->trace, before);
+  EXPECT_EQ(s->trace_text, "hello!");
+
+  // block_size 4: the window slides, 2 dropped.
+  r.text = "hello!";
+  r.block_size = 4;
+  id = w.post(r);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  s = w.latest();
+  EXPECT_TRUE(s->error.empty());
+  EXPECT_EQ(s->trace->T(), 4);
+  EXPECT_EQ(s->trace->dropped, 2);
+  EXPECT_EQ(s->all_ids.size(), 6u);
+
+  // A bad model directory: an error, no crash, the old model and trace stay.
+  Request bad = r;
+  bad.model_spec = dir + "/does-not-exist";
+  id = w.post(bad);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  s = w.latest();
+  EXPECT_NE(s->error.find("could not load model"), std::string::npos);
+  EXPECT_TRUE(s->trace);
+}

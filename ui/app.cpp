@@ -1,0 +1,299 @@
+#include "ui/app.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "ui/gqa_panel.h"
+#include "ui/head_grid_panel.h"
+#include "ui/heatmap_panel.h"
+#include "ui/model_panel.h"
+#include "ui/next_token_panel.h"
+#include "ui/status_bar.h"
+#include "ui/text_panel.h"
+#include "ui/theme.h"
+#include "ui/token_strip_panel.h"
+
+namespace attnviz::ui {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string default_text(const std::string& model_spec) {
+  if (model_spec.find("zh") != std::string::npos) return "\xE5\xBA\x8A\xE5\x89\x8D\xE6\x98\x8E\xE6\x9C\x88\xE5\x85\x89\xEF\xBC\x8C\xE7\x96\x91\xE6\x98\xAF\xE5\x9C\xB0\xE4\xB8\x8A\xE9\x9C\x9C\xE3\x80\x82";  // 床前明月光，疑是地上霜。
+  return "The cat sat on the mat. The cat ate the fish.";
+}
+}  // namespace
+
+App::App(const AppOptions& opt) : opt_(opt) {
+  PanelVisibility vis;
+  if (!opt.screenshot) {
+    load_settings(state_, vis);
+    std::error_code ec;
+    fs::create_directories(config_dir(), ec);
+    ini_path_ = (fs::path(config_dir()) / "imgui.ini").string();
+  }
+  // The generated random model, offered in the model list when it exists.
+  const fs::path rnd = fs::path(cache_dir()) / "random-tiny";
+  if (!opt.model.empty()) {
+    state_.model_spec = opt.model;
+  } else if (state_.model_spec.empty() || opt.screenshot) {
+    try {
+      state_.model_spec = default_model_spec(nullptr);
+    } catch (const std::exception& e) {
+      state_.model_spec = "builtin:fortunes-en";  // the worker will show why it cannot load
+    }
+  }
+  if (fs::exists(rnd / "config.json")) random_dir_ = rnd.string();
+
+  if (opt.text_given) state_.text = opt.text;
+  else if (state_.text.empty() || opt.screenshot) state_.text = default_text(state_.model_spec);
+  if (opt.layer >= 0) state_.layer = opt.layer;
+  if (opt.head >= 0) state_.head = opt.head;
+  for (int i = 0; i < kStageCount; ++i)
+    if (opt.stage == stage_name(static_cast<Stage>(i))) state_.stage = static_cast<Stage>(i);
+  if (!opt.backend.empty()) state_.backend = opt.backend;
+  if (opt.block_size > 0) state_.block_size = opt.block_size;
+  if (opt.presentation) state_.presentation = true;
+  if (state_.backend != "cpu" && state_.backend != "gpu") state_.backend = "cpu";
+
+  text_ = std::make_unique<TextPanel>(random_dir_);
+  tokens_ = std::make_unique<TokenStripPanel>();
+  heatmap_ = std::make_unique<HeatmapPanel>();
+  grid_ = std::make_unique<HeadGridPanel>();
+  gqa_ = std::make_unique<GqaPanel>();
+  next_ = std::make_unique<NextTokenPanel>();
+  model_ = std::make_unique<ModelPanel>();
+  status_ = std::make_unique<StatusBar>();
+  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get()};
+  for (Panel* p : panels_)
+    if (auto it = vis.find(p->title()); it != vis.end() && p != status_.get()) *p->p_open() = it->second;
+
+  snap_ = worker_.latest();
+  post_if_changed();
+  first_serial_ = 1;  // the first post() gets serial 1
+}
+
+App::~App() {
+  if (!opt_.screenshot) save_settings(state_, visibility());
+}
+
+PanelVisibility App::visibility() const {
+  PanelVisibility v;
+  for (Panel* p : panels_)
+    if (p != status_.get()) v[p->title()] = p->open();
+  return v;
+}
+
+bool App::first_answer() const { return worker_.latest()->request_serial >= first_serial_; }
+bool App::wait_first_answer(int timeout_ms) const { return worker_.wait_for(first_serial_, timeout_ms); }
+bool App::settled() const { return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_; }
+
+void App::post_if_changed() {
+  Request r;
+  r.model_spec = state_.model_spec;
+  r.backend = state_.backend;
+  r.text = state_.text;
+  r.block_size = state_.block_size;
+  if (r != posted_) {
+    posted_ = r;
+    worker_.post(r);
+  }
+}
+
+void App::before_frame(float content_scale) {
+  const float scale = std::max(0.5f, content_scale);
+  const float size = std::round((state_.presentation ? 26.f : 16.f) * scale);
+  // Characters of the model's vocabulary and of the text join the font atlas.
+  const Snapshot& snap = *worker_.latest();
+  if (snap.model.get() != seen_model_ && snap.model && snap.model->tokenizer) {
+    std::string chars;
+    for (int i = 0; i < snap.model->tokenizer->vocab_size() && chars.size() < (1u << 20); ++i)
+      chars += snap.model->tokenizer->piece(i);
+    fonts_.request(size, chars);
+  }
+  if (state_.text != scanned_text_) {
+    fonts_.request(size, state_.text);
+    scanned_text_ = state_.text;
+  }
+  fonts_.request(size, "");
+  if (fonts_.needs_rebuild()) fonts_.rebuild();
+  if (scale != scale_ || state_.presentation != theme_presentation_) {
+    apply_theme(state_.presentation, scale);
+    scale_ = scale;
+    theme_presentation_ = state_.presentation;
+    force_layout_ = true;
+  }
+}
+
+void App::layout(bool force) {
+  const ImVec2 d = ImGui::GetIO().DisplaySize;
+  const float fs = ImGui::GetFontSize();
+  const float top = ImGui::GetFrameHeight();            // menu bar
+  const float status_h = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2.f;
+  const float bottom = d.y - status_h;
+  const float lw = std::round(d.x * 0.25f), rw = std::round(d.x * 0.29f);
+  const float strip_h = std::round(fs * 5.2f + ImGui::GetFrameHeight() * 2.f + ImGui::GetStyle().ScrollbarSize);
+  const float body = bottom - top;
+  const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
+  text_->place(ImVec2(0, top), ImVec2(lw, std::round(body * text_share)), force);
+  next_->place(ImVec2(0, top + std::round(body * text_share)), ImVec2(lw, std::round(body * (0.70f - text_share))), force);
+  model_->place(ImVec2(0, top + std::round(body * 0.70f)), ImVec2(lw, body - std::round(body * 0.70f)), force);
+  tokens_->place(ImVec2(lw, top), ImVec2(d.x - lw, strip_h), force);
+  heatmap_->place(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
+  const float rh = bottom - top - strip_h;
+  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, std::round(rh * 0.40f)), force);
+  gqa_->place(ImVec2(d.x - rw, top + strip_h + std::round(rh * 0.40f)), ImVec2(rw, rh - std::round(rh * 0.40f)), force);
+  status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
+}
+
+void App::menu_bar() {
+  if (!ImGui::BeginMainMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open model directory…")) {
+      *text_->p_open() = true;
+      text_->focus_text();
+    }
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    for (Panel* p : panels_)
+      if (p != status_.get()) ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open());
+    ImGui::Separator();
+    ImGui::MenuItem("Presentation mode", "F2", &state_.presentation);
+    if (ImGui::MenuItem("Reset layout", "F5")) force_layout_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    ImGui::MenuItem("Keyboard shortcuts", "F1", &show_help_);
+    ImGui::EndMenu();
+  }
+  // Where we are, on the right of the menu bar.
+  const Snapshot& snap = *snap_;
+  char where[160];
+  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head, stage_label(state_.stage));
+  ImGui::SameLine(ImGui::GetWindowWidth() - ImGui::CalcTextSize(where).x - ImGui::GetFontSize() * (snap.random_weights ? 9.f : 1.f));
+  ImGui::TextUnformatted(where);
+  if (snap.random_weights) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), " random weights");
+  }
+  ImGui::EndMainMenuBar();
+}
+
+void App::help_window() {
+  if (!show_help_) return;
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 30.f, 0), ImGuiCond_Appearing);
+  if (ImGui::Begin("Keyboard shortcuts", &show_help_, ImGuiWindowFlags_NoSavedSettings)) {
+    const char* rows[][2] = {
+        {"Alt+\xE2\x86\x91 / Alt+\xE2\x86\x93", "previous / next layer"},
+        {"Alt+\xE2\x86\x90 / Alt+\xE2\x86\x92", "previous / next head"},
+        {"Alt+PgUp / Alt+PgDn", "previous / next stage (heatmap tab)"},
+        {"1 \xE2\x80\xA6 8", "pick a stage (when the text box is not focused)"},
+        {"arrows, PgUp/PgDn", "as above without Alt, when the text box is not focused"},
+        {"Alt+N", "generate one token"},
+        {"Ctrl+wheel", "zoom the heatmap"},
+        {"F2", "presentation mode (large fonts, high contrast)"},
+        {"F5", "reset the layout"},
+        {"Esc", "leave the text box"},
+        {"Ctrl+Q", "quit"},
+    };
+    if (ImGui::BeginTable("keys", 2)) {
+      for (auto& r : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(r[0]);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(r[1]);
+      }
+      ImGui::EndTable();
+    }
+  }
+  ImGui::End();
+}
+
+void App::shortcuts() {
+  ImGuiIO& io = ImGui::GetIO();
+  const bool typing = io.WantTextInput;
+  const bool nav = io.KeyAlt || !typing;
+  auto pressed = [](int glfw_key) { return ImGui::IsKeyPressed(glfw_key); };
+  if (pressed(GLFW_KEY_F1)) show_help_ = !show_help_;
+  if (pressed(GLFW_KEY_F2)) state_.presentation = !state_.presentation;
+  if (pressed(GLFW_KEY_F5)) force_layout_ = true;
+  if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
+  if (!snap_->model) return;
+  const ModelDims dims = ModelDims::of(snap_->model->config);
+  if (nav) {
+    if (pressed(GLFW_KEY_UP)) step_layer(state_, dims, -1);
+    if (pressed(GLFW_KEY_DOWN)) step_layer(state_, dims, +1);
+    if (pressed(GLFW_KEY_LEFT)) step_head(state_, dims, -1);
+    if (pressed(GLFW_KEY_RIGHT)) step_head(state_, dims, +1);
+    if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1);
+    if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1);
+  }
+  if (!typing && !io.KeyCtrl)
+    for (int k = 0; k < 8; ++k)
+      if (pressed(GLFW_KEY_1 + k)) state_.stage = stage_tab_order()[static_cast<size_t>(k)];
+}
+
+void App::frame() {
+  snap_ = worker_.latest();
+  const Snapshot& snap = *snap_;
+  if (snap.model) {
+    clamp_selection(state_, ModelDims::of(snap.model->config));
+    if (state_.head != last_head_ || snap.model.get() != seen_model_)
+      state_.kv_group = snap.model->config.kv_head_of(state_.head);
+    last_head_ = state_.head;
+    seen_model_ = snap.model.get();
+  }
+  const Trace& trace = snap.trace && snap.model && snap.trace->layers.size() == static_cast<size_t>(snap.model->config.n_layer)
+                           ? *snap.trace
+                           : empty_trace_;
+  FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_};
+
+  const ImVec2 d = ImGui::GetIO().DisplaySize;
+  if (d.x != last_w_ || d.y != last_h_) {  // the window was resized: lay the panels out again
+    force_layout_ = true;
+    last_w_ = d.x;
+    last_h_ = d.y;
+  }
+  shortcuts();
+  if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
+  menu_bar();
+  layout(force_layout_);
+  force_layout_ = false;
+  for (Panel* p : panels_) p->draw(ctx);
+  help_window();
+  shown_serial_ = snap.trace_serial;
+
+  state_.end_frame();
+  post_if_changed();
+}
+
+std::string App::sidecar_json(float sx, float sy) const {
+  auto rect = [&](ImVec4 r) { return nlohmann::json::array({std::lround(r.x * sx), std::lround(r.y * sy), std::lround(r.z * sx), std::lround(r.w * sy)}); };
+  const Snapshot& snap = *worker_.latest();
+  nlohmann::json j;
+  j["rects"]["heatmap"] = rect(heatmap_->image_rect());
+  j["rects"]["token_strip"] = rect(tokens_->strip_rect());
+  j["rects"]["head_grid"] = rect(grid_->grid_rect());
+  j["model"] = snap.model ? snap.model->name : state_.model_spec;
+  j["random_weights"] = snap.random_weights;
+  j["error"] = snap.error;
+  j["backend"] = snap.backend_name;
+  j["layer"] = state_.layer;
+  j["head"] = state_.head;
+  j["stage"] = stage_name(state_.stage);
+  j["T"] = snap.trace ? snap.trace->T() : 0;
+  j["dropped"] = snap.trace ? snap.trace->dropped : 0;
+  j["text"] = snap.trace_text;
+  j["fonts"] = fonts_.fonts().note;
+  return j.dump(2);
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,104 @@
+// The application: owns the inference worker, the AppState, the fonts and every panel;
+// builds one frame of the UI (menu, shortcuts, fixed layout, panels) and posts the latest
+// request to the worker when the text or settings change. GLFW and the GL context stay in
+// app/gui_main.cpp.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ui/app_state.h"
+#include "ui/fonts.h"
+#include "ui/settings.h"
+#include "ui/worker.h"
+
+namespace attnviz::ui {
+
+class Panel;
+class TextPanel;
+class TokenStripPanel;
+class HeatmapPanel;
+class HeadGridPanel;
+class GqaPanel;
+class NextTokenPanel;
+class ModelPanel;
+class StatusBar;
+
+struct AppOptions {
+  std::string model;         // directory or builtin:NAME; "" = last used, else the default
+  std::string text;          // used when text_given
+  bool text_given = false;
+  int layer = -1, head = -1;  // -1: keep the saved selection
+  std::string stage;         // "probs", "scores", ...; "" keeps
+  std::string backend;       // "" keeps
+  int block_size = 0;        // 0 keeps
+  bool presentation = false;
+  bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
+};
+
+class App {
+ public:
+  explicit App(const AppOptions& opt);
+  ~App();  // saves the settings (not in screenshot mode)
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Between frames (before ImGui::NewFrame): rebuilds fonts and theme when the DPI scale,
+  // presentation mode or the characters to show changed.
+  void before_frame(float content_scale);
+  // The UI of one frame (between ImGui::NewFrame and ImGui::Render).
+  void frame();
+
+  // True once the worker has answered the first request (a trace or an error).
+  bool first_answer() const;
+  bool wait_first_answer(int timeout_ms) const;
+  // True when the worker has answered everything posted and the panels showed it.
+  bool settled() const;
+  bool quit_requested() const { return quit_; }
+
+  // JSON for the screenshot sidecar: on-screen rectangles (framebuffer pixels, origin top
+  // left) of the heatmap, the token strip and the head grid, and what is shown.
+  std::string sidecar_json(float fb_scale_x, float fb_scale_y) const;
+  const std::string& imgui_ini_path() const { return ini_path_; }
+
+ private:
+  void layout(bool force);
+  void menu_bar();
+  void shortcuts();
+  void help_window();
+  void post_if_changed();
+  PanelVisibility visibility() const;
+
+  AppOptions opt_;
+  AppState state_;
+  Worker worker_;
+  FontManager fonts_;
+  Trace empty_trace_;  // shown while no result exists
+  std::shared_ptr<const Snapshot> snap_;
+  const Model* seen_model_ = nullptr;  // the model the selection was last clamped for
+  uint64_t shown_serial_ = 0;          // trace serial drawn last frame
+  Request posted_;
+  uint64_t first_serial_ = 0;
+  std::string random_dir_;             // the generated random model ("" if not generated)
+  std::string ini_path_;
+  std::string scanned_text_;           // text whose characters were handed to the fonts
+  float scale_ = 0.f;                  // content scale the theme was built for
+  bool theme_presentation_ = false;
+  bool force_layout_ = true;
+  bool show_help_ = false;
+  bool quit_ = false;
+  float last_w_ = 0.f, last_h_ = 0.f;
+  int last_head_ = -1;  // the KV group follows the selected head when it changes
+
+  std::unique_ptr<TextPanel> text_;
+  std::unique_ptr<TokenStripPanel> tokens_;
+  std::unique_ptr<HeatmapPanel> heatmap_;
+  std::unique_ptr<HeadGridPanel> grid_;
+  std::unique_ptr<GqaPanel> gqa_;
+  std::unique_ptr<NextTokenPanel> next_;
+  std::unique_ptr<ModelPanel> model_;
+  std::unique_ptr<StatusBar> status_;
+  std::vector<Panel*> panels_;  // all of the above, in drawing order
+};
+
+}  // namespace attnviz::ui

@@ -1,0 +1,34 @@
+#include "ui/status_bar.h"
+
+#include <algorithm>
+
+namespace attnviz::ui {
+
+void StatusBar::draw_content(FrameContext& ctx) {
+  const Snapshot& snap = ctx.snap;
+  const Trace& tr = ctx.trace;
+  ImGui::Text("forward %.2f ms (from position %d)", snap.forward_ms, snap.recomputed_from);
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  ImGui::Text("frame %.1f ms", 1000.f / std::max(1.f, ImGui::GetIO().Framerate));
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  ImGui::Text("T %d / block %d", tr.T(), tr.block_size);
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  if (tr.dropped > 0)
+    ImGui::TextColored(ImVec4(1.f, 0.65f, 0.3f, 1.f), "dropped %d", tr.dropped);
+  else
+    ImGui::Text("dropped 0");
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  ImGui::Text("backend %s", snap.backend_name.empty() ? "…" : snap.backend_name.c_str());
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  if (snap.random_weights) {
+    ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "random weights");
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  }
+  if (!snap.error.empty()) {
+    ImGui::TextColored(ImVec4(1.f, 0.45f, 0.4f, 1.f), "error (see Text & model)");
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  }
+  ImGui::TextDisabled("%s", ctx.model ? ctx.model->name.c_str() : "loading model…");
+}
+
+}  // namespace attnviz::ui

@@ -1,0 +1,79 @@
+#include "ui/text_panel.h"
+
+#include <imgui_stdlib.h>
+
+#include "core/paths.h"
+#include "ui/imgui_util.h"
+
+namespace attnviz::ui {
+
+TextPanel::TextPanel(std::string random_model_dir) : Panel("Text & model"), random_dir_(std::move(random_model_dir)) {
+  builtins_ = builtin_models();
+}
+
+void TextPanel::draw_content(FrameContext& ctx) {
+  AppState& s = ctx.state;
+  const Snapshot& snap = ctx.snap;
+  const float fs = ImGui::GetFontSize();
+
+  if (snap.random_weights) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.6f, 0.2f, 1.f));
+    ImGui::TextWrapped("RANDOM WEIGHTS: untrained, so the attention patterns are noise.");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("No trained model was found, so attnviz generated a random one.\n"
+                        "Open a trained model (a directory or builtin:NAME) to see learned attention.");
+    ImGui::PopStyleColor();
+  }
+
+  // --- model
+  std::string current = s.model_spec;
+  if (!random_dir_.empty() && s.model_spec == random_dir_) current = "random tiny (generated)";
+  ImGui::PushItemWidth(-fs * 4.f);
+  if (ImGui::BeginCombo("model", current.c_str())) {
+    for (const auto& n : builtins_) {
+      const std::string spec = "builtin:" + n;
+      if (ImGui::Selectable(spec.c_str(), s.model_spec == spec)) s.model_spec = spec;
+    }
+    if (!random_dir_.empty() && ImGui::Selectable("random tiny (generated)", s.model_spec == random_dir_))
+      s.model_spec = random_dir_;
+    if (builtins_.empty()) ImGui::TextDisabled("no built-in models found");
+    ImGui::EndCombo();
+  }
+  const bool enter = ImGui::InputTextWithHint("##dir", "model directory (config.json + model.safetensors)", &path_,
+                                              ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  if ((ImGui::Button("open") || enter) && !path_.empty()) s.model_spec = path_;
+
+  // --- backend
+  ImGui::TextUnformatted("backend");
+  ImGui::SameLine();
+  if (ImGui::RadioButton("cpu", s.backend == "cpu")) s.backend = "cpu";
+  ImGui::SameLine();
+  if (ImGui::RadioButton("gpu", s.backend == "gpu")) s.backend = "gpu";
+  ImGui::SameLine();
+  ImGui::TextDisabled("running: %s", snap.backend_name.empty() ? "…" : snap.backend_name.c_str());
+  if (!snap.backend_note.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.8f, 0.3f, 1.f));
+    ImGui::TextWrapped("GPU unavailable, using the CPU: %s", snap.backend_note.c_str());
+    ImGui::PopStyleColor();
+  }
+
+  // --- text
+  ImGui::TextUnformatted("text (type here; every keystroke recomputes):");
+  if (focus_) {
+    ImGui::SetKeyboardFocusHere();
+    focus_ = false;
+  }
+  const float err_h = snap.error.empty() ? 0.f : fs * 4.5f;
+  ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, std::max(fs * 3.f, ImGui::GetContentRegionAvail().y - err_h)));
+
+  if (!snap.error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.45f, 0.4f, 1.f));
+    ImGui::TextWrapped("%s", snap.error.c_str());
+    ImGui::PopStyleColor();
+    if (snap.trace) ImGui::TextDisabled("showing the last good result");
+  }
+}
+
+}  // namespace attnviz::ui
