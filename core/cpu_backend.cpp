@@ -1,5 +1,7 @@
 // The CPU backend: Eigen matrix products (multi-threaded through OpenMP), one head per
 // thread in attention. Computes only the new rows [from, T) and reuses cached K/V.
+#include <omp.h>
+
 #include <cmath>
 
 #include "core/backend.h"
@@ -44,6 +46,28 @@ void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
   att.middleCols(h * d, d) = O.bottomRows(n);
 }
 
+// Small passes run on one thread: waking the other threads for every matrix product costs
+// more than it saves, and far more when the cores are busy (a software-rendered GUI on the
+// same cores made a 45-token pass of the tiny model take 300 ms instead of 1.5 ms).
+constexpr double kParallelFlops = 64e6;
+
+double pass_flops(const ModelConfig& c, int n, int T) {
+  const double C = c.n_embd, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size;
+  const double per_token = C * (2 * Hd + 2 * KVd) + C * c.n_inner * (c.arch == Arch::Gpt2 ? 2 : 3);
+  const double attention = 4.0 * c.n_head * c.head_size * T;
+  return 2.0 * n * (c.n_layer * (per_token + attention) + C * c.vocab_size);
+}
+
+// Sets the calling thread's OpenMP team size for its lifetime.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadScope() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -53,6 +77,7 @@ class CpuBackend : public Backend {
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size()), p = from, n = T - p;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+    const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     tr.tokens = window;
     tr.layers.resize(static_cast<size_t>(c.n_layer));
 

@@ -284,6 +284,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
   j["model"] = snap.model ? snap.model->name : state_.model_spec;
   j["random_weights"] = snap.random_weights;
+  j["forward_ms"] = snap.forward_ms;
   j["error"] = snap.error;
   j["backend"] = snap.backend_name;
   j["layer"] = state_.layer;

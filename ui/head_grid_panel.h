@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "ui/export_box.h"
 #include "ui/panel.h"
 #include "ui/texture.h"
 
@@ -22,6 +23,7 @@ class HeadGridPanel : public Panel {
   std::vector<Texture> thumbs_;    // (L * H), thumbs_[l * H + h]: probs of layer l, head h
   std::vector<uint8_t> rgba_;
   ImVec4 grid_rect_{0, 0, 0, 0};
+  ExportBox export_{"attnviz-all-heads.png"};
 };
 
 // Uploads the softmax of (layer, head) as a texture, masked cells grey. Shared by the

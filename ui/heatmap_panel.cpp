@@ -73,6 +73,12 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   ImGui::PushTextWrapPos(0.f);
   ImGui::TextDisabled("%s", stage_explanation(ctx.state.stage));
   ImGui::PopTextWrapPos();
+  ExportOptions what;  // this layer, head and stage, as on screen
+  what.stage = ctx.state.stage;
+  what.layer = ctx.state.layer;
+  what.head = stage_is_kv(ctx.state.stage) ? ctx.model->config.kv_head_of(ctx.state.head) : ctx.state.head;
+  if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
+  export_.draw(ctx, what);
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bar_w = ImGui::GetFontSize() * 5.5f;

@@ -4,6 +4,7 @@
 // a colorbar with the value range, a distinct colour for masked (−inf) cells, a tooltip
 // with the exact numbers of the hovered cell, zoom (Ctrl+wheel) and scrolling.
 #pragma once
+#include "ui/export_box.h"
 #include "ui/panel.h"
 #include "ui/texture.h"
 
@@ -35,6 +36,7 @@ class HeatmapPanel : public Panel {
     }
   };
   Key key_;                   // what tex_ shows
+  ExportBox export_{"attnviz-heatmap.png"};
   Texture tex_;               // (rows, cols) RGBA, one texel per cell
   ValueRange range_;          // value range of the colours in tex_
   Colormap cmap_ = Colormap::Viridis;
