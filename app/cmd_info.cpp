@@ -11,14 +11,9 @@ namespace {
 
 void print_info(const Model& m, bool json, std::ostream& out) {
   const ModelConfig& c = m.config;
-  long long emb = m.weights.tok_emb.size() + m.weights.pos_emb.size(), attn = 0, mlp = 0, norms = 0;
-  for (const auto& l : m.weights.layers) {
-    attn += l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() + l.bq.size() + l.bk.size() + l.bv.size() + l.bo.size();
-    mlp += l.w_fc.size() + l.b_fc.size() + l.w_up.size() + l.w_down.size() + l.b_down.size();
-    norms += l.norm1_w.size() + l.norm1_b.size() + l.norm2_w.size() + l.norm2_b.size();
-  }
-  norms += m.weights.normf_w.size() + m.weights.normf_b.size();
-  const long long head = m.weights.lm_head.size();
+  const ParamCounts p = parameter_counts(c);
+  const long long emb = p.token_embedding + p.position_embedding, attn = p.attention, mlp = p.mlp, norms = p.norms,
+                  head = p.lm_head;
   if (json) {
     const nlohmann::json j = {
         {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},

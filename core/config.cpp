@@ -98,6 +98,27 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   return c;
 }
 
+ParamCounts parameter_counts(const ModelConfig& c) {
+  ParamCounts p;
+  const int64_t C = c.n_embd, V = c.vocab_size, L = c.n_layer, I = c.n_inner;
+  const int64_t Hd = static_cast<int64_t>(c.n_head) * c.head_size;
+  const int64_t KVd = static_cast<int64_t>(c.n_kv_head) * c.head_size;
+  const bool gpt2 = c.arch == Arch::Gpt2;
+  p.token_embedding = V * C;
+  p.position_embedding = gpt2 ? static_cast<int64_t>(c.n_ctx) * C : 0;
+  int64_t attn = C * Hd + 2 * C * KVd + Hd * C;
+  if (c.qkv_bias) attn += Hd + 2 * KVd;
+  if (c.o_bias) attn += C;
+  p.attention = L * attn;
+  int64_t mlp = gpt2 ? 2 * C * I : 3 * C * I;  // gpt2 c_fc + c_proj; llama gate + up + down
+  if (c.mlp_bias) mlp += gpt2 ? I + C : 2 * I + C;
+  p.mlp = L * mlp;
+  const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
+  p.norms = (2 * L + 1) * norm;
+  p.lm_head = c.tie_embeddings ? 0 : V * C;
+  return p;
+}
+
 nlohmann::json config_to_json(const ModelConfig& c) {
   nlohmann::json j;
   j["model_type"] = c.model_type;

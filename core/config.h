@@ -6,6 +6,7 @@
 //   T tokens in the window (≤ block_size ≤ n_ctx), n new rows computed in one call.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
+#include <cstdint>
 #include <string>
 
 namespace attnviz {
@@ -37,6 +38,18 @@ struct ModelConfig {
   int group_size() const { return n_head / n_kv_head; }
   int kv_head_of(int h) const { return h / group_size(); }
 };
+
+// Parameter counts per part, from the config alone.
+struct ParamCounts {
+  int64_t token_embedding = 0;  // V × C
+  int64_t position_embedding = 0;  // n_ctx × C (gpt2)
+  int64_t attention = 0;        // all layers: W_q, W_k, W_v, W_o (+ biases)
+  int64_t mlp = 0;              // all layers
+  int64_t norms = 0;            // all layer norms + the final one
+  int64_t lm_head = 0;          // 0 when tied to the token embedding
+  int64_t total() const { return token_embedding + position_embedding + attention + mlp + norms + lm_head; }
+};
+ParamCounts parameter_counts(const ModelConfig& c);
 
 // Parses and validates; `where` names the file in error messages.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where);

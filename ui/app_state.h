@@ -104,17 +104,6 @@ int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t
 // Decimal units as the note writes them: "512 B", "3.2 kB", "16.4 MB", "1.20 GB".
 std::string format_bytes(int64_t bytes);
 
-// ---------- parameter counts per part, from the config alone
-struct ParamCounts {
-  int64_t token_embedding = 0;  // V × C
-  int64_t position_embedding = 0;  // n_ctx × C (gpt2)
-  int64_t attention = 0;        // all layers: W_q, W_k, W_v, W_o (+ biases)
-  int64_t mlp = 0;              // all layers
-  int64_t norms = 0;            // all layer norms + the final one
-  int64_t lm_head = 0;          // 0 when tied to the token embedding
-  int64_t total() const { return token_embedding + position_embedding + attention + mlp + norms + lm_head; }
-};
-ParamCounts parameter_counts(const ModelConfig& c);
 
 // ---------- next token
 struct TokenProb {
