@@ -56,13 +56,14 @@ Action add_bench_command(CLI::App& app, Io& io) {
     const std::vector<int> prefix(ids.begin(), ids.end() - 1);
     using clock = std::chrono::steady_clock;
     auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::vector<double> full, append;
+    std::vector<double> full, append, device;  // device: GPU time from GL timer queries
     engine.run(ids);  // warm-up
     for (int r = 0; r < o->reps; ++r) {
       engine.clear_cache();
       const auto t0 = clock::now();
       engine.run(ids);
       full.push_back(ms(clock::now() - t0));
+      if (engine.backend().last_device_ms() >= 0) device.push_back(engine.backend().last_device_ms());
     }
     if (o->length > 1)
       for (int r = 0; r < o->reps; ++r) {
@@ -72,13 +73,14 @@ Action add_bench_command(CLI::App& app, Io& io) {
         append.push_back(ms(clock::now() - t0));
       }
     const double med = median(full), flops = forward_flops(c, o->length);
-    const nlohmann::json j = {{"model", o->in.model}, {"backend", engine.backend().name()}, {"length", o->length},
+    nlohmann::json j = {{"model", o->in.model}, {"backend", engine.backend().name()}, {"length", o->length},
                               {"reps", o->reps}, {"median_ms", med},
                               {"min_ms", *std::min_element(full.begin(), full.end())},
                               {"append_median_ms", append.empty() ? 0.0 : median(append)},
                               {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
                               {"gflops_per_s", flops / 1e6 / med},
                               {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6}};
+    if (!device.empty()) j["device_median_ms"] = median(device);
     if (o->json) {
       io.out << j.dump() << "\n";
       return;
@@ -88,6 +90,7 @@ Action add_bench_command(CLI::App& app, Io& io) {
            << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
            << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
            << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"
+           << (device.empty() ? "" : "device time (GL timer queries): median " + std::to_string(median(device)) + " ms\n")
            << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
   };
 }

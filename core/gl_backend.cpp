@@ -60,6 +60,14 @@ class GlBackend : public Backend {
   }
 
   ~GlBackend() override {
+    try {
+      release();
+    } catch (const std::exception& e) {  // the context could not be made current: the GL
+      std::fprintf(stderr, "attnviz: GPU backend shutdown: %s\n", e.what());  // objects go with it
+    }
+  }
+
+  void release() {
     GlContext::Current cur(*ctx_);
     layers_.clear();
     caches_.clear();
@@ -90,6 +98,7 @@ class GlBackend : public Backend {
     if (p > 0) check_prefix(c, p, tr);
 
     GlContext::Current cur(*ctx_);
+    k_->timer_discard();  // in case an earlier forward stopped half-way
     ensure_model(m);
     if (c.arch == Arch::Llama && T > rope_positions_) {
       rope_positions_ = T;
@@ -206,6 +215,7 @@ class GlBackend : public Backend {
       const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms\n", p, T - 1, T, last_device_ms_, wall);
     }
+    if (k_->profiling()) std::fprintf(stderr, "gpu: kernels of rows %d…%d of %d\n%s", p, T - 1, T, k_->profile_take().c_str());
   }
 
  private:

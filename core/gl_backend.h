@@ -6,7 +6,13 @@
 //
 // Env: ATTNVIZ_SHADER_DIR=DIR loads shaders from DIR (development); ATTNVIZ_GL_MIN_VERSION
 // raises the OpenGL version required (tests force the fallback with 9.9);
-// ATTNVIZ_GL_VERBOSE=1 prints one line per forward (rows, device and wall time) to stderr.
+// ATTNVIZ_GL_VERBOSE=1 prints one line per forward (rows, device and wall time) to stderr;
+// ATTNVIZ_GL_PROFILE=1 times every kernel (serialising the GPU) and prints a table per
+// forward; ATTNVIZ_GL_TUNING=software|hardware overrides the tile choices made for
+// llvmpipe or a real GPU.
+//
+// Device time (last_device_ms) comes from GL_TIMESTAMP queries around the stretches of
+// dispatches between read-backs: llvmpipe reports 0 for GL_TIME_ELAPSED around compute.
 #pragma once
 #include <memory>
 

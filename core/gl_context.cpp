@@ -132,7 +132,7 @@ void GlContext::probe() {
     glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &c);
     max_group_count_ = std::min(max_group_count_, c);
   }
-  glGetQueryiv(GL_TIME_ELAPSED, GL_QUERY_COUNTER_BITS, &timer_bits_);
+  glGetQueryiv(GL_TIMESTAMP, GL_QUERY_COUNTER_BITS, &timer_bits_);
   if (glGetError() != GL_NO_ERROR || max_ssbo_bytes_ < (1 << 24) || max_shared_bytes_ < 16384)
     throw Error("'" + renderer_ + "' reports too small compute limits (storage block " + std::to_string(max_ssbo_bytes_) +
                 " bytes, shared memory " + std::to_string(max_shared_bytes_) + " bytes)");

@@ -2,7 +2,10 @@
 
 #include <epoxy/gl.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -68,6 +71,17 @@ void GlBuffer::unmap() const {
 
 namespace {
 
+// Tuning for a software rasterizer (Mesa's llvmpipe) or a real GPU. On llvmpipe every
+// barrier costs a switch between the work group's coroutines, so doing more per barrier
+// pays: 128×128 tiles (8×8 results per invocation) for large products, about 2× faster
+// at GPT-2 sizes, and the few-rows kernel instead of 16×16 tiles for narrow ones. On
+// hardware, 64×64 and 16×16 tiles keep more work groups busy at our sizes.
+// Env ATTNVIZ_GL_TUNING=software|hardware overrides the detection (tests use both).
+bool software_tuning(const GlContext& ctx) {
+  if (const char* v = std::getenv("ATTNVIZ_GL_TUNING"); v && *v) return std::string(v) == "software";
+  return ctx.renderer().find("llvmpipe") != std::string::npos || ctx.renderer().find("softpipe") != std::string::npos;
+}
+
 unsigned groups(int n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 void bind(int binding, const GlBuffer& b) { glBindBufferBase(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(binding), b.id()); }
@@ -76,24 +90,47 @@ void bind(int binding, const GlBuffer& b) { glBindBufferBase(GL_SHADER_STORAGE_B
 
 GlKernels::GlKernels(const GlContext& ctx, const ShaderSources& src)
     : ctx_(ctx),
+      software_(software_tuning(ctx)),
       embed_(src, "embed.comp"),
       norm_(src, "norm.comp"),
       gemm_big_(src, "gemm.comp", "#define RM 4\n"),
+      gemm_huge_(src, "gemm.comp", "#define RM 8\n"),
       gemm_small_(src, "gemm.comp", "#define RM 1\n"),
+      gemv1_(src, "gemv.comp", "#define MR 1\n"),
+      gemv4_(src, "gemv.comp", "#define MR 4\n"),
       rope_(src, "rope.comp"),
       softmax_(src, "attn_softmax.comp"),
       gelu_(src, "gelu.comp"),
       swiglu_(src, "swiglu.comp") {
   dummy_.ensure(16, limit(), "a placeholder");
+  if (const char* v = std::getenv("ATTNVIZ_GL_PROFILE")) profile_ = *v && *v != '0';
 }
 
-void GlKernels::dispatch(unsigned gx, unsigned gy, unsigned gz) {
+void GlKernels::dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz) {
   const unsigned most = static_cast<unsigned>(ctx_.max_group_count());
   if (gx > most || gy > most || gz > most)
     throw Error("a GPU dispatch of " + std::to_string(gx) + "×" + std::to_string(gy) + "×" + std::to_string(gz) +
                 " work groups exceeds this device's limit of " + std::to_string(most) + " per dimension");
+  const auto t0 = std::chrono::steady_clock::now();
   if (gx && gy && gz) glDispatchCompute(gx, gy, gz);
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  if (profile_) {
+    glFinish();
+    auto& e = profile_ms_[prog.name() + (&prog == &gemm_small_ ? " 16×16" : &prog == &gemm_big_ ? " 64×64" : &prog == &gemm_huge_ ? " 128×128" : &prog == &gemv1_ ? " 1 row" : &prog == &gemv4_ ? " 4 rows" : "")];
+    e.first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    e.second += 1;
+  }
+}
+
+std::string GlKernels::profile_take() {
+  std::string out;
+  char line[160];
+  for (const auto& [name, e] : profile_ms_) {
+    std::snprintf(line, sizeof line, "  %-28s %6d dispatches %10.3f ms\n", name.c_str(), e.second, e.first);
+    out += line;
+  }
+  profile_ms_.clear();
+  return out;
 }
 
 void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos,
@@ -102,22 +139,28 @@ void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, in
   embed_.set("n", n), embed_.set("C", C), embed_.set("v0", v0), embed_.set("vn", vn);
   embed_.set("pos0", pos0), embed_.set("use_pos", pos ? 1 : 0);
   bind(0, ids), bind(1, tok), bind(2, pos ? *pos : dummy_), bind(3, x);
-  dispatch(groups(C, 64), static_cast<unsigned>(n), 1);
+  dispatch(embed_, groups(C, 64), static_cast<unsigned>(n), 1);
 }
 
 void GlKernels::norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y) {
   norm_.use();
   norm_.set("C", C), norm_.set("rms", b ? 0 : 1), norm_.set("eps", eps);
   bind(0, x), bind(1, w), bind(2, b ? *b : dummy_), bind(3, y);
-  dispatch(static_cast<unsigned>(n), 1, 1);
+  dispatch(norm_, static_cast<unsigned>(n), 1, 1);
 }
 
 void GlKernels::gemm(const GemmArgs& g) {
   if (g.M <= 0 || g.N <= 0 || g.batch <= 0) return;
   // Large tiles (64×64, 4×4 per invocation) when both sides fill them, else 16×16.
-  const bool big = g.M >= 48 && g.N >= 48;
-  GlProgram& p = big ? gemm_big_ : gemm_small_;
-  const int ts = big ? 64 : 16;
+  // Few rows: gemv.comp. Else tiles of 16·RM square (RM×RM results per invocation):
+  // RM = 8 for large products in software (software_tuning), 4 unless one side is narrow
+  // (a head's d columns in a small model); narrow ones get 16×16 tiles on hardware and
+  // gemv.comp in software.
+  const bool huge = software_ && g.M >= 96 && g.N >= 96;
+  const bool big = !huge && g.M >= 16 && g.N >= 32;
+  const bool few = g.M <= 8 || (software_ && !huge && !big);
+  GlProgram& p = few ? (g.M == 1 ? gemv1_ : gemv4_) : huge ? gemm_huge_ : big ? gemm_big_ : gemm_small_;
+  const int ts = huge ? 128 : big ? 64 : 16;
   p.use();
   p.set("M", g.M), p.set("N", g.N), p.set("K", g.K);
   p.set("a_off", g.a.off), p.set("lda", g.a.ld), p.set("a_z", g.a.zstride);
@@ -127,7 +170,8 @@ void GlKernels::gemm(const GemmArgs& g) {
   p.set("has_bias", g.bias.buf ? 1 : 0), p.set("bias_off", g.bias.off), p.set("bias_z", g.bias.zstride);
   p.set("accumulate", g.accumulate ? 1 : 0);
   bind(0, *g.a.buf), bind(1, *g.b.buf), bind(2, *g.c.buf), bind(3, g.bias.buf ? *g.bias.buf : dummy_);
-  dispatch(groups(g.N, ts), groups(g.M, ts), static_cast<unsigned>(g.batch));
+  if (few) dispatch(p, groups(g.N, 64), groups(g.M, 4), static_cast<unsigned>(g.batch));
+  else dispatch(p, groups(g.N, ts), groups(g.M, ts), static_cast<unsigned>(g.batch));
 }
 
 void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table) {
@@ -135,7 +179,7 @@ void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, 
   rope_.set("n", n), rope_.set("row0", row0), rope_.set("ld", ld), rope_.set("col0", col0);
   rope_.set("heads", heads), rope_.set("d", d), rope_.set("pos0", pos0);
   bind(0, x), bind(1, table);
-  dispatch(groups(heads * (d / 2), 64), static_cast<unsigned>(n), 1);
+  dispatch(rope_, groups(heads * (d / 2), 64), static_cast<unsigned>(n), 1);
 }
 
 void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& scaled,
@@ -143,47 +187,56 @@ void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, fl
   softmax_.use();
   softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", scale);
   bind(0, scores), bind(1, scaled), bind(2, masked), bind(3, probs);
-  dispatch(static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
+  dispatch(softmax_, static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
 }
 
 void GlKernels::gelu(GlBuffer& x, int rows, int cols, int ld) {
   gelu_.use();
   gelu_.set("rows", rows), gelu_.set("cols", cols), gelu_.set("ld", ld);
   bind(0, x);
-  dispatch(groups(cols, 64), static_cast<unsigned>(rows), 1);
+  dispatch(gelu_, groups(cols, 64), static_cast<unsigned>(rows), 1);
 }
 
 void GlKernels::swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y) {
   swiglu_.use();
   swiglu_.set("rows", rows), swiglu_.set("I", I);
   bind(0, gu), bind(1, y);
-  dispatch(groups(I, 64), static_cast<unsigned>(rows), 1);
+  dispatch(swiglu_, groups(I, 64), static_cast<unsigned>(rows), 1);
 }
 
+// Timestamps (glQueryCounter) rather than GL_TIME_ELAPSED: Mesa's llvmpipe runs compute
+// dispatches outside the query's scope and reports 0 elapsed, while its timestamps are
+// right; on hardware the two measure the same.
 void GlKernels::timer_begin() {
   if (!ctx_.has_timer_query() || timing_) return;
-  if (queries_used_ == queries_.size()) {
-    queries_.push_back(0);
-    glGenQueries(1, &queries_.back());
+  if (queries_used_ + 2 > queries_.size()) {
+    queries_.resize(queries_used_ + 2, 0);
+    glGenQueries(2, &queries_[queries_used_]);
   }
-  glBeginQuery(GL_TIME_ELAPSED, queries_[queries_used_++]);
+  glQueryCounter(queries_[queries_used_++], GL_TIMESTAMP);
   timing_ = true;
 }
 
 void GlKernels::timer_end() {
   if (!timing_) return;
-  glEndQuery(GL_TIME_ELAPSED);
+  glQueryCounter(queries_[queries_used_++], GL_TIMESTAMP);
   timing_ = false;
+}
+
+void GlKernels::timer_discard() {
+  timing_ = false;
+  queries_used_ = 0;
 }
 
 double GlKernels::timer_take_ms() {
   timer_end();
   if (!ctx_.has_timer_query()) return -1;
   GLuint64 total = 0;
-  for (size_t i = 0; i < queries_used_; ++i) {
-    GLuint64 ns = 0;
-    glGetQueryObjectui64v(queries_[i], GL_QUERY_RESULT, &ns);
-    total += ns;
+  for (size_t i = 0; i + 1 < queries_used_; i += 2) {
+    GLuint64 t0 = 0, t1 = 0;
+    glGetQueryObjectui64v(queries_[i], GL_QUERY_RESULT, &t0);
+    glGetQueryObjectui64v(queries_[i + 1], GL_QUERY_RESULT, &t1);
+    if (t1 > t0) total += t1 - t0;
   }
   queries_used_ = 0;
   return static_cast<double>(total) / 1e6;
@@ -293,8 +346,11 @@ GlHostOps::GlHostOps(const ShaderSources& src) : ctx_(std::make_unique<GlContext
 }
 
 GlHostOps::~GlHostOps() {
-  GlContext::Current cur(*ctx_);
-  k_.reset();
+  try {
+    GlContext::Current cur(*ctx_);
+    k_.reset();
+  } catch (const std::exception&) {  // no context: the GL objects go with it
+  }
 }
 
 Mat GlHostOps::embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0) {

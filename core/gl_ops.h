@@ -4,6 +4,7 @@
 // each one for host matrices so the tests can check it against core/ops.h one by one.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,21 +84,30 @@ class GlKernels {
   // y (rows, I) ← silu(gate) ⊙ up, gu (rows, 2·I) = gate | up.
   void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y);
 
-  // GL_TIME_ELAPSED around stretches of dispatches: begin/end may be called many times;
+  // GPU timestamps around stretches of dispatches: begin/end may be called many times;
   // take_ms() sums what was measured since the last take (waits for the results) and
   // returns −1 when the device has no timer.
   void timer_begin();
   void timer_end();
   double timer_take_ms();
+  void timer_discard();  // forgets what was measured (after an error half-way)
+
+  // With env ATTNVIZ_GL_PROFILE=1 every dispatch waits for the GPU and is timed per
+  // kernel (a development aid: it serialises the GPU). Returns the table and resets it.
+  bool profiling() const { return profile_; }
+  std::string profile_take();
 
  private:
-  void dispatch(unsigned gx, unsigned gy, unsigned gz);
+  void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
   const GlContext& ctx_;
-  GlProgram embed_, norm_, gemm_big_, gemm_small_, rope_, softmax_, gelu_, swiglu_;
+  bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
+  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_;
   GlBuffer dummy_;  // bound where a kernel's optional input is absent
   std::vector<unsigned> queries_;
   size_t queries_used_ = 0;
   bool timing_ = false;
+  bool profile_ = false;
+  std::map<std::string, std::pair<double, int>> profile_ms_;  // kernel → (ms, dispatches)
 };
 
 // Scratch for attention's (heads, T, T) stages, reused across layers.

@@ -42,15 +42,15 @@ std::string ShaderSources::file(const std::string& name) const {
 std::string assemble_shader(const ShaderSources& src, const std::string& name, const std::string& defines) {
   std::istringstream in(src.file(name));
   std::ostringstream out;
-  static const std::regex include_re(R"(^\s*#\s*include\s+"([^"]+)"\s*$)");
+  static const std::regex include_re(R"re(^\s*#\s*include\s+"([^"]+)"\s*$)re");
   std::string line;
   bool version_seen = false;
   while (std::getline(in, line)) {
     std::smatch m;
     if (std::regex_match(line, m, include_re)) {
-      const std::string inc = m[1].str();
-      out << "// ---- begin " << inc << " ----\n" << src.file(inc);
-      if (!src.file(inc).empty() && src.file(inc).back() != '\n') out << "\n";
+      const std::string inc = m[1].str(), body = src.file(inc);
+      out << "// ---- begin " << inc << " ----\n" << body;
+      if (!body.empty() && body.back() != '\n') out << "\n";
       out << "// ---- end " << inc << " ----\n";
       continue;
     }

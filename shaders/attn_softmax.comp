@@ -24,27 +24,29 @@ shared float part[WG];
 
 float group_max(float v) {
   uint l = gl_LocalInvocationID.x;
+  group_sync();  // every reader of the previous result is done
   part[l] = v;
-  barrier();
+  group_sync();
   for (uint s2 = WG / 2; s2 > 0; s2 >>= 1) {
     if (l < s2) part[l] = max(part[l], part[l + s2]);
-    barrier();
+    group_sync();
   }
   float r = part[0];
-  barrier();
+  group_sync();
   return r;
 }
 
 float group_sum(float v) {
   uint l = gl_LocalInvocationID.x;
+  group_sync();  // every reader of the previous result is done
   part[l] = v;
-  barrier();
+  group_sync();
   for (uint s2 = WG / 2; s2 > 0; s2 >>= 1) {
     if (l < s2) part[l] += part[l + s2];
-    barrier();
+    group_sync();
   }
   float r = part[0];
-  barrier();
+  group_sync();
   return r;
 }
 

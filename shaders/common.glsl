@@ -9,6 +9,13 @@
 //  * dimension letters as in core/config.h: C model width, d head size, T tokens,
 //    n new rows computed in this call, H query heads, KV key/value heads, I MLP width.
 
+// Work-group barrier that also makes shared-memory writes visible to the whole group
+// (barrier() alone orders execution; GLSL 4.30 wants memoryBarrierShared() too).
+void group_sync() {
+  memoryBarrierShared();
+  barrier();
+}
+
 // −inf, for masked attention scores.
 float neg_inf() { return uintBitsToFloat(0xff800000u); }
 

@@ -9,7 +9,8 @@
 //   C[z] (M, N) at c_off + z·c_z, row stride ldc
 // A work group of 16×16 invocations computes a TS×TS tile of C, TS = 16·RM: each
 // invocation keeps RM×RM results in registers, and the A and B tiles pass through shared
-// memory BK columns at a time. RM is set by the loader (#define RM 1 or 4).
+// memory BK columns at a time. RM is set by the loader: 1, 4 or 8 (core/gl_ops.cpp picks
+// per product).
 // Dispatch: (ceil(N / TS), ceil(M / TS), batch).
 #include "common.glsl"
 
@@ -83,7 +84,7 @@ void main() {
         Bs[k][col] = (gc < N && gk < K) ? b[bbase + gk * ldb + gc] : 0.0;
       }
     }
-    barrier();
+    group_sync();
     for (int k = 0; k < BK; ++k) {
       float av[RM];
       float bv[RM];
@@ -92,7 +93,7 @@ void main() {
       for (int i = 0; i < RM; ++i)
         for (int j = 0; j < RM; ++j) acc[i][j] += av[i] * bv[j];
     }
-    barrier();
+    group_sync();
   }
 
   int cbase = c_off + z * c_z;

@@ -5,7 +5,7 @@
 // Dispatch: (n, 1, 1).
 #include "common.glsl"
 
-#define WG 256
+#define WG 64
 layout(local_size_x = WG) in;
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };   // (n, C)
@@ -22,14 +22,15 @@ shared float part[WG];
 // Sum of v over the work group (every invocation gets it).
 float group_sum(float v) {
   uint i = gl_LocalInvocationID.x;
+  group_sync();  // every reader of the previous result is done
   part[i] = v;
-  barrier();
+  group_sync();
   for (uint s = WG / 2; s > 0; s >>= 1) {
     if (i < s) part[i] += part[i + s];
-    barrier();
+    group_sync();
   }
   float total = part[0];
-  barrier();
+  group_sync();
   return total;
 }
 

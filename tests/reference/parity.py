@@ -6,7 +6,9 @@ Usage
     /usr/bin/python3 tests/reference/parity.py --cli PATH/attnviz-cli --workdir DIR [--keep]
     /usr/bin/python3 tests/reference/parity.py --selftest [--workdir DIR] [--keep]
 
-Optional: --cases name1,name2 (run a subset), --timeout SECONDS (per CLI call).
+Optional: --cases name1,name2 (run a subset), --timeout SECONDS (per CLI call),
+--backend cpu|gpu (passed on to `dump`; the dump's metadata must then name that backend,
+so a GPU run that silently fell back to the CPU fails).
 
 For every case in CASES the script
   1. builds a small random model with torch (seeded, float32 weights) and saves it as a
@@ -662,10 +664,15 @@ def prepare_case(case: Case, workdir: str):
     return model_dir, expected, expected_metadata(case.effective_block_size, dropped)
 
 
+CLI_BACKEND: Optional[str] = None  # --backend, passed on to the CLI when given
+
+
 def cli_command(cli: str, case: Case, model_dir: str, out: str) -> List[str]:
     cmd = [cli, "dump", "--model", model_dir, "--tokens", ",".join(str(t) for t in case.tokens)]
     if case.block_size is not None:
         cmd += ["--block-size", str(case.block_size)]
+    if CLI_BACKEND:
+        cmd += ["--backend", CLI_BACKEND]
     return cmd + ["--out", out]
 
 
@@ -679,6 +686,8 @@ def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: fl
     if os.path.exists(out):
         os.remove(out)
     cmd = cli_command(cli, case, model_dir, out)
+    if CLI_BACKEND:
+        want_meta = {**want_meta, "backend": CLI_BACKEND}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -982,7 +991,10 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the model dirs and dumps")
     ap.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in CASES))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per CLI call")
+    ap.add_argument("--backend", choices=["cpu", "gpu"], help="pass --backend to the CLI and require it in the dump")
     args = ap.parse_args(argv)
+    global CLI_BACKEND
+    CLI_BACKEND = args.backend
 
     cases = CASES
     if args.cases:

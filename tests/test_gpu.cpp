@@ -1,0 +1,556 @@
+// The OpenGL compute backend against the CPU: every kernel against core/ops.h, the whole
+// forward against the CPU backend (gpt2, llama GQA/MQA, odd sizes, T = 1, the block_size
+// window, appends and edits through the KV cache), and the fallback when the GPU cannot
+// start. Runs on Mesa's llvmpipe without a display (DISPLAY is unset below).
+// Tolerance: relative error (max|gpu − cpu| / max|cpu| per tensor) ≤ 2e-4, −inf identical.
+//
+// No GL context at all is a FAILURE, so CI notices a broken setup, unless env
+// ATTNVIZ_ALLOW_NO_GPU=1 is set (then those tests are skipped).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/backend.h"
+#include "core/engine.h"
+#include "core/error.h"
+#include "core/gl_backend.h"
+#include "core/gl_ops.h"
+#include "core/ops.h"
+#include "tests/test_util.h"
+
+namespace attnviz {
+namespace {
+
+constexpr double kTol = 2e-4;
+
+// No X server, no Wayland: the backend must not need one.
+const bool kNoDisplay = [] {
+  unsetenv("DISPLAY");
+  unsetenv("WAYLAND_DISPLAY");
+  return true;
+}();
+
+bool allow_no_gpu() {
+  const char* v = std::getenv("ATTNVIZ_ALLOW_NO_GPU");
+  return v && std::string(v) == "1";
+}
+
+// One GL context for the op tests, made once.
+GlHostOps* host_ops(std::string* why) {
+  static std::unique_ptr<GlHostOps> ops;
+  static std::string error;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    try {
+      ops = std::make_unique<GlHostOps>();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  *why = error;
+  return ops.get();
+}
+
+#define REQUIRE_GPU(ptr, why)                                                             \
+  do {                                                                                    \
+    if (!(ptr)) {                                                                         \
+      if (allow_no_gpu()) GTEST_SKIP() << "no GL context (ATTNVIZ_ALLOW_NO_GPU=1): " << why; \
+      FAIL() << "no GL 4.3 context could be made: " << why                               \
+             << "\n(set ATTNVIZ_ALLOW_NO_GPU=1 to skip instead)";                         \
+    }                                                                                     \
+  } while (0)
+
+#define OPS()                      \
+  std::string why;                 \
+  GlHostOps* gl = host_ops(&why);  \
+  REQUIRE_GPU(gl, why)
+
+Mat random_mat(int rows, int cols, unsigned seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, scale);
+  Mat m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = dist(rng);
+  return m;
+}
+
+double rel(const Mat& a, const Mat& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return -1;
+  Tensor ta{{a.rows(), a.cols()}, std::vector<float>(a.data(), a.data() + a.size())};
+  Tensor tb{{b.rows(), b.cols()}, std::vector<float>(b.data(), b.data() + b.size())};
+  return test::rel_error(ta, tb);
+}
+
+// ---- every op against core/ops.h ------------------------------------------------------
+
+TEST(GpuOps, Embedding) {
+  OPS();
+  const Mat tok = random_mat(23, 30, 1), pos = random_mat(16, 30, 2);
+  const std::vector<int> ids = {0, 22, 5, 11, 12, 11, 3};
+  for (bool with_pos : {false, true}) {
+    Mat want(static_cast<Eigen::Index>(ids.size()), 30);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      want.row(static_cast<Eigen::Index>(r)) = tok.row(ids[r]);
+      if (with_pos) want.row(static_cast<Eigen::Index>(r)) += pos.row(4 + static_cast<Eigen::Index>(r));
+    }
+    EXPECT_LE(rel(gl->embed(tok, with_pos ? pos : Mat(), ids, 4), want), 0.0) << "with_pos " << with_pos;
+  }
+}
+
+TEST(GpuOps, LayerNormAndRmsNorm) {
+  OPS();
+  for (int C : {30, 64, 300}) {
+    const Mat x = random_mat(5, C, 3, 2.f);
+    const Vec w = random_mat(1, C, 4), b = random_mat(1, C, 5);
+    Mat want;
+    layer_norm(x, w, b, 1e-5f, want);
+    EXPECT_LE(rel(gl->layer_norm(x, w, b, 1e-5f), want), kTol) << "C " << C;
+    rms_norm(x, w, 1e-6f, want);
+    EXPECT_LE(rel(gl->rms_norm(x, w, 1e-6f), want), kTol) << "C " << C;
+  }
+}
+
+void check_products(GlHostOps& gl, const std::string& label) {
+  // (M, K, N): one and few rows (gemv), 16×16, 64×64 and 128×128 tiles, sizes that are no
+  // multiple of a tile or of gemv's chunk of K.
+  for (auto [M, K, N] : {std::tuple{1, 30, 23}, std::tuple{1, 600, 70}, std::tuple{8, 33, 5}, std::tuple{9, 10, 13},
+                         std::tuple{70, 45, 130}, std::tuple{64, 64, 64}, std::tuple{3, 200, 90},
+                         std::tuple{130, 70, 150}, std::tuple{20, 17, 31}}) {
+    const Mat x = random_mat(M, K, 6), w = random_mat(K, N, 7), wt = random_mat(N, K, 8);
+    const Vec b = random_mat(1, N, 9);
+    Mat want;
+    linear(x, w, b, want);
+    EXPECT_LE(rel(gl.linear(x, w, b), want), kTol) << label << M << "x" << K << "x" << N << " with bias";
+    linear(x, w, Vec(), want);
+    EXPECT_LE(rel(gl.linear(x, w, Vec()), want), kTol) << label << M << "x" << K << "x" << N;
+    want = x * wt.transpose();
+    EXPECT_LE(rel(gl.linear_bt(x, wt), want), kTol) << label << M << "x" << K << "x" << N << " transposed";
+  }
+}
+
+TEST(GpuOps, MatrixProductsOfOddSizes) {
+  OPS();
+  check_products(*gl, "");
+}
+
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+TEST(GpuOps, MatrixProductsWithHardwareAndSoftwareTuning) {
+  OPS();  // (whether a context can be made at all)
+  for (const char* tuning : {"hardware", "software"}) {  // tile choices differ
+    ScopedEnv env("ATTNVIZ_GL_TUNING", tuning);
+    GlHostOps fresh;
+    check_products(fresh, std::string(tuning) + ": ");
+  }
+}
+
+TEST(GpuOps, GeluAndSwiglu) {
+  OPS();
+  Mat x = random_mat(9, 37, 10, 3.f);
+  x(0, 0) = 40.f, x(0, 1) = -40.f, x(0, 2) = 0.f, x(0, 3) = 1e-4f;  // tanh must not overflow
+  Mat want = x;
+  gelu_tanh_inplace(want);
+  EXPECT_LE(rel(gl->gelu(x), want), kTol);
+  Mat g = random_mat(9, 37, 11, 3.f), u = random_mat(9, 37, 12);
+  g(0, 0) = -100.f, g(0, 1) = 100.f;
+  want = g;
+  swiglu_inplace(want, u);
+  EXPECT_LE(rel(gl->swiglu(g, u), want), kTol);
+}
+
+TEST(GpuOps, Rope) {
+  OPS();
+  for (auto [heads, d, pos0] : {std::tuple{3, 10, 0}, std::tuple{4, 16, 37}, std::tuple{1, 2, 1000}}) {
+    const Mat x = random_mat(6, heads * d, 13);
+    Mat want = x;
+    rope_inplace(want, heads, d, pos0, 10000.f);
+    EXPECT_LE(rel(gl->rope(x, heads, d, pos0, 10000.f), want), kTol) << heads << " heads, d " << d << ", pos " << pos0;
+  }
+}
+
+// Attention of one layer (GQA) computed plainly on the CPU: the full q·kᵀ, scaled,
+// masked, softmax (core/ops.h), probs · v.
+LayerTrace cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
+  const int G = H / static_cast<int>(k.dim(0));
+  LayerTrace lt;
+  for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) t->resize_keep({H, T, T}, 0, 0);
+  lt.out.resize_keep({H, T, d}, 0, 0);
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  for (int h = 0; h < H; ++h) {
+    Eigen::Map<const Mat> Q(q.head(h), T, d), K(k.head(h / G), T, d), V(v.head(h / G), T, d);
+    Eigen::Map<Mat> S(lt.scores.head(h), T, T), Sc(lt.scaled.head(h), T, T), M(lt.masked.head(h), T, T),
+        P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+    S = Q * K.transpose();
+    Sc = S * scale;
+    for (int i = 0; i < T; ++i) {
+      for (int j = 0; j < T; ++j) M(i, j) = j <= i ? Sc(i, j) : -INFINITY;
+      softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+    }
+    O = P * V;
+  }
+  return lt;
+}
+
+Tensor random_tensor(int a, int b, int c, unsigned seed) {
+  const Mat m = random_mat(a * b, c, seed);
+  return Tensor{{a, b, c}, std::vector<float>(m.data(), m.data() + m.size())};
+}
+
+TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {
+  OPS();
+  // H = 6 query heads over KV = 2 (GQA groups of 3), d = 10, T = 13; then only rows ≥ 7.
+  const Tensor q = random_tensor(6, 13, 10, 14), k = random_tensor(2, 13, 10, 15), v = random_tensor(2, 13, 10, 16);
+  const LayerTrace want = cpu_attention(q, k, v);
+  for (int p : {0, 7, 12}) {
+    LayerTrace got;
+    for (Tensor* t : {&got.scores, &got.scaled, &got.masked, &got.probs}) t->resize_keep({6, 13, 13}, 0, 0);
+    got.out.resize_keep({6, 13, 10}, 0, 0);
+    // rows [0, p) × columns [0, p) are the caller's (kept from before): copy them in.
+    for (int s = static_cast<int>(Stage::Scores); s <= static_cast<int>(Stage::Out); ++s) {
+      const Tensor& w = want.stage(static_cast<Stage>(s));
+      Tensor& g = got.stage(static_cast<Stage>(s));
+      const int cols = static_cast<int>(w.dim(2));
+      for (int h = 0; h < 6; ++h)
+        for (int i = 0; i < p; ++i)
+          for (int j = 0; j < std::min(p, cols); ++j)
+            g.head(h)[i * cols + j] = w.head(h)[i * cols + j];
+      if (s == static_cast<int>(Stage::Out))
+        for (int h = 0; h < 6; ++h)
+          for (int i = 0; i < p; ++i)
+            for (int j = 0; j < cols; ++j) g.head(h)[i * cols + j] = w.head(h)[i * cols + j];
+    }
+    gl->attention(q, k, v, p, got);
+    for (int s = static_cast<int>(Stage::Scores); s <= static_cast<int>(Stage::Out); ++s)
+      EXPECT_LE(test::rel_error(got.stage(static_cast<Stage>(s)), want.stage(static_cast<Stage>(s))), kTol)
+          << stage_name(static_cast<Stage>(s)) << " from row " << p;
+  }
+}
+
+// ---- the whole forward against the CPU backend ----------------------------------------
+
+struct Fixture {
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<Backend> gpu;
+  std::string why;
+};
+
+std::unique_ptr<Backend> gpu_backend(std::string* why) {
+  try {
+    return make_gl_backend();
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+std::vector<int> random_ids(int n, int vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(0, vocab - 1);
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int& t : ids) t = pick(rng);
+  return ids;
+}
+
+// The models: small, with odd sizes where the architecture allows.
+ModelConfig gpt2_odd() {  // C = 30, 3 heads of d = 10, vocab 23
+  return test::small_config("gpt2", 2, 30, 3, 3, 23, 24);
+}
+ModelConfig llama_gqa() {  // 6 query heads over 2 KV heads, d = 6, vocab 23
+  return test::small_config("llama", 2, 36, 6, 2, 23, 24);
+}
+ModelConfig qwen_mqa_odd() {  // 3 query heads over 1 KV head, d = 10, q/k/v biases, untied
+  ModelConfig c = test::small_config("llama", 2, 30, 3, 1, 29, 24);
+  c.model_type = "qwen2";
+  c.qkv_bias = true;
+  c.tie_embeddings = false;
+  c.rope_theta = 5000.f;
+  return c;
+}
+
+std::shared_ptr<const Model> model_for(const ModelConfig& c, const char* tag) {
+  return load_model(test::make_model_dir(c, 1234, tag));
+}
+
+struct ForwardCase {
+  const char* name;
+  ModelConfig (*config)();
+};
+void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
+
+class GpuForward : public ::testing::TestWithParam<ForwardCase> {};
+
+TEST_P(GpuForward, MatchesTheCpuForLengthsOneToFull) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(GetParam().config(), GetParam().name);
+  const int V = model->config.vocab_size;
+  auto cpu = make_cpu_backend();
+  for (int T : {1, 2, 17, model->config.n_ctx}) {
+    const auto ids = random_ids(T, V, static_cast<unsigned>(T));
+    Trace want, got;
+    cpu->forward(*model, ids, 0, want);
+    gpu->forward(*model, ids, 0, got);
+    EXPECT_EQ(test::compare_traces(got, want, kTol), "") << GetParam().name << ", T = " << T;
+    EXPECT_GE(gpu->last_device_ms(), 0.0);
+  }
+}
+
+TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(GetParam().config(), GetParam().name);
+  const int V = model->config.vocab_size;
+  Engine engine(model, std::move(gpu));
+  auto full = [&](const std::vector<int>& ids) {
+    Trace t;
+    make_cpu_backend()->forward(*model, ids, 0, t);
+    return t;
+  };
+  std::vector<int> ids = random_ids(9, V, 3);
+  EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "first run";
+  for (int step = 0; step < 3; ++step) {  // typing: one token at a time
+    ids.push_back((step * 7 + 2) % V);
+    const Trace& t = engine.run(ids);
+    EXPECT_EQ(engine.last_recomputed_from(), static_cast<int>(ids.size()) - 1);
+    EXPECT_EQ(test::compare_traces(t, full(ids), kTol), "") << "append " << step;
+  }
+  ids[4] = (ids[4] + 1) % V;  // an edit in the middle: rows from 4 on
+  EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "edit at 4";
+  EXPECT_EQ(engine.last_recomputed_from(), 4);
+  ids.resize(6);  // deleting the tail: the last row again
+  EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "shortened";
+  ids.insert(ids.end(), {1, 2, 3, 4, 5});  // pasting several tokens
+  EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "pasted";
+}
+
+TEST_P(GpuForward, BlockSizeWindowSlides) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(GetParam().config(), GetParam().name);
+  Engine g(model, std::move(gpu)), c(model, make_cpu_backend());
+  g.set_block_size(8);
+  c.set_block_size(8);
+  std::vector<int> ids = random_ids(6, model->config.vocab_size, 5);
+  for (int step = 0; step < 5; ++step) {  // 6, 7, 8 tokens fit; 9, 10 slide the window
+    const Trace& tg = g.run(ids);
+    const Trace& tc = c.run(ids);
+    EXPECT_EQ(tg.dropped, tc.dropped);
+    EXPECT_EQ(test::compare_traces(tg, tc, kTol), "") << ids.size() << " tokens";
+    ids.push_back(step + 1);
+  }
+}
+
+TEST_P(GpuForward, CacheThatDisagreesWithTheTraceIsReloaded) {
+  // The trace handed in holds rows of a different sequence than the device cache: the
+  // backend must notice (row hashes) and use the trace's keys and values.
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(GetParam().config(), GetParam().name);
+  const int V = model->config.vocab_size;
+  auto cpu = make_cpu_backend();
+  const auto a = random_ids(10, V, 21), b = random_ids(10, V, 22);
+  Trace ta, tb;
+  gpu->forward(*model, a, 0, ta);  // device cache now holds sequence a
+  cpu->forward(*model, b, 0, tb);  // the trace holds sequence b (from the CPU)
+  std::vector<int> b2 = b;
+  b2.push_back(1), b2.push_back(2);
+  Trace want = tb;
+  cpu->forward(*model, b2, 10, want);
+  gpu->forward(*model, b2, 10, tb);
+  EXPECT_EQ(test::compare_traces(tb, want, kTol), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomModels, GpuForward,
+                         ::testing::Values(ForwardCase{"gpt2_odd", gpt2_odd}, ForwardCase{"llama_gqa", llama_gqa},
+                                           ForwardCase{"qwen2_mqa_odd", qwen_mqa_odd}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(GpuForward, TwoModelsThroughOneBackend) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto m1 = model_for(gpt2_odd(), "two1"), m2 = model_for(llama_gqa(), "two2");
+  auto cpu = make_cpu_backend();
+  for (const auto& m : {m1, m2, m1}) {
+    const auto ids = random_ids(5, m->config.vocab_size, 9);
+    Trace want, got;
+    cpu->forward(*m, ids, 0, want);
+    gpu->forward(*m, ids, 0, got);
+    EXPECT_EQ(test::compare_traces(got, want, kTol), "") << m->config.model_type;
+  }
+}
+
+TEST(GpuForward, RunsFromWhicheverThreadCallsIt) {
+  // The GUI calls the engine from a worker thread. The context must be current only
+  // during forward(): while thread A is still alive, the main thread runs, then A again.
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(llama_gqa(), "threads");
+  const auto ids = random_ids(7, model->config.vocab_size, 4);
+  Trace want;
+  make_cpu_backend()->forward(*model, ids, 0, want);
+  std::promise<void> a_done, main_done;
+  std::string a_result1, a_result2;
+  std::thread a([&] {
+    try {
+      Trace t;
+      gpu->forward(*model, ids, 0, t);
+      a_result1 = test::compare_traces(t, want, kTol);
+    } catch (const std::exception& e) {
+      a_result1 = e.what();
+    }
+    a_done.set_value();
+    main_done.get_future().wait();
+    try {
+      Trace t;
+      gpu->forward(*model, ids, 0, t);
+      a_result2 = test::compare_traces(t, want, kTol);
+    } catch (const std::exception& e) {
+      a_result2 = e.what();
+    }
+  });
+  a_done.get_future().wait();
+  Trace t;
+  EXPECT_NO_THROW(gpu->forward(*model, ids, 0, t));
+  EXPECT_EQ(test::compare_traces(t, want, kTol), "") << "main thread";
+  main_done.set_value();
+  a.join();
+  EXPECT_EQ(a_result1, "") << "worker thread, first";
+  EXPECT_EQ(a_result2, "") << "worker thread, after the main thread";
+}
+
+// ---- falling back to the CPU ----------------------------------------------------------
+
+TEST(GpuFallback, TooOldOpenGlGivesTheCpuWithANote) {
+  ScopedEnv env("ATTNVIZ_GL_MIN_VERSION", "9.9");
+  std::string note;
+  auto b = make_backend("gpu", &note);
+  EXPECT_STREQ(b->name(), "cpu");
+  EXPECT_NE(note.find("GPU backend unavailable"), std::string::npos) << note;
+  EXPECT_NE(note.find("running on the CPU"), std::string::npos) << note;
+  if (!allow_no_gpu()) {
+    EXPECT_NE(note.find("9.9"), std::string::npos) << note;
+  }
+}
+
+TEST(GpuFallback, CpuRequestedHasNoNote) {
+  std::string note = "stale";
+  auto b = make_backend("cpu", &note);
+  EXPECT_STREQ(b->name(), "cpu");
+  EXPECT_EQ(note, "");
+}
+
+// A shader with a type error in it, at a known line of the compiled text.
+std::string broken(const std::string& text) {
+  std::string s = text;
+  const size_t at = s.find("void main() {");
+  s.insert(at + 13, "\n  vec3 broken_here = 1.0 + ivec2(2);  // deliberate\n");
+  return s;
+}
+
+TEST(GpuFallback, ShaderThatDoesNotCompileStopsTheBackendWithNumberedSource) {
+  std::string why;
+  GlHostOps* ok = host_ops(&why);
+  REQUIRE_GPU(ok, why);
+  ShaderSources src;
+  src.overrides["norm.comp"] = broken(src.file("norm.comp"));
+  const std::string text = assemble_shader(src, "norm.comp");
+  int line = 0;
+  {
+    std::istringstream in(text);
+    std::string l;
+    for (int n = 1; std::getline(in, l); ++n)
+      if (l.find("broken_here") != std::string::npos) line = n;
+  }
+  ASSERT_GT(line, 0);
+  GlBackendOptions o;
+  o.shaders = src;
+  try {
+    make_gl_backend(o);
+    FAIL() << "a backend with a broken shader was created";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("norm.comp"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not compile"), std::string::npos) << msg;
+    char numbered[32];
+    std::snprintf(numbered, sizeof numbered, "%4d >| ", line);
+    EXPECT_NE(msg.find(std::string(numbered) + "  vec3 broken_here"), std::string::npos)
+        << "expected the numbered line '" << numbered << "…' in:\n" << msg;
+  }
+}
+
+TEST(GpuFallback, BrokenShaderOnDiskFallsBackToTheCpu) {
+  std::string why;
+  GlHostOps* ok = host_ops(&why);
+  REQUIRE_GPU(ok, why);
+  const std::string dir = test::temp_dir("shaders");
+  ShaderSources embedded;
+  for (const auto& name : embedded_shader_names()) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << (name == "gemm.comp" ? broken(embedded.file(name)) : embedded.file(name));
+  }
+  ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
+  std::string note;
+  auto b = make_backend("gpu", &note);
+  EXPECT_STREQ(b->name(), "cpu");
+  EXPECT_NE(note.find("GPU backend unavailable: shader 'gemm.comp' does not compile"), std::string::npos) << note;
+  EXPECT_NE(note.find(" >|   vec3 broken_here"), std::string::npos) << note;
+}
+
+TEST(GpuFallback, ShadersLoadFromDiskWhenAsked) {
+  std::string why;
+  GlHostOps* ok = host_ops(&why);
+  REQUIRE_GPU(ok, why);
+  const std::string dir = test::temp_dir("shaders-ok");
+  ShaderSources embedded;
+  for (const auto& name : embedded_shader_names()) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << embedded.file(name);
+  }
+  {
+    ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
+    std::string note;
+    auto b = make_backend("gpu", &note);
+    EXPECT_STREQ(b->name(), "gpu") << note;
+  }
+  std::filesystem::remove(dir + "/rope.comp");
+  ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
+  std::string note;
+  auto b = make_backend("gpu", &note);
+  EXPECT_STREQ(b->name(), "cpu");
+  EXPECT_NE(note.find("rope.comp"), std::string::npos) << note;
+}
+
+TEST(GpuShaders, IncludesAreSplicedAndNumbered) {
+  ShaderSources src;
+  src.overrides["a.comp"] = "#version 430\n#include \"b.glsl\"\nvoid main() {}\n";
+  src.overrides["b.glsl"] = "float f() { return 1.0; }\n";
+  const std::string text = assemble_shader(src, "a.comp", "#define X 1\n");
+  EXPECT_EQ(text,
+            "#version 430\n#define X 1\n// ---- begin b.glsl ----\nfloat f() { return 1.0; }\n"
+            "// ---- end b.glsl ----\nvoid main() {}\n");
+  EXPECT_EQ(numbered_source("a\nb\nc\n"), "   1  | a\n   2  | b\n   3  | c\n");
+  EXPECT_EQ(log_line_numbers("0:12(5): error: x\n0:3(1): error: y\n"), (std::vector<int>{12, 3}));
+  EXPECT_EQ(log_line_numbers("ERROR: 0:7: 'x' : undeclared"), (std::vector<int>{7}));
+}
+
+}  // namespace
+}  // namespace attnviz
