@@ -8,6 +8,10 @@ void StatusBar::draw_content(FrameContext& ctx) {
   const Snapshot& snap = ctx.snap;
   const Trace& tr = ctx.trace;
   ImGui::Text("forward %.2f ms (from position %d)", snap.forward_ms, snap.recomputed_from);
+  if (snap.device_ms >= 0) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("GPU %.2f ms", snap.device_ms);
+  }
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   ImGui::Text("frame %.1f ms", 1000.f / std::max(1.f, ImGui::GetIO().Framerate));
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);

@@ -153,6 +153,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       next.trace = std::make_shared<const Trace>(t);
       next.trace_serial = ++trace_serial_;
       next.forward_ms = ms;
+      next.device_ms = engine_->backend().last_device_ms();
       next.recomputed_from = engine_->last_recomputed_from();
     }
     next.trace_text = r.text;
@@ -182,6 +183,7 @@ void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
     const auto t0 = std::chrono::steady_clock::now();
     next.trace = std::make_shared<const Trace>(engine_->run(ids));
     next.forward_ms = ms_since(t0);
+    next.device_ms = engine_->backend().last_device_ms();
     next.trace_serial = ++trace_serial_;
     next.recomputed_from = engine_->last_recomputed_from();
     next.trace_text = prefix;

@@ -44,6 +44,7 @@ struct Snapshot {
   std::string backend_name;  // the backend actually running
   bool random_weights = false;  // the model was written by write_random_model
   double forward_ms = 0.0;   // time of the last Engine::run
+  double device_ms = -1.0;   // its GPU time (GL timer queries); −1 on the CPU
   double load_ms = 0.0;      // time to load the model (last load)
   int recomputed_from = 0;   // first position the last run computed (KV cache reuse)
 };
