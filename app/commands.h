@@ -22,6 +22,9 @@ Action add_info_command(CLI::App& app, Io& io);
 Action add_dump_command(CLI::App& app, Io& io);
 Action add_bench_command(CLI::App& app, Io& io);
 Action add_random_command(CLI::App& app, Io& io);
+Action add_train_command(CLI::App& app, Io& io);
+Action add_eval_command(CLI::App& app, Io& io);
+Action add_heads_command(CLI::App& app, Io& io);
 Action add_export_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a

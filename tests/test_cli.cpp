@@ -38,7 +38,7 @@ class Cli : public ::testing::Test {
 std::string* Cli::model_ = nullptr;
 
 TEST_F(Cli, EverySubcommandHasHelp) {
-  for (const char* sub : {"dump", "bench", "info", "random", "export"}) {
+  for (const char* sub : {"dump", "bench", "info", "random", "export", "train", "eval", "heads"}) {
     const auto r = cli({sub, "--help"});
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;

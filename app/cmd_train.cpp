@@ -1,0 +1,83 @@
+#include <omp.h>
+
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/train.h"
+
+namespace attnviz {
+
+namespace {
+
+std::string hms(double s) {
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+Action add_train_command(CLI::App& app, Io& io) {
+  auto o = std::make_shared<TrainOptions>();
+  auto quiet = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("train", "Train a character-level gpt2 or llama model on a UTF-8 text file");
+  cmd->add_option("--corpus", o->corpus, "UTF-8 text; vocabulary = its distinct characters; last 10% = validation")
+      ->required();
+  cmd->add_option("--out", o->out, "checkpoint directory (a Hugging Face model directory + trainer state)")->required();
+  cmd->add_option("--arch", o->arch, "gpt2 (learned positions, LayerNorm, GELU) or llama (RoPE, RMSNorm, SwiGLU, GQA)");
+  cmd->add_option("--layers", o->layers, "layers (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--embd", o->embd, "model width n_embd (default 64)")->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", o->heads, "query heads (default 4)")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-heads", o->kv_heads, "key/value heads, llama GQA (default = --heads)")->check(CLI::PositiveNumber);
+  cmd->add_option("--inner", o->inner, "MLP hidden size (default 4*embd for gpt2, 8/3*embd for llama)");
+  cmd->add_option("--block-size", o->block_size, "context window = training sequence length (default 64)")
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_flag("--untied{false}", o->tie, "llama: separate lm_head instead of tying it to the embeddings");
+  cmd->add_option("--rope-theta", o->rope_theta, "llama RoPE base (default 10000)");
+  cmd->add_option("--batch", o->batch, "sequences per step (default 8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o->steps, "optimizer steps (default 1000)")->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", o->lr, "peak learning rate (default 1e-3)");
+  cmd->add_option("--min-lr-frac", o->min_lr_frac, "final lr as a fraction of --lr (default 0.1)");
+  cmd->add_option("--warmup", o->warmup, "linear warm-up steps (default 100)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay on matrices (default 0.1)");
+  cmd->add_option("--clip", o->clip, "clip the global gradient norm to this (default 1, 0 = off)");
+  cmd->add_option("--seed", o->seed, "random seed for init and batches (default 1)");
+  cmd->add_option("--repeat-frac", o->repeat_frac, "fraction of each batch that repeats a corpus segment (teaches copying: induction heads; default 0)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--eval-every", o->eval_every, "steps between validation + checkpoint (default 200)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-batches", o->eval_batches, "validation batches per pass (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--resume", o->resume, "continue the run saved in DIR (model, AdamW state, step)");
+  cmd->add_flag("--quiet", *quiet, "no progress bar");
+  return [o, quiet, &io] {
+    if (o->warmup >= o->steps) o->warmup = std::max(0, o->steps / 10);
+    if (!*quiet)
+      io.err << "training on " << o->corpus << " with " << omp_get_max_threads() << " threads\n";
+    const auto progress = [&io, quiet](const TrainProgress& p) {
+      if (*quiet && !p.evaluated) return;
+      std::ostringstream line;
+      const int width = 24, fill = static_cast<int>(static_cast<double>(p.step) / p.steps * width);
+      line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
+           << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
+      if (p.val_loss >= 0) line << "  val " << p.val_loss;
+      line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
+      if (*quiet) io.err << line.str().substr(1) << "\n";
+      else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
+    };
+    const TrainResult r = train(*o, progress);
+    io.err << "\n";
+    io.out << std::fixed << std::setprecision(4) << "trained " << r.config.model_type << " (" << r.config.n_layer
+           << " layers, " << r.config.n_embd << " wide, " << r.config.n_head << " heads, " << r.config.n_kv_head
+           << " KV heads, vocab " << r.config.vocab_size << ", block_size " << r.config.n_ctx << ") for " << r.steps
+           << " steps in " << hms(r.seconds) << "\n"
+           << "validation loss " << r.first_val_loss << " -> " << r.final_val_loss << " nats/token\n"
+           << "saved " << o->out << "\n";
+  };
+}
+
+}  // namespace attnviz
