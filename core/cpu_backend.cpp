@@ -2,6 +2,7 @@
 // thread in attention. Computes only the new rows [from, T) and reuses cached K/V.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/backend.h"
@@ -21,29 +22,66 @@ void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
     MapMat(dst.head(h), T, d).middleRows(from, src.rows()) = src.middleCols(h * d, d);
 }
 
+// Rows of the new queries handled together: S for a block stays in cache while it is
+// scaled, masked and normalised, and the block's P·V reads only the columns it can see.
+int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
+
 // Attention for query head h over all T keys, for new rows [p, T) and for the new columns
 // of the old rows (q·k of old queries against new keys, which the causal mask hides).
+// Per block of new rows: S = Q·Kᵀ (one matrix product over all T keys: the recorded scores
+// are the full matrix), then one pass per row writes scaled, masked and probs while the
+// row is in cache, then O = P·V over the first r1 keys only (P is 0 past the diagonal).
 void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   MapConstMat Q(lt.q.head(h), T, d), K(lt.k.head(g), T, d), V(lt.v.head(g), T, d);
   MapMat S(lt.scores.head(h), T, T), Sc(lt.scaled.head(h), T, T), M(lt.masked.head(h), T, T),
       P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
-  S.bottomRows(n).noalias() = Q.bottomRows(n) * K.transpose();  // (n, T)
-  Sc.bottomRows(n) = S.bottomRows(n) * scale;
   if (p > 0) {
     S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
     Sc.topRightCorner(p, n) = S.topRightCorner(p, n) * scale;
     M.topRightCorner(p, n).setConstant(-INFINITY);  // old query i < p ≤ j: future key
     P.topRightCorner(p, n).setZero();
   }
-  for (int i = p; i < T; ++i) {
-    M.row(i).head(i + 1) = Sc.row(i).head(i + 1);
-    M.row(i).tail(T - i - 1).setConstant(-INFINITY);
-    softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+  const int B = row_block(T);
+  for (int r0 = p; r0 < T; r0 += B) {
+    const int rb = std::min(B, T - r0), r1 = r0 + rb;
+    S.middleRows(r0, rb).noalias() = Q.middleRows(r0, rb) * K.transpose();  // (rb, T)
+    for (int i = r0; i < r1; ++i) {
+      Sc.row(i) = S.row(i) * scale;
+      M.row(i).head(i + 1) = Sc.row(i).head(i + 1);
+      M.row(i).tail(T - i - 1).setConstant(-INFINITY);
+      softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+    }
+    O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
   }
-  O.bottomRows(n).noalias() = P.bottomRows(n) * V;  // (n, d)
   att.middleCols(h * d, d) = O.bottomRows(n);
+}
+
+// Re-lays out the trace's tensors for T tokens, keeping rows [0, p), in parallel over the
+// tensors (each moves in place inside its own buffer, see Tensor::resize_keep) when
+// there is enough to move to pay for waking the threads.
+void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
+  const int64_t H = c.n_head, KV = c.n_kv_head, d = c.head_size;
+  struct Job {
+    Tensor* t;
+    std::vector<int64_t> shape;
+    int64_t keep_cols;
+  };
+  std::vector<Job> jobs;
+  double bytes = 0;
+  for (LayerTrace& lt : tr.layers) {
+    jobs.push_back({&lt.q, {H, T, d}, d});
+    jobs.push_back({&lt.k, {KV, T, d}, d});
+    jobs.push_back({&lt.v, {KV, T, d}, d});
+    jobs.push_back({&lt.out, {H, T, d}, d});
+    for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
+    bytes += 4.0 * H * T * T * sizeof(float);
+  }
+  jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
+  const int threads = bytes > 64e6 ? max_threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].t->resize_keep(std::move(jobs[i].shape), p, jobs[i].keep_cols);
 }
 
 // Small passes run on one thread: waking the other threads for every matrix product costs
@@ -77,9 +115,11 @@ class CpuBackend : public Backend {
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size()), p = from, n = T - p;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+    const int max_threads = omp_get_max_threads();
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     tr.tokens = window;
     tr.layers.resize(static_cast<size_t>(c.n_layer));
+    resize_trace(c, T, p, max_threads, tr);
 
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {
@@ -98,11 +138,6 @@ class CpuBackend : public Backend {
         rope_inplace(q, H, d, p, c.rope_theta);
         rope_inplace(k, KV, d, p, c.rope_theta);
       }
-      lt.q.resize_keep({H, T, d}, p, d);
-      lt.k.resize_keep({KV, T, d}, p, d);
-      lt.v.resize_keep({KV, T, d}, p, d);
-      lt.out.resize_keep({H, T, d}, p, d);
-      for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) t->resize_keep({H, T, T}, p, p);
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
@@ -122,7 +157,6 @@ class CpuBackend : public Backend {
       x += h;
     }
     norm(c, x, w.normf_w, w.normf_b, h);
-    tr.logits.resize_keep({T, V}, p, V);
     MapMat(tr.logits.data.data(), T, V).bottomRows(n).noalias() = h * w.unembedding().transpose();
   }
 };

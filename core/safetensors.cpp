@@ -233,6 +233,11 @@ std::vector<int32_t> SafetensorsFile::read_i32(const TensorInfo& t) const {
 
 // ---------------------------------------------------------------- writing
 
+namespace {
+// Writes the byte ranges one after another to `path`, atomically (temporary file, rename).
+void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts);
+}  // namespace
+
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
   Entry e{name, DType::F32, std::move(shape), {}};
   int64_t n = 1;
@@ -261,22 +266,26 @@ void SafetensorsWriter::write(const std::string& path) const {
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // keep the data buffer 8-byte aligned
-  std::string out;
-  out.reserve(8 + h.size() + offset);
+  std::string head;  // the 8-byte length and the header; the tensors are streamed after it
   const uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += h;
-  for (const auto& e : entries_) out.append(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size());
-  write_file_atomic(path, out);
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  head += h;
+  // Streamed to the file tensor by tensor rather than assembled in one string first: a
+  // dump of gpt2-small at T=1024 is 2.6 GB, and a third copy of it in memory is not needed.
+  std::vector<std::pair<const void*, size_t>> parts{{head.data(), head.size()}};
+  for (const auto& e : entries_) parts.emplace_back(e.bytes.data(), e.bytes.size());
+  write_parts_atomic(path, parts);
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+namespace {
+void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
   const std::string tmp = path + ".tmp-attnviz";
   FILE* fp = std::fopen(tmp.c_str(), "wb");
   if (!fp)
     throw Error("cannot write '" + path + "': " + std::strerror(errno) +
                 "\n  HINT: check that the folder exists and is writable, or choose another --out path.");
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size();
+  bool ok = true;
+  for (const auto& [data, size] : parts) ok = ok && (size == 0 || std::fwrite(data, 1, size, fp) == size);
   const bool closed = std::fclose(fp) == 0;
   if (!ok || !closed) {
     const std::string why = std::strerror(errno);
@@ -288,6 +297,11 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     std::remove(tmp.c_str());
     throw Error("cannot write '" + path + "': " + why + " (nothing was written)");
   }
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  write_parts_atomic(path, {{bytes.data(), bytes.size()}});
 }
 
 }  // namespace attnviz

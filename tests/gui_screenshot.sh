@@ -39,7 +39,13 @@ check "screenshot runs" xrun "$app" --screenshot "$work/shot.png" --frames 5 --l
   --text "The cat sat on the mat. The cat ate the fish."
 check "screenshot pixels" "$checker" "$work/shot.png"
 check "--layer/--head honoured" grep -q '"head": 5' "$work/shot.png.json"
-check "says random weights" grep -q '"random_weights": true' "$work/shot.png.json"
+# With no --model the installed builtin:fortunes-en opens (found next to the binary).
+check "opens the built-in model" grep -q '"model": "builtin:fortunes-en"' "$work/shot.png.json"
+check "trained, not random" grep -q '"random_weights": false' "$work/shot.png.json"
+# A generated model is labelled as random weights.
+check "random model made" "$work/prefix/bin/attnviz-cli" random --preset tiny --layers 2 --out "$work/random-model"
+check "random model runs" xrun "$app" --screenshot "$work/random.png" --frames 3 --model "$work/random-model" --text "hello"
+check "says random weights" grep -q '"random_weights": true' "$work/random.png.json"
 check "default view is the softmax" grep -q '"stage": "probs"' "$work/shot.png.json"
 
 # Text longer than block_size: the window slides, tokens drop.
@@ -48,7 +54,7 @@ check "small block_size" xrun "$app" --screenshot "$work/window.png" --frames 3 
 check "window pixels" "$checker" "$work/window.png"
 check "dropped reported" grep -q '"dropped": 10' "$work/window.png.json"
 
-# 猫 is not in the random model's vocabulary: an error in the UI, no crash, exit 0.
+# 猫 is not in the English model's vocabulary: an error in the UI, no crash, exit 0.
 check "unknown character runs" xrun "$app" --screenshot "$work/unknown.png" --frames 3 --text "The cat sat on the mat and looked at the 猫"
 check "unknown character shown" "$checker" "$work/unknown.png" --expect-error
 check "error names the character" grep -q '猫' "$work/unknown.png.json"
