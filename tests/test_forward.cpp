@@ -23,13 +23,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class ForwardVsReference : public ::testing::TestWithParam<Case> {};
 
-std::vector<int> random_ids(int n, int vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(0, vocab - 1);
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int& t : ids) t = pick(rng);
-  return ids;
-}
+using test::random_ids;
 
 TEST_P(ForwardVsReference, EveryRecordedMatrixMatches) {
   const Case k = GetParam();

@@ -256,13 +256,7 @@ std::unique_ptr<Backend> gpu_backend(std::string* why) {
   }
 }
 
-std::vector<int> random_ids(int n, int vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(0, vocab - 1);
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int& t : ids) t = pick(rng);
-  return ids;
-}
+using test::random_ids;
 
 // The models: small, with odd sizes where the architecture allows.
 ModelConfig gpt2_odd() {  // C = 30, 3 heads of d = 10, vocab 23

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "core/dump.h"
@@ -93,6 +94,14 @@ std::string compare_traces(const Trace& a, const Trace& ref, double tol) {
   const double e = rel_error(a.logits, ref.logits);
   if (e < 0 || e > tol) return "logits: relative error " + std::to_string(e);
   return "";
+}
+
+std::vector<int> random_ids(int n, int vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(0, vocab - 1);
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int& t : ids) t = pick(rng);
+  return ids;
 }
 
 std::string read_file(const std::string& path) {

@@ -25,6 +25,9 @@ double rel_error(const Tensor& a, const Tensor& b);
 // else a description of the first mismatch (tensor, error).
 std::string compare_traces(const Trace& a, const Trace& ref, double tol);
 
+// n token ids drawn uniformly from [0, vocab) with `seed`.
+std::vector<int> random_ids(int n, int vocab, unsigned seed);
+
 std::string read_file(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
 
