@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <omp.h>
 
 #include <cstdio>
@@ -58,15 +60,18 @@ Action add_train_command(CLI::App& app, Io& io) {
     if (o->warmup >= o->steps) o->warmup = std::max(0, o->steps / 10);
     if (!*quiet)
       io.err << "training on " << o->corpus << " with " << omp_get_max_threads() << " threads\n";
-    const auto progress = [&io, quiet](const TrainProgress& p) {
+    // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
+    const bool redraw = isatty(STDERR_FILENO);
+    const auto progress = [&io, quiet, redraw](const TrainProgress& p) {
       if (*quiet && !p.evaluated) return;
+      if (!redraw && !p.evaluated && p.step % std::max(1, p.steps / 100) != 0) return;
       std::ostringstream line;
       const int width = 24, fill = static_cast<int>(static_cast<double>(p.step) / p.steps * width);
       line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
            << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
       if (p.val_loss >= 0) line << "  val " << p.val_loss;
       line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
-      if (*quiet) io.err << line.str().substr(1) << "\n";
+      if (*quiet || !redraw) io.err << line.str().substr(1) << "\n";
       else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
     };
     const TrainResult r = train(*o, progress);
@@ -75,7 +80,8 @@ Action add_train_command(CLI::App& app, Io& io) {
            << " layers, " << r.config.n_embd << " wide, " << r.config.n_head << " heads, " << r.config.n_kv_head
            << " KV heads, vocab " << r.config.vocab_size << ", block_size " << r.config.n_ctx << ") for " << r.steps
            << " steps in " << hms(r.seconds) << "\n"
-           << "validation loss " << r.first_val_loss << " -> " << r.final_val_loss << " nats/token\n"
+           << "validation loss " << (r.first_val_loss >= 0 ? std::to_string(r.first_val_loss) + " -> " : std::string("(resumed) "))
+           << r.final_val_loss << " nats/token\n"
            << "saved " << o->out << "\n";
   };
 }

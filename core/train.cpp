@@ -339,12 +339,15 @@ TrainResult train(const TrainOptions& o, const std::function<void(const TrainPro
     for (auto& s : starts) s = pick(rng);
     make_batch(corpus.ids, starts, T, in, tg);
     const int repeated = static_cast<int>(std::lround(o.repeat_frac * B));
-    for (int b = 0; b < repeated; ++b) {  // a segment of period P, repeated: ids[s + (t mod P)]
+    for (int b = 0; b < repeated; ++b) {  // a segment of period P, repeated: seg[t mod P]
       std::uniform_int_distribution<int> period(8, std::max(8, T / 2));
+      std::uniform_int_distribution<int> any_char(0, c.vocab_size - 1);
       const int P = period(rng);
+      std::vector<int> seg(static_cast<size_t>(P));
+      for (int t = 0; t < P; ++t) seg[t] = b % 2 ? any_char(rng) : corpus.ids[starts[b] + t];
       for (int t = 0; t < T; ++t) {
-        in[static_cast<size_t>(b) * T + t] = corpus.ids[starts[b] + t % P];
-        tg[static_cast<size_t>(b) * T + t] = corpus.ids[starts[b] + (t + 1) % P];
+        in[static_cast<size_t>(b) * T + t] = seg[t % P];
+        tg[static_cast<size_t>(b) * T + t] = seg[(t + 1) % P];
       }
     }
     for (const auto& r : param_list(grads)) std::fill(r.data, r.data + r.size, 0.f);

@@ -29,9 +29,11 @@ struct TrainOptions {
   float weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
   float clip = 1.0f;     // global gradient-norm clip; 0 = off
   uint64_t seed = 1;
-  // Fraction of each batch's sequences that repeat a corpus segment (period P drawn from
-  // 8 … T/2): copying text it has already seen is what induction heads are for, and a
-  // small mix makes them form in a short run. 0 = plain corpus windows.
+  // Fraction of each batch's sequences that repeat a segment (period P drawn from 8 … T/2):
+  // copying what it has already seen is what induction heads are for, and a small mix
+  // makes them form in a short run. Every other such sequence repeats uniformly random
+  // characters instead of corpus text, so the copying cannot lean on English statistics.
+  // 0 = plain corpus windows.
   float repeat_frac = 0.f;
   // validation and checkpoints
   float val_frac = 0.1f;  // the LAST val_frac of the corpus is validation

@@ -24,6 +24,7 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
     thumbs_.resize(static_cast<size_t>(L) * static_cast<size_t>(H));
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) upload_probs(thumbs_[static_cast<size_t>(l * H + h)], tr, l, h, s.probs_colormap, rgba_);
+    scores_ = score_heads(tr);
     serial_ = ctx.snap.trace_serial;
     cmap_ = s.probs_colormap;
   }
@@ -79,9 +80,20 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
       dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
       if (l == s.layer && h == s.head)
         dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+      const HeadScore& sc = scores_[static_cast<size_t>(l * H + h)];
+      const std::string role = head_label(sc);
+      if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
+        const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;
+        const ImVec2 ts = ImGui::CalcTextSize(tag.c_str());
+        dl->AddRectFilled(ImVec2(a.x, b.y - ts.y), ImVec2(a.x + ts.x + 4, b.y), IM_COL32(0, 0, 0, 190));
+        dl->AddText(ImVec2(a.x + 2, b.y - ts.y), IM_COL32(255, 255, 255, 255), tag.c_str());
+      }
       if (hov) {
         dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
-        ImGui::SetTooltip("layer %d, head %d (KV head %d)\nclick to show it in the heatmap", l, h, g);
+        ImGui::SetTooltip("layer %d, head %d (KV head %d)\non this text, mean weight on: previous token %.2f, first token %.2f, "
+                          "itself %.2f, after an earlier occurrence (induction) %s\nclick to show it in the heatmap",
+                          l, h, g, sc.previous_token, sc.first_token, sc.self,
+                          sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str());
       }
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "core/head_scores.h"
 #include "ui/export_box.h"
 #include "ui/panel.h"
 #include "ui/texture.h"
@@ -22,6 +23,7 @@ class HeadGridPanel : public Panel {
   Colormap cmap_ = Colormap::Viridis;
   std::vector<Texture> thumbs_;    // (L * H), thumbs_[l * H + h]: probs of layer l, head h
   std::vector<uint8_t> rgba_;
+  std::vector<HeadScore> scores_;  // (L * H) what each head does on the current text
   ImVec4 grid_rect_{0, 0, 0, 0};
   ExportBox export_{"attnviz-all-heads.png"};
 };
