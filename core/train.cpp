@@ -133,6 +133,17 @@ void make_batch(const std::vector<int>& ids, const std::vector<size_t>& starts, 
 
 }  // namespace
 
+void fill_repeated(const std::vector<int>& ids, size_t start, int period, bool random_chars, int vocab,
+                   std::mt19937_64& rng, int T, int* in, int* tg) {
+  std::uniform_int_distribution<int> any_char(0, vocab - 1);
+  std::vector<int> seg(static_cast<size_t>(period));
+  for (int t = 0; t < period; ++t) seg[static_cast<size_t>(t)] = random_chars ? any_char(rng) : ids[start + static_cast<size_t>(t)];
+  for (int t = 0; t < T; ++t) {
+    in[t] = seg[static_cast<size_t>(t % period)];
+    tg[t] = seg[static_cast<size_t>((t + 1) % period)];
+  }
+}
+
 double evaluate(const ModelConfig& c, const Params<float>& p, const std::vector<int>& ids, size_t begin, size_t end,
                 int batch, int n_batches) {
   const int T = c.n_ctx;
@@ -339,16 +350,11 @@ TrainResult train(const TrainOptions& o, const std::function<void(const TrainPro
     for (auto& s : starts) s = pick(rng);
     make_batch(corpus.ids, starts, T, in, tg);
     const int repeated = static_cast<int>(std::lround(o.repeat_frac * B));
-    for (int b = 0; b < repeated; ++b) {  // a segment of period P, repeated: seg[t mod P]
+    for (int b = 0; b < repeated; ++b) {
       std::uniform_int_distribution<int> period(8, std::max(8, T / 2));
-      std::uniform_int_distribution<int> any_char(0, c.vocab_size - 1);
       const int P = period(rng);
-      std::vector<int> seg(static_cast<size_t>(P));
-      for (int t = 0; t < P; ++t) seg[t] = b % 2 ? any_char(rng) : corpus.ids[starts[b] + t];
-      for (int t = 0; t < T; ++t) {
-        in[static_cast<size_t>(b) * T + t] = seg[t % P];
-        tg[static_cast<size_t>(b) * T + t] = seg[(t + 1) % P];
-      }
+      fill_repeated(corpus.ids, starts[b], P, b % 2 == 1, c.vocab_size, rng, T, &in[static_cast<size_t>(b) * T],
+                    &tg[static_cast<size_t>(b) * T]);
     }
     for (const auto& r : param_list(grads)) std::fill(r.data, r.data + r.size, 0.f);
     const float loss = model_loss<float>(c, p, in, tg, B, T, &grads, acts);

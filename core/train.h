@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,12 @@ struct AdamState {
 double clip_grad_norm(Params<float>& grads, float clip);
 // One AdamW step with learning rate lr; decoupled weight decay on ParamRef::decay tensors.
 void adamw_step(const TrainOptions& o, float lr, Params<float>& p, const Params<float>& grads, AdamState& st);
+
+// One training sequence that repeats a segment of `period` tokens: seg[t mod period], with
+// seg = ids[start, start + period) or, with `random_chars`, uniform draws from the
+// vocabulary. Writes the T inputs and their next-token targets.
+void fill_repeated(const std::vector<int>& ids, size_t start, int period, bool random_chars, int vocab,
+                   std::mt19937_64& rng, int T, int* in, int* tg);
 
 // Mean loss on `n_batches` deterministic, evenly spaced windows of ids[begin, end).
 double evaluate(const ModelConfig& c, const Params<float>& p, const std::vector<int>& ids, size_t begin, size_t end,

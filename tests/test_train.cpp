@@ -514,3 +514,27 @@ TEST(HeadScores, RepeatedRandomString) {
 
 }  // namespace
 }  // namespace attnviz
+
+namespace attnviz {
+namespace {
+
+// --repeat-frac sequences: periodic inputs, targets = the next input, corpus or random.
+TEST(Train, RepeatedSegmentsArePeriodicWithNextTokenTargets) {
+  std::vector<int> ids(100);
+  for (int i = 0; i < 100; ++i) ids[static_cast<size_t>(i)] = i % 37;
+  std::mt19937_64 rng(3);
+  for (bool random_chars : {false, true}) {
+    const int T = 40, P = 11;
+    std::vector<int> in(T), tg(T);
+    fill_repeated(ids, 20, P, random_chars, 37, rng, T, in.data(), tg.data());
+    for (int t = 0; t < T; ++t) {
+      if (t + P < T) EXPECT_EQ(in[t], in[t + P]) << t;
+      if (t + 1 < T) EXPECT_EQ(tg[t], in[t + 1]) << t;
+      if (!random_chars && t < P) EXPECT_EQ(in[t], ids[static_cast<size_t>(20 + t)]);
+    }
+    EXPECT_EQ(tg[T - 1], in[(T) % P]);
+  }
+}
+
+}  // namespace
+}  // namespace attnviz
