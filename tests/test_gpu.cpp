@@ -491,16 +491,22 @@ TEST(GpuFallback, ShaderThatDoesNotCompileStopsTheBackendWithNumberedSource) {
   }
 }
 
+// Writes the embedded shaders into a fresh folder, `broken_name` (if any) with a compile error.
+std::string write_shader_dir(const std::string& tag, const std::string& broken_name) {
+  const std::string dir = test::temp_dir(tag);
+  ShaderSources embedded;
+  for (const auto& name : embedded_shader_names()) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << (name == broken_name ? broken(embedded.file(name)) : embedded.file(name));
+  }
+  return dir;
+}
+
 TEST(GpuFallback, BrokenShaderOnDiskFallsBackToTheCpu) {
   std::string why;
   GlHostOps* ok = host_ops(&why);
   REQUIRE_GPU(ok, why);
-  const std::string dir = test::temp_dir("shaders");
-  ShaderSources embedded;
-  for (const auto& name : embedded_shader_names()) {
-    std::ofstream f(dir + "/" + name, std::ios::binary);
-    f << (name == "gemm.comp" ? broken(embedded.file(name)) : embedded.file(name));
-  }
+  const std::string dir = write_shader_dir("shaders", "gemm.comp");
   ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
   std::string note;
   auto b = make_backend("gpu", &note);
@@ -513,12 +519,7 @@ TEST(GpuFallback, ShadersLoadFromDiskWhenAsked) {
   std::string why;
   GlHostOps* ok = host_ops(&why);
   REQUIRE_GPU(ok, why);
-  const std::string dir = test::temp_dir("shaders-ok");
-  ShaderSources embedded;
-  for (const auto& name : embedded_shader_names()) {
-    std::ofstream f(dir + "/" + name, std::ios::binary);
-    f << embedded.file(name);
-  }
+  const std::string dir = write_shader_dir("shaders-ok", "");
   {
     ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
     std::string note;
