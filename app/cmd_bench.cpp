@@ -28,6 +28,16 @@ double forward_flops(const ModelConfig& c, int T) {
   return c.n_layer * (proj + attn + mlp) + 2.0 * T * C * c.vocab_size;
 }
 
+// Reads every weight a one-token pass reads, once, summing them so that nothing can be
+// skipped: the memory-bandwidth floor of appending a token. Returns the sum.
+double read_weights_once(const std::vector<WeightSpan>& spans) {
+  double total = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
+  for (size_t i = 0; i < spans.size(); ++i)
+    total += Eigen::Map<const Eigen::VectorXf>(spans[i].data, spans[i].size).sum();
+  return total;
+}
+
 }  // namespace
 
 Action add_bench_command(CLI::App& app, Io& io) {
@@ -72,6 +82,19 @@ Action add_bench_command(CLI::App& app, Io& io) {
         engine.run(ids);  // one new row through the KV cache
         append.push_back(ms(clock::now() - t0));
       }
+    // The floor for appending: reading the weights once (largest arrays split over threads).
+    std::vector<WeightSpan> spans;
+    for (const WeightSpan& w : weight_spans(engine.model().weights, true))
+      for (long long at = 0; at < w.size; at += 1 << 20) spans.push_back({w.data + at, std::min(w.size - at, 1LL << 20)});
+    std::vector<double> weight_read;
+    volatile double sink = 0;
+    for (int r = 0; r < o->reps + 1; ++r) {
+      const auto t0 = clock::now();
+      sink = sink + read_weights_once(spans);
+      if (r > 0) weight_read.push_back(ms(clock::now() - t0));  // the first read warms the caches
+    }
+    long long weight_floats = 0;
+    for (const WeightSpan& w : spans) weight_floats += w.size;
     const double med = median(full), flops = forward_flops(c, o->length);
     nlohmann::json j = {{"model", o->in.model}, {"backend", engine.backend().name()}, {"length", o->length},
                               {"reps", o->reps}, {"median_ms", med},
@@ -79,7 +102,9 @@ Action add_bench_command(CLI::App& app, Io& io) {
                               {"append_median_ms", append.empty() ? 0.0 : median(append)},
                               {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
                               {"gflops_per_s", flops / 1e6 / med},
-                              {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6}};
+                              {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
+                              {"weights_mb", weight_floats * 4.0 / 1e6},
+                              {"weights_read_median_ms", median(weight_read)}};
     if (!device.empty()) j["device_median_ms"] = median(device);
     if (o->json) {
       io.out << j.dump() << "\n";
@@ -90,6 +115,8 @@ Action add_bench_command(CLI::App& app, Io& io) {
            << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
            << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
            << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"
+           << "reading the " << j["weights_mb"].get<double>() << " MB of weights a one-token pass reads, once: median "
+           << j["weights_read_median_ms"].get<double>() << " ms\n"
            << (device.empty() ? "" : "device time (GL timer queries): median " + std::to_string(median(device)) + " ms\n")
            << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
   };

@@ -172,20 +172,19 @@ BENCHMARK(BM_SoftmaxCausalRow)->ArgName("T")->Arg(64)->Arg(256)->Arg(1024);
 // --- one attention head, recording every stage ---------------------------------------------
 
 // The CPU backend's per-head attention (core/cpu_backend.cpp), on (T, d) q/k/v: S = Q·Kᵀ,
-// scaled, masked, probs, O = P·V. `block` rows at a time (the backend's blocking: S of a
-// block stays in cache, P·V reads only the keys the block sees); block = T is one big
-// product per stage, the layout before issue 7.
-void attention_head(const Mat& Q, const Mat& K, const Mat& V, int block, Mat& S, Mat& Sc, Mat& M, Mat& P, Mat& O) {
+// the visible part scaled into P and normalised in place, O = P·V (scaled and masked are
+// derived from S when displayed, not stored). `block` rows at a time (the backend's
+// blocking: S of a block stays in cache, P·V reads only the keys the block sees); block = T
+// is one big product per stage, the layout before issue 7.
+void attention_head(const Mat& Q, const Mat& K, const Mat& V, int block, Mat& S, Mat& P, Mat& O) {
   const int T = static_cast<int>(Q.rows());
   const float scale = 1.f / std::sqrt(static_cast<float>(Q.cols()));
   for (int r0 = 0; r0 < T; r0 += block) {
     const int rb = std::min(block, T - r0), r1 = r0 + rb;
     S.middleRows(r0, rb).noalias() = Q.middleRows(r0, rb) * K.transpose();
     for (int i = r0; i < r1; ++i) {
-      Sc.row(i) = S.row(i) * scale;
-      M.row(i).head(i + 1) = Sc.row(i).head(i + 1);
-      M.row(i).tail(T - i - 1).setConstant(-INFINITY);
-      softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+      P.row(i).head(i + 1) = S.row(i).head(i + 1) * scale;
+      softmax_causal_row(&P(i, 0), T, i, &P(i, 0));
     }
     if (block >= T) O.noalias() = P * V;
     else O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);
@@ -199,13 +198,13 @@ void BM_AttentionHead(benchmark::State& st) {
   const int T = static_cast<int>(st.range(0)), d = static_cast<int>(st.range(1));
   const int block = st.range(2) ? static_cast<int>(st.range(2)) : T;
   const Mat Q = random_mat(T, d, 1), K = random_mat(T, d, 2), V = random_mat(T, d, 3);
-  Mat S(T, T), Sc(T, T), M(T, T), P(T, T), O(T, d);
+  Mat S(T, T), P(T, T), O(T, d);
   for (auto _ : st) {
-    attention_head(Q, K, V, block, S, Sc, M, P, O);
+    attention_head(Q, K, V, block, S, P, O);
     benchmark::DoNotOptimize(O.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(4.0 * T * T * d * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  st.SetBytesProcessed(st.iterations() * 4 * int64_t{T} * T * sizeof(float));  // the four (T,T) records written
+  st.SetBytesProcessed(st.iterations() * 2 * int64_t{T} * T * sizeof(float));  // the two (T,T) records written
   Eigen::setNbThreads(0);  // back to OpenMP's default
 }
 BENCHMARK(BM_AttentionHead)

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/trace.h"
+
 namespace attnviz {
 
 namespace {
@@ -112,11 +114,11 @@ Rgb8 value_rgb(Colormap c, float value, ValueRange r) {
 }
 
 void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba,
-                   const float* mask) {
+                   bool causal_mask) {
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   rgba.resize(n * 4);
   for (size_t i = 0; i < n; ++i) {
-    const bool masked = mask && std::isinf(mask[i]) && mask[i] < 0.f;
+    const bool masked = causal_mask && causally_masked(static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols);
     const Rgb8 p = masked ? masked_rgb() : value_rgb(c, data[i], r);
     rgba[i * 4 + 0] = p.r;
     rgba[i * 4 + 1] = p.g;

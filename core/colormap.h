@@ -53,10 +53,10 @@ float normalize_value(float value, ValueRange r);
 Rgb8 value_rgb(Colormap c, float value, ValueRange r);
 
 // Colours a row-major (rows, cols) matrix into RGBA8 (rows * cols * 4 bytes, alpha 255),
-// row 0 first: one texel per cell, ready for a texture or an image writer. When `mask` (same
-// shape) is given, cells where it is −inf get masked_rgb() too: the softmax weights of
-// masked cells are exactly 0, and this keeps them apart from small but real weights.
+// row 0 first: one texel per cell, ready for a texture or an image writer. −inf cells get
+// masked_rgb(), and with `causal_mask` so do the cells above the diagonal (j > i): the
+// softmax weights there are exactly 0, and this keeps them apart from small real weights.
 void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba,
-                   const float* mask = nullptr);
+                   bool causal_mask = false);
 
 }  // namespace attnviz

@@ -29,29 +29,25 @@ int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T
 // Attention for query head h over all T keys, for new rows [p, T) and for the new columns
 // of the old rows (q·k of old queries against new keys, which the causal mask hides).
 // Per block of new rows: S = Q·Kᵀ (one matrix product over all T keys: the recorded scores
-// are the full matrix), then one pass per row writes scaled, masked and probs while the
-// row is in cache, then O = P·V over the first r1 keys only (P is 0 past the diagonal).
+// are the full matrix), then per row, while it is in cache, the visible part scaled into P
+// and normalised there (scaled and masked are not stored: see LayerTrace), then O = P·V
+// over the first r1 keys only (P is 0 past the diagonal).
 void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const float scale = lt.scale;
   MapConstMat Q(lt.q.head(h), T, d), K(lt.k.head(g), T, d), V(lt.v.head(g), T, d);
-  MapMat S(lt.scores.head(h), T, T), Sc(lt.scaled.head(h), T, T), M(lt.masked.head(h), T, T),
-      P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+  MapMat S(lt.scores.head(h), T, T), P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
   if (p > 0) {
     S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
-    Sc.topRightCorner(p, n) = S.topRightCorner(p, n) * scale;
-    M.topRightCorner(p, n).setConstant(-INFINITY);  // old query i < p ≤ j: future key
-    P.topRightCorner(p, n).setZero();
+    P.topRightCorner(p, n).setZero();  // old query i < p ≤ j: future key
   }
   const int B = row_block(T);
   for (int r0 = p; r0 < T; r0 += B) {
     const int rb = std::min(B, T - r0), r1 = r0 + rb;
     S.middleRows(r0, rb).noalias() = Q.middleRows(r0, rb) * K.transpose();  // (rb, T)
     for (int i = r0; i < r1; ++i) {
-      Sc.row(i) = S.row(i) * scale;
-      M.row(i).head(i + 1) = Sc.row(i).head(i + 1);
-      M.row(i).tail(T - i - 1).setConstant(-INFINITY);
-      softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+      P.row(i).head(i + 1) = S.row(i).head(i + 1) * scale;  // the visible part of `masked`
+      softmax_causal_row(&P(i, 0), T, i, &P(i, 0));         // in place; zeroes j > i
     }
     O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
   }
@@ -75,8 +71,8 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     jobs.push_back({&lt.k, {KV, T, d}, d});
     jobs.push_back({&lt.v, {KV, T, d}, d});
     jobs.push_back({&lt.out, {H, T, d}, d});
-    for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
-    bytes += 4.0 * H * T * T * sizeof(float);
+    for (Tensor* t : {&lt.scores, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
+    bytes += 2.0 * H * T * T * sizeof(float);
   }
   jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
   const int threads = bytes > 64e6 ? max_threads : 1;
@@ -130,6 +126,7 @@ class CpuBackend : public Backend {
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
       LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      lt.scale = 1.f / std::sqrt(static_cast<float>(d));
       norm(c, x, lw.norm1_w, lw.norm1_b, h);
       linear(h, lw.wq, lw.bq, q);  // (n, H·d)
       linear(h, lw.wk, lw.bk, k);  // (n, KV·d)

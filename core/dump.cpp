@@ -1,5 +1,7 @@
 #include "core/dump.h"
 
+#include <algorithm>
+
 #include "core/safetensors.h"
 
 namespace attnviz {
@@ -14,10 +16,22 @@ void write_dump(const Trace& tr, const std::string& path) {
   w.add_i32("tokens", {tr.T()}, tokens.data());
   for (size_t l = 0; l < tr.layers.size(); ++l)
     for (int s = 0; s < kStageCount; ++s) {
-      const Tensor& t = tr.layers[l].stage(static_cast<Stage>(s));
-      w.add_f32(dump_tensor_name(static_cast<int>(l), static_cast<Stage>(s)), t.shape, t.data.data());
+      const LayerTrace& lt = tr.layers[l];
+      const Stage st = static_cast<Stage>(s);
+      if (const Tensor* t = lt.stored(st)) {
+        w.add_f32_ref(dump_tensor_name(static_cast<int>(l), st), t->shape, t->data.data());
+      } else {
+        // Derived: written one head at a time, never held whole.
+        const std::vector<int64_t> shape = lt.shape(st);
+        const int64_t per_head = shape[1] * shape[2];
+        w.add_f32_generated(dump_tensor_name(static_cast<int>(l), st), shape, [&lt, st, per_head](int64_t h, float* dst) {
+          std::vector<float> scratch;
+          const float* src = lt.head_values(st, h, scratch);
+          std::copy(src, src + per_head, dst);
+        });
+      }
     }
-  w.add_f32("logits", tr.logits.shape, tr.logits.data.data());
+  w.add_f32_ref("logits", tr.logits.shape, tr.logits.data.data());
   w.set_metadata("model", tr.model);
   w.set_metadata("backend", tr.backend);
   w.set_metadata("block_size", std::to_string(tr.block_size));

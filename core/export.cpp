@@ -173,7 +173,7 @@ void draw_tile(Painter& p, const Layout& L, const MatrixView& v, int x, int y, b
   for (int i = 0; i < v.rows; ++i)
     for (int j = 0; j < v.cols; ++j) {
       const float val = v.values[static_cast<size_t>(i) * v.cols + j];
-      const bool masked = (std::isinf(val) && val < 0) || (v.mask && std::isinf(v.mask[static_cast<size_t>(i) * v.cols + j]));
+      const bool masked = (std::isinf(val) && val < 0) || (v.causal_mask && causally_masked(i, j));
       p.cell(gx + j * L.cell, gy + i * L.cell, L.cell, L.cell, masked ? masked_rgb() : value_rgb(cm, val, r), i, j, val);
     }
 }
@@ -263,15 +263,17 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
   for (int l = o.layer < 0 ? 0 : o.layer; l < (o.layer < 0 ? L : o.layer + 1); ++l)
     for (int h = o.head < 0 ? 0 : o.head; h < (o.head < 0 ? heads : o.head + 1); ++h) {
       const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-      const Tensor& t = lt.stage(o.stage);
+      const std::vector<int64_t> shape = lt.shape(o.stage);
       MatrixView v;
       v.layer = l;
       v.head = h;
       v.stage = o.stage;
-      v.rows = static_cast<int>(t.dim(1));
-      v.cols = static_cast<int>(t.dim(2));
-      v.values = t.head(h);
-      v.mask = o.stage == Stage::Probs ? lt.masked.head(h) : nullptr;
+      v.rows = static_cast<int>(shape[1]);
+      v.cols = static_cast<int>(shape[2]);
+      auto scratch = std::make_shared<std::vector<float>>();
+      v.values = lt.head_values(o.stage, h, *scratch);
+      if (!scratch->empty()) v.derived = std::move(scratch);
+      v.causal_mask = o.stage == Stage::Probs;
       if (!kv_stage(o.stage) && m.config.n_kv_head < m.config.n_head) v.kv_head = m.config.kv_head_of(h);
       v.row_labels = tokens;
       if (square_stage(o.stage)) v.col_labels = tokens;
@@ -329,7 +331,7 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
   bool any_masked = false;
   for (const auto& v : views)
     for (int k = 0; k < v.rows * v.cols && !any_masked; ++k)
-      any_masked = std::isinf(v.values[k]) || (v.mask && std::isinf(v.mask[k]));
+      any_masked = std::isinf(v.values[k]) || (v.causal_mask && causally_masked(k / v.cols, k % v.cols));
   // one row of tiles per layer: every head of it side by side
   const int per_row = o.head < 0 ? static_cast<int>(views.size()) / (o.layer < 0 ? static_cast<int>(tr.layers.size()) : 1) : 1;
   const std::string title = m.name + " · " + (views.size() == 1 ? views.front().name()

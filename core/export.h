@@ -9,6 +9,7 @@
 // Several (layer, head) pairs make one labelled grid (one row of tiles per layer).
 // Files are written atomically: a failure leaves no partial file.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,8 +36,9 @@ struct MatrixView {
   int kv_head = -1;         // the KV head a query head reads, when the model has GQA/MQA; else −1
   Stage stage = Stage::Probs;
   int rows = 0, cols = 0;
-  const float* values = nullptr;  // (rows, cols) inside the Trace
-  const float* mask = nullptr;    // (rows, cols) masked scores, for probs; else null
+  const float* values = nullptr;  // (rows, cols) inside the Trace, or in `derived`
+  std::shared_ptr<const std::vector<float>> derived;  // the values of a derived stage (scaled, masked)
+  bool causal_mask = false;       // probs: cells j > i are masked (their weight is exactly 0)
   std::vector<std::string> row_labels;  // query tokens
   std::vector<std::string> col_labels;  // key tokens, or dimension indices for q/k/v/out
   std::string name() const;             // "layer 0 · head 3 · probs"

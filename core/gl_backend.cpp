@@ -143,7 +143,7 @@ class GlBackend : public Backend {
       lt.k.resize_keep({KV, T, d}, p, d);
       lt.v.resize_keep({KV, T, d}, p, d);
       lt.out.resize_keep({H, T, d}, p, d);
-      for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) t->resize_keep({H, T, T}, p, p);
+      for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
       gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
 
       GemmArgs o;  // x += att · Wo (+ bo)

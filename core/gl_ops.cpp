@@ -182,11 +182,10 @@ void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, 
   dispatch(rope_, groups(heads * (d / 2), 64), static_cast<unsigned>(n), 1);
 }
 
-void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& scaled,
-                             GlBuffer& masked, GlBuffer& probs) {
+void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs) {
   softmax_.use();
   softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", scale);
-  bind(0, scores), bind(1, scaled), bind(2, masked), bind(3, probs);
+  bind(0, scores), bind(1, probs);
   dispatch(softmax_, static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
 }
 
@@ -253,10 +252,8 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   const int hg = static_cast<int>(std::max<long long>(1, std::min<long long>(H, k.limit() / per_head)));
   const size_t bytes = static_cast<size_t>(hg) * tt * sizeof(float);
   s.scores.ensure(bytes, k.limit(), "attention scores");
-  s.scaled.ensure(bytes, k.limit(), "scaled scores");
-  s.masked.ensure(bytes, k.limit(), "masked scores");
   s.probs.ensure(bytes, k.limit(), "attention weights");
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const float scale = lt.scale = 1.f / std::sqrt(static_cast<float>(d));
   const int it = static_cast<int>(tt);
   for (int h0 = 0; h0 < H; h0 += hg) {
     const int nh = std::min(hg, H - h0);
@@ -276,7 +273,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
       c.c.off = p;
       k.gemm(c);
     }
-    k.attn_softmax(s.scores, nh, T, p, scale, s.scaled, s.masked, s.probs);
+    k.attn_softmax(s.scores, nh, T, p, scale, s.probs);
     // probs · v of the new rows, into their heads' columns of att (n, H·d)
     GemmArgs o;
     o.M = n, o.N = d, o.K = T, o.batch = nh;
@@ -287,9 +284,9 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
     k.gemm(o);
 
     k.timer_end();
-    Tensor* dst[4] = {&lt.scores, &lt.scaled, &lt.masked, &lt.probs};
-    GlBuffer* src[4] = {&s.scores, &s.scaled, &s.masked, &s.probs};
-    for (int t = 0; t < 4; ++t) {
+    Tensor* dst[2] = {&lt.scores, &lt.probs};
+    GlBuffer* src[2] = {&s.scores, &s.probs};
+    for (int t = 0; t < 2; ++t) {
       const float* m = src[t]->map(static_cast<size_t>(nh) * tt * sizeof(float));
       for (int hl = 0; hl < nh; ++hl) {
         const float* from = m + static_cast<size_t>(hl) * tt;

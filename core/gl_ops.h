@@ -76,10 +76,9 @@ class GlKernels {
   // RoPE in place on `heads` heads of d columns from col0, rows row0…row0+n-1 (stride ld),
   // row r at position pos0 + r; `table` is rope_table().
   void rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table);
-  // scaled/masked/probs from scores, `heads` heads of (T, T): rows ≥ p in full, rows < p
-  // only the columns ≥ p.
-  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& scaled, GlBuffer& masked,
-                    GlBuffer& probs);
+  // probs = softmax(scores · scale) under the causal mask, `heads` heads of (T, T): rows ≥ p
+  // in full, rows < p only the columns ≥ p.
+  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs);
   void gelu(GlBuffer& x, int rows, int cols, int ld);
   // y (rows, I) ← silu(gate) ⊙ up, gu (rows, 2·I) = gate | up.
   void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y);
@@ -112,14 +111,14 @@ class GlKernels {
 
 // Scratch for attention's (heads, T, T) stages, reused across layers.
 struct GlAttentionScratch {
-  GlBuffer scores, scaled, masked, probs;
+  GlBuffer scores, probs;
 };
 
 // Attention of one layer on device. `qkv` holds rows 0…T-1 of q | k | v, each row
 // (H + 2·KV)·d wide: H query heads, then KV key heads, then KV value heads (keys and
 // values of rows < p are the KV cache). For the new rows [p, T) and the new columns of
-// rows [0, p) it computes scores, scaled, masked and probs, reading them back into `lt`
-// (already sized (H, T, T)), and writes probs · v of the new rows into att (n, H·d).
+// rows [0, p) it computes scores and probs, reading them back into `lt` (already sized
+// (H, T, T); it sets lt.scale), and writes probs · v of the new rows into att (n, H·d).
 // Heads go in groups small enough for the storage-block limit.
 void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
                   GlBuffer& att, LayerTrace& lt);
@@ -144,8 +143,8 @@ class GlHostOps {
   Mat gelu(const Mat& x);
   Mat swiglu(const Mat& gate, const Mat& up);
   Mat rope(const Mat& x, int heads, int d, int pos0, float theta);
-  // Attention of one layer from q (H, T, d), k and v (KV, T, d): fills scores, scaled,
-  // masked, probs (H, T, T) and out (H, T, d) of `lt` for rows [p, T) and the new columns
+  // Attention of one layer from q (H, T, d), k and v (KV, T, d): fills scores, probs
+  // (H, T, T), scale and out (H, T, d) of `lt` for rows [p, T) and the new columns
   // of rows [0, p) — the rest of those tensors is left as it was.
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int p, LayerTrace& lt);
 

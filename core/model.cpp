@@ -12,13 +12,25 @@
 
 namespace attnviz {
 
+std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass) {
+  std::vector<WeightSpan> out;
+  auto add = [&](const auto& m) {
+    if (m.size()) out.push_back({m.data(), static_cast<long long>(m.size())});
+  };
+  if (!one_token_pass || !w.lm_head.size()) add(w.tok_emb);
+  if (!one_token_pass) add(w.pos_emb);
+  for (const auto& l : w.layers) {
+    add(l.norm1_w), add(l.norm1_b), add(l.wq), add(l.wk), add(l.wv), add(l.bq), add(l.bk), add(l.bv);
+    add(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add(l.w_fc), add(l.b_fc), add(l.w_up);
+    add(l.w_down), add(l.b_down);
+  }
+  add(w.normf_w), add(w.normf_b), add(w.lm_head);
+  return out;
+}
+
 long long Model::parameter_count() const {
-  long long n = weights.tok_emb.size() + weights.pos_emb.size() + weights.normf_w.size() +
-                weights.normf_b.size() + weights.lm_head.size();
-  for (const auto& l : weights.layers)
-    n += l.norm1_w.size() + l.norm1_b.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.bq.size() +
-         l.bk.size() + l.bv.size() + l.wo.size() + l.bo.size() + l.norm2_w.size() + l.norm2_b.size() +
-         l.w_fc.size() + l.b_fc.size() + l.w_up.size() + l.w_down.size() + l.b_down.size();
+  long long n = 0;
+  for (const WeightSpan& s : weight_spans(weights)) n += s.size;
   return n;
 }
 

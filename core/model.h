@@ -51,6 +51,17 @@ struct Model {
   long long parameter_count() const;
 };
 
+// One weight array as (pointer, number of floats).
+struct WeightSpan {
+  const float* data;
+  long long size;
+};
+// Every weight array of the model. With `one_token_pass`: only what a pass over one new
+// token reads in full: all but the embedding rows it looks up (pos_emb, and tok_emb
+// unless it is also the unembedding).
+std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass = false);
+
+
 // `spec` is a model directory or builtin:NAME. Throws attnviz::Error naming the file, the
 // tensor, the expected and the found shape when something is wrong.
 std::shared_ptr<const Model> load_model(const std::string& spec);

@@ -25,8 +25,8 @@ void swiglu_inplace(Mat& gate, const Mat& up);
 // at position pos0 + r; pairs (i, i + d/2) turn by angle pos · theta^(−2i/d).
 void rope_inplace(Mat& x, int heads, int d, int pos0, float theta);
 
-// Softmax of one row whose entries past `last` are −inf (masked): writes probs[0..len),
-// zeros after `last`.
+// Softmax of one row whose entries past `last` are −inf (masked): reads masked[0..last],
+// writes probs[0..len), zeros after `last`. probs may be masked (in place).
 void softmax_causal_row(const float* masked, int len, int last, float* probs);
 
 }  // namespace attnviz

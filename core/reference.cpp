@@ -83,8 +83,8 @@ Trace reference_forward(const Model& m, const std::vector<int>& window) {
     LayerTrace lt;
     for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, std::vector<float>(static_cast<size_t>(H * T * d))};
     for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, std::vector<float>(static_cast<size_t>(KV * T * d))};
-    for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs})
-      *t = Tensor{{H, T, T}, std::vector<float>(static_cast<size_t>(H * T * T))};
+    for (Tensor* t : {&lt.scores, &lt.probs}) *t = Tensor{{H, T, T}, std::vector<float>(static_cast<size_t>(H * T * T))};
+    lt.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));  // the trace derives scaled and masked
 
     const Rows h = normalize(cfg, x, lw.norm1_w, lw.norm1_b);
     Rows concat = zeros(T, H * d);
@@ -121,8 +121,6 @@ Trace reference_forward(const Model& m, const std::vector<int>& window) {
         store(v, lt.v, g);
       }
       store(wei, lt.scores, head);
-      store(scaled, lt.scaled, head);
-      store(masked, lt.masked, head);
       store(probs, lt.probs, head);
       store(out, lt.out, head);
     }

@@ -234,9 +234,33 @@ std::vector<int32_t> SafetensorsFile::read_i32(const TensorInfo& t) const {
 // ---------------------------------------------------------------- writing
 
 namespace {
-// Writes the byte ranges one after another to `path`, atomically (temporary file, rename).
-void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts);
+// Writes to `path` atomically (temporary file, rename): `body` writes the content and
+// returns false on a write error.
+void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body);
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
 }  // namespace
+
+size_t SafetensorsWriter::Entry::size() const {
+  return ref || fill ? static_cast<size_t>(element_count(shape)) * 4 : bytes.size();
+}
+
+void SafetensorsWriter::add_f32_ref(const std::string& name, std::vector<int64_t> shape, const float* values) {
+  Entry e{name, DType::F32, std::move(shape), {}};
+  e.ref = values;
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add_f32_generated(const std::string& name, std::vector<int64_t> shape, SliceFn fill) {
+  if (shape.empty()) throw Error("add_f32_generated: '" + name + "' needs at least one dimension");
+  Entry e{name, DType::F32, std::move(shape), {}};
+  e.fill = std::move(fill);
+  entries_.push_back(std::move(e));
+}
 
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
   Entry e{name, DType::F32, std::move(shape), {}};
@@ -260,8 +284,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& e : entries_) {
-    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.size()}}};
+    offset += e.size();
   }
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::string h = header.dump();
@@ -272,20 +296,41 @@ void SafetensorsWriter::write(const std::string& path) const {
   head += h;
   // Streamed to the file tensor by tensor rather than assembled in one string first: a
   // dump of gpt2-small at T=1024 is 2.6 GB, and a third copy of it in memory is not needed.
-  std::vector<std::pair<const void*, size_t>> parts{{head.data(), head.size()}};
-  for (const auto& e : entries_) parts.emplace_back(e.bytes.data(), e.bytes.size());
-  write_parts_atomic(path, parts);
+  write_atomic(path, [&](FILE* fp) {
+    auto put = [fp](const void* data, size_t size) { return size == 0 || std::fwrite(data, 1, size, fp) == size; };
+    if (!put(head.data(), head.size())) return false;
+    std::vector<float> slice;
+    for (const auto& e : entries_) {
+      if (e.fill) {
+        const int64_t n = e.shape[0], per = element_count(e.shape) / std::max<int64_t>(n, 1);
+        slice.resize(static_cast<size_t>(per));
+        for (int64_t i = 0; i < n; ++i) {
+          e.fill(i, slice.data());
+          if (!put(slice.data(), slice.size() * 4)) return false;
+        }
+      } else if (!put(e.ref ? e.ref : e.bytes.data(), e.size())) {
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 namespace {
-void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
+void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body) {
   const std::string tmp = path + ".tmp-attnviz";
   FILE* fp = std::fopen(tmp.c_str(), "wb");
   if (!fp)
     throw Error("cannot write '" + path + "': " + std::strerror(errno) +
                 "\n  HINT: check that the folder exists and is writable, or choose another --out path.");
-  bool ok = true;
-  for (const auto& [data, size] : parts) ok = ok && (size == 0 || std::fwrite(data, 1, size, fp) == size);
+  bool ok = false;
+  try {
+    ok = body(fp);
+  } catch (...) {
+    std::fclose(fp);
+    std::remove(tmp.c_str());
+    throw;
+  }
   const bool closed = std::fclose(fp) == 0;
   if (!ok || !closed) {
     const std::string why = std::strerror(errno);
@@ -301,7 +346,7 @@ void write_parts_atomic(const std::string& path, const std::vector<std::pair<con
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  write_parts_atomic(path, {{bytes.data(), bytes.size()}});
+  write_atomic(path, [&](FILE* fp) { return bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size(); });
 }
 
 }  // namespace attnviz

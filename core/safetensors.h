@@ -4,6 +4,7 @@
 //          "__metadata__": {"key": "value"}}; offsets are relative to the data buffer.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,9 +53,17 @@ class SafetensorsFile {
 
 // Collects tensors and writes them in one go, through a temporary file renamed into place,
 // so a failure never leaves a partial file behind.
+// Tensors are written in the order they were added.
 class SafetensorsWriter {
  public:
-  void add_f32(const std::string& name, std::vector<int64_t> shape, const float* values);
+  // Fills slice `i` of a tensor (its shape[1…] elements) into dst.
+  using SliceFn = std::function<void(int64_t i, float* dst)>;
+
+  void add_f32(const std::string& name, std::vector<int64_t> shape, const float* values);  // copied
+  // Not copied: `values` must stay valid until write() returns.
+  void add_f32_ref(const std::string& name, std::vector<int64_t> shape, const float* values);
+  // Produced slice by slice along the first dimension while writing, never held whole.
+  void add_f32_generated(const std::string& name, std::vector<int64_t> shape, SliceFn fill);
   void add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   void write(const std::string& path) const;  // throws attnviz::Error on I/O failure
@@ -64,7 +73,10 @@ class SafetensorsWriter {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;  // owned data, or:
+    const void* ref = nullptr;   // borrowed data, or:
+    SliceFn fill;                // generated data
+    size_t size() const;         // bytes in the file
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -1,6 +1,7 @@
 #include "core/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace attnviz {
@@ -98,25 +99,63 @@ const char* stage_name(Stage s) {
   return names[static_cast<int>(s)];
 }
 
-const Tensor& LayerTrace::stage(Stage s) const {
+const Tensor* LayerTrace::stored(Stage s) const {
   switch (s) {
-    case Stage::Q: return q;
-    case Stage::K: return k;
-    case Stage::V: return v;
-    case Stage::Scores: return scores;
-    case Stage::Scaled: return scaled;
-    case Stage::Masked: return masked;
-    case Stage::Probs: return probs;
-    case Stage::Out: return out;
+    case Stage::Q: return &q;
+    case Stage::K: return &k;
+    case Stage::V: return &v;
+    case Stage::Scores: return &scores;
+    case Stage::Probs: return &probs;
+    case Stage::Out: return &out;
+    case Stage::Scaled:
+    case Stage::Masked: return nullptr;
   }
-  return probs;
+  return nullptr;
 }
-Tensor& LayerTrace::stage(Stage s) { return const_cast<Tensor&>(static_cast<const LayerTrace*>(this)->stage(s)); }
+Tensor* LayerTrace::stored(Stage s) { return const_cast<Tensor*>(static_cast<const LayerTrace*>(this)->stored(s)); }
+
+std::vector<int64_t> LayerTrace::shape(Stage s) const { return derived(s) ? scores.shape : stored(s)->shape; }
+
+namespace {
+
+// Row-major (rows, cols) head of scaled or masked, from the scores.
+void derive_head(const LayerTrace& lt, Stage s, int64_t h, float* dst) {
+  const int64_t rows = lt.scores.dim(1), cols = lt.scores.dim(2);
+  const float* src = lt.scores.head(h);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[i * cols + j] = s == Stage::Masked && causally_masked(i, j) ? -INFINITY : src[i * cols + j] * lt.scale;
+}
+
+}  // namespace
+
+const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
+  if (!derived(s)) return stored(s)->head(h);
+  scratch.resize(static_cast<size_t>(scores.dim(1) * scores.dim(2)));
+  derive_head(*this, s, h, scratch.data());
+  return scratch.data();
+}
+
+float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
+  if (!derived(s)) return stored(s)->at(h, i, j);
+  if (s == Stage::Masked && causally_masked(i, j)) return -INFINITY;
+  return scores.at(h, i, j) * scale;
+}
+
+Tensor LayerTrace::materialize(Stage s) const {
+  if (!derived(s)) return *stored(s);
+  Tensor t;
+  t.shape = scores.shape;
+  t.data.resize(scores.data.size());
+  for (int64_t h = 0; h < (scores.shape.empty() ? 0 : scores.dim(0)); ++h) derive_head(*this, s, h, t.head(h));
+  return t;
+}
 
 size_t Trace::bytes() const {
   size_t n = logits.data.size();
   for (const auto& l : layers)
-    for (int s = 0; s < kStageCount; ++s) n += l.stage(static_cast<Stage>(s)).data.size();
+    for (int s = 0; s < kStageCount; ++s)
+      if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
   return n * sizeof(float);
 }
 

@@ -31,18 +31,32 @@ enum class Stage { Q, K, V, Scores, Scaled, Masked, Probs, Out };
 constexpr int kStageCount = 8;
 const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
 
+// Cells a causal mask hides: query i may not see key j > i.
+inline bool causally_masked(int64_t i, int64_t j) { return j > i; }
+
+// Stored stages: q, k, v, scores, probs, out. `scaled` and `masked` are derived when asked
+// for (scaled = scores · scale, masked = scaled with −inf where j > i), never stored: that
+// halves what a trace holds (GPT-2 small at T=1024: 2.4 GB of (T, T) matrices → 1.2 GB) and
+// what every forward pass writes.
 struct LayerTrace {
   Tensor q;       // (H, T, d)  queries as used in the dot product (after RoPE)
   Tensor k;       // (KV, T, d) keys as used (after RoPE)
   Tensor v;       // (KV, T, d) values
   Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix
-  Tensor scaled;  // (H, T, T)  scores / √d
-  Tensor masked;  // (H, T, T)  scaled, −inf where j > i
-  Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1
+  Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i
   Tensor out;     // (H, T, d)  probs · v, before the output projection
+  float scale = 1.f;  // 1/√d, as the backend applied it
 
-  const Tensor& stage(Stage s) const;
-  Tensor& stage(Stage s);
+  static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Masked; }
+  const Tensor* stored(Stage s) const;  // null for a derived stage
+  Tensor* stored(Stage s);
+  // (H or KV, rows, cols) of stage s.
+  std::vector<int64_t> shape(Stage s) const;
+  // Head h of stage s as a row-major (rows, cols) array: inside the trace for a stored
+  // stage, else computed into `scratch`.
+  const float* head_values(Stage s, int64_t h, std::vector<float>& scratch) const;
+  float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element
+  Tensor materialize(Stage s) const;  // the whole stage as a new tensor
 };
 
 struct Trace {

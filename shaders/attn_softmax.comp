@@ -1,10 +1,9 @@
 #version 430
-// From raw scores q·kᵀ to the three recorded stages, one work group per (row i, head):
-//   scaled = scores · scale                (scale = 1/√d)
-//   masked = scaled where j ≤ i, −inf above the diagonal (a query never sees the future)
-//   probs  = softmax(masked) over j ≤ i, 0 above the diagonal
+// From raw scores q·kᵀ to the softmax weights, one work group per (row i, head):
+//   probs = softmax(scores · scale) over j ≤ i, 0 above the diagonal (scale = 1/√d)
+// The scaled and masked stages are not stored (LayerTrace derives them from the scores).
 // Rows i ≥ p are new and done in full; rows i < p were computed earlier and only their
-// new columns j ≥ p are written (all of them above the diagonal: masked −inf, probs 0).
+// new columns j ≥ p are written (all of them above the diagonal: probs 0).
 // Dispatch: (T, heads in this group).
 #include "common.glsl"
 
@@ -12,9 +11,7 @@
 layout(local_size_x = WG) in;
 
 layout(std430, binding = 0) readonly buffer Scores { float s[]; };     // (heads, T, T)
-layout(std430, binding = 1) writeonly buffer Scaled { float sc[]; };   // (heads, T, T)
-layout(std430, binding = 2) writeonly buffer Masked { float mk[]; };   // (heads, T, T)
-layout(std430, binding = 3) writeonly buffer Probs { float pr[]; };    // (heads, T, T)
+layout(std430, binding = 1) writeonly buffer Probs { float pr[]; };    // (heads, T, T)
 
 uniform int T;
 uniform int p;
@@ -55,20 +52,11 @@ void main() {
   int base = (int(gl_WorkGroupID.y) * T + i) * T;
   int l = int(gl_LocalInvocationID.x);
   if (i < p) {  // an old row: only the new columns, all masked (uniform per work group)
-    for (int j = p + l; j < T; j += WG) {
-      sc[base + j] = s[base + j] * scale;
-      mk[base + j] = neg_inf();
-      pr[base + j] = 0.0;
-    }
+    for (int j = p + l; j < T; j += WG) pr[base + j] = 0.0;
     return;
   }
   float m = neg_inf();
-  for (int j = l; j < T; j += WG) {
-    float v = s[base + j] * scale;
-    sc[base + j] = v;
-    mk[base + j] = j <= i ? v : neg_inf();
-    if (j <= i) m = max(m, v);
-  }
+  for (int j = l; j <= i; j += WG) m = max(m, s[base + j] * scale);
   m = group_max(m);
   float sum = 0.0;
   for (int j = l; j <= i; j += WG) sum += exp(s[base + j] * scale - m);

@@ -91,9 +91,8 @@ TEST(Colormap, Ranges) {
 TEST(Colormap, ColorizeWithMask) {
   // (2, 2) softmax: row 0 = [1, 0 (masked)], row 1 = [0.25, 0.75]
   const float probs[] = {1.f, 0.f, 0.25f, 0.75f};
-  const float masked[] = {0.1f, -kInf, -0.3f, 0.8f};
   std::vector<uint8_t> rgba;
-  colorize_rgba(Colormap::Viridis, probs, 2, 2, {0.f, 1.f, true}, rgba, masked);
+  colorize_rgba(Colormap::Viridis, probs, 2, 2, {0.f, 1.f, true}, rgba, /*causal_mask=*/true);
   ASSERT_EQ(rgba.size(), 16u);
   auto px = [&](int i) { return Rgb8{rgba[size_t(i) * 4], rgba[size_t(i) * 4 + 1], rgba[size_t(i) * 4 + 2]}; };
   EXPECT_EQ(px(0), colormap_rgb(Colormap::Viridis, 1.f));

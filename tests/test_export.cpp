@@ -111,7 +111,7 @@ TEST_F(Export, SvgHasOneRectPerCellWithValueAndColourAndCjkLabels) {
   int cells = 0;
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), cell); it != std::sregex_iterator(); ++it, ++cells) {
     const int i = std::stoi((*it)[2]), j = std::stoi((*it)[3]);
-    const float want = trace().layers[0].masked.at(3, i, j);
+    const float want = trace().layers[0].value(Stage::Masked, 3, i, j);
     const std::string v = (*it)[4];
     if (j > i) {
       EXPECT_EQ(v, "-inf");
@@ -149,7 +149,7 @@ TEST_F(Export, CsvRoundTripsToTheRecordedValues) {
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "query \\ key,春,江,潮,水,连,海,平");
-  const Tensor& m = trace().layers[1].masked;
+  const Tensor m = trace().layers[1].materialize(Stage::Masked);
   for (int i = 0; i < trace().T(); ++i) {
     ASSERT_TRUE(std::getline(in, line));
     std::istringstream row(line);

@@ -180,24 +180,23 @@ TEST(GpuOps, Rope) {
   }
 }
 
-// Attention of one layer (GQA) computed plainly on the CPU: the full q·kᵀ, scaled,
-// masked, softmax (core/ops.h), probs · v.
+// Attention of one layer (GQA) computed plainly on the CPU: the full q·kᵀ, the masked and
+// scaled row, softmax (core/ops.h), probs · v.
 LayerTrace cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
   const int G = H / static_cast<int>(k.dim(0));
   LayerTrace lt;
-  for (Tensor* t : {&lt.scores, &lt.scaled, &lt.masked, &lt.probs}) t->resize_keep({H, T, T}, 0, 0);
+  for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, 0, 0);
   lt.out.resize_keep({H, T, d}, 0, 0);
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  lt.scale = 1.f / std::sqrt(static_cast<float>(d));
+  std::vector<float> masked(static_cast<size_t>(T));
   for (int h = 0; h < H; ++h) {
     Eigen::Map<const Mat> Q(q.head(h), T, d), K(k.head(h / G), T, d), V(v.head(h / G), T, d);
-    Eigen::Map<Mat> S(lt.scores.head(h), T, T), Sc(lt.scaled.head(h), T, T), M(lt.masked.head(h), T, T),
-        P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+    Eigen::Map<Mat> S(lt.scores.head(h), T, T), P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
     S = Q * K.transpose();
-    Sc = S * scale;
     for (int i = 0; i < T; ++i) {
-      for (int j = 0; j < T; ++j) M(i, j) = j <= i ? Sc(i, j) : -INFINITY;
-      softmax_causal_row(&M(i, 0), T, i, &P(i, 0));
+      for (int j = 0; j < T; ++j) masked[static_cast<size_t>(j)] = j <= i ? S(i, j) * lt.scale : -INFINITY;
+      softmax_causal_row(masked.data(), T, i, &P(i, 0));
     }
     O = P * V;
   }
@@ -216,12 +215,13 @@ TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {
   const LayerTrace want = cpu_attention(q, k, v);
   for (int p : {0, 7, 12}) {
     LayerTrace got;
-    for (Tensor* t : {&got.scores, &got.scaled, &got.masked, &got.probs}) t->resize_keep({6, 13, 13}, 0, 0);
+    for (Tensor* t : {&got.scores, &got.probs}) t->resize_keep({6, 13, 13}, 0, 0);
     got.out.resize_keep({6, 13, 10}, 0, 0);
     // rows [0, p) × columns [0, p) are the caller's (kept from before): copy them in.
-    for (int s = static_cast<int>(Stage::Scores); s <= static_cast<int>(Stage::Out); ++s) {
-      const Tensor& w = want.stage(static_cast<Stage>(s));
-      Tensor& g = got.stage(static_cast<Stage>(s));
+    for (Stage st : {Stage::Scores, Stage::Probs, Stage::Out}) {
+      const int s = static_cast<int>(st);
+      const Tensor& w = *want.stored(st);
+      Tensor& g = *got.stored(st);
       const int cols = static_cast<int>(w.dim(2));
       for (int h = 0; h < 6; ++h)
         for (int i = 0; i < p; ++i)
@@ -234,7 +234,7 @@ TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {
     }
     gl->attention(q, k, v, p, got);
     for (int s = static_cast<int>(Stage::Scores); s <= static_cast<int>(Stage::Out); ++s)
-      EXPECT_LE(test::rel_error(got.stage(static_cast<Stage>(s)), want.stage(static_cast<Stage>(s))), kTol)
+      EXPECT_LE(test::rel_error(got.materialize(static_cast<Stage>(s)), want.materialize(static_cast<Stage>(s))), kTol)
           << stage_name(static_cast<Stage>(s)) << " from row " << p;
   }
 }

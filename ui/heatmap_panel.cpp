@@ -94,20 +94,19 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   AppState& s = ctx.state;
   const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
   const Stage stage = s.stage;
-  const Tensor& t = lt.stage(stage);
-  const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;  // head index in t
-  const int rows = static_cast<int>(t.dim(1)), cols = static_cast<int>(t.dim(2));
+  const std::vector<int64_t> shape = lt.shape(stage);
+  const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;  // head index in the stage
+  const int rows = static_cast<int>(shape[1]), cols = static_cast<int>(shape[2]);
   const bool square = stage_is_square(stage);
 
   // Upload once per change.
   const Colormap cmap = stage_is_signed(stage) ? Colormap::Diverging : s.probs_colormap;
   const Key key{ctx.snap.trace_serial, s.layer, hi, stage, cmap};
   if (!(key == key_) || !tex_.valid()) {
-    const float* data = t.head(hi);
+    const float* data = lt.head_values(stage, hi, values_);  // scaled/masked: derived into values_
     const int64_t n = static_cast<int64_t>(rows) * cols;
     range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
-    const bool mask_probs = stage == Stage::Probs;
-    colorize_rgba(cmap, data, rows, cols, range_, rgba_, mask_probs ? lt.masked.head(hi) : nullptr);
+    colorize_rgba(cmap, data, rows, cols, range_, rgba_, /*causal_mask=*/stage == Stage::Probs);
     tex_.upload(cols, rows, rgba_);
     key_ = key;
     cmap_ = cmap;
@@ -215,16 +214,14 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   if (stage_is_square(stage)) {
     const int h = s.head;
     const float d = static_cast<float>(c.head_size);
-    const float score = lt.scores.at(h, i, j), scaled = lt.scaled.at(h, i, j), masked = lt.masked.at(h, i, j);
+    const float score = lt.scores.at(h, i, j), scaled = lt.value(Stage::Scaled, h, i, j);
     const float prob = lt.probs.at(h, i, j);
-    const bool is_masked = std::isinf(masked) && masked < 0.f;
-    // Row max and sum of exp over the unmasked entries: softmax = exp(x − max) / Σ exp(x − max).
+    const bool is_masked = causally_masked(i, j);
+    // Row max and sum of exp over the unmasked entries k ≤ i: softmax = exp(x − max) / Σ exp(x − max).
     float mx = -std::numeric_limits<float>::infinity();
-    for (int k = 0; k < tr.T(); ++k)
-      if (std::isfinite(lt.masked.at(h, i, k))) mx = std::max(mx, lt.masked.at(h, i, k));
+    for (int k = 0; k <= i; ++k) mx = std::max(mx, lt.value(Stage::Masked, h, i, k));
     double sum = 0.0;
-    for (int k = 0; k < tr.T(); ++k)
-      if (std::isfinite(lt.masked.at(h, i, k))) sum += std::exp(static_cast<double>(lt.masked.at(h, i, k) - mx));
+    for (int k = 0; k <= i; ++k) sum += std::exp(static_cast<double>(lt.value(Stage::Masked, h, i, k) - mx));
     ImGui::Text("query i = %d '%s'  \xE2\x86\x92  key j = %d '%s'   (layer %d, head %d)", i, tok(i).c_str(), j,
                 tok(j).c_str(), s.layer, h);
     ImGui::Separator();
@@ -240,7 +237,7 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
     }
     ImGui::Text("weight       = %.5f   (= exp / \xCE\xA3; row sums to 1)", prob);
   } else {
-    const Tensor& t = lt.stage(stage);
+    const Tensor& t = *lt.stored(stage);  // q, k, v, out: always stored
     const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;
     ImGui::Text("token %d '%s', dimension %d of %d", i, tok(i).c_str(), j, static_cast<int>(t.dim(2)));
     ImGui::Text("%s = %+.5f", stage_label(stage), t.at(hi, i, j));

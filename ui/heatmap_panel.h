@@ -42,6 +42,7 @@ class HeatmapPanel : public Panel {
   Colormap cmap_ = Colormap::Viridis;
   Texture colorbars_[kColormapCount];  // (256, 1) each, top = high
   std::vector<uint8_t> rgba_;  // scratch for uploads
+  std::vector<float> values_;  // a derived stage (scaled, masked) of the head on screen
   Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
   bool tabs_synced_ = false;        // false until ImGui's tab bar shows state.stage (first frames)
   float fit_cell_ = 8.f;      // cell size that fits the panel (zoom starts from it)
