@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -53,6 +54,30 @@ TEST(Safetensors, RoundTripKeepsValuesShapesAndMetadata) {
   EXPECT_EQ(bv, (std::vector<int32_t>{7, -1, 2147483647}));
   EXPECT_EQ(f.metadata().at("k"), "v");
   EXPECT_EQ(f.find("missing"), nullptr);
+}
+
+TEST(Safetensors, BorrowedAndGeneratedTensorsWriteTheSameBytesAsCopiedOnes) {
+  const std::string dir = test::temp_dir("st");
+  const float a[6] = {1.5f, -2.f, 0.f, -INFINITY, 3.25f, 1e-20f};
+  SafetensorsWriter copied, lazy;
+  copied.add_f32("a", {2, 3}, a);
+  copied.add_f32("g", {3, 2}, a);
+  lazy.add_f32_ref("a", {2, 3}, a);
+  std::vector<int64_t> asked;
+  lazy.add_f32_generated("g", {3, 2}, [&](int64_t i, float* dst) {  // slice i = 2 values
+    asked.push_back(i);
+    dst[0] = a[2 * i], dst[1] = a[2 * i + 1];
+  });
+  copied.write(dir + "/copied.safetensors");
+  lazy.write(dir + "/lazy.safetensors");
+  EXPECT_EQ(asked, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(test::read_file(dir + "/lazy.safetensors"), test::read_file(dir + "/copied.safetensors"));
+  // A generator that fails leaves no file behind.
+  SafetensorsWriter bad;
+  bad.add_f32_generated("g", {2, 1}, [](int64_t, float*) { throw Error("no"); });
+  EXPECT_THROW(bad.write(dir + "/bad.safetensors"), Error);
+  EXPECT_FALSE(std::ifstream(dir + "/bad.safetensors").good());
+  EXPECT_FALSE(std::ifstream(dir + "/bad.safetensors.tmp-attnviz").good());
 }
 
 TEST(Safetensors, ConvertsF16AndBF16) {
