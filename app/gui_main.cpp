@@ -2,11 +2,13 @@
 // everything else lives in ui/ (panels, AppState, the inference worker) and core/.
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
-//           [--block-size N] [--presentation] [--screenshot F.png [--frames N]]
+//           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
-// the token strip and the head grid, for tests), and exits 0.
+// the token strip and the head grid, for tests), and exits 0. --type appends TEXT one
+// character at a time once the first result is in, and records each keystroke-to-frame
+// time (key pressed → the frame showing its result presented) in the sidecar's "typing".
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -26,6 +28,10 @@
 namespace {
 
 constexpr int kWidth = 1600, kHeight = 1000;  // the normal window size (screen coordinates)
+// After an edit, how long to wait for its result before presenting a frame that still
+// shows the old one. A small model answers well within it, and the frame that shows the
+// edit is then the first one presented: one render per keystroke instead of two.
+constexpr int kFreshResultWaitMs = 25;
 
 void glfw_error(int code, const char* msg) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, msg); }
 
@@ -60,6 +66,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
   cli.add_option("--screenshot", screenshot, "render, save the window as this PNG and exit");
   cli.add_option("--frames", frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
+  cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
   cli.add_option("--wait", wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
   CLI11_PARSE(cli, argc, argv);
   opt.text_given = cli.count("--text") > 0;
@@ -99,10 +106,12 @@ int main(int argc, char** argv) {
     if (opt.screenshot && !app.wait_first_answer(wait_s * 1000)) {
       std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", wait_s);
     }
+    app.set_on_result([] { glfwPostEmptyEvent(); });  // draw a result as soon as it is published
     int shot_frames = 0;
     while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
-      // Idle politely: wake for input, or every 50 ms to pick up the worker's results.
-      if (opt.screenshot) glfwPollEvents();
+      // Idle politely: wake for input or a result (or every 50 ms). Screenshots run flat
+      // out, except while a typed key waits for its result, as a real session would.
+      if (opt.screenshot && !app.typing_waits()) glfwPollEvents();
       else glfwWaitEventsTimeout(0.05);
       float sx = 1.f, sy = 1.f;
       glfwGetWindowContentScale(win, &sx, &sy);
@@ -113,6 +122,7 @@ int main(int argc, char** argv) {
       ImGui::NewFrame();
       app.frame();
       ImGui::Render();
+      if (app.posted_this_frame() && app.wait_result(kFreshResultWaitMs)) continue;  // draw the fresh result instead
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(win, &fw, &fh);
       glViewport(0, 0, fw, fh);
@@ -131,6 +141,10 @@ int main(int argc, char** argv) {
         break;
       }
       glfwSwapBuffers(win);
+      if (!opt.type.empty()) {
+        glFinish();  // presented, not just queued
+        app.after_present();
+      }
     }
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();

@@ -63,6 +63,19 @@ check "error names the character" grep -q '猫' "$work/unknown.png.json"
 check "bad model runs" xrun "$app" --screenshot "$work/badmodel.png" --frames 3 --wait 60 --model "$work/nope"
 check "bad model error" grep -q 'could not load model' "$work/badmodel.png.json"
 
+# Typing: 12 keys, one at a time, each shown before the next; the final text is the
+# start plus every key, and each key has its keystroke-to-frame time.
+check "typing runs" xrun "$app" --screenshot "$work/typed.png" --frames 2 --text "The cat " --type "sat on a mat"
+check "typed text computed" grep -q '"text": "The cat sat on a mat"' "$work/typed.png.json"
+check "every key timed" /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["typing"]
+assert t["keys"] == 12 and len(t["latency_ms"]) == 12, t
+assert all(x > 0 for x in t["latency_ms"]) and all(f > 0 for f in t["forward_ms"]), t
+assert t["median_ms"] <= t["p90_ms"] <= t["max_ms"], t
+' "$work/typed.png.json"
+check "typed T" grep -q '"T": 20' "$work/typed.png.json"
+
 # Presentation mode renders too.
 check "presentation mode" xrun "$app" --screenshot "$work/presentation.png" --frames 3 --presentation --head 2
 check "presentation pixels" "$checker" "$work/presentation.png"

@@ -1,7 +1,10 @@
 // ui/app_state, ui/settings and ui/worker: the GUI's logic without ImGui.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 
@@ -10,6 +13,7 @@
 #include "test_util.h"
 #include "ui/app_state.h"
 #include "ui/settings.h"
+#include "ui/typing_probe.h"
 #include "ui/worker.h"
 
 using namespace attnviz;
@@ -210,6 +214,48 @@ TEST(UiSettings, RoundTripAndConfigDir) {
   EXPECT_TRUE(load_settings(back, vis3));
   EXPECT_EQ(back.text, s.text);
   unsetenv("XDG_CONFIG_HOME");
+}
+
+TEST(UiTyping, EachKeyWaitsForTheFrameThatShowsItsResult) {
+  using namespace std::chrono_literals;
+  TypingProbe p("a\xE7\x8C\xAB");  // two keys: 'a' and 猫 (one UTF-8 character)
+  const auto t0 = TypingProbe::Clock::time_point{} + 1s;
+  EXPECT_EQ(p.press(t0), "a");
+  EXPECT_EQ(p.press(t0 + 1ms), "");  // still waiting for the first key's frame
+  p.presented(3, 0.5, t0 + 2ms);     // a frame before the key was posted does not count
+  p.posted(4);
+  p.presented(3, 0.5, t0 + 5ms);     // an older result does not count
+  EXPECT_TRUE(p.latency_ms().empty());
+  p.presented(4, 0.75, t0 + 12ms);   // the frame that shows request 4
+  ASSERT_EQ(p.latency_ms().size(), 1u);
+  EXPECT_DOUBLE_EQ(p.latency_ms()[0], 12.0);
+  EXPECT_DOUBLE_EQ(p.forward_ms()[0], 0.75);
+  EXPECT_FALSE(p.finished());
+  EXPECT_EQ(p.press(t0 + 20ms), "\xE7\x8C\xAB");
+  p.posted(6);
+  p.presented(7, 1.0, t0 + 50ms);  // a newer result also shows the key
+  EXPECT_TRUE(p.finished());
+  EXPECT_EQ(p.press(t0 + 60ms), "");
+  const std::string j = p.report_json();
+  EXPECT_NE(j.find("\"keys\":2"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"max_ms\":30.0"), std::string::npos) << j;
+}
+
+TEST(UiWorker, WakesTheEventLoopAfterEachResult) {
+  ModelConfig c = preset_config("tiny");
+  c.n_layer = 1;
+  const std::string dir = test::make_model_dir(c, 6, "worker-wake");
+  Worker w;
+  std::atomic<int> wakes{0};
+  w.set_on_publish([&] { ++wakes; });
+  Request r;
+  r.model_spec = dir;
+  r.text = "hi";
+  ASSERT_TRUE(w.wait_for(w.post(r), 60000));
+  r.text = "hi!";
+  ASSERT_TRUE(w.wait_for(w.post(r), 60000));
+  for (int i = 0; i < 100 && wakes < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(wakes.load(), 2);
 }
 
 TEST(UiWorker, PublishesTracesAndKeepsTheLastGoodOne) {

@@ -76,6 +76,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   snap_ = worker_.latest();
   post_if_changed();
   first_serial_ = 1;  // the first post() gets serial 1
+  if (!opt.type.empty()) typing_ = std::make_unique<TypingProbe>(opt.type);
 }
 
 App::~App() {
@@ -91,7 +92,15 @@ PanelVisibility App::visibility() const {
 
 bool App::first_answer() const { return worker_.latest()->request_serial >= first_serial_; }
 bool App::wait_first_answer(int timeout_ms) const { return worker_.wait_for(first_serial_, timeout_ms); }
-bool App::settled() const { return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_; }
+bool App::settled() const {
+  return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished());
+}
+
+void App::after_present() {
+  if (typing_) typing_->presented(shown_request_, snap_->forward_ms, TypingProbe::Clock::now());
+}
+
+bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
 
 void App::post_if_changed() {
   Request r;
@@ -99,9 +108,10 @@ void App::post_if_changed() {
   r.backend = state_.backend;
   r.text = state_.text;
   r.block_size = state_.block_size;
+  posted_this_frame_ = r != posted_;
   if (r != posted_) {
     posted_ = r;
-    worker_.post(r);
+    posted_serial_ = worker_.post(r);
   }
 }
 
@@ -242,6 +252,15 @@ void App::shortcuts() {
 }
 
 void App::frame() {
+  // A simulated key (--type), once the first result is in: typed as the text box would.
+  key_this_frame_ = false;
+  if (typing_ && first_answer() && !worker_.busy()) {
+    const std::string key = typing_->press(TypingProbe::Clock::now());
+    if (!key.empty()) {
+      state_.text += key;
+      key_this_frame_ = true;
+    }
+  }
   snap_ = worker_.latest();
   const Snapshot& snap = *snap_;
   if (snap.model) {
@@ -270,9 +289,11 @@ void App::frame() {
   for (Panel* p : panels_) p->draw(ctx);
   help_window();
   shown_serial_ = snap.trace_serial;
+  shown_request_ = snap.request_serial;
 
   state_.end_frame();
   post_if_changed();
+  if (key_this_frame_) typing_->posted(posted_serial_);
 }
 
 std::string App::sidecar_json(float sx, float sy) const {
@@ -294,6 +315,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["dropped"] = snap.trace ? snap.trace->dropped : 0;
   j["text"] = snap.trace_text;
   j["fonts"] = fonts_.fonts().note;
+  if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
   return j.dump(2);
 }
 

@@ -3,6 +3,7 @@
 // request to the worker when the text or settings change. GLFW and the GL context stay in
 // app/gui_main.cpp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "ui/app_state.h"
 #include "ui/fonts.h"
 #include "ui/settings.h"
+#include "ui/typing_probe.h"
 #include "ui/worker.h"
 
 namespace attnviz::ui {
@@ -34,6 +36,7 @@ struct AppOptions {
   int block_size = 0;        // 0 keeps
   bool presentation = false;
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
+  std::string type;          // characters to type one by one, timing each (see TypingProbe)
 };
 
 class App {
@@ -52,8 +55,19 @@ class App {
   // True once the worker has answered the first request (a trace or an error).
   bool first_answer() const;
   bool wait_first_answer(int timeout_ms) const;
-  // True when the worker has answered everything posted and the panels showed it.
+  // True when the worker has answered everything posted and the panels showed it (and
+  // every --type key was typed and shown).
   bool settled() const;
+  // Called on the worker thread after each result: wakes the event loop.
+  void set_on_result(std::function<void()> f) { worker_.set_on_publish(std::move(f)); }
+  // After the frame was presented (swap + finish): the typing probe's clock stops here.
+  void after_present();
+  // True while a typed key waits for its result: the loop may sleep until woken.
+  bool typing_waits() const;
+  // True when this frame posted a new request (the text or a setting changed): the frame
+  // shows the previous result. wait_result() waits up to `ms` for the new one.
+  bool posted_this_frame() const { return posted_this_frame_; }
+  bool wait_result(int ms) const { return worker_.wait_for(posted_serial_, ms); }
   bool quit_requested() const { return quit_; }
 
   // JSON for the screenshot sidecar: on-screen rectangles (framebuffer pixels, origin top
@@ -78,6 +92,11 @@ class App {
   const Model* seen_model_ = nullptr;  // the model the selection was last clamped for
   uint64_t shown_serial_ = 0;          // trace serial drawn last frame
   Request posted_;
+  uint64_t posted_serial_ = 0;         // worker serial of posted_
+  uint64_t shown_request_ = 0;         // request serial of the result drawn last frame
+  std::unique_ptr<TypingProbe> typing_;  // with --type
+  bool key_this_frame_ = false;
+  bool posted_this_frame_ = false;
   uint64_t first_serial_ = 0;
   std::string random_dir_;             // the generated random model ("" if not generated)
   std::string ini_path_;

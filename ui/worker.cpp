@@ -81,6 +81,11 @@ void Worker::loop() {
   }
 }
 
+void Worker::set_on_publish(std::function<void()> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_publish_ = std::move(f);
+}
+
 void Worker::handle(const Request& r, uint64_t serial) {
   Snapshot next;
   {
@@ -93,12 +98,15 @@ void Worker::handle(const Request& r, uint64_t serial) {
 
   auto publish = [&] {
     auto s = std::make_shared<const Snapshot>(std::move(next));
+    std::function<void()> wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
       snap_ = std::move(s);
       if (serial > answered_) answered_ = serial;
+      wake = on_publish_;
     }
     done_cv_.notify_all();
+    if (wake) wake();
   };
 
   // 1. The model and backend: reload only when they change (or the last load failed).

@@ -6,6 +6,7 @@
 // No ImGui.
 #pragma once
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,9 @@ class Worker {
   bool busy() const;
   // Blocks until the answer to `serial` is published or `timeout_ms` passes; true if done.
   bool wait_for(uint64_t serial, int timeout_ms) const;
+  // Called on the worker thread after each answer is published: the GUI wakes its event
+  // loop with it (glfwPostEmptyEvent), so a result is drawn at once, not at the next poll.
+  void set_on_publish(std::function<void()> f);
 
  private:
   void loop();
@@ -80,6 +84,7 @@ class Worker {
   uint64_t answered_ = 0;   // serial of the newest published answer
   bool stop_ = false;
   std::shared_ptr<const Snapshot> snap_;
+  std::function<void()> on_publish_;
 
   // Owned by the worker thread only.
   std::unique_ptr<Engine> engine_;
