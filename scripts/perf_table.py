@@ -30,6 +30,8 @@ its flags (avx512f 16, avx2+fma 8, else 4). FMA units per core: AMD Zen 4 (famil
 with avx512f) runs 512-bit FMAs on two 256-bit pipes (= 1 × 16 lanes per cycle, written
 as 2 units × 8 lanes); other AVX-512 / AVX2 CPUs are assumed to have 2 FMA units of the
 full width. GFLOP/s counts the forward's FLOPs as app/cmd_bench.cpp's forward_flops.
+"weights read once" is bench's weights_read_median_ms: a summing pass over every weight a
+one-token pass reads (the floor for appending a token); the last ratio is append / that.
 
 Run time: about 5–10 minutes on 2 busy cores (gpt2-small at T=1024 alone is most of it:
 one round, one repetition); --quick skips gpt2-small at 1024.
@@ -141,7 +143,7 @@ def main(argv):
                     continue
                 rounds = 1 if big and T == 1024 else a.rounds
                 reps = 1 if big and T == 1024 else 2 if big else 5 if T == 1024 else 9
-                ours = {"median_ms": [], "append_median_ms": [], "gflops_per_s": []}
+                ours = {"median_ms": [], "append_median_ms": [], "gflops_per_s": [], "weights_read_median_ms": []}
                 theirs = {"median_ms": [], "append_median_ms": []}
                 blas_used = "?"
                 for r in range(rounds):
@@ -163,6 +165,7 @@ def main(argv):
                 rows.append((label, T, med["median_ms"], med["append_median_ms"], med["gflops_per_s"],
                              100 * med["gflops_per_s"] / peak, tmed["median_ms"], tmed["append_median_ms"],
                              med["median_ms"] / tmed["median_ms"], med["append_median_ms"] / tmed["append_median_ms"],
+                             med["weights_read_median_ms"], med["append_median_ms"] / med["weights_read_median_ms"],
                              rounds, reps))
                 print(f"  {label} T={T}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
         blas_name = "system libblas.so.3" if not blas else blas
@@ -171,11 +174,12 @@ def main(argv):
               f"(loaded: {os.path.basename(blas_used.split(',')[-1])})")
         print(f"Medians over interleaved rounds; total run time {time.time() - t_start:.0f} s\n")
         print("| model | T | attnviz full ms | attnviz append ms | GFLOP/s | % of peak | PyTorch full ms "
-              "| PyTorch append ms | attnviz/PyTorch full | attnviz/PyTorch append | rounds × reps |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for (label, T, f, ap_, g, pct, tf, ta, rf, ra, rounds, reps) in rows:
+              "| PyTorch append ms | attnviz/PyTorch full | attnviz/PyTorch append | weights read once ms "
+              "| append / weights read | rounds × reps |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for (label, T, f, ap_, g, pct, tf, ta, rf, ra, wr, aw, rounds, reps) in rows:
             print(f"| {label} | {T} | {f:.2f} | {ap_:.2f} | {g:.1f} | {pct:.1f}% | {tf:.2f} | {ta:.2f} | {rf:.3g} | {ra:.3g} "
-                  f"| {rounds} × {reps} |")
+                  f"| {wr:.3g} | {aw:.3g} | {rounds} × {reps} |")
         if a.json_out:
             with open(a.json_out, "w") as f:
                 json.dump({"peak_gflops": peak, "peak": peak_desc, "blas": blas_name, "runs": raw}, f, indent=1)
