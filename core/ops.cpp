@@ -33,13 +33,17 @@ void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y) {
   if (b.size()) y.rowwise() += b;
 }
 
+// Both through Eigen's array functions, which are vectorised (a scalar std::exp per element
+// was 7 % of the tiny model's forward pass).
 void gelu_tanh_inplace(Mat& x) {
   const float k = std::sqrt(2.f / static_cast<float>(M_PI));
-  x = x.unaryExpr([k](float v) { return 0.5f * v * (1.f + std::tanh(k * (v + 0.044715f * v * v * v))); });
+  auto v = x.array();
+  v = 0.5f * v * (1.f + (k * (v + 0.044715f * v.cube())).tanh());
 }
 
 void swiglu_inplace(Mat& gate, const Mat& up) {
-  gate = gate.binaryExpr(up, [](float g, float u) { return g / (1.f + std::exp(-g)) * u; });
+  auto g = gate.array();
+  g = g / (1.f + (-g).exp()) * up.array();
 }
 
 void rope_inplace(Mat& x, int heads, int d, int pos0, float theta) {
