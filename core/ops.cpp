@@ -68,15 +68,22 @@ void rope_inplace(Mat& x, int heads, int d, int pos0, float theta) {
 
 void softmax_causal_row(const float* masked, int len, int last, float* probs) {
   // Vectorised through Eigen (its exp is a SIMD polynomial, within a few ulp of std::exp).
+  // The exp runs over whole SIMD packets: the row is padded with −inf (exp → 0) up to a
+  // multiple of the packet size, since Eigen would do the remainder with a scalar expf
+  // (6 % of the tiny model's forward pass, for rows averaging 128 entries).
   using ArrC = Eigen::Map<const Eigen::ArrayXf>;
   using Arr = Eigen::Map<Eigen::ArrayXf>;
+  constexpr int kPacket = 16;
   const int n = last + 1;
-  const ArrC m(masked, n);
-  Arr p(probs, n);
-  const float mx = m.maxCoeff();
-  p = (m - mx).exp();
-  p *= 1.f / p.sum();
-  if (len > n) Arr(probs + n, len - n).setZero();
+  const int padded = std::min(len, (n + kPacket - 1) / kPacket * kPacket);
+  const float mx = ArrC(masked, n).maxCoeff();
+  Arr p(probs, padded);
+  p.head(n) = ArrC(masked, n) - mx;  // masked may be probs (in place): element by element
+  p.tail(padded - n).setConstant(-INFINITY);
+  p = p.exp();
+  p.tail(padded - n).setZero();  // exactly 0 where masked, whatever exp(−inf) rounds to
+  p.head(n) *= 1.f / p.head(n).sum();
+  if (len > padded) Arr(probs + padded, len - padded).setZero();
 }
 
 }  // namespace attnviz
