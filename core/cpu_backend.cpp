@@ -14,12 +14,18 @@ namespace {
 
 using MapMat = Eigen::Map<Mat>;
 using MapConstMat = Eigen::Map<const Mat>;
+// Head h of a trace tensor: (rows, cols) with rows t.ld() apart (room to grow, see Tensor).
+using Stride = Eigen::OuterStride<>;
+Eigen::Map<Mat, 0, Stride> head_map(Tensor& t, int h) {
+  return {t.head(h), t.dim(1), t.dim(2), Stride(t.ld())};
+}
+Eigen::Map<const Mat, 0, Stride> head_map(const Tensor& t, int h) {
+  return {t.head(h), t.dim(1), t.dim(2), Stride(t.ld())};
+}
 
 // Copies rows of a (n, heads·d) projection into the (heads, T, d) tensor at rows from..from+n.
 void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
-  const int64_t T = dst.dim(1);
-  for (int h = 0; h < heads; ++h)
-    MapMat(dst.head(h), T, d).middleRows(from, src.rows()) = src.middleCols(h * d, d);
+  for (int h = 0; h < heads; ++h) head_map(dst, h).middleRows(from, src.rows()) = src.middleCols(h * d, d);
 }
 
 // Rows of the new queries handled together: S for a block stays in cache while it is
@@ -35,8 +41,10 @@ int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T
 void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
   const float scale = lt.scale;
-  MapConstMat Q(lt.q.head(h), T, d), K(lt.k.head(g), T, d), V(lt.v.head(g), T, d);
-  MapMat S(lt.scores.head(h), T, T), P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+  const LayerTrace& in = lt;
+  const auto Q = head_map(in.q, h), K = head_map(in.k, g), V = head_map(in.v, g);  // (T, d)
+  auto S = head_map(lt.scores, h), P = head_map(lt.probs, h);                    // (T, T)
+  auto O = head_map(lt.out, h);                                                  // (T, d)
   if (p > 0) {
     S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
     P.topRightCorner(p, n).setZero();  // old query i < p ≤ j: future key
@@ -154,7 +162,8 @@ class CpuBackend : public Backend {
       x += h;
     }
     norm(c, x, w.normf_w, w.normf_b, h);
-    MapMat(tr.logits.data.data(), T, V).bottomRows(n).noalias() = h * w.unembedding().transpose();
+    MapMat logits(tr.logits.data.data(), T, V);
+    linear_bt(h, w.unembedding(), logits.bottomRows(n));  // (n, V)
   }
 };
 

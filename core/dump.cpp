@@ -18,10 +18,10 @@ void write_dump(const Trace& tr, const std::string& path) {
     for (int s = 0; s < kStageCount; ++s) {
       const LayerTrace& lt = tr.layers[l];
       const Stage st = static_cast<Stage>(s);
-      if (const Tensor* t = lt.stored(st)) {
+      if (const Tensor* t = lt.stored(st); t && t->dense()) {
         w.add_f32_ref(dump_tensor_name(static_cast<int>(l), st), t->shape, t->data.data());
       } else {
-        // Derived: written one head at a time, never held whole.
+        // Derived, or stored with room to grow: written one head at a time, never held whole.
         const std::vector<int64_t> shape = lt.shape(st);
         const int64_t per_head = shape[1] * shape[2];
         w.add_f32_generated(dump_tensor_name(static_cast<int>(l), st), shape, [&lt, st, per_head](int64_t h, float* dst) {

@@ -291,11 +291,11 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
       for (int hl = 0; hl < nh; ++hl) {
         const float* from = m + static_cast<size_t>(hl) * tt;
         float* to = dst[t]->head(h0 + hl);
-        std::memcpy(to + static_cast<size_t>(p) * T, from + static_cast<size_t>(p) * T,
-                    static_cast<size_t>(n) * T * sizeof(float));
+        const size_t ld = static_cast<size_t>(dst[t]->ld());  // rows of the trace tensor may have room to grow
+        for (int i = p; i < T; ++i)
+          std::memcpy(to + i * ld, from + static_cast<size_t>(i) * T, static_cast<size_t>(T) * sizeof(float));
         for (int i = 0; i < p; ++i)
-          std::memcpy(to + static_cast<size_t>(i) * T + p, from + static_cast<size_t>(i) * T + p,
-                      static_cast<size_t>(n) * sizeof(float));
+          std::memcpy(to + i * ld + p, from + static_cast<size_t>(i) * T + p, static_cast<size_t>(n) * sizeof(float));
       }
       src[t]->unmap();
     }

@@ -1,5 +1,8 @@
 #include "core/ops.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,9 +31,35 @@ void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y
   else rms_norm(x, w, c.norm_eps, y);
 }
 
+namespace {
+// A product of a few rows (appending a token) with a large matrix is a matrix-vector
+// product: Eigen runs it on one thread, and it is bound by reading the matrix. Splitting
+// the output columns over the threads reads the matrix with all of them.
+bool split_for_bandwidth(Eigen::Index rows, Eigen::Index weights) {
+  return rows <= 4 && weights >= (1 << 20) && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+}  // namespace
+
 void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y) {
-  y.noalias() = x * w;
+  if (split_for_bandwidth(x.rows(), w.size())) {
+    const int N = static_cast<int>(w.cols());
+    y.resize(x.rows(), N);
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < N; c += 256) y.middleCols(c, std::min(256, N - c)).noalias() = x * w.middleCols(c, std::min(256, N - c));
+  } else {
+    y.noalias() = x * w;
+  }
   if (b.size()) y.rowwise() += b;
+}
+
+void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y) {
+  if (split_for_bandwidth(x.rows(), wt.size())) {
+    const int N = static_cast<int>(wt.rows());
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r += 1024) y.middleCols(r, std::min(1024, N - r)).noalias() = x * wt.middleRows(r, std::min(1024, N - r)).transpose();
+  } else {
+    y.noalias() = x * wt.transpose();
+  }
 }
 
 // Both through Eigen's array functions, which are vectorised (a scalar std::exp per element

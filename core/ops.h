@@ -15,6 +15,8 @@ void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y
 
 // y = x · W (+ b): W (in, out), b (out) or empty.
 void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y);
+// y (n, N) = x (n, C) · Wtᵀ with Wt (N, C) (the unembedding), into a block of the caller's.
+void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y);
 
 // GELU, tanh form: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 void gelu_tanh_inplace(Mat& x);

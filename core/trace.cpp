@@ -14,84 +14,97 @@ int64_t Tensor::numel() const {
 
 namespace {
 
-// Zeroes what resize_keep does not keep: for each of `heads` (rows, cols) blocks, the
-// columns [kc, cols) of rows [0, kr) and all of rows [kr, rows).
-void zero_outside(float* d, int64_t heads, int64_t rows, int64_t cols, int64_t kr, int64_t kc) {
+// Zeroes what resize_keep does not keep: for each of `heads` (rows, cols) blocks at `hs`
+// apart with rows `ld` apart, the columns [kc, cols) of rows [0, kr) and all of rows [kr, rows).
+void zero_outside(float* d, int64_t heads, int64_t hs, int64_t ld, int64_t rows, int64_t cols, int64_t kr, int64_t kc) {
   for (int64_t h = 0; h < heads; ++h) {
-    float* b = d + h * rows * cols;
+    float* b = d + h * hs;
     if (kc < cols)
-      for (int64_t i = 0; i < kr; ++i) std::fill(b + i * cols + kc, b + (i + 1) * cols, 0.f);
-    std::fill(b + kr * cols, b + rows * cols, 0.f);
+      for (int64_t i = 0; i < kr; ++i) std::fill(b + i * ld + kc, b + i * ld + cols, 0.f);
+    for (int64_t i = kr; i < rows; ++i) std::fill(b + i * ld, b + i * ld + cols, 0.f);
   }
 }
 
+// Room to grow: a quarter more, rounded up to 16 floats (64 bytes).
+int64_t with_room(int64_t n) { return (n + n / 4 + 15) / 16 * 16; }
+
 }  // namespace
 
-// The kept block moves inside the same buffer when the rows and columns both grow (rows
-// are moved back to front) or both shrink (front to back): one read and one write of the
-// kept values, no allocation and no page faults, no zero-filling of what gets kept. The
-// buffer keeps spare capacity (never touched, so never resident) for the next growth, the
-// common case of appending one token at a time. Only what is not kept is zeroed.
+const float* Tensor::head_dense(int64_t h, std::vector<float>& scratch) const {
+  const int64_t rows = dim(1), cols = dim(2);
+  if (ld() == cols) return head(h);
+  scratch.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(head(h) + i * ld(), cols, scratch.data() + i * cols);
+  return scratch.data();
+}
+
+Tensor Tensor::dense_copy() const {
+  if (dense()) return Tensor{shape, data};
+  Tensor t{shape, std::vector<float>(static_cast<size_t>(numel()))};
+  std::vector<float> scratch;
+  for (int64_t h = 0; h < dim(0); ++h) {
+    const float* src = head_dense(h, scratch);
+    std::copy_n(src, dim(1) * dim(2), t.head(h));
+  }
+  return t;
+}
+
 void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols) {
   if (new_shape == shape) return;  // same layout: the kept block is already in place
-  const bool three = new_shape.size() == 3;
-  const int64_t heads = three ? new_shape[0] : 1;
-  const int64_t rows = new_shape[three ? 1 : 0], cols = new_shape[three ? 2 : 1];
-  const size_t n_new = static_cast<size_t>(heads * rows * cols);
-  const bool compatible = !data.empty() && shape.size() == new_shape.size() && (!three || shape[0] == heads);
-  const int64_t old_rows = compatible ? shape[three ? 1 : 0] : 0, old_cols = compatible ? shape[three ? 2 : 1] : 0;
+  if (new_shape.size() != 3) {
+    // 2-D (rows, cols): rows are contiguous, so growing or shrinking in rows keeps them in place.
+    const int64_t rows = new_shape[0], cols = new_shape[1];
+    const bool same_cols = shape.size() == 2 && !data.empty() && shape[1] == cols;
+    const int64_t kr = same_cols ? std::max<int64_t>(0, std::min({keep_rows, shape[0], rows})) : 0;
+    if (!same_cols || keep_cols < cols) {
+      Tensor fresh{new_shape, std::vector<float>(static_cast<size_t>(rows * cols), 0.f)};
+      const int64_t kc = shape.size() == 2 ? std::max<int64_t>(0, std::min({keep_cols, shape[1], cols})) : 0;
+      if (shape.size() == 2)
+        for (int64_t i = 0; i < std::min({keep_rows, shape[0], rows}); ++i)
+          std::copy_n(data.data() + i * shape[1], kc, fresh.data.data() + i * cols);
+      *this = std::move(fresh);
+      return;
+    }
+    data.resize(static_cast<size_t>(rows * cols));
+    std::fill(data.begin() + kr * cols, data.end(), 0.f);
+    shape = std::move(new_shape);
+    return;
+  }
+  const int64_t heads = new_shape[0], rows = new_shape[1], cols = new_shape[2];
+  const bool compatible = !data.empty() && shape.size() == 3 && shape[0] == heads;
+  const int64_t old_rows = compatible ? shape[1] : 0, old_cols = compatible ? shape[2] : 0;
   const int64_t kr = std::max<int64_t>(0, std::min({keep_rows, old_rows, rows}));
   const int64_t kc = std::max<int64_t>(0, std::min({keep_cols, old_cols, cols}));
-  const bool grow = rows >= old_rows && cols >= old_cols, shrink = rows <= old_rows && cols <= old_cols;
-  const bool nothing_kept = kr == 0 || kc == 0;
-  // A buffer far larger than needed is given back rather than kept around.
-  const bool oversized = n_new < data.capacity() / 4;
-
-  if (!nothing_kept && (grow || shrink) && !oversized && (shrink || n_new <= data.capacity())) {
-    float* d = nullptr;
-    if (grow) {
-      data.resize(n_new);  // within capacity: no reallocation, zero-fills only the tail
-      d = data.data();
-      for (int64_t h = heads - 1; h >= 0; --h)
-        for (int64_t i = kr - 1; i >= 0; --i) {
-          float* dst = d + (h * rows + i) * cols;
-          const float* src = d + (h * old_rows + i) * old_cols;
-          if (dst != src) std::memmove(dst, src, static_cast<size_t>(kc) * sizeof(float));
-        }
-    } else {
-      d = data.data();
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < kr; ++i) {
-          float* dst = d + (h * rows + i) * cols;
-          const float* src = d + (h * old_rows + i) * old_cols;
-          if (dst != src) std::memmove(dst, src, static_cast<size_t>(kc) * sizeof(float));
-        }
-      data.resize(n_new);
-      d = data.data();
-    }
-    zero_outside(d, heads, rows, cols, kr, kc);
+  if (kr == 0 || kc == 0) {  // nothing kept: a dense layout, in the old buffer when it fits
+    const size_t n = static_cast<size_t>(heads * rows * cols);
+    if (n > data.capacity() || n < data.capacity() / 4) std::vector<float>().swap(data);
+    data.assign(n, 0.f);
     shape = std::move(new_shape);
+    row_pitch = head_pitch = 0;
     return;
   }
-
-  if (nothing_kept && !oversized && n_new <= data.capacity()) {  // reuse the buffer as it is
-    data.resize(n_new);
-    std::fill(data.begin(), data.end(), 0.f);
+  const int64_t ld_now = ld(), cap_rows = head_stride() / ld_now;
+  const size_t needed = static_cast<size_t>(heads * rows * cols);
+  if (cols <= ld_now && rows <= cap_rows && needed >= data.size() / 4) {
+    // Fits: nothing moves; zero what is new.
+    row_pitch = ld_now;
+    head_pitch = head_stride();
     shape = std::move(new_shape);
+    zero_outside(data.data(), heads, head_pitch, row_pitch, rows, cols, kr, kc);
     return;
   }
-
-  // A new buffer: exactly the size the first time, with room to grow by about a quarter
-  // in rows and columns when an existing tensor grows (appending tokens).
-  std::vector<float> fresh;
-  if (compatible && grow && !nothing_kept) fresh.reserve(n_new + n_new / 2);
-  fresh.resize(n_new, 0.f);
+  // Grows past the storage (or shrinks far below it): one move into a new buffer, with
+  // room in the dimensions that grew.
+  const int64_t ld_new = cols > old_cols ? with_room(cols) : cols;
+  const int64_t rows_new = rows > old_rows ? with_room(rows) : rows;
+  std::vector<float> fresh(static_cast<size_t>(heads * rows_new * ld_new), 0.f);
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < kr; ++i)
-      std::memcpy(&fresh[static_cast<size_t>((h * rows + i) * cols)],
-                  &data[static_cast<size_t>((h * old_rows + i) * old_cols)], static_cast<size_t>(kc) * sizeof(float));
-  shape = std::move(new_shape);
+      std::copy_n(data.data() + h * head_stride() + i * ld_now, kc, fresh.data() + (h * rows_new + i) * ld_new);
   data = std::move(fresh);
+  shape = std::move(new_shape);
+  row_pitch = ld_new;
+  head_pitch = rows_new * ld_new;
 }
 
 const char* stage_name(Stage s) {
@@ -122,15 +135,16 @@ namespace {
 void derive_head(const LayerTrace& lt, Stage s, int64_t h, float* dst) {
   const int64_t rows = lt.scores.dim(1), cols = lt.scores.dim(2);
   const float* src = lt.scores.head(h);
+  const int64_t ld = lt.scores.ld();
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      dst[i * cols + j] = s == Stage::Masked && causally_masked(i, j) ? -INFINITY : src[i * cols + j] * lt.scale;
+      dst[i * cols + j] = s == Stage::Masked && causally_masked(i, j) ? -INFINITY : src[i * ld + j] * lt.scale;
 }
 
 }  // namespace
 
 const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
-  if (!derived(s)) return stored(s)->head(h);
+  if (!derived(s)) return stored(s)->head_dense(h, scratch);
   scratch.resize(static_cast<size_t>(scores.dim(1) * scores.dim(2)));
   derive_head(*this, s, h, scratch.data());
   return scratch.data();
@@ -143,10 +157,10 @@ float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
 }
 
 Tensor LayerTrace::materialize(Stage s) const {
-  if (!derived(s)) return *stored(s);
+  if (!derived(s)) return stored(s)->dense_copy();
   Tensor t;
   t.shape = scores.shape;
-  t.data.resize(scores.data.size());
+  t.data.resize(static_cast<size_t>(scores.numel()));
   for (int64_t h = 0; h < (scores.shape.empty() ? 0 : scores.dim(0)); ++h) derive_head(*this, s, h, t.head(h));
   return t;
 }

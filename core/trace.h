@@ -7,22 +7,38 @@
 
 namespace attnviz {
 
-// A dense float32 array, row-major, with its shape.
+// A float32 array, row-major, with its shape. A 3-D (heads, rows, cols) tensor may be
+// stored with room to grow: row i of head h starts at data[h * head_stride() + i * ld()],
+// with ld() ≥ cols and head_stride() ≥ rows · ld(). Appending a token then writes the new
+// row and column in place instead of moving every kept value (see resize_keep). A tensor
+// built from {shape, data} is dense (ld() = cols); dense() says whether it still is.
 struct Tensor {
   std::vector<int64_t> shape;
   std::vector<float> data;
+  int64_t row_pitch = 0;   // 3-D: floats from one row to the next; 0 = dim(2)
+  int64_t head_pitch = 0;  // 3-D: floats from one head to the next; 0 = dim(1) · ld()
 
   int64_t dim(int i) const { return shape[static_cast<size_t>(i)]; }
   int64_t numel() const;
-  float* head(int64_t h) { return data.data() + h * dim(1) * dim(2); }  // for (A, B, C): the (B, C) slice
-  const float* head(int64_t h) const { return data.data() + h * dim(1) * dim(2); }
+  int64_t ld() const { return row_pitch ? row_pitch : shape.back(); }
+  int64_t head_stride() const { return head_pitch ? head_pitch : dim(1) * ld(); }
+  bool dense() const { return shape.size() != 3 || (ld() == dim(2) && head_stride() == dim(1) * dim(2)); }
+  // For (A, B, C): the (B, C) slice of head h, rows ld() apart.
+  float* head(int64_t h) { return data.data() + h * head_stride(); }
+  const float* head(int64_t h) const { return data.data() + h * head_stride(); }
   // 3-D element (a, i, j)
-  float at(int64_t a, int64_t i, int64_t j) const { return data[static_cast<size_t>((a * dim(1) + i) * dim(2) + j)]; }
+  float at(int64_t a, int64_t i, int64_t j) const { return data[static_cast<size_t>(a * head_stride() + i * ld() + j)]; }
+  float& at(int64_t a, int64_t i, int64_t j) { return data[static_cast<size_t>(a * head_stride() + i * ld() + j)]; }
+  // Head h as a dense row-major (B, C) array: in place when its rows are contiguous, else
+  // copied into `scratch`.
+  const float* head_dense(int64_t h, std::vector<float>& scratch) const;
+  Tensor dense_copy() const;  // the same values, dense
 
   // Reshapes a 2-D (rows, cols) or 3-D (heads, rows, cols) tensor to new rows/cols, keeping
-  // the values of the block [0, keep_rows) x [0, keep_cols) of every head. The rest is
-  // unspecified (0 after a reshape, old values when the shape is unchanged): callers
-  // overwrite it.
+  // the values of the block [0, keep_rows) x [0, keep_cols) of every head. The rest of the
+  // new shape is 0 (an unchanged shape keeps every value: callers overwrite). A 3-D tensor that still fits its storage is not moved at all; one that
+  // grows past it moves once into storage with about a quarter more room in the dimensions
+  // that grew.
   void resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols);
 };
 

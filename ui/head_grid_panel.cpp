@@ -9,7 +9,9 @@ namespace attnviz::ui {
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch) {
   const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
   const int T = tr.T();
-  colorize_rgba(cmap, lt.probs.head(head), T, T, ValueRange{0.f, 1.f, true}, scratch, /*causal_mask=*/true);
+  std::vector<float> dense;
+  colorize_rgba(cmap, lt.head_values(Stage::Probs, head, dense), T, T, ValueRange{0.f, 1.f, true}, scratch,
+                /*causal_mask=*/true);
   tex.upload(T, T, scratch);
 }
 

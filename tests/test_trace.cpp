@@ -1,0 +1,108 @@
+// Tensor::resize_keep against a plain model of what it must do: after every reshape the
+// kept block [0, keep_rows) × [0, keep_cols) of every head has its old values and every
+// other cell of the new shape is 0 (an unchanged shape keeps everything), whatever the
+// storage layout; appending one row and
+// column at a time moves nothing once the tensor has room (the data pointer stays).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/trace.h"
+
+namespace attnviz {
+namespace {
+
+// Fills every cell of the logical shape with a distinct value; returns them dense.
+std::vector<float> fill(Tensor& t, float base) {
+  std::vector<float> dense;
+  for (int64_t h = 0; h < t.dim(0); ++h)
+    for (int64_t i = 0; i < t.dim(1); ++i)
+      for (int64_t j = 0; j < t.dim(2); ++j) dense.push_back(t.at(h, i, j) = base + static_cast<float>(dense.size()));
+  return dense;
+}
+
+void expect_kept(const Tensor& t, const std::vector<int64_t>& old_shape, const std::vector<float>& old, int64_t kr,
+                 int64_t kc, const std::string& what) {
+  for (int64_t h = 0; h < t.dim(0); ++h)
+    for (int64_t i = 0; i < t.dim(1); ++i)
+      for (int64_t j = 0; j < t.dim(2); ++j) {
+        const bool kept = i < kr && j < kc;
+        const float want = kept ? old[static_cast<size_t>((h * old_shape[1] + i) * old_shape[2] + j)] : 0.f;
+        ASSERT_EQ(t.at(h, i, j), want) << what << " at " << h << "," << i << "," << j;
+      }
+  // The dense copy and head_dense agree with at().
+  const Tensor d = t.dense_copy();
+  ASSERT_TRUE(d.dense());
+  std::vector<float> scratch;
+  for (int64_t h = 0; h < t.dim(0); ++h) {
+    const float* hd = t.head_dense(h, scratch);
+    for (int64_t i = 0; i < t.dim(1); ++i)
+      for (int64_t j = 0; j < t.dim(2); ++j) {
+        ASSERT_EQ(d.at(h, i, j), t.at(h, i, j)) << what;
+        ASSERT_EQ(hd[i * t.dim(2) + j], t.at(h, i, j)) << what;
+      }
+  }
+}
+
+TEST(Tensor, AppendingTokensKeepsValuesAndStopsMovingOnceThereIsRoom) {
+  Tensor t;
+  t.resize_keep({3, 5, 5}, 0, 0);
+  EXPECT_TRUE(t.dense());
+  std::vector<float> vals = fill(t, 1.f);
+  std::vector<int64_t> shape = t.shape;
+  int moves = 0;
+  for (int64_t T = 6; T <= 40; ++T) {  // append one token: (T-1, T-1) → (T, T), keep all
+    const float* before = t.data.data();
+    t.resize_keep({3, T, T}, T - 1, T - 1);
+    moves += t.data.data() != before;
+    expect_kept(t, shape, vals, T - 1, T - 1, "append to " + std::to_string(T));
+    vals = fill(t, static_cast<float>(T) * 1000.f);
+    shape = t.shape;
+  }
+  EXPECT_LE(moves, 12) << "35 appends should move the data only when it outgrows its room";
+  // Shrink (the window drops the last token), then grow back: no move.
+  const float* before = t.data.data();
+  t.resize_keep({3, 39, 39}, 39, 39);
+  expect_kept(t, shape, vals, 39, 39, "shrink");
+  vals = fill(t, 7.f);
+  shape = t.shape;
+  t.resize_keep({3, 40, 40}, 39, 39);
+  expect_kept(t, shape, vals, 39, 39, "grow back");
+  EXPECT_EQ(t.data.data(), before);
+}
+
+TEST(Tensor, RandomReshapesMatchThePlainModel) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> dim(1, 20), coin(0, 3);
+  Tensor t;
+  t.resize_keep({2, 4, 6}, 0, 0);
+  std::vector<float> vals = fill(t, 0.5f);
+  std::vector<int64_t> shape = t.shape;
+  for (int step = 0; step < 300; ++step) {
+    const int64_t rows = dim(rng), cols = coin(rng) == 0 ? shape[2] : dim(rng);
+    const int64_t keep_r = std::uniform_int_distribution<int64_t>(0, rows)(rng);
+    const int64_t keep_c = std::uniform_int_distribution<int64_t>(0, cols)(rng);
+    t.resize_keep({2, rows, cols}, keep_r, keep_c);
+    int64_t kr = std::min({keep_r, shape[1], rows}), kc = std::min({keep_c, shape[2], cols});
+    if (kr == 0 || kc == 0) kr = kc = 0;
+    if (rows == shape[1] && cols == shape[2]) kr = rows, kc = cols;  // same shape: everything stays
+    expect_kept(t, shape, vals, kr, kc, "step " + std::to_string(step));
+    vals = fill(t, static_cast<float>(step));
+    shape = t.shape;
+  }
+}
+
+TEST(Tensor, TwoDimensionalRowsGrowInPlaceOfTheirValues) {
+  Tensor t;
+  t.resize_keep({3, 4}, 0, 0);
+  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(i + 1);
+  t.resize_keep({5, 4}, 3, 4);
+  ASSERT_EQ(t.data.size(), 20u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(t.data[i], static_cast<float>(i + 1));
+  for (size_t i = 12; i < 20; ++i) EXPECT_EQ(t.data[i], 0.f);
+  t.resize_keep({2, 3}, 2, 2);  // fewer columns: rows re-laid out, the rest zero
+  EXPECT_EQ(t.data, (std::vector<float>{1, 2, 0, 5, 6, 0}));
+}
+
+}  // namespace
+}  // namespace attnviz
