@@ -306,6 +306,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["model"] = snap.model ? snap.model->name : state_.model_spec;
   j["random_weights"] = snap.random_weights;
   j["forward_ms"] = snap.forward_ms;
+  j["frame_ms"] = ImGui::GetIO().Framerate > 0.f ? 1000.0 / ImGui::GetIO().Framerate : 0.0;  // ImGui's running average
   j["error"] = snap.error;
   j["backend"] = snap.backend_name;
   j["layer"] = state_.layer;
