@@ -250,20 +250,23 @@ size_t SafetensorsWriter::Entry::size() const {
 }
 
 void SafetensorsWriter::add_f32_ref(const std::string& name, std::vector<int64_t> shape, const float* values) {
-  Entry e{name, DType::F32, std::move(shape), {}};
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
   e.ref = values;
   entries_.push_back(std::move(e));
 }
 
 void SafetensorsWriter::add_f32_generated(const std::string& name, std::vector<int64_t> shape, SliceFn fill) {
   if (shape.empty()) throw Error("add_f32_generated: '" + name + "' needs at least one dimension");
-  Entry e{name, DType::F32, std::move(shape), {}};
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
   e.fill = std::move(fill);
   entries_.push_back(std::move(e));
 }
 
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
-  Entry e{name, DType::F32, std::move(shape), {}};
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
   int64_t n = 1;
   for (auto d : e.shape) n *= d;
   e.bytes.resize(static_cast<size_t>(n) * 4);
@@ -272,7 +275,8 @@ void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> sh
 }
 
 void SafetensorsWriter::add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values) {
-  Entry e{name, DType::I32, std::move(shape), {}};
+  Entry e;
+  e.name = name, e.dtype = DType::I32, e.shape = std::move(shape);
   int64_t n = 1;
   for (auto d : e.shape) n *= d;
   e.bytes.resize(static_cast<size_t>(n) * 4);

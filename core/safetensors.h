@@ -71,7 +71,7 @@ class SafetensorsWriter {
  private:
   struct Entry {
     std::string name;
-    DType dtype;
+    DType dtype = DType::F32;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;  // owned data, or:
     const void* ref = nullptr;   // borrowed data, or:
