@@ -46,8 +46,12 @@ TEST_P(ForwardVsReference, EveryRecordedMatrixMatches) {
           sum += l.probs.at(h, i, j);
           EXPECT_EQ(std::isinf(l.value(Stage::Masked, h, i, j)), j > i);
           EXPECT_FLOAT_EQ(l.value(Stage::Scaled, h, i, j), l.scores.at(h, i, j) / std::sqrt(static_cast<float>(c.head_size)));
-          if (j <= i) EXPECT_EQ(l.value(Stage::Masked, h, i, j), l.value(Stage::Scaled, h, i, j));
-          if (j > i) EXPECT_EQ(l.probs.at(h, i, j), 0.f);
+          if (j <= i) {
+            EXPECT_EQ(l.value(Stage::Masked, h, i, j), l.value(Stage::Scaled, h, i, j));
+          }
+          if (j > i) {
+            EXPECT_EQ(l.probs.at(h, i, j), 0.f);
+          }
         }
         EXPECT_NEAR(sum, 1.0, 1e-5);
       }

@@ -177,7 +177,9 @@ TEST(GradCheck, AttentionGqaCausal) {
       double s = 0;
       for (int j = 0; j < T; ++j) {
         const double p = probs[(static_cast<size_t>(bh) * T + i) * T + j];
-        if (j > i) EXPECT_EQ(p, 0.0);
+        if (j > i) {
+          EXPECT_EQ(p, 0.0);
+        }
         s += p;
       }
       EXPECT_NEAR(s, 1.0, 1e-12);
@@ -528,9 +530,15 @@ TEST(Train, RepeatedSegmentsArePeriodicWithNextTokenTargets) {
     std::vector<int> in(T), tg(T);
     fill_repeated(ids, 20, P, random_chars, 37, rng, T, in.data(), tg.data());
     for (int t = 0; t < T; ++t) {
-      if (t + P < T) EXPECT_EQ(in[t], in[t + P]) << t;
-      if (t + 1 < T) EXPECT_EQ(tg[t], in[t + 1]) << t;
-      if (!random_chars && t < P) EXPECT_EQ(in[t], ids[static_cast<size_t>(20 + t)]);
+      if (t + P < T) {
+        EXPECT_EQ(in[t], in[t + P]) << t;
+      }
+      if (t + 1 < T) {
+        EXPECT_EQ(tg[t], in[t + 1]) << t;
+      }
+      if (!random_chars && t < P) {
+        EXPECT_EQ(in[t], ids[static_cast<size_t>(20 + t)]);
+      }
     }
     EXPECT_EQ(tg[T - 1], in[(T) % P]);
   }
