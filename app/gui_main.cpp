@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
       // out, except while a typed key waits for its result, as a real session would.
       if (opt.screenshot && !app.typing_waits()) glfwPollEvents();
       else glfwWaitEventsTimeout(0.05);
+      const auto t_frame = std::chrono::steady_clock::now();
       float sx = 1.f, sy = 1.f;
       glfwGetWindowContentScale(win, &sx, &sy);
       app.before_frame(sx);
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
       app.frame();
       ImGui::Render();
       if (app.posted_this_frame() && app.wait_result(kFreshResultWaitMs)) continue;  // draw the fresh result instead
+      const auto t_ui = std::chrono::steady_clock::now();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(win, &fw, &fh);
       glViewport(0, 0, fw, fh);
@@ -143,7 +145,9 @@ int main(int argc, char** argv) {
       glfwSwapBuffers(win);
       if (!opt.type.empty()) {
         glFinish();  // presented, not just queued
-        app.after_present();
+        const auto t_done = std::chrono::steady_clock::now();
+        using ms = std::chrono::duration<double, std::milli>;
+        app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
       }
     }
     ImGui_ImplOpenGL3_Shutdown();

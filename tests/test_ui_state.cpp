@@ -222,23 +222,25 @@ TEST(UiTyping, EachKeyWaitsForTheFrameThatShowsItsResult) {
   const auto t0 = TypingProbe::Clock::time_point{} + 1s;
   EXPECT_EQ(p.press(t0), "a");
   EXPECT_EQ(p.press(t0 + 1ms), "");  // still waiting for the first key's frame
-  p.presented(3, 0.5, t0 + 2ms);     // a frame before the key was posted does not count
+  p.presented(3, 0.5, 1.0, 2.0, t0 + 2ms);     // a frame before the key was posted does not count
   p.posted(4);
-  p.presented(3, 0.5, t0 + 5ms);     // an older result does not count
+  p.presented(3, 0.5, 1.0, 2.0, t0 + 5ms);     // an older result does not count
   EXPECT_TRUE(p.latency_ms().empty());
-  p.presented(4, 0.75, t0 + 12ms);   // the frame that shows request 4
+  p.presented(4, 0.75, 1.5, 2.5, t0 + 12ms);   // the frame that shows request 4
   ASSERT_EQ(p.latency_ms().size(), 1u);
   EXPECT_DOUBLE_EQ(p.latency_ms()[0], 12.0);
   EXPECT_DOUBLE_EQ(p.forward_ms()[0], 0.75);
   EXPECT_FALSE(p.finished());
   EXPECT_EQ(p.press(t0 + 20ms), "\xE7\x8C\xAB");
   p.posted(6);
-  p.presented(7, 1.0, t0 + 50ms);  // a newer result also shows the key
+  p.presented(7, 1.0, 1.0, 2.0, t0 + 50ms);  // a newer result also shows the key
   EXPECT_TRUE(p.finished());
   EXPECT_EQ(p.press(t0 + 60ms), "");
   const std::string j = p.report_json();
   EXPECT_NE(j.find("\"keys\":2"), std::string::npos) << j;
   EXPECT_NE(j.find("\"max_ms\":30.0"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"ui_ms\":[1.5,1.0]"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"draw_ms\":[2.5,2.0]"), std::string::npos) << j;
 }
 
 TEST(UiWorker, WakesTheEventLoopAfterEachResult) {

@@ -96,8 +96,8 @@ bool App::settled() const {
   return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished());
 }
 
-void App::after_present() {
-  if (typing_) typing_->presented(shown_request_, snap_->forward_ms, TypingProbe::Clock::now());
+void App::after_present(double ui_ms, double draw_ms) {
+  if (typing_) typing_->presented(shown_request_, snap_->forward_ms, ui_ms, draw_ms, TypingProbe::Clock::now());
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }

@@ -61,7 +61,8 @@ class App {
   // Called on the worker thread after each result: wakes the event loop.
   void set_on_result(std::function<void()> f) { worker_.set_on_publish(std::move(f)); }
   // After the frame was presented (swap + finish): the typing probe's clock stops here.
-  void after_present();
+  // ui_ms / draw_ms: how long the frame took to build (CPU) and to draw and present (GL).
+  void after_present(double ui_ms, double draw_ms);
   // True while a typed key waits for its result: the loop may sleep until woken.
   bool typing_waits() const;
   // True when this frame posted a new request (the text or a setting changed): the frame

@@ -17,10 +17,12 @@ std::string TypingProbe::press(Clock::time_point now) {
   return keys_[next_++];
 }
 
-void TypingProbe::presented(uint64_t shown, double forward_ms, Clock::time_point now) {
+void TypingProbe::presented(uint64_t shown, double forward_ms, double ui_ms, double draw_ms, Clock::time_point now) {
   if (!waiting_ || serial_ == 0 || shown < serial_) return;
   latency_ms_.push_back(std::chrono::duration<double, std::milli>(now - pressed_at_).count());
   forward_ms_.push_back(forward_ms);
+  ui_ms_.push_back(ui_ms);
+  draw_ms_.push_back(draw_ms);
   waiting_ = false;
 }
 
@@ -39,6 +41,8 @@ std::string TypingProbe::report_json() const {
   j["keys"] = latency_ms_.size();
   j["latency_ms"] = latency_ms_;
   j["forward_ms"] = forward_ms_;
+  j["ui_ms"] = ui_ms_;
+  j["draw_ms"] = draw_ms_;
   j["median_ms"] = quantile(latency_ms_, 0.5);
   j["p90_ms"] = quantile(latency_ms_, 0.9);
   j["max_ms"] = latency_ms_.empty() ? 0.0 : *std::max_element(latency_ms_.begin(), latency_ms_.end());

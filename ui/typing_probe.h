@@ -24,12 +24,14 @@ class TypingProbe {
   // After the frame that handled the key: the serial of the request it posted.
   void posted(uint64_t serial) { serial_ = serial; }
   // After a frame was presented: `shown` = the request serial of the result it drew,
-  // `forward_ms` = that result's compute time.
-  void presented(uint64_t shown, double forward_ms, Clock::time_point now);
+  // `forward_ms` = that result's compute time, `ui_ms` = building that frame's UI on the
+  // CPU (panels, ImGui), `draw_ms` = drawing and presenting it (OpenGL, swap, finish).
+  void presented(uint64_t shown, double forward_ms, double ui_ms, double draw_ms, Clock::time_point now);
 
   const std::vector<double>& latency_ms() const { return latency_ms_; }
   const std::vector<double>& forward_ms() const { return forward_ms_; }
-  // {"keys": n, "latency_ms": [...], "forward_ms": [...], "median_ms": m, "p90_ms": p, "max_ms": x}
+  // {"keys": n, "latency_ms": [...], "forward_ms": [...], "ui_ms": [...], "draw_ms": [...],
+  //  "median_ms": m, "p90_ms": p, "max_ms": x} (the last three of latency_ms)
   std::string report_json() const;
 
  private:
@@ -38,7 +40,7 @@ class TypingProbe {
   bool waiting_ = false;
   uint64_t serial_ = 0;  // 0 until the frame that handled the key posted it
   Clock::time_point pressed_at_;
-  std::vector<double> latency_ms_, forward_ms_;
+  std::vector<double> latency_ms_, forward_ms_, ui_ms_, draw_ms_;
 };
 
 }  // namespace attnviz::ui
