@@ -156,8 +156,9 @@ void App::layout(bool force) {
   tokens_->place(ImVec2(lw, top), ImVec2(d.x - lw, strip_h), force);
   heatmap_->place(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
   const float rh = bottom - top - strip_h;
-  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, std::round(rh * 0.40f)), force);
-  gqa_->place(ImVec2(d.x - rw, top + strip_h + std::round(rh * 0.40f)), ImVec2(rw, rh - std::round(rh * 0.40f)), force);
+  const float grid_share = state_.presentation ? 0.46f : 0.40f;  // big labels need more room around the thumbnails
+  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, std::round(rh * grid_share)), force);
+  gqa_->place(ImVec2(d.x - rw, top + strip_h + std::round(rh * grid_share)), ImVec2(rw, rh - std::round(rh * grid_share)), force);
   status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
 }
 

@@ -32,13 +32,16 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   }
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped("%d layers \xC3\x97 %d heads \xC2\xB7 click one to select it \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
-                     L, H, KV, G);
+  if (s.presentation)  // large fonts: one short line, and the room goes to the thumbnails
+    ImGui::TextWrapped("same frame colour = same KV head");
+  else
+    ImGui::TextWrapped("%d layers \xC3\x97 %d heads \xC2\xB7 click one to select it \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
+                       L, H, KV, G);
   ImGui::PopStyleColor();
   ExportOptions what;  // every layer and head, as this grid shows them
   what.stage = Stage::Probs;
   what.colormap = s.probs_colormap;
-  export_.draw(ctx, what);
+  if (!s.presentation) export_.draw(ctx, what);
   const float fs = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float row_label = fs * 2.2f, head_row = fs * 1.2f, gap = std::max(3.f, fs * 0.3f);

@@ -78,7 +78,7 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   what.layer = ctx.state.layer;
   what.head = stage_is_kv(ctx.state.stage) ? ctx.model->config.kv_head_of(ctx.state.head) : ctx.state.head;
   if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
-  export_.draw(ctx, what);
+  if (!ctx.state.presentation) export_.draw(ctx, what);  // presenting: the room goes to the matrix
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bar_w = ImGui::GetFontSize() * 5.5f;
