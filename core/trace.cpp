@@ -52,21 +52,19 @@ Tensor Tensor::dense_copy() const {
 void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols) {
   if (new_shape == shape) return;  // same layout: the kept block is already in place
   if (new_shape.size() != 3) {
-    // 2-D (rows, cols): rows are contiguous, so growing or shrinking in rows keeps them in place.
+    // 2-D (rows, cols), always dense: when whole rows are kept they stay where they are.
     const int64_t rows = new_shape[0], cols = new_shape[1];
-    const bool same_cols = shape.size() == 2 && !data.empty() && shape[1] == cols;
-    const int64_t kr = same_cols ? std::max<int64_t>(0, std::min({keep_rows, shape[0], rows})) : 0;
-    if (!same_cols || keep_cols < cols) {
-      Tensor fresh{new_shape, std::vector<float>(static_cast<size_t>(rows * cols), 0.f)};
-      const int64_t kc = shape.size() == 2 ? std::max<int64_t>(0, std::min({keep_cols, shape[1], cols})) : 0;
-      if (shape.size() == 2)
-        for (int64_t i = 0; i < std::min({keep_rows, shape[0], rows}); ++i)
-          std::copy_n(data.data() + i * shape[1], kc, fresh.data.data() + i * cols);
-      *this = std::move(fresh);
-      return;
+    const bool was_2d = shape.size() == 2 && !data.empty();
+    const int64_t kr = was_2d ? std::max<int64_t>(0, std::min({keep_rows, shape[0], rows})) : 0;
+    const int64_t kc = was_2d ? std::max<int64_t>(0, std::min({keep_cols, shape[1], cols})) : 0;
+    if (was_2d && shape[1] == cols && kc == cols) {
+      data.resize(static_cast<size_t>(rows * cols));
+      std::fill(data.begin() + kr * cols, data.end(), 0.f);
+    } else {
+      std::vector<float> fresh(static_cast<size_t>(rows * cols), 0.f);
+      for (int64_t i = 0; i < kr; ++i) std::copy_n(data.data() + i * shape[1], kc, fresh.data() + i * cols);
+      data = std::move(fresh);
     }
-    data.resize(static_cast<size_t>(rows * cols));
-    std::fill(data.begin() + kr * cols, data.end(), 0.f);
     shape = std::move(new_shape);
     return;
   }
