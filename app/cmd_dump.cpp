@@ -1,5 +1,5 @@
 #include "app/commands.h"
-#include "core/dump.h"
+#include "core/export/dump.h"
 
 namespace attnviz {
 

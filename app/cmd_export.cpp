@@ -1,6 +1,6 @@
 #include "app/commands.h"
 #include "core/error.h"
-#include "core/export.h"
+#include "core/export/export.h"
 
 namespace attnviz {
 

@@ -3,7 +3,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "core/head_scores.h"
+#include "core/engine/head_scores.h"
 
 namespace attnviz {
 

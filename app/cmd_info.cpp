@@ -2,8 +2,8 @@
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "core/paths.h"
-#include "core/random_model.h"
+#include "core/model/paths.h"
+#include "core/model/random_model.h"
 
 namespace attnviz {
 

@@ -1,6 +1,6 @@
 #include "app/commands.h"
 #include "core/error.h"
-#include "core/random_model.h"
+#include "core/model/random_model.h"
 
 namespace attnviz {
 

@@ -8,7 +8,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "core/train.h"
+#include "core/train/train.h"
 
 namespace attnviz {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 
 namespace attnviz {
 

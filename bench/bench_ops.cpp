@@ -1,4 +1,4 @@
-// Microbenchmarks of the CPU path: every op of core/ops.h, the attention of one head, and
+// Microbenchmarks of the CPU path: every op of core/engine/ops.h, the attention of one head, and
 // the CPU backend's full forward and append-one-token, on the shapes of the "tiny" preset
 // (llama GQA: C=64, H=8, KV=2, d=8) and of "gpt2-small" (C=768, H=12, d=64, V=50257).
 //
@@ -20,11 +20,11 @@
 #include <string>
 #include <unistd.h>
 
-#include "core/backend.h"
-#include "core/model.h"
-#include "core/ops.h"
-#include "core/random_model.h"
-#include "core/trace.h"
+#include "core/engine/backend.h"
+#include "core/model/model.h"
+#include "core/engine/ops.h"
+#include "core/model/random_model.h"
+#include "core/engine/trace.h"
 
 namespace attnviz {
 namespace {
@@ -70,7 +70,7 @@ std::vector<int> random_ids(int n, int vocab) {
   return ids;
 }
 
-// --- ops (core/ops.h) ---------------------------------------------------------------------
+// --- ops (core/engine/ops.h) ---------------------------------------------------------------------
 
 void BM_LayerNorm(benchmark::State& st) {
   const int T = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
@@ -171,7 +171,7 @@ BENCHMARK(BM_SoftmaxCausalRow)->ArgName("T")->Arg(64)->Arg(256)->Arg(1024);
 
 // --- one attention head, recording every stage ---------------------------------------------
 
-// The CPU backend's per-head attention (core/cpu_backend.cpp), on (T, d) q/k/v: S = Q·Kᵀ,
+// The CPU backend's per-head attention (core/engine/cpu_backend.cpp), on (T, d) q/k/v: S = Q·Kᵀ,
 // the visible part scaled into P and normalised in place, O = P·V (scaled and masked are
 // derived from S when displayed, not stored). `block` rows at a time (the backend's
 // blocking: S of a block stays in cache, P·V reads only the keys the block sees); block = T

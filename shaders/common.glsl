@@ -6,7 +6,7 @@
 //  * a kernel gets element offsets (*_off) and leading dimensions (ld*, the distance
 //    between consecutive rows, in elements) as uniforms, so one buffer can hold a matrix
 //    anywhere and a view can pick columns out of a wider row (one head of a q|k|v row);
-//  * dimension letters as in core/config.h: C model width, d head size, T tokens,
+//  * dimension letters as in core/model/config.h: C model width, d head size, T tokens,
 //    n new rows computed in this call, H query heads, KV key/value heads, I MLP width.
 
 // Work-group barrier that also makes shared-memory writes visible to the whole group

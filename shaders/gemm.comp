@@ -9,7 +9,7 @@
 //   C[z] (M, N) at c_off + z·c_z, row stride ldc
 // A work group of 16×16 invocations computes a TS×TS tile of C, TS = 16·RM: each
 // invocation keeps RM×RM results in registers, and the A and B tiles pass through shared
-// memory BK columns at a time. RM is set by the loader: 1, 4 or 8 (core/gl_ops.cpp picks
+// memory BK columns at a time. RM is set by the loader: 1, 4 or 8 (core/gpu/gl_ops.cpp picks
 // per product).
 // Dispatch: (ceil(N / TS), ceil(M / TS), batch).
 #include "common.glsl"

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/colormap.h"
+#include "core/export/colormap.h"
 
 using attnviz::Rgb8;
 

@@ -7,12 +7,12 @@
 
 #include <algorithm>
 
-#include "core/backend.h"
-#include "core/dump.h"
-#include "core/engine.h"
-#include "core/head_scores.h"
-#include "core/model.h"
-#include "core/safetensors.h"
+#include "core/engine/backend.h"
+#include "core/export/dump.h"
+#include "core/engine/engine.h"
+#include "core/engine/head_scores.h"
+#include "core/model/model.h"
+#include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

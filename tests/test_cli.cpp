@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "app/cli.h"
-#include "core/safetensors.h"
+#include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/colormap.h"
+#include "core/export/colormap.h"
 
 using namespace attnviz;
 

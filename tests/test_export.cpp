@@ -11,10 +11,10 @@
 #include <regex>
 #include <sstream>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 #include "core/error.h"
-#include "core/export.h"
-#include "core/safetensors.h"
+#include "core/export/export.h"
+#include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

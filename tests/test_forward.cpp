@@ -1,4 +1,4 @@
-// The fast CPU path (Eigen) against the literal reference loops (core/reference.cpp),
+// The fast CPU path (Eigen) against the literal reference loops (core/engine/reference.cpp),
 // on random models: gpt2, llama with GQA and MQA, odd sizes, T = 1.
 // Tolerance: relative error (max|fast − ref| / max|ref| per tensor) ≤ 1e-4, −inf identical.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "core/engine.h"
-#include "core/reference.h"
+#include "core/engine/engine.h"
+#include "core/engine/reference.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

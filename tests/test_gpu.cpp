@@ -1,4 +1,4 @@
-// The OpenGL compute backend against the CPU: every kernel against core/ops.h, the whole
+// The OpenGL compute backend against the CPU: every kernel against core/engine/ops.h, the whole
 // forward against the CPU backend (gpt2, llama GQA/MQA, odd sizes, T = 1, the block_size
 // window, appends and edits through the KV cache), and the fallback when the GPU cannot
 // start. Runs on Mesa's llvmpipe without a display (DISPLAY is unset below).
@@ -18,12 +18,12 @@
 #include <sstream>
 #include <thread>
 
-#include "core/backend.h"
-#include "core/engine.h"
+#include "core/engine/backend.h"
+#include "core/engine/engine.h"
 #include "core/error.h"
-#include "core/gl_backend.h"
-#include "core/gl_ops.h"
-#include "core/ops.h"
+#include "core/gpu/gl_backend.h"
+#include "core/gpu/gl_ops.h"
+#include "core/engine/ops.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -89,7 +89,7 @@ double rel(const Mat& a, const Mat& b) {
   return test::rel_error(ta, tb);
 }
 
-// ---- every op against core/ops.h ------------------------------------------------------
+// ---- every op against core/engine/ops.h ------------------------------------------------------
 
 TEST(GpuOps, Embedding) {
   OPS();
@@ -181,7 +181,7 @@ TEST(GpuOps, Rope) {
 }
 
 // Attention of one layer (GQA) computed plainly on the CPU: the full q·kᵀ, the masked and
-// scaled row, softmax (core/ops.h), probs · v.
+// scaled row, softmax (core/engine/ops.h), probs · v.
 LayerTrace cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
   const int G = H / static_cast<int>(k.dim(0));

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 #include "core/error.h"
 #include "tests/test_util.h"
 

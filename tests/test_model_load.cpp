@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/model.h"
-#include "core/safetensors.h"
+#include "core/model/model.h"
+#include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "core/tokenizer.h"
+#include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
 namespace {

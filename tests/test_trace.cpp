@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "core/trace.h"
+#include "core/engine/trace.h"
 
 namespace attnviz {
 namespace {

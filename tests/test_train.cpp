@@ -1,6 +1,6 @@
 // The trainer's gradients, optimizer and checkpoints.
 //
-// Gradient checks run the trainer's own code in double precision (core/backward.h is
+// Gradient checks run the trainer's own code in double precision (core/train/backward.h is
 // templated on the scalar) against central differences with eps = 1e-5:
 //   rel = max_i |analytic_i − numeric_i| / max(max_i |numeric_i|, 1e-12)  ≤ 1e-6 per tensor.
 // (Truncation error is O(eps²) ≈ 1e-10 and rounding error ≈ 1e-16/eps ≈ 1e-11, so 1e-6
@@ -13,11 +13,11 @@
 #include <functional>
 #include <random>
 
-#include "core/backward.h"
-#include "core/engine.h"
+#include "core/train/backward.h"
+#include "core/engine/engine.h"
 #include "core/error.h"
-#include "core/head_scores.h"
-#include "core/train.h"
+#include "core/engine/head_scores.h"
+#include "core/train/train.h"
 #include "tests/test_util.h"
 
 namespace attnviz {

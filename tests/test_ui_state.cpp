@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/model.h"
-#include "core/random_model.h"
+#include "core/model/model.h"
+#include "core/model/random_model.h"
 #include "test_util.h"
 #include "ui/app_state.h"
 #include "ui/settings.h"

@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
-#include "core/dump.h"
+#include "core/export/dump.h"
 #include "core/error.h"
-#include "core/random_model.h"
+#include "core/model/random_model.h"
 
 namespace attnviz::test {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/trace.h"
+#include "core/model/config.h"
+#include "core/engine/trace.h"
 
 namespace attnviz::test {
 

@@ -9,10 +9,10 @@
 #include <sstream>
 #include <string>
 
-#include "core/backward.h"
-#include "core/model.h"
-#include "core/tokenizer.h"
-#include "core/train.h"
+#include "core/train/backward.h"
+#include "core/model/model.h"
+#include "core/tokenize/tokenizer.h"
+#include "core/train/train.h"
 
 int main(int argc, char** argv) {
   using namespace attnviz;

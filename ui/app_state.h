@@ -3,17 +3,17 @@
 // KV-cache arithmetic, parameter counts, next-token top-k and sampling. No ImGui, no GL,
 // no tensors (panels read those from the Trace): unit-tested in tests/test_ui_state.cpp.
 //
-// Dimension letters as in core/config.h: L layers, H query heads, KV key/value heads,
+// Dimension letters as in core/model/config.h: L layers, H query heads, KV key/value heads,
 // d head size, T tokens in the window, V vocab.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/colormap.h"
-#include "core/config.h"
-#include "core/model.h"
-#include "core/trace.h"
+#include "core/export/colormap.h"
+#include "core/model/config.h"
+#include "core/model/model.h"
+#include "core/engine/trace.h"
 
 namespace attnviz::ui {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "core/export.h"
+#include "core/export/export.h"
 #include "ui/panel.h"
 
 namespace attnviz::ui {

@@ -1,6 +1,6 @@
 #include "ui/fonts.h"
 
-#include "core/font_files.h"
+#include "core/export/font_files.h"
 
 #include <imgui_impl_opengl3.h>
 

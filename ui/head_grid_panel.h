@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "core/head_scores.h"
+#include "core/engine/head_scores.h"
 #include "ui/export_box.h"
 #include "ui/panel.h"
 #include "ui/texture.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/colormap.h"
+#include "core/export/colormap.h"
 
 namespace attnviz::ui {
 

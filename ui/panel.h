@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "core/model.h"
-#include "core/trace.h"
+#include "core/model/model.h"
+#include "core/engine/trace.h"
 #include "ui/app_state.h"
 #include "ui/worker.h"
 

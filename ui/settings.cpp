@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/paths.h"
-#include "core/random_model.h"
+#include "core/model/paths.h"
+#include "core/model/random_model.h"
 
 namespace attnviz::ui {
 

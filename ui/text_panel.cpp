@@ -2,7 +2,7 @@
 
 #include <imgui_stdlib.h>
 
-#include "core/paths.h"
+#include "core/model/paths.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/tokenizer.h"
+#include "core/tokenize/tokenizer.h"
 
 namespace attnviz::ui {
 

@@ -3,11 +3,11 @@
 #include <chrono>
 #include <filesystem>
 
-#include "core/backend.h"
+#include "core/engine/backend.h"
 #include "core/error.h"
-#include "core/paths.h"
-#include "core/safetensors.h"
-#include "core/tokenizer.h"
+#include "core/model/paths.h"
+#include "core/model/safetensors.h"
+#include "core/tokenize/tokenizer.h"
 
 namespace attnviz::ui {
 

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/engine.h"
+#include "core/engine/engine.h"
 
 namespace attnviz::ui {
 

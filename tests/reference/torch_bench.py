@@ -72,7 +72,7 @@ def load(model_dir):
 
 
 def dims(arch, cfg):
-    """-> dict of the dimension letters of core/config.h."""
+    """-> dict of the dimension letters of core/model/config.h."""
     if arch == "gpt2":
         C, H = cfg["n_embd"], cfg["n_head"]
         return dict(L=cfg["n_layer"], C=C, H=H, KV=H, d=C // H, I=cfg.get("n_inner") or 4 * C,

@@ -1,0 +1,36 @@
+// The one interface every compute backend implements (CPU now, OpenGL compute later).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/engine/trace.h"
+
+namespace attnviz {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cpu", "gpu"
+
+  // Runs `window` (T ids, positions 0..T-1) through the model, computing only positions
+  // [from, T). Rows [0, from) of `trace` must hold an earlier result for the same first
+  // `from` ids: their keys and values (trace.layers[l].k / .v) are the KV cache, reused
+  // as they are. Every tensor of `trace` is resized to T and fully valid afterwards
+  // (including the new columns of the earlier rows of scores/scaled/masked/probs).
+  virtual void forward(const Model& m, const std::vector<int>& window, int from, Trace& trace) = 0;
+
+  // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
+  // backend does not measure one (the CPU).
+  virtual double last_device_ms() const { return -1; }
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+// "cpu" or "gpu". When the GPU backend cannot start (not built, no GL 4.3 / compute
+// shaders, a shader that does not compile), returns the CPU backend and puts the reason
+// in *fallback_note (which stays empty otherwise). Throws a usage Error for other names.
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* fallback_note);
+
+}  // namespace attnviz

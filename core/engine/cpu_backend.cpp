@@ -1,0 +1,174 @@
+// The CPU backend: Eigen matrix products (multi-threaded through OpenMP), one head per
+// thread in attention. Computes only the new rows [from, T) and reuses cached K/V.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/engine/backend.h"
+#include "core/engine/ops.h"
+
+namespace attnviz {
+
+namespace {
+
+using MapMat = Eigen::Map<Mat>;
+using MapConstMat = Eigen::Map<const Mat>;
+// Head h of a trace tensor: (rows, cols) with rows t.ld() apart (room to grow, see Tensor).
+using Stride = Eigen::OuterStride<>;
+Eigen::Map<Mat, 0, Stride> head_map(Tensor& t, int h) {
+  return {t.head(h), t.dim(1), t.dim(2), Stride(t.ld())};
+}
+Eigen::Map<const Mat, 0, Stride> head_map(const Tensor& t, int h) {
+  return {t.head(h), t.dim(1), t.dim(2), Stride(t.ld())};
+}
+
+// Copies rows of a (n, heads·d) projection into the (heads, T, d) tensor at rows from..from+n.
+void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
+  for (int h = 0; h < heads; ++h) head_map(dst, h).middleRows(from, src.rows()) = src.middleCols(h * d, d);
+}
+
+// Rows of the new queries handled together: S for a block stays in cache while it is
+// scaled, masked and normalised, and the block's P·V reads only the columns it can see.
+int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
+
+// Attention for query head h over all T keys, for new rows [p, T) and for the new columns
+// of the old rows (q·k of old queries against new keys, which the causal mask hides).
+// Per block of new rows: S = Q·Kᵀ (one matrix product over all T keys: the recorded scores
+// are the full matrix), then per row, while it is in cache, the visible part scaled into P
+// and normalised there (scaled and masked are not stored: see LayerTrace), then O = P·V
+// over the first r1 keys only (P is 0 past the diagonal).
+void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
+  const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
+  const float scale = lt.scale;
+  const LayerTrace& in = lt;
+  const auto Q = head_map(in.q, h), K = head_map(in.k, g), V = head_map(in.v, g);  // (T, d)
+  auto S = head_map(lt.scores, h), P = head_map(lt.probs, h);                    // (T, T)
+  auto O = head_map(lt.out, h);                                                  // (T, d)
+  if (p > 0) {
+    S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
+    P.topRightCorner(p, n).setZero();  // old query i < p ≤ j: future key
+  }
+  const int B = row_block(T);
+  for (int r0 = p; r0 < T; r0 += B) {
+    const int rb = std::min(B, T - r0), r1 = r0 + rb;
+    S.middleRows(r0, rb).noalias() = Q.middleRows(r0, rb) * K.transpose();  // (rb, T)
+    for (int i = r0; i < r1; ++i) {
+      P.row(i).head(i + 1) = S.row(i).head(i + 1) * scale;  // the visible part of `masked`
+      softmax_causal_row(&P(i, 0), T, i, &P(i, 0));         // in place; zeroes j > i
+    }
+    O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
+  }
+  att.middleCols(h * d, d) = O.bottomRows(n);
+}
+
+// Re-lays out the trace's tensors for T tokens, keeping rows [0, p), in parallel over the
+// tensors (each moves in place inside its own buffer, see Tensor::resize_keep) when
+// there is enough to move to pay for waking the threads.
+void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
+  const int64_t H = c.n_head, KV = c.n_kv_head, d = c.head_size;
+  struct Job {
+    Tensor* t;
+    std::vector<int64_t> shape;
+    int64_t keep_cols;
+  };
+  std::vector<Job> jobs;
+  double bytes = 0;
+  for (LayerTrace& lt : tr.layers) {
+    jobs.push_back({&lt.q, {H, T, d}, d});
+    jobs.push_back({&lt.k, {KV, T, d}, d});
+    jobs.push_back({&lt.v, {KV, T, d}, d});
+    jobs.push_back({&lt.out, {H, T, d}, d});
+    for (Tensor* t : {&lt.scores, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
+    bytes += 2.0 * H * T * T * sizeof(float);
+  }
+  jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
+  const int threads = bytes > 64e6 ? max_threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].t->resize_keep(std::move(jobs[i].shape), p, jobs[i].keep_cols);
+}
+
+// Small passes run on one thread: waking the other threads for every matrix product costs
+// more than it saves, and far more when the cores are busy (a software-rendered GUI on the
+// same cores made a 45-token pass of the tiny model take 300 ms instead of 1.5 ms).
+constexpr double kParallelFlops = 64e6;
+
+double pass_flops(const ModelConfig& c, int n, int T) {
+  const double C = c.n_embd, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size;
+  const double per_token = C * (2 * Hd + 2 * KVd) + C * c.n_inner * (c.arch == Arch::Gpt2 ? 2 : 3);
+  const double attention = 4.0 * c.n_head * c.head_size * T;
+  return 2.0 * n * (c.n_layer * (per_token + attention) + C * c.vocab_size);
+}
+
+// Sets the calling thread's OpenMP team size for its lifetime.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadScope() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+class CpuBackend : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
+    const ModelConfig& c = m.config;
+    const ModelWeights& w = m.weights;
+    const int T = static_cast<int>(window.size()), p = from, n = T - p;
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+    const int max_threads = omp_get_max_threads();
+    const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
+    tr.tokens = window;
+    tr.layers.resize(static_cast<size_t>(c.n_layer));
+    resize_trace(c, T, p, max_threads, tr);
+
+    Mat x(n, C);  // (n, C) residual stream of the new rows
+    for (int r = 0; r < n; ++r) {
+      x.row(r) = w.tok_emb.row(window[static_cast<size_t>(p + r)]);
+      if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
+    }
+    Mat h, q, k, v, y, up, att(n, H * d);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      lt.scale = 1.f / std::sqrt(static_cast<float>(d));
+      norm(c, x, lw.norm1_w, lw.norm1_b, h);
+      linear(h, lw.wq, lw.bq, q);  // (n, H·d)
+      linear(h, lw.wk, lw.bk, k);  // (n, KV·d)
+      linear(h, lw.wv, lw.bv, v);  // (n, KV·d)
+      if (c.arch == Arch::Llama) {
+        rope_inplace(q, H, d, p, c.rope_theta);
+        rope_inplace(k, KV, d, p, c.rope_theta);
+      }
+      scatter_heads(q, H, d, p, lt.q);
+      scatter_heads(k, KV, d, p, lt.k);
+      scatter_heads(v, KV, d, p, lt.v);
+#pragma omp parallel for schedule(static)
+      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, att);
+      linear(att, lw.wo, lw.bo, y);  // (n, C)
+      x += y;
+      norm(c, x, lw.norm2_w, lw.norm2_b, h);
+      linear(h, lw.w_fc, lw.b_fc, y);  // (n, I)
+      if (c.arch == Arch::Gpt2) {
+        gelu_tanh_inplace(y);
+      } else {
+        linear(h, lw.w_up, Vec(), up);
+        swiglu_inplace(y, up);
+      }
+      linear(y, lw.w_down, lw.b_down, h);  // (n, C)
+      x += h;
+    }
+    norm(c, x, w.normf_w, w.normf_b, h);
+    MapMat logits(tr.logits.data.data(), T, V);
+    linear_bt(h, w.unembedding(), logits.bottomRows(n));  // (n, V)
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace attnviz

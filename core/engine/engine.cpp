@@ -1,0 +1,71 @@
+#include "core/engine/engine.h"
+
+#include "core/error.h"
+
+namespace attnviz {
+
+void check_token_ids(const std::vector<int>& ids, int vocab_size) {
+  if (ids.empty())
+    throw Error("no tokens to run\n  HINT: type some text (--text) or pass ids (--tokens 1,2,3).");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      throw Error("token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary (ids 0 … " + std::to_string(vocab_size - 1) + ")");
+}
+
+std::vector<int> encode_text(const Model& m, const std::string& text) {
+  if (!m.tokenizer)
+    throw Error("model '" + m.name + "' has no tokenizer.json, so text cannot be encoded\n"
+                "  HINT: pass token ids with --tokens 1,2,3.");
+  return m.tokenizer->encode(text);
+}
+
+Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend)
+    : model_(std::move(model)), backend_(std::move(backend)), block_size_(model_->config.n_ctx) {
+  trace_.model = model_->name;
+  trace_.backend = backend_->name();
+}
+
+void Engine::set_block_size(int block_size) {
+  if (block_size < 1 || block_size > model_->config.n_ctx)
+    throw Error("block size " + std::to_string(block_size) + " is out of range: the model '" + model_->name +
+                    "' takes 1 … " + std::to_string(model_->config.n_ctx) + " tokens",
+                ErrorKind::Usage);
+  if (block_size != block_size_) clear_cache();
+  block_size_ = block_size;
+}
+
+void Engine::clear_cache() { cache_valid_ = false; }
+
+const Trace& Engine::run(const std::vector<int>& ids) {
+  check_token_ids(ids, model_->config.vocab_size);
+  const int total = static_cast<int>(ids.size());
+  const int dropped = total > block_size_ ? total - block_size_ : 0;
+  const std::vector<int> window(ids.begin() + dropped, ids.end());
+
+  // Reuse the cache for the common prefix, if the window still starts at the same token.
+  int from = 0;
+  if (cache_valid_ && dropped == trace_.dropped) {
+    const auto& old = trace_.tokens;
+    while (from < static_cast<int>(old.size()) && from < static_cast<int>(window.size()) &&
+           old[static_cast<size_t>(from)] == window[static_cast<size_t>(from)])
+      ++from;
+    if (from == static_cast<int>(window.size()) && from == static_cast<int>(old.size())) {
+      last_from_ = from;  // nothing changed
+      return trace_;
+    }
+    // The last row must be recomputed even when the new window is a prefix of the old.
+    if (from == static_cast<int>(window.size())) --from;
+  }
+  cache_valid_ = false;  // stays false if the backend throws half-way
+  trace_.block_size = block_size_;
+  trace_.dropped = dropped;
+  backend_->forward(*model_, window, from, trace_);
+  last_from_ = from;
+  cache_valid_ = true;
+  return trace_;
+}
+
+const Trace& Engine::run_text(const std::string& text) { return run(encode_text(*model_, text)); }
+
+}  // namespace attnviz

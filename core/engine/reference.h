@@ -1,0 +1,16 @@
+// The slow, obvious reference: the concept notes' Head / MultiHeadAttention written as
+// plain loops (q·k, ×1/√d, masked_fill −inf, softmax, weights·v, concat, projection) and
+// the rest of the block likewise, accumulating in double. No Eigen arithmetic. Every fast
+// path is tested against it.
+#pragma once
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/engine/trace.h"
+
+namespace attnviz {
+
+// Full forward of `window` (positions 0…T-1), recording every matrix.
+Trace reference_forward(const Model& m, const std::vector<int>& window);
+
+}  // namespace attnviz

@@ -1,0 +1,174 @@
+#include "core/engine/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace attnviz {
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// Zeroes what resize_keep does not keep: for each of `heads` (rows, cols) blocks at `hs`
+// apart with rows `ld` apart, the columns [kc, cols) of rows [0, kr) and all of rows [kr, rows).
+void zero_outside(float* d, int64_t heads, int64_t hs, int64_t ld, int64_t rows, int64_t cols, int64_t kr, int64_t kc) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float* b = d + h * hs;
+    if (kc < cols)
+      for (int64_t i = 0; i < kr; ++i) std::fill(b + i * ld + kc, b + i * ld + cols, 0.f);
+    for (int64_t i = kr; i < rows; ++i) std::fill(b + i * ld, b + i * ld + cols, 0.f);
+  }
+}
+
+// Room to grow: a quarter more, rounded up to 16 floats (64 bytes).
+int64_t with_room(int64_t n) { return (n + n / 4 + 15) / 16 * 16; }
+
+}  // namespace
+
+const float* Tensor::head_dense(int64_t h, std::vector<float>& scratch) const {
+  const int64_t rows = dim(1), cols = dim(2);
+  if (ld() == cols) return head(h);
+  scratch.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(head(h) + i * ld(), cols, scratch.data() + i * cols);
+  return scratch.data();
+}
+
+Tensor Tensor::dense_copy() const {
+  if (dense()) return Tensor{shape, data};
+  Tensor t{shape, std::vector<float>(static_cast<size_t>(numel()))};
+  std::vector<float> scratch;
+  for (int64_t h = 0; h < dim(0); ++h) {
+    const float* src = head_dense(h, scratch);
+    std::copy_n(src, dim(1) * dim(2), t.head(h));
+  }
+  return t;
+}
+
+void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols) {
+  if (new_shape == shape) return;  // same layout: the kept block is already in place
+  if (new_shape.size() != 3) {
+    // 2-D (rows, cols), always dense: when whole rows are kept they stay where they are.
+    const int64_t rows = new_shape[0], cols = new_shape[1];
+    const bool was_2d = shape.size() == 2 && !data.empty();
+    const int64_t kr = was_2d ? std::max<int64_t>(0, std::min({keep_rows, shape[0], rows})) : 0;
+    const int64_t kc = was_2d ? std::max<int64_t>(0, std::min({keep_cols, shape[1], cols})) : 0;
+    if (was_2d && shape[1] == cols && kc == cols) {
+      data.resize(static_cast<size_t>(rows * cols));
+      std::fill(data.begin() + kr * cols, data.end(), 0.f);
+    } else {
+      std::vector<float> fresh(static_cast<size_t>(rows * cols), 0.f);
+      for (int64_t i = 0; i < kr; ++i) std::copy_n(data.data() + i * shape[1], kc, fresh.data() + i * cols);
+      data = std::move(fresh);
+    }
+    shape = std::move(new_shape);
+    return;
+  }
+  const int64_t heads = new_shape[0], rows = new_shape[1], cols = new_shape[2];
+  const bool compatible = !data.empty() && shape.size() == 3 && shape[0] == heads;
+  const int64_t old_rows = compatible ? shape[1] : 0, old_cols = compatible ? shape[2] : 0;
+  const int64_t kr = std::max<int64_t>(0, std::min({keep_rows, old_rows, rows}));
+  const int64_t kc = std::max<int64_t>(0, std::min({keep_cols, old_cols, cols}));
+  if (kr == 0 || kc == 0) {  // nothing kept: a dense layout, in the old buffer when it fits
+    const size_t n = static_cast<size_t>(heads * rows * cols);
+    if (n > data.capacity() || n < data.capacity() / 4) std::vector<float>().swap(data);
+    data.assign(n, 0.f);
+    shape = std::move(new_shape);
+    row_pitch = head_pitch = 0;
+    return;
+  }
+  const int64_t ld_now = ld(), cap_rows = head_stride() / ld_now;
+  const size_t needed = static_cast<size_t>(heads * rows * cols);
+  if (cols <= ld_now && rows <= cap_rows && needed >= data.size() / 4) {
+    // Fits: nothing moves; zero what is new.
+    row_pitch = ld_now;
+    head_pitch = head_stride();
+    shape = std::move(new_shape);
+    zero_outside(data.data(), heads, head_pitch, row_pitch, rows, cols, kr, kc);
+    return;
+  }
+  // Grows past the storage (or shrinks far below it): one move into a new buffer, with
+  // room in the dimensions that grew.
+  const int64_t ld_new = cols > old_cols ? with_room(cols) : cols;
+  const int64_t rows_new = rows > old_rows ? with_room(rows) : rows;
+  std::vector<float> fresh(static_cast<size_t>(heads * rows_new * ld_new), 0.f);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < kr; ++i)
+      std::copy_n(data.data() + h * head_stride() + i * ld_now, kc, fresh.data() + (h * rows_new + i) * ld_new);
+  data = std::move(fresh);
+  shape = std::move(new_shape);
+  row_pitch = ld_new;
+  head_pitch = rows_new * ld_new;
+}
+
+const char* stage_name(Stage s) {
+  static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "masked", "probs", "out"};
+  return names[static_cast<int>(s)];
+}
+
+const Tensor* LayerTrace::stored(Stage s) const {
+  switch (s) {
+    case Stage::Q: return &q;
+    case Stage::K: return &k;
+    case Stage::V: return &v;
+    case Stage::Scores: return &scores;
+    case Stage::Probs: return &probs;
+    case Stage::Out: return &out;
+    case Stage::Scaled:
+    case Stage::Masked: return nullptr;
+  }
+  return nullptr;
+}
+Tensor* LayerTrace::stored(Stage s) { return const_cast<Tensor*>(static_cast<const LayerTrace*>(this)->stored(s)); }
+
+std::vector<int64_t> LayerTrace::shape(Stage s) const { return derived(s) ? scores.shape : stored(s)->shape; }
+
+namespace {
+
+// Row-major (rows, cols) head of scaled or masked, from the scores.
+void derive_head(const LayerTrace& lt, Stage s, int64_t h, float* dst) {
+  const int64_t rows = lt.scores.dim(1), cols = lt.scores.dim(2);
+  const float* src = lt.scores.head(h);
+  const int64_t ld = lt.scores.ld();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[i * cols + j] = s == Stage::Masked && causally_masked(i, j) ? -INFINITY : src[i * ld + j] * lt.scale;
+}
+
+}  // namespace
+
+const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
+  if (!derived(s)) return stored(s)->head_dense(h, scratch);
+  scratch.resize(static_cast<size_t>(scores.dim(1) * scores.dim(2)));
+  derive_head(*this, s, h, scratch.data());
+  return scratch.data();
+}
+
+float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
+  if (!derived(s)) return stored(s)->at(h, i, j);
+  if (s == Stage::Masked && causally_masked(i, j)) return -INFINITY;
+  return scores.at(h, i, j) * scale;
+}
+
+Tensor LayerTrace::materialize(Stage s) const {
+  if (!derived(s)) return stored(s)->dense_copy();
+  Tensor t;
+  t.shape = scores.shape;
+  t.data.resize(static_cast<size_t>(scores.numel()));
+  for (int64_t h = 0; h < (scores.shape.empty() ? 0 : scores.dim(0)); ++h) derive_head(*this, s, h, t.head(h));
+  return t;
+}
+
+size_t Trace::bytes() const {
+  size_t n = logits.data.size();
+  for (const auto& l : layers)
+    for (int s = 0; s < kStageCount; ++s)
+      if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
+  return n * sizeof(float);
+}
+
+}  // namespace attnviz

@@ -1,0 +1,386 @@
+#include "core/gpu/gl_backend.h"
+
+#include <epoxy/gl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/gpu/gl_context.h"
+#include "core/gpu/gl_ops.h"
+
+namespace attnviz {
+
+namespace {
+
+// FNV-1a over the 32-bit words of a row: cheap, and enough to tell whether a cached row
+// on the device still equals the row the trace holds.
+uint64_t hash_row(const float* r, int n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, r + i, sizeof u);
+    h = (h ^ u) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Weights of one layer on the device, fused where that saves a pass: q|k|v side by side
+// (C, (H+2·KV)·d), and for llama gate|up (C, 2·I).
+struct DevLayer {
+  GlBuffer norm1_w, norm1_b, wqkv, bqkv, wo, bo, norm2_w, norm2_b, w_in, b_in, w_down, b_down;
+  bool has_bqkv = false, has_bo = false, has_b_in = false, has_b_down = false;
+};
+
+// Identifies the model whose weights are on the device.
+uint64_t fingerprint(const Model& m) {
+  uint64_t h = reinterpret_cast<uintptr_t>(&m) * 0x9E3779B97F4A7C15ull;
+  auto mix = [&h](const float* p, Eigen::Index n) { h ^= hash_row(p, static_cast<int>(std::min<Eigen::Index>(n, 64))) + (h << 6); };
+  const ModelWeights& w = m.weights;
+  mix(w.tok_emb.data(), w.tok_emb.size());
+  for (const auto& l : w.layers) mix(l.wq.data(), l.wq.size()), mix(l.w_down.data(), l.w_down.size());
+  mix(w.unembedding().data(), w.unembedding().size());
+  const ModelConfig& c = m.config;
+  for (int v : {c.vocab_size, c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.head_size, c.n_inner, c.n_ctx})
+    h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+  return h;
+}
+
+class GlBackend : public Backend {
+ public:
+  explicit GlBackend(const GlBackendOptions& o) : ctx_(std::make_unique<GlContext>()) {
+    GlContext::Current cur(*ctx_);
+    k_ = std::make_unique<GlKernels>(*ctx_, o.shaders);
+    if (const char* v = std::getenv("ATTNVIZ_GL_VERBOSE")) verbose_ = *v && *v != '0';
+    if (verbose_) std::fprintf(stderr, "gpu: %s, OpenGL %s\n", ctx_->renderer().c_str(), ctx_->version().c_str());
+  }
+
+  ~GlBackend() override {
+    try {
+      release();
+    } catch (const std::exception& e) {  // the context could not be made current: the GL
+      std::fprintf(stderr, "attnviz: GPU backend shutdown: %s\n", e.what());  // objects go with it
+    }
+  }
+
+  void release() {
+    GlContext::Current cur(*ctx_);
+    layers_.clear();
+    caches_.clear();
+    tok_.clear();
+    unemb_.clear();
+    pos_ = GlBuffer(), normf_w_ = GlBuffer(), normf_b_ = GlBuffer(), rope_ = GlBuffer();
+    x_ = GlBuffer(), h_ = GlBuffer(), att_ = GlBuffer(), mlp_ = GlBuffer(), act_ = GlBuffer(), ids_ = GlBuffer();
+    logits_ = GlBuffer();
+    scratch_ = GlAttentionScratch();
+    k_.reset();
+  }
+
+  const char* name() const override { return "gpu"; }
+  double last_device_ms() const override { return last_device_ms_; }
+
+  void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto t0 = std::chrono::steady_clock::now();
+    const ModelConfig& c = m.config;
+    const int T = static_cast<int>(window.size()), p = from, n = T - p;
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size, L = c.n_layer;
+    const int ld = (H + 2 * KV) * d, I = c.n_inner;
+    if (T < 1 || p < 0 || p >= T)
+      throw Error("GPU backend: nothing to compute (T=" + std::to_string(T) + ", from=" + std::to_string(p) + ")");
+    if (c.arch == Arch::Gpt2 && T > c.n_ctx)
+      throw Error("GPU backend: " + std::to_string(T) + " tokens exceed the model's " + std::to_string(c.n_ctx) +
+                  " learned positions");
+    if (p > 0) check_prefix(c, p, tr);
+
+    GlContext::Current cur(*ctx_);
+    k_->timer_discard();  // in case an earlier forward stopped half-way
+    ensure_model(m);
+    if (c.arch == Arch::Llama && T > rope_positions_) {
+      rope_positions_ = T;
+      const std::vector<float> t = rope_table(rope_positions_, d, c.rope_theta);
+      rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
+      rope_.upload(t.data(), sizeof(float) * t.size());
+    }
+    ensure_capacity(T, ld, L);
+    for (int l = 0; l < L && p > 0; ++l) sync_cache(l, c, p, tr.layers[static_cast<size_t>(l)]);
+
+    tr.tokens = window;
+    tr.layers.resize(static_cast<size_t>(L));
+    const long long lim = k_->limit();
+    x_.ensure(sizeof(float) * n * C, lim, "the residual stream");
+    h_.ensure(sizeof(float) * n * C, lim, "normalised activations");
+    att_.ensure(sizeof(float) * n * H * d, lim, "attention outputs");
+    const int mlp_w = c.arch == Arch::Gpt2 ? I : 2 * I;
+    mlp_.ensure(sizeof(float) * n * mlp_w, lim, "MLP activations");
+    if (c.arch != Arch::Gpt2) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
+    ids_.ensure(sizeof(int) * n, lim, "token ids");
+    ids_.upload(window.data() + p, sizeof(int) * n);
+
+    k_->timer_begin();
+    for (size_t ch = 0; ch < tok_.size(); ++ch) {
+      const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, V - v0);
+      k_->embed(ids_, n, C, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_);
+    }
+    std::vector<float> rows(static_cast<size_t>(n) * std::max(ld, H * d));
+    for (int l = 0; l < L; ++l) {
+      DevLayer& w = layers_[static_cast<size_t>(l)];
+      GlBuffer& qkv = caches_[static_cast<size_t>(l)];
+      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
+      GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
+      g.M = n, g.N = ld, g.K = C;
+      g.a = {&h_, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
+      if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
+      k_->gemm(g);
+      if (c.arch == Arch::Llama) k_->rope(qkv, p, n, ld, 0, H + KV, d, p, rope_);
+
+      lt.q.resize_keep({H, T, d}, p, d);
+      lt.k.resize_keep({KV, T, d}, p, d);
+      lt.v.resize_keep({KV, T, d}, p, d);
+      lt.out.resize_keep({H, T, d}, p, d);
+      for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
+      gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
+
+      GemmArgs o;  // x += att · Wo (+ bo)
+      o.M = n, o.N = C, o.K = H * d;
+      o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {&x_, 0, C, 0};
+      if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
+      o.accumulate = true;
+      k_->gemm(o);
+      k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
+      GemmArgs f;  // fc (gpt2) or gate|up (llama)
+      f.M = n, f.N = mlp_w, f.K = C;
+      f.a = {&h_, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
+      if (w.has_b_in) f.bias = {&w.b_in, 0, 0, 0};
+      k_->gemm(f);
+      if (c.arch == Arch::Gpt2) k_->gelu(mlp_, n, I, I);
+      else k_->swiglu(mlp_, n, I, act_);
+      GemmArgs dn;  // x += act · W_down (+ b)
+      dn.M = n, dn.N = C, dn.K = I;
+      dn.a = {c.arch == Arch::Gpt2 ? &mlp_ : &act_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0}, dn.c = {&x_, 0, C, 0};
+      if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
+      dn.accumulate = true;
+      k_->gemm(dn);
+
+      // Read back q, k, v and the head outputs of the new rows into the trace's layout.
+      k_->timer_end();
+      qkv.read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
+      std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
+      for (int r = 0; r < n; ++r) {
+        const float* row = rows.data() + static_cast<size_t>(r) * ld;
+        hashes[static_cast<size_t>(p + r)] = hash_row(row, ld);
+        for (int hh = 0; hh < H + 2 * KV; ++hh) {
+          Tensor& dst = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
+          const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
+          std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * d, row + hh * d, sizeof(float) * d);
+        }
+      }
+      valid_rows_[static_cast<size_t>(l)] = T;
+      att_.read(rows.data(), sizeof(float) * n * H * d);
+      for (int r = 0; r < n; ++r)
+        for (int hh = 0; hh < H; ++hh)
+          std::memcpy(lt.out.head(hh) + static_cast<size_t>(p + r) * d, rows.data() + (static_cast<size_t>(r) * H + hh) * d,
+                      sizeof(float) * d);
+      k_->timer_begin();
+    }
+
+    k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
+    tr.logits.resize_keep({T, V}, p, V);
+    const std::vector<GlBuffer>& U = unemb_.empty() ? tok_ : unemb_;
+    const int rb = static_cast<int>(std::max<long long>(1, std::min<long long>(n, lim / (sizeof(float) * V))));
+    logits_.ensure(sizeof(float) * rb * V, lim, "logits");
+    for (int r0 = 0; r0 < n; r0 += rb) {
+      const int rn = std::min(rb, n - r0);
+      for (size_t ch = 0; ch < U.size(); ++ch) {
+        const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, V - v0);
+        GemmArgs g;  // logits = h · Uᵀ, U (V, C) as stored
+        g.M = rn, g.N = vn, g.K = C;
+        g.a = {&h_, r0 * C, C, 0}, g.b = {&U[ch], 0, C, 0}, g.c = {&logits_, v0, V, 0};
+        g.b_trans = true;
+        k_->gemm(g);
+      }
+      k_->timer_end();
+      logits_.read(tr.logits.data.data() + static_cast<size_t>(p + r0) * V, sizeof(float) * rn * V);
+      k_->timer_begin();
+    }
+    last_device_ms_ = k_->timer_take_ms();
+    if (const GLenum e = glGetError(); e != GL_NO_ERROR)
+      throw Error("GPU backend: OpenGL error 0x" + std::to_string(e) + " during the forward pass");
+    if (verbose_) {
+      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms\n", p, T - 1, T, last_device_ms_, wall);
+    }
+    if (k_->profiling()) std::fprintf(stderr, "gpu: kernels of rows %d…%d of %d\n%s", p, T - 1, T, k_->profile_take().c_str());
+  }
+
+ private:
+  // The trace must hold rows [0, p) of every layer (the contract of Backend::forward).
+  static void check_prefix(const ModelConfig& c, int p, const Trace& tr) {
+    auto ok = [&](const Tensor& t, int heads) {
+      return t.shape.size() == 3 && t.dim(0) == heads && t.dim(1) >= p && t.dim(2) == c.head_size;
+    };
+    bool good = static_cast<int>(tr.layers.size()) == c.n_layer && static_cast<int>(tr.tokens.size()) >= p;
+    for (const auto& l : tr.layers) good = good && ok(l.q, c.n_head) && ok(l.k, c.n_kv_head) && ok(l.v, c.n_kv_head);
+    if (!good)
+      throw Error("GPU backend: asked to reuse " + std::to_string(p) +
+                  " cached rows, but the trace does not hold them for this model (internal error)");
+  }
+
+  template <class M>
+  void put(GlBuffer& b, const M& m, const char* what) {
+    b.ensure(sizeof(float) * static_cast<size_t>(m.size()), k_->limit(), what);
+    b.upload(m.data(), sizeof(float) * static_cast<size_t>(m.size()));
+  }
+
+  // (rows, C) table split into chunks of vchunk_ rows, each within one storage block.
+  void put_rows(std::vector<GlBuffer>& out, const Mat& m, const char* what) {
+    out.clear();
+    for (Eigen::Index r0 = 0; r0 < m.rows(); r0 += vchunk_) {
+      out.emplace_back();
+      const Eigen::Index rn = std::min<Eigen::Index>(vchunk_, m.rows() - r0);
+      out.back().ensure(sizeof(float) * static_cast<size_t>(rn * m.cols()), k_->limit(), what);
+      out.back().upload(m.data() + r0 * m.cols(), sizeof(float) * static_cast<size_t>(rn * m.cols()));
+    }
+  }
+
+  void ensure_model(const Model& m) {
+    const uint64_t fp = fingerprint(m);
+    if (fp == model_fp_ && !layers_.empty()) return;
+    model_fp_ = 0;
+    const ModelConfig& c = m.config;
+    const ModelWeights& w = m.weights;
+    const int C = c.n_embd;
+    vchunk_ = static_cast<int>(std::max<long long>(1, std::min<long long>(c.vocab_size, k_->limit() / (sizeof(float) * C))));
+    put_rows(tok_, w.tok_emb, "the token embeddings");
+    if (w.lm_head.size()) put_rows(unemb_, w.lm_head, "the output embeddings");
+    else unemb_.clear();
+    if (c.arch == Arch::Gpt2) put(pos_, w.pos_emb, "the position embeddings");
+    put(normf_w_, w.normf_w, "final norm");
+    if (w.normf_b.size()) put(normf_b_, w.normf_b, "final norm");
+    if (c.arch == Arch::Llama) {
+      rope_positions_ = std::max(c.n_ctx, 1);
+      const std::vector<float> t = rope_table(rope_positions_, c.head_size, c.rope_theta);
+      rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
+      rope_.upload(t.data(), sizeof(float) * t.size());
+    }
+    layers_.clear();
+    layers_.resize(static_cast<size_t>(c.n_layer));
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+      DevLayer& dl = layers_[static_cast<size_t>(l)];
+      put(dl.norm1_w, lw.norm1_w, "a norm");
+      if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
+      Mat wqkv(lw.wq.rows(), lw.wq.cols() + lw.wk.cols() + lw.wv.cols());
+      wqkv << lw.wq, lw.wk, lw.wv;
+      put(dl.wqkv, wqkv, "the q|k|v projection");
+      dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
+      if (dl.has_bqkv) {
+        Vec b = Vec::Zero(wqkv.cols());
+        if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
+        if (lw.bk.size()) b.segment(lw.wq.cols(), lw.bk.size()) = lw.bk;
+        if (lw.bv.size()) b.segment(lw.wq.cols() + lw.wk.cols(), lw.bv.size()) = lw.bv;
+        put(dl.bqkv, b, "the q|k|v bias");
+      }
+      put(dl.wo, lw.wo, "the output projection");
+      if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, lw.bo, "the output projection bias");
+      put(dl.norm2_w, lw.norm2_w, "a norm");
+      if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
+      if (c.arch == Arch::Gpt2) {
+        put(dl.w_in, lw.w_fc, "the MLP");
+        if ((dl.has_b_in = lw.b_fc.size() > 0)) put(dl.b_in, lw.b_fc, "the MLP bias");
+      } else {
+        Mat gu(lw.w_fc.rows(), lw.w_fc.cols() + lw.w_up.cols());
+        gu << lw.w_fc, lw.w_up;
+        put(dl.w_in, gu, "the MLP gate|up projection");
+        if ((dl.has_b_in = lw.b_fc.size() > 0)) {
+          Vec b = Vec::Zero(gu.cols());
+          b.segment(0, lw.b_fc.size()) = lw.b_fc;
+          put(dl.b_in, b, "the MLP bias");
+        }
+      }
+      put(dl.w_down, lw.w_down, "the MLP down projection");
+      if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, lw.b_down, "the MLP bias");
+    }
+    // New weights: nothing cached is valid.
+    caches_.clear();
+    hashes_.clear();
+    valid_rows_.clear();
+    tcap_ = 0;
+    model_fp_ = fp;
+  }
+
+  // The KV cache (q|k|v rows, q kept for the old queries' new columns) holds tcap_ rows.
+  void ensure_capacity(int T, int ld, int L) {
+    if (T <= tcap_ && static_cast<int>(caches_.size()) == L) return;
+    tcap_ = std::max(T, std::max(64, 2 * tcap_));
+    tcap_ = std::min(tcap_, std::max(T, static_cast<int>(k_->limit() / (sizeof(float) * ld))));
+    caches_.clear();
+    caches_.resize(static_cast<size_t>(L));
+    for (auto& b : caches_) b.ensure(sizeof(float) * static_cast<size_t>(tcap_) * ld, k_->limit(), "the KV cache");
+    hashes_.assign(static_cast<size_t>(L), std::vector<uint64_t>(static_cast<size_t>(tcap_), 0));
+    valid_rows_.assign(static_cast<size_t>(L), 0);
+  }
+
+  // Makes device rows [0, p) of layer l equal to the trace's q, k, v rows: kept when every
+  // row's hash matches what was computed here, uploaded from the trace otherwise.
+  void sync_cache(int l, const ModelConfig& c, int p, const LayerTrace& lt) {
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, ld = (H + 2 * KV) * d;
+    std::vector<float>& rows = gather_;
+    rows.resize(static_cast<size_t>(p) * ld);
+    bool same = valid_rows_[static_cast<size_t>(l)] >= p;
+    const std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
+    for (int t = 0; t < p; ++t) {
+      float* row = rows.data() + static_cast<size_t>(t) * ld;
+      for (int hh = 0; hh < H + 2 * KV; ++hh) {
+        const Tensor& src = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
+        const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
+        std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * d, sizeof(float) * d);
+      }
+      same = same && hash_row(row, ld) == hashes[static_cast<size_t>(t)];
+    }
+    if (!same) {
+      caches_[static_cast<size_t>(l)].upload(rows.data(), sizeof(float) * rows.size());
+      for (int t = 0; t < p; ++t) hashes_[static_cast<size_t>(l)][static_cast<size_t>(t)] = hash_row(rows.data() + static_cast<size_t>(t) * ld, ld);
+      ++reuploads_;
+    }
+    valid_rows_[static_cast<size_t>(l)] = p;
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<GlContext> ctx_;
+  std::unique_ptr<GlKernels> k_;
+  bool verbose_ = false;
+  double last_device_ms_ = -1;
+
+  // the model on the device
+  uint64_t model_fp_ = 0;
+  int vchunk_ = 1, rope_positions_ = 0;
+  std::vector<DevLayer> layers_;
+  std::vector<GlBuffer> tok_, unemb_;  // vocabulary tables in chunks of vchunk_ rows; unemb_ empty when tied
+  GlBuffer pos_, normf_w_, normf_b_, rope_;
+
+  // the KV cache: per layer (tcap_, (H+2·KV)·d) q|k|v rows, per-row hashes, rows valid
+  int tcap_ = 0;
+  std::vector<GlBuffer> caches_;
+  std::vector<std::vector<uint64_t>> hashes_;
+  std::vector<int> valid_rows_;
+  std::vector<float> gather_;
+  long long reuploads_ = 0;
+
+  // activations of the new rows
+  GlBuffer x_, h_, att_, mlp_, act_, ids_, logits_;
+  GlAttentionScratch scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options) {
+  return std::make_unique<GlBackend>(options);
+}
+
+}  // namespace attnviz

@@ -1,0 +1,33 @@
+// The GPU backend: the forward pass in OpenGL 4.3 compute shaders (shaders/*.comp) on a
+// headless context of its own (core/gpu/gl_context.h). Implements core/engine/backend.h exactly as
+// the CPU backend does — rows [from, T) computed, K/V rows [0, from) reused from a
+// device-side cache that is checked against the trace — and fills the same Trace layout
+// by reading the results back.
+//
+// Env: ATTNVIZ_SHADER_DIR=DIR loads shaders from DIR (development); ATTNVIZ_GL_MIN_VERSION
+// raises the OpenGL version required (tests force the fallback with 9.9);
+// ATTNVIZ_GL_VERBOSE=1 prints one line per forward (rows, device and wall time) to stderr;
+// ATTNVIZ_GL_PROFILE=1 times every kernel (serialising the GPU) and prints a table per
+// forward; ATTNVIZ_GL_TUNING=software|hardware overrides the tile choices made for
+// llvmpipe or a real GPU.
+//
+// Device time (last_device_ms) comes from GL_TIMESTAMP queries around the stretches of
+// dispatches between read-backs: llvmpipe reports 0 for GL_TIME_ELAPSED around compute.
+#pragma once
+#include <memory>
+
+#include "core/engine/backend.h"
+#include "core/gpu/gl_shaders.h"
+
+namespace attnviz {
+
+struct GlBackendOptions {
+  ShaderSources shaders;  // overrides for tests (a broken shader, …)
+};
+
+// Creates the context and compiles every shader. Throws attnviz::Error saying why the
+// backend cannot run (no EGL, OpenGL < 4.3, a shader that does not compile: its log and
+// numbered source lines).
+std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options = {});
+
+}  // namespace attnviz

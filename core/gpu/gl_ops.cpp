@@ -1,0 +1,474 @@
+#include "core/gpu/gl_ops.h"
+
+#include <epoxy/gl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace attnviz {
+
+// ---- GlBuffer -------------------------------------------------------------------------
+
+GlBuffer::~GlBuffer() {
+  if (id_) glDeleteBuffers(1, &id_);
+}
+
+GlBuffer& GlBuffer::operator=(GlBuffer&& o) noexcept {
+  if (this != &o) {
+    if (id_) glDeleteBuffers(1, &id_);
+    id_ = o.id_, bytes_ = o.bytes_;
+    o.id_ = 0, o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void GlBuffer::ensure(size_t bytes, long long limit, const char* what) {
+  bytes = std::max<size_t>(bytes, 16);
+  if (bytes <= bytes_) return;
+  if (static_cast<long long>(bytes) > limit)
+    throw Error(std::string("the GPU backend needs a ") + std::to_string(bytes >> 20) + " MiB storage buffer for " +
+                what + ", more than this device allows in one (" + std::to_string(limit >> 20) +
+                " MiB)\n  HINT: use a shorter window (--block-size) or the CPU backend.");
+  if (!id_) glGenBuffers(1, &id_);
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
+  glBufferData(GL_SHADER_STORAGE_BUFFER, static_cast<GLsizeiptr>(bytes), nullptr, GL_DYNAMIC_DRAW);
+  if (glGetError() == GL_OUT_OF_MEMORY)
+    throw Error(std::string("the GPU ran out of memory allocating ") + std::to_string(bytes >> 20) + " MiB for " + what);
+  bytes_ = bytes;
+}
+
+void GlBuffer::upload(const void* data, size_t bytes, size_t offset) {
+  if (!bytes) return;
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
+  glBufferSubData(GL_SHADER_STORAGE_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), data);
+}
+
+void GlBuffer::read(void* dst, size_t bytes, size_t offset) const {
+  if (!bytes) return;
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), dst);
+}
+
+const float* GlBuffer::map(size_t bytes, size_t offset) const {
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
+  const void* p = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, static_cast<GLintptr>(offset),
+                                   static_cast<GLsizeiptr>(std::max<size_t>(bytes, 4)), GL_MAP_READ_BIT);
+  if (!p) throw Error("cannot map a GPU buffer for reading (GL error " + std::to_string(glGetError()) + ")");
+  return static_cast<const float*>(p);
+}
+
+void GlBuffer::unmap() const {
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
+  glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
+}
+
+// ---- GlKernels ------------------------------------------------------------------------
+
+namespace {
+
+// Tuning for a software rasterizer (Mesa's llvmpipe) or a real GPU. On llvmpipe every
+// barrier costs a switch between the work group's coroutines, so doing more per barrier
+// pays: 128×128 tiles (8×8 results per invocation) for large products, about 2× faster
+// at GPT-2 sizes, and the few-rows kernel instead of 16×16 tiles for narrow ones. On
+// hardware, 64×64 and 16×16 tiles keep more work groups busy at our sizes.
+// Env ATTNVIZ_GL_TUNING=software|hardware overrides the detection (tests use both).
+bool software_tuning(const GlContext& ctx) {
+  if (const char* v = std::getenv("ATTNVIZ_GL_TUNING"); v && *v) return std::string(v) == "software";
+  return ctx.renderer().find("llvmpipe") != std::string::npos || ctx.renderer().find("softpipe") != std::string::npos;
+}
+
+unsigned groups(int n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+void bind(int binding, const GlBuffer& b) { glBindBufferBase(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(binding), b.id()); }
+
+}  // namespace
+
+GlKernels::GlKernels(const GlContext& ctx, const ShaderSources& src)
+    : ctx_(ctx),
+      software_(software_tuning(ctx)),
+      embed_(src, "embed.comp"),
+      norm_(src, "norm.comp"),
+      gemm_big_(src, "gemm.comp", "#define RM 4\n"),
+      gemm_huge_(src, "gemm.comp", "#define RM 8\n"),
+      gemm_small_(src, "gemm.comp", "#define RM 1\n"),
+      gemv1_(src, "gemv.comp", "#define MR 1\n"),
+      gemv4_(src, "gemv.comp", "#define MR 4\n"),
+      rope_(src, "rope.comp"),
+      softmax_(src, "attn_softmax.comp"),
+      gelu_(src, "gelu.comp"),
+      swiglu_(src, "swiglu.comp") {
+  dummy_.ensure(16, limit(), "a placeholder");
+  if (const char* v = std::getenv("ATTNVIZ_GL_PROFILE")) profile_ = *v && *v != '0';
+}
+
+void GlKernels::dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz) {
+  const unsigned most = static_cast<unsigned>(ctx_.max_group_count());
+  if (gx > most || gy > most || gz > most)
+    throw Error("a GPU dispatch of " + std::to_string(gx) + "×" + std::to_string(gy) + "×" + std::to_string(gz) +
+                " work groups exceeds this device's limit of " + std::to_string(most) + " per dimension");
+  const auto t0 = std::chrono::steady_clock::now();
+  if (gx && gy && gz) glDispatchCompute(gx, gy, gz);
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  if (profile_) {
+    glFinish();
+    auto& e = profile_ms_[prog.name() + (&prog == &gemm_small_ ? " 16×16" : &prog == &gemm_big_ ? " 64×64" : &prog == &gemm_huge_ ? " 128×128" : &prog == &gemv1_ ? " 1 row" : &prog == &gemv4_ ? " 4 rows" : "")];
+    e.first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    e.second += 1;
+  }
+}
+
+std::string GlKernels::profile_take() {
+  std::string out;
+  char line[160];
+  for (const auto& [name, e] : profile_ms_) {
+    std::snprintf(line, sizeof line, "  %-28s %6d dispatches %10.3f ms\n", name.c_str(), e.second, e.first);
+    out += line;
+  }
+  profile_ms_.clear();
+  return out;
+}
+
+void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos,
+                      int pos0, GlBuffer& x) {
+  embed_.use();
+  embed_.set("n", n), embed_.set("C", C), embed_.set("v0", v0), embed_.set("vn", vn);
+  embed_.set("pos0", pos0), embed_.set("use_pos", pos ? 1 : 0);
+  bind(0, ids), bind(1, tok), bind(2, pos ? *pos : dummy_), bind(3, x);
+  dispatch(embed_, groups(C, 64), static_cast<unsigned>(n), 1);
+}
+
+void GlKernels::norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y) {
+  norm_.use();
+  norm_.set("C", C), norm_.set("rms", b ? 0 : 1), norm_.set("eps", eps);
+  bind(0, x), bind(1, w), bind(2, b ? *b : dummy_), bind(3, y);
+  dispatch(norm_, static_cast<unsigned>(n), 1, 1);
+}
+
+void GlKernels::gemm(const GemmArgs& g) {
+  if (g.M <= 0 || g.N <= 0 || g.batch <= 0) return;
+  // Large tiles (64×64, 4×4 per invocation) when both sides fill them, else 16×16.
+  // Few rows: gemv.comp. Else tiles of 16·RM square (RM×RM results per invocation):
+  // RM = 8 for large products in software (software_tuning), 4 unless one side is narrow
+  // (a head's d columns in a small model); narrow ones get 16×16 tiles on hardware and
+  // gemv.comp in software.
+  const bool huge = software_ && g.M >= 96 && g.N >= 96;
+  const bool big = !huge && g.M >= 16 && g.N >= 32;
+  const bool few = g.M <= 8 || (software_ && !huge && !big);
+  GlProgram& p = few ? (g.M == 1 ? gemv1_ : gemv4_) : huge ? gemm_huge_ : big ? gemm_big_ : gemm_small_;
+  const int ts = huge ? 128 : big ? 64 : 16;
+  p.use();
+  p.set("M", g.M), p.set("N", g.N), p.set("K", g.K);
+  p.set("a_off", g.a.off), p.set("lda", g.a.ld), p.set("a_z", g.a.zstride);
+  p.set("b_off", g.b.off), p.set("ldb", g.b.ld), p.set("b_z", g.b.zstride);
+  p.set("b_zdiv", std::max(1, g.b_zdiv)), p.set("b_z0", g.b_z0), p.set("b_trans", g.b_trans ? 1 : 0);
+  p.set("c_off", g.c.off), p.set("ldc", g.c.ld), p.set("c_z", g.c.zstride);
+  p.set("has_bias", g.bias.buf ? 1 : 0), p.set("bias_off", g.bias.off), p.set("bias_z", g.bias.zstride);
+  p.set("accumulate", g.accumulate ? 1 : 0);
+  bind(0, *g.a.buf), bind(1, *g.b.buf), bind(2, *g.c.buf), bind(3, g.bias.buf ? *g.bias.buf : dummy_);
+  if (few) dispatch(p, groups(g.N, 64), groups(g.M, 4), static_cast<unsigned>(g.batch));
+  else dispatch(p, groups(g.N, ts), groups(g.M, ts), static_cast<unsigned>(g.batch));
+}
+
+void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table) {
+  rope_.use();
+  rope_.set("n", n), rope_.set("row0", row0), rope_.set("ld", ld), rope_.set("col0", col0);
+  rope_.set("heads", heads), rope_.set("d", d), rope_.set("pos0", pos0);
+  bind(0, x), bind(1, table);
+  dispatch(rope_, groups(heads * (d / 2), 64), static_cast<unsigned>(n), 1);
+}
+
+void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs) {
+  softmax_.use();
+  softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", scale);
+  bind(0, scores), bind(1, probs);
+  dispatch(softmax_, static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
+}
+
+void GlKernels::gelu(GlBuffer& x, int rows, int cols, int ld) {
+  gelu_.use();
+  gelu_.set("rows", rows), gelu_.set("cols", cols), gelu_.set("ld", ld);
+  bind(0, x);
+  dispatch(gelu_, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
+void GlKernels::swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y) {
+  swiglu_.use();
+  swiglu_.set("rows", rows), swiglu_.set("I", I);
+  bind(0, gu), bind(1, y);
+  dispatch(swiglu_, groups(I, 64), static_cast<unsigned>(rows), 1);
+}
+
+// Timestamps (glQueryCounter) rather than GL_TIME_ELAPSED: Mesa's llvmpipe runs compute
+// dispatches outside the query's scope and reports 0 elapsed, while its timestamps are
+// right; on hardware the two measure the same.
+void GlKernels::timer_begin() {
+  if (!ctx_.has_timer_query() || timing_) return;
+  if (queries_used_ + 2 > queries_.size()) {
+    queries_.resize(queries_used_ + 2, 0);
+    glGenQueries(2, &queries_[queries_used_]);
+  }
+  glQueryCounter(queries_[queries_used_++], GL_TIMESTAMP);
+  timing_ = true;
+}
+
+void GlKernels::timer_end() {
+  if (!timing_) return;
+  glQueryCounter(queries_[queries_used_++], GL_TIMESTAMP);
+  timing_ = false;
+}
+
+void GlKernels::timer_discard() {
+  timing_ = false;
+  queries_used_ = 0;
+}
+
+double GlKernels::timer_take_ms() {
+  timer_end();
+  if (!ctx_.has_timer_query()) return -1;
+  GLuint64 total = 0;
+  for (size_t i = 0; i + 1 < queries_used_; i += 2) {
+    GLuint64 t0 = 0, t1 = 0;
+    glGetQueryObjectui64v(queries_[i], GL_QUERY_RESULT, &t0);
+    glGetQueryObjectui64v(queries_[i + 1], GL_QUERY_RESULT, &t1);
+    if (t1 > t0) total += t1 - t0;
+  }
+  queries_used_ = 0;
+  return static_cast<double>(total) / 1e6;
+}
+
+// ---- attention ------------------------------------------------------------------------
+
+void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
+                  GlBuffer& att, LayerTrace& lt) {
+  const int n = T - p, ld = (H + 2 * KV) * d, G = H / KV;
+  const size_t tt = static_cast<size_t>(T) * static_cast<size_t>(T);
+  // Heads per group: as many as fit one storage block.
+  const long long per_head = static_cast<long long>(tt * sizeof(float));
+  const int hg = static_cast<int>(std::max<long long>(1, std::min<long long>(H, k.limit() / per_head)));
+  const size_t bytes = static_cast<size_t>(hg) * tt * sizeof(float);
+  s.scores.ensure(bytes, k.limit(), "attention scores");
+  s.probs.ensure(bytes, k.limit(), "attention weights");
+  const float scale = lt.scale = 1.f / std::sqrt(static_cast<float>(d));
+  const int it = static_cast<int>(tt);
+  for (int h0 = 0; h0 < H; h0 += hg) {
+    const int nh = std::min(hg, H - h0);
+    // scores of the new rows against all keys: q[p…T) · kᵀ
+    GemmArgs g;
+    g.M = n, g.N = T, g.K = d, g.batch = nh;
+    g.a = {&qkv, p * ld + h0 * d, ld, d};
+    g.b = {&qkv, H * d, ld, d};
+    g.b_trans = true, g.b_zdiv = G, g.b_z0 = h0;
+    g.c = {&s.scores, p * T, T, it};
+    k.gemm(g);
+    if (p > 0) {  // old queries against the new keys (above the diagonal, recorded all the same)
+      GemmArgs c = g;
+      c.M = p, c.N = n;
+      c.a.off = h0 * d;
+      c.b.off = p * ld + H * d;
+      c.c.off = p;
+      k.gemm(c);
+    }
+    k.attn_softmax(s.scores, nh, T, p, scale, s.probs);
+    // probs · v of the new rows, into their heads' columns of att (n, H·d)
+    GemmArgs o;
+    o.M = n, o.N = d, o.K = T, o.batch = nh;
+    o.a = {&s.probs, p * T, T, it};
+    o.b = {&qkv, (H + KV) * d, ld, d};
+    o.b_zdiv = G, o.b_z0 = h0;
+    o.c = {&att, h0 * d, H * d, d};
+    k.gemm(o);
+
+    k.timer_end();
+    Tensor* dst[2] = {&lt.scores, &lt.probs};
+    GlBuffer* src[2] = {&s.scores, &s.probs};
+    for (int t = 0; t < 2; ++t) {
+      const float* m = src[t]->map(static_cast<size_t>(nh) * tt * sizeof(float));
+      for (int hl = 0; hl < nh; ++hl) {
+        const float* from = m + static_cast<size_t>(hl) * tt;
+        float* to = dst[t]->head(h0 + hl);
+        const size_t ld = static_cast<size_t>(dst[t]->ld());  // rows of the trace tensor may have room to grow
+        for (int i = p; i < T; ++i)
+          std::memcpy(to + i * ld, from + static_cast<size_t>(i) * T, static_cast<size_t>(T) * sizeof(float));
+        for (int i = 0; i < p; ++i)
+          std::memcpy(to + i * ld + p, from + static_cast<size_t>(i) * T + p, static_cast<size_t>(n) * sizeof(float));
+      }
+      src[t]->unmap();
+    }
+    k.timer_begin();
+  }
+}
+
+std::vector<float> rope_table(int positions, int d, float theta) {
+  const int half = d / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
+  std::vector<float> t(static_cast<size_t>(positions) * static_cast<size_t>(half) * 2);
+  for (int pos = 0; pos < positions; ++pos)
+    for (int i = 0; i < half; ++i) {
+      const double a = static_cast<double>(pos) * inv_freq[static_cast<size_t>(i)];
+      const size_t at = (static_cast<size_t>(pos) * half + i) * 2;
+      t[at] = static_cast<float>(std::cos(a));
+      t[at + 1] = static_cast<float>(std::sin(a));
+    }
+  return t;
+}
+
+// ---- GlHostOps ------------------------------------------------------------------------
+
+namespace {
+
+template <class M>
+void put(GlBuffer& b, const M& m, long long limit) {
+  b.ensure(static_cast<size_t>(m.size()) * sizeof(float), limit, "a test matrix");
+  b.upload(m.data(), static_cast<size_t>(m.size()) * sizeof(float));
+}
+
+Mat get(const GlBuffer& b, Eigen::Index rows, Eigen::Index cols) {
+  Mat m(rows, cols);
+  b.read(m.data(), static_cast<size_t>(m.size()) * sizeof(float));
+  return m;
+}
+
+}  // namespace
+
+GlHostOps::GlHostOps(const ShaderSources& src) : ctx_(std::make_unique<GlContext>()) {
+  GlContext::Current cur(*ctx_);
+  k_ = std::make_unique<GlKernels>(*ctx_, src);
+}
+
+GlHostOps::~GlHostOps() {
+  try {
+    GlContext::Current cur(*ctx_);
+    k_.reset();
+  } catch (const std::exception&) {  // no context: the GL objects go with it
+  }
+}
+
+Mat GlHostOps::embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0) {
+  GlContext::Current cur(*ctx_);
+  const int n = static_cast<int>(ids.size()), C = static_cast<int>(tok.cols());
+  GlBuffer bi, bt, bp, bx;
+  bi.ensure(ids.size() * sizeof(int), k_->limit(), "ids");
+  bi.upload(ids.data(), ids.size() * sizeof(int));
+  // Two chunks of vocabulary rows, to exercise the chunked path.
+  const int V = static_cast<int>(tok.rows()), half = V / 2;
+  if (pos.size()) put(bp, pos, k_->limit());
+  bx.ensure(static_cast<size_t>(n) * C * sizeof(float), k_->limit(), "x");
+  for (int v0 : {0, half}) {
+    const int vn = v0 == 0 ? half : V - half;
+    if (vn <= 0) continue;
+    Mat chunk = tok.middleRows(v0, vn);
+    put(bt, chunk, k_->limit());
+    k_->embed(bi, n, C, bt, v0, vn, pos.size() ? &bp : nullptr, pos0, bx);
+  }
+  return get(bx, n, C);
+}
+
+Mat GlHostOps::layer_norm(const Mat& x, const Vec& w, const Vec& b, float eps) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw, bb, by;
+  put(bx, x, k_->limit()), put(bw, w, k_->limit()), put(bb, b, k_->limit());
+  by.ensure(static_cast<size_t>(x.size()) * sizeof(float), k_->limit(), "y");
+  k_->norm(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), bw, &bb, eps, by);
+  return get(by, x.rows(), x.cols());
+}
+
+Mat GlHostOps::rms_norm(const Mat& x, const Vec& w, float eps) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw, by;
+  put(bx, x, k_->limit()), put(bw, w, k_->limit());
+  by.ensure(static_cast<size_t>(x.size()) * sizeof(float), k_->limit(), "y");
+  k_->norm(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), bw, nullptr, eps, by);
+  return get(by, x.rows(), x.cols());
+}
+
+Mat GlHostOps::linear(const Mat& x, const Mat& w, const Vec& b) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw, bb, by;
+  put(bx, x, k_->limit()), put(bw, w, k_->limit());
+  if (b.size()) put(bb, b, k_->limit());
+  const int M = static_cast<int>(x.rows()), K = static_cast<int>(x.cols()), N = static_cast<int>(w.cols());
+  by.ensure(static_cast<size_t>(M) * N * sizeof(float), k_->limit(), "y");
+  GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = {&bx, 0, K, 0}, g.b = {&bw, 0, N, 0}, g.c = {&by, 0, N, 0};
+  if (b.size()) g.bias = {&bb, 0, 0, 0};
+  k_->gemm(g);
+  return get(by, M, N);
+}
+
+Mat GlHostOps::linear_bt(const Mat& x, const Mat& wt) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw, by;
+  put(bx, x, k_->limit()), put(bw, wt, k_->limit());
+  const int M = static_cast<int>(x.rows()), K = static_cast<int>(x.cols()), N = static_cast<int>(wt.rows());
+  by.ensure(static_cast<size_t>(M) * N * sizeof(float), k_->limit(), "y");
+  GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = {&bx, 0, K, 0}, g.b = {&bw, 0, K, 0}, g.c = {&by, 0, N, 0};
+  g.b_trans = true;
+  k_->gemm(g);
+  return get(by, M, N);
+}
+
+Mat GlHostOps::gelu(const Mat& x) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx;
+  put(bx, x, k_->limit());
+  k_->gelu(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), static_cast<int>(x.cols()));
+  return get(bx, x.rows(), x.cols());
+}
+
+Mat GlHostOps::swiglu(const Mat& gate, const Mat& up) {
+  GlContext::Current cur(*ctx_);
+  Mat gu(gate.rows(), gate.cols() * 2);
+  gu << gate, up;
+  GlBuffer bgu, by;
+  put(bgu, gu, k_->limit());
+  by.ensure(static_cast<size_t>(gate.size()) * sizeof(float), k_->limit(), "y");
+  k_->swiglu(bgu, static_cast<int>(gate.rows()), static_cast<int>(gate.cols()), by);
+  return get(by, gate.rows(), gate.cols());
+}
+
+Mat GlHostOps::rope(const Mat& x, int heads, int d, int pos0, float theta) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bt;
+  put(bx, x, k_->limit());
+  const std::vector<float> table = rope_table(pos0 + static_cast<int>(x.rows()), d, theta);
+  bt.ensure(table.size() * sizeof(float), k_->limit(), "rope table");
+  bt.upload(table.data(), table.size() * sizeof(float));
+  k_->rope(bx, 0, static_cast<int>(x.rows()), static_cast<int>(x.cols()), 0, heads, d, pos0, bt);
+  return get(bx, x.rows(), x.cols());
+}
+
+void GlHostOps::attention(const Tensor& q, const Tensor& kk, const Tensor& v, int p, LayerTrace& lt) {
+  GlContext::Current cur(*ctx_);
+  const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
+  const int KV = static_cast<int>(kk.dim(0)), ld = (H + 2 * KV) * d, n = T - p;
+  std::vector<float> rows(static_cast<size_t>(T) * ld);
+  for (int t = 0; t < T; ++t)
+    for (int c = 0; c < ld; ++c) {
+      const int head = c / d, j = c % d;
+      const float val = head < H ? q.at(head, t, j) : head < H + KV ? kk.at(head - H, t, j) : v.at(head - H - KV, t, j);
+      rows[static_cast<size_t>(t) * ld + c] = val;
+    }
+  GlBuffer bqkv, batt;
+  GlAttentionScratch s;
+  bqkv.ensure(rows.size() * sizeof(float), k_->limit(), "qkv");
+  bqkv.upload(rows.data(), rows.size() * sizeof(float));
+  batt.ensure(static_cast<size_t>(n) * H * d * sizeof(float), k_->limit(), "att");
+  gl_attention(*k_, H, KV, d, bqkv, T, p, s, batt, lt);
+  Mat att = get(batt, n, H * d);
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < d; ++j) lt.out.head(h)[static_cast<size_t>(p + r) * d + j] = att(r, h * d + j);
+  k_->timer_take_ms();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,156 @@
+// The GPU side of the forward pass: device buffers and one function per compute kernel
+// (shaders/*.comp), on matrices that live in GL storage buffers. Every function needs the
+// context current (GlContext::Current). The GL backend composes them; GlHostOps wraps
+// each one for host matrices so the tests can check it against core/engine/ops.h one by one.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/gpu/gl_context.h"
+#include "core/gpu/gl_shaders.h"
+#include "core/model/model.h"
+#include "core/engine/trace.h"
+
+namespace attnviz {
+
+// A GL shader storage buffer. Grows on demand (contents are lost when it grows).
+class GlBuffer {
+ public:
+  GlBuffer() = default;
+  ~GlBuffer();
+  GlBuffer(GlBuffer&& o) noexcept : id_(o.id_), bytes_(o.bytes_) { o.id_ = 0, o.bytes_ = 0; }
+  GlBuffer& operator=(GlBuffer&& o) noexcept;
+  GlBuffer(const GlBuffer&) = delete;
+  GlBuffer& operator=(const GlBuffer&) = delete;
+
+  // Makes room for `bytes`; `limit` is the device's largest storage block, `what` names
+  // the buffer in the error when it does not fit.
+  void ensure(size_t bytes, long long limit, const char* what);
+  void upload(const void* data, size_t bytes, size_t offset = 0);
+  void read(void* dst, size_t bytes, size_t offset = 0) const;  // waits for the GPU
+  // Maps [offset, offset + bytes) for reading (waits for the GPU); unmap() when done.
+  const float* map(size_t bytes, size_t offset = 0) const;
+  void unmap() const;
+
+  unsigned id() const { return id_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  unsigned id_ = 0;
+  size_t bytes_ = 0;
+};
+
+// A strided matrix view into a buffer for gemm(): element (i, k) of batch z is at
+// off + z·zstride + i·ld + k.
+struct GlView {
+  const GlBuffer* buf = nullptr;
+  int off = 0, ld = 0, zstride = 0;
+};
+
+// C = A · op(B) (+ bias) (+ C): see shaders/gemm.comp.
+struct GemmArgs {
+  int M = 0, N = 0, K = 0, batch = 1;
+  GlView a, b, c, bias;  // bias.buf == nullptr: none
+  bool b_trans = false;  // B stored (N, K)
+  int b_zdiv = 1, b_z0 = 0;  // B batch index = (z + b_z0) / b_zdiv
+  bool accumulate = false;
+};
+
+class GlKernels {
+ public:
+  // Compiles every shader; throws an Error (with numbered source) when one does not.
+  GlKernels(const GlContext& ctx, const ShaderSources& src);
+
+  const GlContext& context() const { return ctx_; }
+  long long limit() const { return ctx_.max_ssbo_bytes(); }
+
+  // x (n, C) ← tok rows ids (+ pos[pos0 + r]); `tok` holds rows [v0, v0 + vn) of the table.
+  void embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos, int pos0,
+             GlBuffer& x);
+  // y (n, C) ← LayerNorm (b != nullptr) or RMSNorm (b == nullptr) of x.
+  void norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y);
+  void gemm(const GemmArgs& g);
+  // RoPE in place on `heads` heads of d columns from col0, rows row0…row0+n-1 (stride ld),
+  // row r at position pos0 + r; `table` is rope_table().
+  void rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table);
+  // probs = softmax(scores · scale) under the causal mask, `heads` heads of (T, T): rows ≥ p
+  // in full, rows < p only the columns ≥ p.
+  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs);
+  void gelu(GlBuffer& x, int rows, int cols, int ld);
+  // y (rows, I) ← silu(gate) ⊙ up, gu (rows, 2·I) = gate | up.
+  void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y);
+
+  // GPU timestamps around stretches of dispatches: begin/end may be called many times;
+  // take_ms() sums what was measured since the last take (waits for the results) and
+  // returns −1 when the device has no timer.
+  void timer_begin();
+  void timer_end();
+  double timer_take_ms();
+  void timer_discard();  // forgets what was measured (after an error half-way)
+
+  // With env ATTNVIZ_GL_PROFILE=1 every dispatch waits for the GPU and is timed per
+  // kernel (a development aid: it serialises the GPU). Returns the table and resets it.
+  bool profiling() const { return profile_; }
+  std::string profile_take();
+
+ private:
+  void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
+  const GlContext& ctx_;
+  bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
+  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_;
+  GlBuffer dummy_;  // bound where a kernel's optional input is absent
+  std::vector<unsigned> queries_;
+  size_t queries_used_ = 0;
+  bool timing_ = false;
+  bool profile_ = false;
+  std::map<std::string, std::pair<double, int>> profile_ms_;  // kernel → (ms, dispatches)
+};
+
+// Scratch for attention's (heads, T, T) stages, reused across layers.
+struct GlAttentionScratch {
+  GlBuffer scores, probs;
+};
+
+// Attention of one layer on device. `qkv` holds rows 0…T-1 of q | k | v, each row
+// (H + 2·KV)·d wide: H query heads, then KV key heads, then KV value heads (keys and
+// values of rows < p are the KV cache). For the new rows [p, T) and the new columns of
+// rows [0, p) it computes scores and probs, reading them back into `lt` (already sized
+// (H, T, T); it sets lt.scale), and writes probs · v of the new rows into att (n, H·d).
+// Heads go in groups small enough for the storage-block limit.
+void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
+                  GlBuffer& att, LayerTrace& lt);
+
+// cos/sin table for RoPE, (positions, d/2, 2), computed exactly as core/engine/ops.cpp does
+// (inverse frequencies in float, angles and cos/sin in double).
+std::vector<float> rope_table(int positions, int d, float theta);
+
+// Every kernel on host matrices, through its own GL context: for the tests, which check
+// each against core/engine/ops.h. Throws an Error when no GL context can be made.
+class GlHostOps {
+ public:
+  explicit GlHostOps(const ShaderSources& src = {});
+  ~GlHostOps();
+  const GlContext& context() const { return *ctx_; }
+
+  Mat embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0);  // pos empty: none
+  Mat layer_norm(const Mat& x, const Vec& w, const Vec& b, float eps);
+  Mat rms_norm(const Mat& x, const Vec& w, float eps);
+  Mat linear(const Mat& x, const Mat& w, const Vec& b);  // x · W (+ b)
+  Mat linear_bt(const Mat& x, const Mat& wt);           // x · Wtᵀ
+  Mat gelu(const Mat& x);
+  Mat swiglu(const Mat& gate, const Mat& up);
+  Mat rope(const Mat& x, int heads, int d, int pos0, float theta);
+  // Attention of one layer from q (H, T, d), k and v (KV, T, d): fills scores, probs
+  // (H, T, T), scale and out (H, T, d) of `lt` for rows [p, T) and the new columns
+  // of rows [0, p) — the rest of those tensors is left as it was.
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int p, LayerTrace& lt);
+
+ private:
+  std::unique_ptr<GlContext> ctx_;
+  std::unique_ptr<GlKernels> k_;
+};
+
+}  // namespace attnviz

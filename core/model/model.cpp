@@ -1,0 +1,189 @@
+#include "core/model/model.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/model/paths.h"
+#include "core/model/safetensors.h"
+
+namespace attnviz {
+
+std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass) {
+  std::vector<WeightSpan> out;
+  auto add = [&](const auto& m) {
+    if (m.size()) out.push_back({m.data(), static_cast<long long>(m.size())});
+  };
+  if (!one_token_pass || !w.lm_head.size()) add(w.tok_emb);
+  if (!one_token_pass) add(w.pos_emb);
+  for (const auto& l : w.layers) {
+    add(l.norm1_w), add(l.norm1_b), add(l.wq), add(l.wk), add(l.wv), add(l.bq), add(l.bk), add(l.bv);
+    add(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add(l.w_fc), add(l.b_fc), add(l.w_up);
+    add(l.w_down), add(l.b_down);
+  }
+  add(w.normf_w), add(w.normf_b), add(w.lm_head);
+  return out;
+}
+
+long long Model::parameter_count() const {
+  long long n = 0;
+  for (const WeightSpan& s : weight_spans(weights)) n += s.size;
+  return n;
+}
+
+namespace {
+
+// Fetches tensors by Hugging Face name, checking shapes, and remembers which were used.
+class TensorSource {
+ public:
+  TensorSource(const SafetensorsFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+
+  // Reads `name` (prefix added) with exactly `shape`, as float32.
+  std::vector<float> get(const std::string& name, std::vector<int64_t> shape) {
+    const std::string full = prefix_ + name;
+    const TensorInfo* t = f_.find(full);
+    if (!t)
+      throw Error(f_.path() + ": missing tensor '" + full + "' (expected shape " + shape_str_of(shape) +
+                  ")\n  HINT: the checkpoint does not match its config.json, or uses names attnviz does not know.");
+    if (t->shape != shape)
+      throw Error(f_.path() + ": tensor '" + full + "' has shape " + shape_str_of(t->shape) + ", expected " +
+                  shape_str_of(shape) + " from config.json");
+    used_.insert(full);
+    return f_.read_f32(*t);
+  }
+  bool has(const std::string& name) const { return f_.find(prefix_ + name) != nullptr; }
+
+  Mat mat(const std::string& name, int rows, int cols) {  // stored (rows, cols) as is
+    auto v = get(name, {rows, cols});
+    return Eigen::Map<Mat>(v.data(), rows, cols);
+  }
+  Mat mat_t(const std::string& name, int out, int in) {  // nn.Linear (out, in) → (in, out)
+    auto v = get(name, {out, in});
+    return Eigen::Map<Mat>(v.data(), out, in).transpose();
+  }
+  Vec vec(const std::string& name, int n) {
+    auto v = get(name, {n});
+    return Eigen::Map<Vec>(v.data(), n);
+  }
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    for (const auto& t : f_.tensors())
+      if (!used_.count(t.name)) out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  const SafetensorsFile& f_;
+  std::string prefix_;
+  std::set<std::string> used_;
+};
+
+void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) {
+  const std::string prefix = f.find("transformer.wte.weight") ? "transformer." : "";
+  TensorSource s(f, prefix);
+  const int C = c.n_embd, I = c.n_inner;
+  w.tok_emb = s.mat("wte.weight", c.vocab_size, C);
+  w.pos_emb = s.mat("wpe.weight", c.n_ctx, C);
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "h." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.norm1_w = s.vec(p + "ln_1.weight", C);
+    l.norm1_b = s.vec(p + "ln_1.bias", C);
+    const Mat qkv = s.mat(p + "attn.c_attn.weight", C, 3 * C);  // (C, 3C): q | k | v
+    const Vec qkv_b = s.vec(p + "attn.c_attn.bias", 3 * C);
+    l.wq = qkv.middleCols(0, C);
+    l.wk = qkv.middleCols(C, C);
+    l.wv = qkv.middleCols(2 * C, C);
+    l.bq = qkv_b.segment(0, C);
+    l.bk = qkv_b.segment(C, C);
+    l.bv = qkv_b.segment(2 * C, C);
+    l.wo = s.mat(p + "attn.c_proj.weight", C, C);
+    l.bo = s.vec(p + "attn.c_proj.bias", C);
+    l.norm2_w = s.vec(p + "ln_2.weight", C);
+    l.norm2_b = s.vec(p + "ln_2.bias", C);
+    l.w_fc = s.mat(p + "mlp.c_fc.weight", C, I);
+    l.b_fc = s.vec(p + "mlp.c_fc.bias", I);
+    l.w_down = s.mat(p + "mlp.c_proj.weight", I, C);
+    l.b_down = s.vec(p + "mlp.c_proj.bias", C);
+    w.layers.push_back(std::move(l));
+  }
+  w.normf_w = s.vec("ln_f.weight", C);
+  w.normf_b = s.vec("ln_f.bias", C);
+  // lm_head is tied to wte; a stored copy (some exports keep one) must match its shape.
+  if (f.find("lm_head.weight")) {
+    TensorSource root(f, "");
+    w.lm_head = root.mat("lm_head.weight", c.vocab_size, C);
+  }
+}
+
+void load_llama(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) {
+  TensorSource s(f, "");
+  const int C = c.n_embd, I = c.n_inner, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size;
+  w.tok_emb = s.mat("model.embed_tokens.weight", c.vocab_size, C);
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.norm1_w = s.vec(p + "input_layernorm.weight", C);
+    l.wq = s.mat_t(p + "self_attn.q_proj.weight", Hd, C);
+    l.wk = s.mat_t(p + "self_attn.k_proj.weight", KVd, C);
+    l.wv = s.mat_t(p + "self_attn.v_proj.weight", KVd, C);
+    if (c.qkv_bias) {
+      l.bq = s.vec(p + "self_attn.q_proj.bias", Hd);
+      l.bk = s.vec(p + "self_attn.k_proj.bias", KVd);
+      l.bv = s.vec(p + "self_attn.v_proj.bias", KVd);
+    }
+    l.wo = s.mat_t(p + "self_attn.o_proj.weight", C, Hd);
+    if (c.o_bias) l.bo = s.vec(p + "self_attn.o_proj.bias", C);
+    l.norm2_w = s.vec(p + "post_attention_layernorm.weight", C);
+    l.w_fc = s.mat_t(p + "mlp.gate_proj.weight", I, C);
+    l.w_up = s.mat_t(p + "mlp.up_proj.weight", I, C);
+    l.w_down = s.mat_t(p + "mlp.down_proj.weight", C, I);
+    w.layers.push_back(std::move(l));
+  }
+  w.normf_w = s.vec("model.norm.weight", C);
+  if (!c.tie_embeddings) {
+    if (!f.find("lm_head.weight"))
+      throw Error(f.path() + ": missing tensor 'lm_head.weight' (expected shape " +
+                  shape_str({c.vocab_size, C}) + ") and tie_word_embeddings is false");
+    w.lm_head = s.mat("lm_head.weight", c.vocab_size, C);
+  }
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const std::string& spec) {
+  auto m = std::make_shared<Model>();
+  m->name = spec;
+  m->dir = resolve_model_dir(spec);
+  if (!is_dir(m->dir))
+    throw Error("model directory '" + m->dir + "' does not exist\n  HINT: pass a folder holding config.json and "
+                "model.safetensors, or builtin:NAME (attnviz-cli info --list shows them).");
+  const std::string cfg_path = m->dir + "/config.json";
+  std::ifstream in(cfg_path);
+  if (!in) throw Error("'" + cfg_path + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(cfg_path + ": not valid JSON: " + e.what());
+  }
+  m->config = parse_config(j, cfg_path);
+  const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
+  if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights);
+  else load_llama(m->config, f, m->weights);
+  m->tokenizer = load_tokenizer(m->dir);
+  if (m->tokenizer && m->tokenizer->vocab_size() > m->config.vocab_size)
+    throw Error(m->dir + "/tokenizer.json has " + std::to_string(m->tokenizer->vocab_size()) +
+                " tokens but config.json says vocab_size " + std::to_string(m->config.vocab_size));
+  return m;
+}
+
+}  // namespace attnviz

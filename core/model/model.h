@@ -1,0 +1,69 @@
+// Model weights as plain data, loaded from a Hugging Face directory
+// (config.json + model.safetensors [+ tokenizer.json]). All matrices are stored so that a
+// linear layer is y = x · W + b with x a row vector: W is (in, out), row-major. Hugging
+// Face nn.Linear weights (out, in) are transposed on load; GPT-2 Conv1D weights are
+// already (in, out). See core/model/config.h for the dimension letters.
+#pragma once
+#include <Eigen/Core>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/tokenize/tokenizer.h"
+
+namespace attnviz {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic, Eigen::RowMajor>;  // row vector
+
+struct LayerWeights {
+  Vec norm1_w, norm1_b;  // (C); norm1_b empty for RMSNorm
+  Mat wq;                // (C, H*d)
+  Mat wk;                // (C, KV*d)
+  Mat wv;                // (C, KV*d)
+  Vec bq, bk, bv;        // (H*d), (KV*d), (KV*d); empty when the model has none
+  Mat wo;                // (H*d, C)
+  Vec bo;                // (C) or empty
+  Vec norm2_w, norm2_b;  // (C)
+  Mat w_fc;              // (C, I)  gpt2 c_fc, llama gate_proj
+  Vec b_fc;              // (I) or empty
+  Mat w_up;              // (C, I)  llama up_proj; empty for gpt2
+  Mat w_down;            // (I, C)  gpt2 mlp.c_proj, llama down_proj
+  Vec b_down;            // (C) or empty
+};
+
+struct ModelWeights {
+  Mat tok_emb;  // (V, C)
+  Mat pos_emb;  // (n_ctx, C) gpt2 only
+  std::vector<LayerWeights> layers;
+  Vec normf_w, normf_b;  // (C)
+  Mat lm_head;  // (V, C); empty when tied to tok_emb
+  const Mat& unembedding() const { return lm_head.size() ? lm_head : tok_emb; }  // (V, C)
+};
+
+struct Model {
+  std::string name;  // what the user passed: a directory or builtin:NAME
+  std::string dir;   // the directory it was read from
+  ModelConfig config;
+  ModelWeights weights;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the directory has none
+  long long parameter_count() const;
+};
+
+// One weight array as (pointer, number of floats).
+struct WeightSpan {
+  const float* data;
+  long long size;
+};
+// Every weight array of the model. With `one_token_pass`: only what a pass over one new
+// token reads in full: all but the embedding rows it looks up (pos_emb, and tok_emb
+// unless it is also the unembedding).
+std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass = false);
+
+
+// `spec` is a model directory or builtin:NAME. Throws attnviz::Error naming the file, the
+// tensor, the expected and the found shape when something is wrong.
+std::shared_ptr<const Model> load_model(const std::string& spec);
+
+}  // namespace attnviz

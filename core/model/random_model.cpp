@@ -1,0 +1,129 @@
+#include "core/model/random_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+#include "core/model/safetensors.h"
+#include "core/tokenize/tokenizer.h"
+
+namespace attnviz {
+
+ModelConfig preset_config(const std::string& name) {
+  ModelConfig c;
+  if (name == "tiny" || name == "llama-small") {
+    const bool tiny = name == "tiny";
+    c.model_type = "llama";
+    c.arch = Arch::Llama;
+    c.n_layer = tiny ? 4 : 12;
+    c.n_embd = tiny ? 64 : 768;
+    c.n_head = tiny ? 8 : 12;
+    c.n_kv_head = tiny ? 2 : 4;
+    c.n_inner = tiny ? 172 : 2048;
+    c.vocab_size = tiny ? 96 : 32000;
+    c.n_ctx = tiny ? 1024 : 2048;
+    c.norm_eps = 1e-5f;
+    c.tie_embeddings = tiny;
+    c.qkv_bias = c.o_bias = c.mlp_bias = false;
+  } else if (name == "tiny-gpt2" || name == "gpt2-small") {
+    const bool tiny = name == "tiny-gpt2";
+    c.model_type = "gpt2";
+    c.arch = Arch::Gpt2;
+    c.n_layer = tiny ? 4 : 12;
+    c.n_embd = tiny ? 64 : 768;
+    c.n_head = tiny ? 4 : 12;
+    c.n_kv_head = c.n_head;
+    c.n_inner = 4 * c.n_embd;
+    c.vocab_size = tiny ? 96 : 50257;
+    c.n_ctx = 1024;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  } else {
+    std::string all;
+    for (const auto& n : preset_names()) all += " " + n;
+    throw Error("unknown preset '" + name + "'; choose one of:" + all, ErrorKind::Usage);
+  }
+  c.head_size = c.n_embd / c.n_head;
+  return c;
+}
+
+std::vector<std::string> preset_names() { return {"tiny", "tiny-gpt2", "gpt2-small", "llama-small"}; }
+
+void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("cannot create '" + dir + "': " + ec.message());
+  std::mt19937_64 rng(seed);
+  SafetensorsWriter w;
+  std::vector<float> buf;
+  // N(mean, std) values for a tensor of the given shape.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float std, float mean = 0.f) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    std::normal_distribution<float> dist(mean, std);
+    buf.resize(static_cast<size_t>(n));
+    for (auto& v : buf) v = dist(rng);
+    w.add_f32(name, std::move(shape), buf.data());
+  };
+  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, Hd = c.n_head * c.head_size,
+                KVd = c.n_kv_head * c.head_size;
+  const float s_in = 1.f / std::sqrt(static_cast<float>(C));  // keeps activations O(1)
+  const float s_hid = 1.f / std::sqrt(static_cast<float>(I));
+  if (c.arch == Arch::Gpt2) {
+    add("wte.weight", {V, C}, 0.5f);
+    add("wpe.weight", {c.n_ctx, C}, 0.3f);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      add(p + "ln_1.weight", {C}, 0.1f, 1.f);
+      add(p + "ln_1.bias", {C}, 0.1f);
+      add(p + "attn.c_attn.weight", {C, 3 * C}, 1.5f * s_in);  // Conv1D (in, out)
+      add(p + "attn.c_attn.bias", {3 * C}, 0.1f);
+      add(p + "attn.c_proj.weight", {C, C}, s_in);
+      add(p + "attn.c_proj.bias", {C}, 0.02f);
+      add(p + "ln_2.weight", {C}, 0.1f, 1.f);
+      add(p + "ln_2.bias", {C}, 0.1f);
+      add(p + "mlp.c_fc.weight", {C, I}, s_in);
+      add(p + "mlp.c_fc.bias", {I}, 0.1f);
+      add(p + "mlp.c_proj.weight", {I, C}, s_hid);
+      add(p + "mlp.c_proj.bias", {C}, 0.02f);
+    }
+    add("ln_f.weight", {C}, 0.1f, 1.f);
+    add("ln_f.bias", {C}, 0.1f);
+  } else {
+    add("model.embed_tokens.weight", {V, C}, 0.5f);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      add(p + "input_layernorm.weight", {C}, 0.1f, 1.f);
+      add(p + "self_attn.q_proj.weight", {Hd, C}, 1.5f * s_in);  // nn.Linear (out, in)
+      add(p + "self_attn.k_proj.weight", {KVd, C}, 1.5f * s_in);
+      add(p + "self_attn.v_proj.weight", {KVd, C}, s_in);
+      if (c.qkv_bias) {
+        add(p + "self_attn.q_proj.bias", {Hd}, 0.1f);
+        add(p + "self_attn.k_proj.bias", {KVd}, 0.1f);
+        add(p + "self_attn.v_proj.bias", {KVd}, 0.1f);
+      }
+      add(p + "self_attn.o_proj.weight", {C, Hd}, 1.f / std::sqrt(static_cast<float>(Hd)));
+      if (c.o_bias) add(p + "self_attn.o_proj.bias", {C}, 0.02f);
+      add(p + "post_attention_layernorm.weight", {C}, 0.1f, 1.f);
+      add(p + "mlp.gate_proj.weight", {I, C}, s_in);
+      add(p + "mlp.up_proj.weight", {I, C}, s_in);
+      add(p + "mlp.down_proj.weight", {C, I}, s_hid);
+    }
+    add("model.norm.weight", {C}, 0.1f, 1.f);
+    if (!c.tie_embeddings) add("lm_head.weight", {V, C}, s_in);
+  }
+  w.set_metadata("format", "pt");
+  w.set_metadata("generator", "attnviz random seed " + std::to_string(seed));
+  w.write(dir + "/model.safetensors");
+  write_file_atomic(dir + "/config.json", config_to_json(c).dump(2) + "\n");
+
+  std::vector<std::string> pieces;
+  pieces.push_back("\n");
+  for (char ch = ' '; ch <= '~'; ++ch) pieces.emplace_back(1, ch);
+  pieces.resize(std::min<size_t>(pieces.size(), static_cast<size_t>(V)));
+  while (pieces.size() < static_cast<size_t>(V)) pieces.push_back("<" + std::to_string(pieces.size()) + ">");
+  write_file_atomic(dir + "/tokenizer.json", CharTokenizer(pieces).to_json() + "\n");
+}
+
+}  // namespace attnviz

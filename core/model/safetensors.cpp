@@ -1,0 +1,356 @@
+#include "core/model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace attnviz {
+
+namespace {
+
+struct DTypeName {
+  DType t;
+  const char* name;
+  size_t size;
+};
+constexpr DTypeName kDTypes[] = {
+    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
+    {DType::I16, "I16", 2}, {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
+    {DType::BOOL, "BOOL", 1},
+};
+
+bool parse_dtype(const std::string& s, DType* out) {
+  for (const auto& d : kDTypes)
+    if (s == d.name) { *out = d.t; return true; }
+  return false;
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.t == t) return d.name;
+  return "?";
+}
+size_t dtype_size(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.t == t) return d.size;
+  return 0;
+}
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);              // subnormal
+  else if (exp == 31) v = mant ? NAN : INFINITY;                           // inf / nan
+  else v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------- reading
+
+struct SafetensorsFile::Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr && size) munmap(addr, size);
+  }
+};
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  auto fail = [&](const std::string& why) -> Error {
+    return Error("safetensors file '" + path + "': " + why +
+                 "\n  HINT: the file is not a valid safetensors file; re-export or re-download it.");
+  };
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("'" + path + "' is not a regular file");
+  }
+  SafetensorsFile f;
+  f.path_ = path;
+  f.map_ = std::make_shared<Mapping>();
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > 0) {
+    void* a = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (a == MAP_FAILED) {
+      ::close(fd);
+      throw Error("cannot map '" + path + "': " + std::strerror(errno));
+    }
+    f.map_->addr = a;
+    f.map_->size = size;
+  }
+  ::close(fd);
+  const auto* bytes = static_cast<const uint8_t*>(f.map_->addr);
+
+  if (size < 8) throw fail("truncated: " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > size - 8)
+    throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+               std::to_string(size) + " bytes); the file is truncated or corrupt");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
+  } catch (const std::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) throw fail("header is not a JSON object");
+  f.data_ = bytes + 8 + n;
+  f.data_size_ = size - 8 - n;
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw fail("__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw fail("__metadata__ value '" + m.key() + "' is not a string");
+        f.metadata_[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const auto& j = *it;
+    TensorInfo t;
+    t.name = it.key();
+    const std::string where = "tensor '" + t.name + "'";
+    if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
+      throw fail(where + " needs dtype, shape and data_offsets");
+    if (!j["dtype"].is_string() || !parse_dtype(j["dtype"].get<std::string>(), &t.dtype))
+      throw fail(where + " has unknown dtype " + j["dtype"].dump() +
+                 " (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
+    if (!j["shape"].is_array()) throw fail(where + ": shape is not an array");
+    for (const auto& d : j["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw fail(where + ": bad dimension " + d.dump());
+      t.shape.push_back(d.get<int64_t>());
+    }
+    const auto& off = j["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw fail(where + ": data_offsets must be [begin, end]");
+    t.begin = off[0].get<uint64_t>();
+    t.end = off[1].get<uint64_t>();
+    if (t.begin > t.end) throw fail(where + ": data_offsets begin > end");
+    if (t.end > f.data_size_)
+      throw fail(where + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                 ") run past the data buffer (" + std::to_string(f.data_size_) + " bytes); the file is truncated");
+    // overflow-safe element count
+    uint64_t numel = 1;
+    for (auto d : t.shape) {
+      if (d != 0 && numel > UINT64_MAX / static_cast<uint64_t>(d)) throw fail(where + ": shape too large");
+      numel *= static_cast<uint64_t>(d);
+    }
+    if (numel > UINT64_MAX / dtype_size(t.dtype) || numel * dtype_size(t.dtype) != t.end - t.begin)
+      throw fail(where + ": shape " + shape_str_of(t.shape) + " of " + dtype_name(t.dtype) + " needs " +
+                 std::to_string(numel * dtype_size(t.dtype)) + " bytes but data_offsets give " +
+                 std::to_string(t.end - t.begin));
+    f.tensors_.push_back(std::move(t));
+  }
+  // No two tensors may share bytes.
+  std::vector<const TensorInfo*> by_begin;
+  for (const auto& t : f.tensors_)
+    if (t.end > t.begin) by_begin.push_back(&t);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i)
+    if (by_begin[i]->begin < by_begin[i - 1]->end)
+      throw fail("tensors '" + by_begin[i - 1]->name + "' and '" + by_begin[i]->name + "' overlap in the data buffer");
+  return f;
+}
+
+const TensorInfo* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<float> SafetensorsFile::read_f32(const TensorInfo& t) const {
+  const int64_t n = t.numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint8_t* p = data_ + t.begin;
+  switch (t.dtype) {
+    case DType::F32: std::memcpy(out.data(), p, n * 4); break;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = half_to_float(h); }
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_float(h); }
+      break;
+    case DType::F64:
+      for (int64_t i = 0; i < n; ++i) { double d; std::memcpy(&d, p + 8 * i, 8); out[i] = static_cast<float>(d); }
+      break;
+    default:
+      throw Error("tensor '" + t.name + "' in '" + path_ + "' has dtype " + dtype_name(t.dtype) +
+                  "; a floating-point tensor (F32, F16, BF16) was expected");
+  }
+  return out;
+}
+
+std::vector<int32_t> SafetensorsFile::read_i32(const TensorInfo& t) const {
+  const int64_t n = t.numel();
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  const uint8_t* p = data_ + t.begin;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v;
+    switch (t.dtype) {
+      case DType::I32: { int32_t x; std::memcpy(&x, p + 4 * i, 4); v = x; break; }
+      case DType::I64: { std::memcpy(&v, p + 8 * i, 8); break; }
+      case DType::I16: { int16_t x; std::memcpy(&x, p + 2 * i, 2); v = x; break; }
+      case DType::I8: v = static_cast<int8_t>(p[i]); break;
+      case DType::U8: v = p[i]; break;
+      default:
+        throw Error("tensor '" + t.name + "' in '" + path_ + "' has dtype " + dtype_name(t.dtype) +
+                    "; an integer tensor was expected");
+    }
+    if (v < INT32_MIN || v > INT32_MAX) throw Error("tensor '" + t.name + "': value out of int32 range");
+    out[i] = static_cast<int32_t>(v);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- writing
+
+namespace {
+// Writes to `path` atomically (temporary file, rename): `body` writes the content and
+// returns false on a write error.
+void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body);
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+}  // namespace
+
+size_t SafetensorsWriter::Entry::size() const {
+  return ref || fill ? static_cast<size_t>(element_count(shape)) * 4 : bytes.size();
+}
+
+void SafetensorsWriter::add_f32_ref(const std::string& name, std::vector<int64_t> shape, const float* values) {
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
+  e.ref = values;
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add_f32_generated(const std::string& name, std::vector<int64_t> shape, SliceFn fill) {
+  if (shape.empty()) throw Error("add_f32_generated: '" + name + "' needs at least one dimension");
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
+  e.fill = std::move(fill);
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
+  Entry e;
+  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
+  int64_t n = 1;
+  for (auto d : e.shape) n *= d;
+  e.bytes.resize(static_cast<size_t>(n) * 4);
+  if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values) {
+  Entry e;
+  e.name = name, e.dtype = DType::I32, e.shape = std::move(shape);
+  int64_t n = 1;
+  for (auto d : e.shape) n *= d;
+  e.bytes.resize(static_cast<size_t>(n) * 4);
+  if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& e : entries_) {
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.size()}}};
+    offset += e.size();
+  }
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // keep the data buffer 8-byte aligned
+  std::string head;  // the 8-byte length and the header; the tensors are streamed after it
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  head += h;
+  // Streamed to the file tensor by tensor rather than assembled in one string first: a
+  // dump of gpt2-small at T=1024 is 2.6 GB, and a third copy of it in memory is not needed.
+  write_atomic(path, [&](FILE* fp) {
+    auto put = [fp](const void* data, size_t size) { return size == 0 || std::fwrite(data, 1, size, fp) == size; };
+    if (!put(head.data(), head.size())) return false;
+    std::vector<float> slice;
+    for (const auto& e : entries_) {
+      if (e.fill) {
+        const int64_t n = e.shape[0], per = element_count(e.shape) / std::max<int64_t>(n, 1);
+        slice.resize(static_cast<size_t>(per));
+        for (int64_t i = 0; i < n; ++i) {
+          e.fill(i, slice.data());
+          if (!put(slice.data(), slice.size() * 4)) return false;
+        }
+      } else if (!put(e.ref ? e.ref : e.bytes.data(), e.size())) {
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+namespace {
+void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body) {
+  const std::string tmp = path + ".tmp-attnviz";
+  FILE* fp = std::fopen(tmp.c_str(), "wb");
+  if (!fp)
+    throw Error("cannot write '" + path + "': " + std::strerror(errno) +
+                "\n  HINT: check that the folder exists and is writable, or choose another --out path.");
+  bool ok = false;
+  try {
+    ok = body(fp);
+  } catch (...) {
+    std::fclose(fp);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  const bool closed = std::fclose(fp) == 0;
+  if (!ok || !closed) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + why + " (nothing was written)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + why + " (nothing was written)");
+  }
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  write_atomic(path, [&](FILE* fp) { return bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size(); });
+}
+
+}  // namespace attnviz

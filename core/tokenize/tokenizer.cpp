@@ -1,0 +1,123 @@
+#include "core/tokenize/tokenizer.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace attnviz {
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string s;
+  for (int id : ids) s += piece(id);
+  return s;
+}
+
+std::string display_piece(const std::string& piece) {
+  std::string out;
+  for (char ch : piece) {
+    if (ch == '\n') out += "\\n";
+    else if (ch == '\t') out += "\\t";
+    else if (ch == ' ') out += "\u2423";
+    else if (static_cast<unsigned char>(ch) < 0x20) out += "?";
+    else out += ch;
+  }
+  return out;
+}
+
+std::vector<std::string> utf8_split(std::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (!ok)
+      throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
+                  "\n  HINT: save the text as UTF-8.");
+    out.emplace_back(text.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+namespace {
+
+// "U+4E2D" for a UTF-8 encoded code point.
+std::string codepoint_name(const std::string& ch) {
+  uint32_t cp = 0;
+  const auto c0 = static_cast<unsigned char>(ch[0]);
+  if (ch.size() == 1) cp = c0;
+  else cp = c0 & (0xff >> (ch.size() + 1));
+  for (size_t k = 1; k < ch.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(ch[k]) & 0x3f);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", cp);
+  return buf;
+}
+
+std::string printable(const std::string& ch) {
+  if (ch == "\n") return "\\n";
+  if (ch == "\t") return "\\t";
+  if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 0x20) return "?";
+  return ch;
+}
+
+}  // namespace
+
+CharTokenizer::CharTokenizer(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {
+  for (size_t i = 0; i < pieces_.size(); ++i) ids_.emplace(pieces_[i], static_cast<int>(i));
+}
+
+std::vector<int> CharTokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto chars = utf8_split(text);
+  ids.reserve(chars.size());
+  for (size_t i = 0; i < chars.size(); ++i) {
+    auto it = ids_.find(chars[i]);
+    if (it == ids_.end())
+      throw Error("character '" + printable(chars[i]) + "' (" + codepoint_name(chars[i]) + ") at position " +
+                  std::to_string(i) + " is not in the model's vocabulary of " + std::to_string(pieces_.size()) +
+                  " characters\n  HINT: remove or replace it, or pass token ids with --tokens.");
+    ids.push_back(it->second);
+  }
+  return ids;
+}
+
+std::string CharTokenizer::piece(int id) const {
+  if (id < 0 || id >= vocab_size()) return "<" + std::to_string(id) + ">";
+  return pieces_[id];
+}
+
+std::string CharTokenizer::to_json() const {
+  nlohmann::json j;
+  j["type"] = "char";
+  j["vocab"] = pieces_;
+  return j.dump(1);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+  const std::string path = dir + "/tokenizer.json";
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
+    std::vector<std::string> pieces;
+    for (const auto& p : j["vocab"]) {
+      if (!p.is_string()) throw Error(path + ": every vocab entry must be a string");
+      pieces.push_back(p.get<std::string>());
+    }
+    return std::make_unique<CharTokenizer>(std::move(pieces));
+  }
+  throw Error(path + ": this tokenizer format is not supported yet (attnviz reads {\"type\": \"char\", \"vocab\": [...]})"
+              "\n  HINT: pass token ids with --tokens instead of --text.");
+}
+
+}  // namespace attnviz
