@@ -48,14 +48,14 @@ bool save_png(const std::string& path, int w, int h) {
   return stbi_write_png(path.c_str(), w, h, 3, flipped.data(), static_cast<int>(row)) != 0;
 }
 
-}  // namespace
+// What the command line asks for beyond the App's own options.
+struct ShotOptions {
+  std::string path;  // --screenshot: empty for a normal session
+  int frames = 5;    // frames to render before it
+  int wait_s = 300;  // seconds to wait for the first result
+};
 
-int main(int argc, char** argv) {
-  CLI::App cli{"attnviz: watch causal self-attention work, live, as you type"};
-  attnviz::ui::AppOptions opt;
-  std::string screenshot;
-  int frames = 5;
-  int wait_s = 300;
+void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
   cli.add_option("--model", opt.model, "model directory or builtin:NAME (default: builtin:fortunes-en, else a generated random model)");
   cli.add_option("--text", opt.text, "text to start with");
   cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
@@ -64,18 +64,19 @@ int main(int argc, char** argv) {
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
   cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
-  cli.add_option("--screenshot", screenshot, "render, save the window as this PNG and exit");
-  cli.add_option("--frames", frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
+  cli.add_option("--screenshot", shot.path, "render, save the window as this PNG and exit");
+  cli.add_option("--frames", shot.frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
-  cli.add_option("--wait", wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
-  CLI11_PARSE(cli, argc, argv);
-  opt.text_given = cli.count("--text") > 0;
-  opt.screenshot = !screenshot.empty();
+  cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
+}
 
+// A kWidth × kHeight window with an OpenGL 3.3 core context, current; nullptr (and the
+// reason on stderr) when there is none.
+GLFWwindow* open_window(bool screenshot) {
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
     std::fprintf(stderr, "attnviz: cannot open a window (no display?)\n  HINT: run it in a desktop session, or under xvfb-run for screenshots.\n");
-    return 1;
+    return nullptr;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
@@ -86,70 +87,93 @@ int main(int argc, char** argv) {
   if (!win) {
     std::fprintf(stderr, "attnviz: cannot create an OpenGL 3.3 core window\n  HINT: check the graphics driver (glxinfo | grep 'core profile').\n");
     glfwTerminate();
-    return 1;
+    return nullptr;
   }
   glfwMakeContextCurrent(win);
-  glfwSwapInterval(opt.screenshot ? 0 : 1);
+  glfwSwapInterval(screenshot ? 0 : 1);
+  return win;
+}
 
+// Saves the back buffer as shot.path and the sidecar JSON beside it; 0, or 1 on failure.
+int write_screenshot(const attnviz::ui::App& app, const ShotOptions& shot, int fw, int fh) {
+  if (!save_png(shot.path, fw, fh)) {
+    std::fprintf(stderr, "attnviz: cannot write '%s'\n", shot.path.c_str());
+    return 1;
+  }
+  const ImVec2 s = ImGui::GetIO().DisplayFramebufferScale;
+  std::ofstream(shot.path + ".json") << app.sidecar_json(s.x, s.y) << "\n";
+  std::printf("attnviz: wrote %s (%dx%d) and %s.json\n", shot.path.c_str(), fw, fh, shot.path.c_str());
+  return 0;
+}
+
+// The event loop: one ImGui frame per wake-up until the window closes, the user quits or
+// the screenshot is written. Returns the exit code.
+int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptions& opt, const ShotOptions& shot) {
+  const bool screenshot = !shot.path.empty();
+  ImGuiIO& io = ImGui::GetIO();
+  int shot_frames = 0;
+  while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
+    // Idle politely: wake for input or a result (or every 50 ms). Screenshots run flat
+    // out, except while a typed key waits for its result, as a real session would.
+    if (screenshot && !app.typing_waits()) glfwPollEvents();
+    else glfwWaitEventsTimeout(0.05);
+    const auto t_frame = std::chrono::steady_clock::now();
+    float sx = 1.f, sy = 1.f;
+    glfwGetWindowContentScale(win, &sx, &sy);
+    app.before_frame(sx);
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    if (screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
+    ImGui::NewFrame();
+    app.frame();
+    ImGui::Render();
+    if (app.posted_this_frame() && app.wait_result(kFreshResultWaitMs)) continue;  // draw the fresh result instead
+    const auto t_ui = std::chrono::steady_clock::now();
+    int fw = 0, fh = 0;
+    glfwGetFramebufferSize(win, &fw, &fh);
+    glViewport(0, 0, fw, fh);
+    glClearColor(0.05f, 0.05f, 0.06f, 1.f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (screenshot && app.settled() && ++shot_frames >= shot.frames) return write_screenshot(app, shot, fw, fh);
+    glfwSwapBuffers(win);
+    if (!opt.type.empty()) {
+      glFinish();  // presented, not just queued
+      const auto t_done = std::chrono::steady_clock::now();
+      using ms = std::chrono::duration<double, std::milli>;
+      app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"attnviz: watch causal self-attention work, live, as you type"};
+  attnviz::ui::AppOptions opt;
+  ShotOptions shot;
+  add_options(cli, opt, shot);
+  CLI11_PARSE(cli, argc, argv);
+  opt.text_given = cli.count("--text") > 0;
+  opt.screenshot = !shot.path.empty();
+
+  GLFWwindow* win = open_window(opt.screenshot);
+  if (!win) return 1;
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   int rc = 0;
   std::string ini_path;  // outlives the App: ImGui writes imgui.ini in DestroyContext
   {
     attnviz::ui::App app(opt);
-    ImGuiIO& io = ImGui::GetIO();
     ini_path = app.imgui_ini_path();
-    io.IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
+    ImGui::GetIO().IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
     ImGui_ImplGlfw_InitForOpenGL(win, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
-
-    if (opt.screenshot && !app.wait_first_answer(wait_s * 1000)) {
-      std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", wait_s);
-    }
+    if (opt.screenshot && !app.wait_first_answer(shot.wait_s * 1000))
+      std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", shot.wait_s);
     app.set_on_result([] { glfwPostEmptyEvent(); });  // draw a result as soon as it is published
-    int shot_frames = 0;
-    while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
-      // Idle politely: wake for input or a result (or every 50 ms). Screenshots run flat
-      // out, except while a typed key waits for its result, as a real session would.
-      if (opt.screenshot && !app.typing_waits()) glfwPollEvents();
-      else glfwWaitEventsTimeout(0.05);
-      const auto t_frame = std::chrono::steady_clock::now();
-      float sx = 1.f, sy = 1.f;
-      glfwGetWindowContentScale(win, &sx, &sy);
-      app.before_frame(sx);
-      ImGui_ImplOpenGL3_NewFrame();
-      ImGui_ImplGlfw_NewFrame();
-      if (opt.screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
-      ImGui::NewFrame();
-      app.frame();
-      ImGui::Render();
-      if (app.posted_this_frame() && app.wait_result(kFreshResultWaitMs)) continue;  // draw the fresh result instead
-      const auto t_ui = std::chrono::steady_clock::now();
-      int fw = 0, fh = 0;
-      glfwGetFramebufferSize(win, &fw, &fh);
-      glViewport(0, 0, fw, fh);
-      glClearColor(0.05f, 0.05f, 0.06f, 1.f);
-      glClear(GL_COLOR_BUFFER_BIT);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-      if (opt.screenshot && app.settled() && ++shot_frames >= frames) {
-        if (!save_png(screenshot, fw, fh)) {
-          std::fprintf(stderr, "attnviz: cannot write '%s'\n", screenshot.c_str());
-          rc = 1;
-        } else {
-          const ImVec2 s = io.DisplayFramebufferScale;
-          std::ofstream(screenshot + ".json") << app.sidecar_json(s.x, s.y) << "\n";
-          std::printf("attnviz: wrote %s (%dx%d) and %s.json\n", screenshot.c_str(), fw, fh, screenshot.c_str());
-        }
-        break;
-      }
-      glfwSwapBuffers(win);
-      if (!opt.type.empty()) {
-        glFinish();  // presented, not just queued
-        const auto t_done = std::chrono::steady_clock::now();
-        using ms = std::chrono::duration<double, std::milli>;
-        app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
-      }
-    }
+    rc = run_loop(win, app, opt, shot);
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
   }  // the App (and its worker thread) ends here, while the GL context is still current

@@ -15,21 +15,24 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
   tex.upload(T, T, scratch);
 }
 
+void HeadGridPanel::refresh(const FrameContext& ctx) {
+  const ModelConfig& c = ctx.model->config;
+  const Colormap cmap = ctx.state.probs_colormap;
+  const size_t count = static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_head);
+  if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && thumbs_.size() == count) return;
+  thumbs_.resize(count);
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head; ++h) upload_probs(thumbs_[static_cast<size_t>(l * c.n_head + h)], ctx.trace, l, h, cmap, rgba_);
+  scores_ = score_heads(ctx.trace);
+  serial_ = ctx.snap.trace_serial;
+  cmap_ = cmap;
+}
+
 void HeadGridPanel::draw_content(FrameContext& ctx) {
-  const Trace& tr = ctx.trace;
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
   const int L = c.n_layer, H = c.n_head, KV = c.n_kv_head, G = c.group_size();
-
-  if (serial_ != ctx.snap.trace_serial || cmap_ != s.probs_colormap ||
-      thumbs_.size() != static_cast<size_t>(L) * static_cast<size_t>(H)) {
-    thumbs_.resize(static_cast<size_t>(L) * static_cast<size_t>(H));
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < H; ++h) upload_probs(thumbs_[static_cast<size_t>(l * H + h)], tr, l, h, s.probs_colormap, rgba_);
-    scores_ = score_heads(tr);
-    serial_ = ctx.snap.trace_serial;
-    cmap_ = s.probs_colormap;
-  }
+  refresh(ctx);
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   if (s.presentation)  // large fonts: one short line, and the room goes to the thumbnails
@@ -44,69 +47,87 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   if (!s.presentation) export_.draw(ctx, what);
   const float fs = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float row_label = fs * 2.2f, head_row = fs * 1.2f, gap = std::max(3.f, fs * 0.3f);
-  float side = std::min((avail.x - row_label) / static_cast<float>(H) - gap,
-                        (avail.y - head_row - fs * 0.5f) / static_cast<float>(L) - gap);
-  side = std::clamp(std::floor(side), fs * 1.5f, fs * 12.f);
+  GridLayout g;
+  g.row_label = fs * 2.2f, g.head_row = fs * 1.2f, g.gap = std::max(3.f, fs * 0.3f);
+  g.side = std::min((avail.x - g.row_label) / static_cast<float>(H) - g.gap,
+                    (avail.y - g.head_row - fs * 0.5f) / static_cast<float>(L) - g.gap);
+  g.side = std::clamp(std::floor(g.side), fs * 1.5f, fs * 12.f);
 
   ImGui::BeginChild("grid", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 o = ImGui::GetCursorScreenPos();
+  g.o = ImGui::GetCursorScreenPos();
+  draw_header(ctx, g);
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-  // Head numbers and group bars on top.
-  for (int g = 0; g < KV; ++g) {
-    const float x0 = o.x + row_label + static_cast<float>(g * G) * (side + gap);
-    const float x1 = x0 + static_cast<float>(G) * (side + gap) - gap;
-    dl->AddRectFilled(ImVec2(x0, o.y + fs * 1.05f), ImVec2(x1, o.y + fs * 1.2f), group_color(g, KV));
+  for (int l = 0; l < L; ++l) {
+    const float y = g.o.y + g.head_row + fs * 0.3f + static_cast<float>(l) * (g.side + g.gap);
+    text_centered(ImGui::GetWindowDrawList(), ImVec2(g.o.x, y), ImVec2(g.o.x + g.row_label - g.gap, y + g.side),
+                  l == s.layer ? tc : dim, "L" + std::to_string(l));
+    for (int h = 0; h < H; ++h)
+      draw_thumbnail(ctx, l, h, ImVec2(g.o.x + g.row_label + static_cast<float>(h) * (g.side + g.gap), y), g.side);
+  }
+  ImGui::SetCursorScreenPos(g.o);
+  const ImVec2 size(g.row_label + static_cast<float>(H) * (g.side + g.gap),
+                    g.head_row + fs * 0.3f + static_cast<float>(L) * (g.side + g.gap));
+  ImGui::Dummy(size);
+  grid_rect_ = ImVec4(g.o.x + g.row_label, g.o.y + g.head_row + fs * 0.3f, size.x - g.row_label, size.y - g.head_row - fs * 0.3f);
+  ImGui::EndChild();
+}
+
+// Head numbers on top, with one bar per KV group under the query heads that share it.
+void HeadGridPanel::draw_header(const FrameContext& ctx, const GridLayout& g) const {
+  const ModelConfig& c = ctx.model->config;
+  const int H = c.n_head, KV = c.n_kv_head, G = c.group_size();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  for (int k = 0; k < KV; ++k) {
+    const float x0 = g.o.x + g.row_label + static_cast<float>(k * G) * (g.side + g.gap);
+    const float x1 = x0 + static_cast<float>(G) * (g.side + g.gap) - g.gap;
+    dl->AddRectFilled(ImVec2(x0, g.o.y + fs * 1.05f), ImVec2(x1, g.o.y + fs * 1.2f), group_color(k, KV));
   }
   for (int h = 0; h < H; ++h) {
-    const float x = o.x + row_label + static_cast<float>(h) * (side + gap);
-    const std::string lab = "h" + std::to_string(h);
-    text_centered(dl, ImVec2(x, o.y), ImVec2(x + side, o.y + fs), h == s.head ? tc : dim, lab);
+    const float x = g.o.x + g.row_label + static_cast<float>(h) * (g.side + g.gap);
+    text_centered(dl, ImVec2(x, g.o.y), ImVec2(x + g.side, g.o.y + fs), h == ctx.state.head ? tc : dim, "h" + std::to_string(h));
   }
+}
+
+// One head's thumbnail at `a` (side × side): its KV group's frame colour, the selection
+// frame, its role tag (prev, ind, sink, self) and, hovered, its scores; a click selects it.
+void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side) {
+  const ModelConfig& c = ctx.model->config;
+  AppState& s = ctx.state;
+  const int H = c.n_head, KV = c.n_kv_head, g = c.kv_head_of(h);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
   const float th = std::max(2.f, ctx.scale * 2.f);
-  for (int l = 0; l < L; ++l) {
-    const float y = o.y + head_row + fs * 0.3f + static_cast<float>(l) * (side + gap);
-    const std::string lab = "L" + std::to_string(l);
-    text_centered(dl, ImVec2(o.x, y), ImVec2(o.x + row_label - gap, y + side), l == s.layer ? tc : dim, lab);
-    for (int h = 0; h < H; ++h) {
-      const ImVec2 a(o.x + row_label + static_cast<float>(h) * (side + gap), y), b = a + ImVec2(side, side);
-      ImGui::SetCursorScreenPos(a);
-      ImGui::PushID(l * H + h);
-      ImGui::Image(thumbs_[static_cast<size_t>(l * H + h)].id(), ImVec2(side, side));
-      const bool hov = ImGui::IsItemHovered();
-      if (ImGui::IsItemClicked()) {
-        s.layer = l;
-        s.head = h;
-        s.kv_group = c.kv_head_of(h);
-      }
-      ImGui::PopID();
-      const int g = c.kv_head_of(h);
-      dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
-      if (l == s.layer && h == s.head)
-        dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
-      const HeadScore& sc = scores_[static_cast<size_t>(l * H + h)];
-      const std::string role = head_label(sc);
-      if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
-        const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;
-        const ImVec2 ts = ImGui::CalcTextSize(tag.c_str());
-        dl->AddRectFilled(ImVec2(a.x, b.y - ts.y), ImVec2(a.x + ts.x + 4, b.y), IM_COL32(0, 0, 0, 190));
-        dl->AddText(ImVec2(a.x + 2, b.y - ts.y), IM_COL32(255, 255, 255, 255), tag.c_str());
-      }
-      if (hov) {
-        dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
-        ImGui::SetTooltip("layer %d, head %d (KV head %d)\non this text, mean weight on: previous token %.2f, first token %.2f, "
-                          "itself %.2f, after an earlier occurrence (induction) %s\nclick to show it in the heatmap",
-                          l, h, g, sc.previous_token, sc.first_token, sc.self,
-                          sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str());
-      }
-    }
+  const ImVec2 b = a + ImVec2(side, side);
+  ImGui::SetCursorScreenPos(a);
+  ImGui::PushID(l * H + h);
+  ImGui::Image(thumbs_[static_cast<size_t>(l * H + h)].id(), ImVec2(side, side));
+  const bool hov = ImGui::IsItemHovered();
+  if (ImGui::IsItemClicked()) {
+    s.layer = l;
+    s.head = h;
+    s.kv_group = g;
   }
-  ImGui::SetCursorScreenPos(o);
-  const ImVec2 size(row_label + static_cast<float>(H) * (side + gap), head_row + fs * 0.3f + static_cast<float>(L) * (side + gap));
-  ImGui::Dummy(size);
-  grid_rect_ = ImVec4(o.x + row_label, o.y + head_row + fs * 0.3f, size.x - row_label, size.y - head_row - fs * 0.3f);
-  ImGui::EndChild();
+  ImGui::PopID();
+  dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
+  if (l == s.layer && h == s.head)
+    dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+  const HeadScore& sc = scores_[static_cast<size_t>(l * H + h)];
+  const std::string role = head_label(sc);
+  if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
+    const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;
+    const ImVec2 ts = ImGui::CalcTextSize(tag.c_str());
+    dl->AddRectFilled(ImVec2(a.x, b.y - ts.y), ImVec2(a.x + ts.x + 4, b.y), IM_COL32(0, 0, 0, 190));
+    dl->AddText(ImVec2(a.x + 2, b.y - ts.y), IM_COL32(255, 255, 255, 255), tag.c_str());
+  }
+  if (hov) {
+    dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
+    ImGui::SetTooltip("layer %d, head %d (KV head %d)\non this text, mean weight on: previous token %.2f, first token %.2f, "
+                      "itself %.2f, after an earlier occurrence (induction) %s\nclick to show it in the heatmap",
+                      l, h, g, sc.previous_token, sc.first_token, sc.self,
+                      sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str());
+  }
 }
 
 }  // namespace attnviz::ui

@@ -19,6 +19,15 @@ class HeadGridPanel : public Panel {
   void draw_content(FrameContext& ctx) override;
 
  private:
+  struct GridLayout {
+    ImVec2 o;                                    // top-left of the grid
+    float row_label = 0, head_row = 0, gap = 0;  // layer-label column, head-number row, spacing
+    float side = 0;                              // thumbnail side
+  };
+  void refresh(const FrameContext& ctx);  // thumbnails and scores of a new trace or colormap
+  void draw_header(const FrameContext& ctx, const GridLayout& g) const;
+  void draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side);
+
   uint64_t serial_ = 0;            // trace the textures show
   Colormap cmap_ = Colormap::Viridis;
   std::vector<Texture> thumbs_;    // (L * H), thumbs_[l * H + h]: probs of layer l, head h

@@ -88,119 +88,131 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   draw_colorbar(ctx, avail.y);
 }
 
-void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
-  const Trace& tr = ctx.trace;
-  const ModelConfig& c = ctx.model->config;
-  AppState& s = ctx.state;
-  const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
+void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
+  const AppState& s = ctx.state;
+  const LayerTrace& lt = ctx.trace.layers[static_cast<size_t>(s.layer)];
   const Stage stage = s.stage;
   const std::vector<int64_t> shape = lt.shape(stage);
-  const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;  // head index in the stage
+  const int hi = stage_is_kv(stage) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
   const int rows = static_cast<int>(shape[1]), cols = static_cast<int>(shape[2]);
-  const bool square = stage_is_square(stage);
-
-  // Upload once per change.
   const Colormap cmap = stage_is_signed(stage) ? Colormap::Diverging : s.probs_colormap;
   const Key key{ctx.snap.trace_serial, s.layer, hi, stage, cmap};
-  if (!(key == key_) || !tex_.valid()) {
-    const float* data = lt.head_values(stage, hi, values_);  // scaled/masked: derived into values_
-    const int64_t n = static_cast<int64_t>(rows) * cols;
-    range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
-    colorize_rgba(cmap, data, rows, cols, range_, rgba_, /*causal_mask=*/stage == Stage::Probs);
-    tex_.upload(cols, rows, rgba_);
-    key_ = key;
-    cmap_ = cmap;
-  }
+  if (key == key_ && tex_.valid()) return;
+  const float* data = lt.head_values(stage, hi, values_);  // scaled/masked: derived into values_
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
+  colorize_rgba(cmap, data, rows, cols, range_, rgba_, /*causal_mask=*/stage == Stage::Probs);
+  tex_.upload(cols, rows, rgba_);
+  key_ = key;
+  cmap_ = cmap;
+}
+
+void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
+  const Trace& tr = ctx.trace;
+  AppState& s = ctx.state;
+  const std::vector<int64_t> shape = tr.layers[static_cast<size_t>(s.layer)].shape(s.stage);
+  MatrixLayout m;
+  m.rows = static_cast<int>(shape[1]), m.cols = static_cast<int>(shape[2]);
+  m.square = stage_is_square(s.stage);
+  upload_if_changed(ctx);
 
   // Labels: token text down the left (rows = tokens), token text or dimension on top.
   const float fs = ImGui::GetFontSize();
-  float label_w = 0.f;
-  std::vector<std::string> row_labels(static_cast<size_t>(rows));
-  for (int i = 0; i < rows; ++i) {
-    row_labels[static_cast<size_t>(i)] = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(i)]));
-    label_w = std::max(label_w, ImGui::CalcTextSize(row_labels[static_cast<size_t>(i)].c_str()).x);
+  m.row_labels.resize(static_cast<size_t>(m.rows));
+  for (int i = 0; i < m.rows; ++i) {
+    m.row_labels[static_cast<size_t>(i)] = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(i)]));
+    m.label_w = std::max(m.label_w, ImGui::CalcTextSize(m.row_labels[static_cast<size_t>(i)].c_str()).x);
   }
-  const float left = std::min(label_w, fs * 6.f) + fs * 0.6f;
-  const float top = fs * 1.4f;
+  m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
+  m.top = fs * 1.4f;
 
-  fit_cell_ = std::min((width - left - fs) / static_cast<float>(cols), (height - top - fs) / static_cast<float>(rows));
+  fit_cell_ = std::min((width - m.left - fs) / static_cast<float>(m.cols), (height - m.top - fs) / static_cast<float>(m.rows));
   fit_cell_ = std::clamp(fit_cell_ >= 3.f ? std::floor(fit_cell_) : fit_cell_, 0.5f, 64.f);
-  const float cell = s.cell_px > 0.f ? s.cell_px : fit_cell_;
-  const ImVec2 img(cell * static_cast<float>(cols), cell * static_cast<float>(rows));
+  m.cell = s.cell_px > 0.f ? s.cell_px : fit_cell_;
+  m.img = ImVec2(m.cell * static_cast<float>(m.cols), m.cell * static_cast<float>(m.rows));
 
   ImGuiIO& io = ImGui::GetIO();
   ImGui::BeginChild("matrix", ImVec2(width, height), false,
                     ImGuiWindowFlags_HorizontalScrollbar | (io.KeyCtrl ? ImGuiWindowFlags_NoScrollWithMouse : 0));
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 p0 = origin + ImVec2(left, top);
-  ImGui::SetCursorScreenPos(p0);
-  ImGui::Image(tex_.id(), img);
+  m.origin = ImGui::GetCursorScreenPos();
+  m.p0 = m.origin + ImVec2(m.left, m.top);
+  ImGui::SetCursorScreenPos(m.p0);
+  ImGui::Image(tex_.id(), m.img);
   const bool hovered = ImGui::IsItemHovered();
-  image_rect_ = ImVec4(p0.x, p0.y, img.x, img.y);
+  image_rect_ = ImVec4(m.p0.x, m.p0.y, m.img.x, m.img.y);
   // Content size for the scrollbars.
-  ImGui::SetCursorScreenPos(origin);
-  ImGui::Dummy(ImVec2(left + img.x + fs * 0.5f, top + img.y + fs * 0.5f));
+  ImGui::SetCursorScreenPos(m.origin);
+  ImGui::Dummy(ImVec2(m.left + m.img.x + fs * 0.5f, m.top + m.img.y + fs * 0.5f));
 
-  const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
-  const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-  const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
-  // Axis labels shrink with the cells (down to 60 % of the UI font), then thin out.
-  ImFont* font = ImGui::GetFont();
-  const float lfs = std::clamp(cell * 0.95f, fs * 0.6f, fs);
-  const float shrink = lfs / fs;
-  const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / cell)));
-  for (int i = 0; i < rows; i += row_step) {
-    const float y = p0.y + (static_cast<float>(i) + 0.5f) * cell - lfs * 0.5f;
-    if (y < clip0.y - fs || y > clip1.y) continue;
-    const std::string& lab = row_labels[static_cast<size_t>(i)];
-    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
-    dl->PushClipRect(ImVec2(origin.x, y), ImVec2(p0.x - fs * 0.3f, y + lfs), true);
-    dl->AddText(font, lfs, ImVec2(p0.x - fs * 0.3f - w, y), i == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col, lab.c_str());
-    dl->PopClipRect();
-  }
-  // Column labels.
-  float col_w = fs;
-  if (square) col_w = std::min(label_w, fs * 3.f) * shrink + lfs * 0.15f;
-  else col_w = ImGui::CalcTextSize("000").x * shrink + lfs * 0.3f;
-  const int col_step = std::max(1, static_cast<int>(std::ceil(col_w / cell)));
-  for (int j = 0; j < cols; j += col_step) {
-    const float x = p0.x + (static_cast<float>(j) + 0.5f) * cell;
-    if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
-    const std::string lab = square ? row_labels[static_cast<size_t>(j)] : std::to_string(j);
-    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
-    const ImU32 col = square ? (j == s.hovered_token ? IM_COL32(255, 220, 0, 255) : text_col) : dim_col;
-    dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), origin.y + top - lfs - fs * 0.2f), col, lab.c_str());
-  }
-
-  // The hovered token's row (as a query) and column (as a key), in every heatmap.
-  const int ht = s.hovered_token;
-  const ImU32 hl = IM_COL32(255, 220, 0, 255);
-  const float th = std::max(1.5f, ctx.scale * 2.f);
-  if (ht >= 0 && ht < rows) {
-    const float y = p0.y + static_cast<float>(ht) * cell;
-    dl->AddRect(ImVec2(p0.x - 1, y), ImVec2(p0.x + img.x + 1, y + cell), hl, 0.f, 0, th);
-    if (square) {
-      const float x = p0.x + static_cast<float>(ht) * cell;
-      dl->AddRect(ImVec2(x, p0.y - 1), ImVec2(x + cell, p0.y + img.y + 1), hl, 0.f, 0, th);
-    }
-  }
-
-  // Hover: tooltip with the numbers; Ctrl+wheel zoom.
-  if (hovered) {
-    const ImVec2 m = io.MousePos - p0;
-    const int i = std::clamp(static_cast<int>(m.y / cell), 0, rows - 1);
-    const int j = std::clamp(static_cast<int>(m.x / cell), 0, cols - 1);
-    s.hover(i);
-    const ImVec2 c0 = p0 + ImVec2(static_cast<float>(j) * cell, static_cast<float>(i) * cell);
-    dl->AddRect(c0, c0 + ImVec2(cell, cell), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
-    cell_tooltip(ctx, i, j);
-  }
+  draw_axis_labels(ctx, m);
+  draw_highlights(ctx, m, hovered);
   if (ImGui::IsWindowHovered() && io.KeyCtrl && io.MouseWheel != 0.f) {
     const float cur = s.cell_px > 0.f ? s.cell_px : fit_cell_;
     s.cell_px = std::clamp(cur * std::pow(1.2f, io.MouseWheel), 0.5f, 96.f);
   }
   ImGui::EndChild();
+}
+
+// Axis labels shrink with the cells (down to 60 % of the UI font), then thin out.
+void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout& m) const {
+  const AppState& s = ctx.state;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
+  const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  const ImU32 hover_col = IM_COL32(255, 220, 0, 255);
+  const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
+  ImFont* font = ImGui::GetFont();
+  const float lfs = std::clamp(m.cell * 0.95f, fs * 0.6f, fs);
+  const float shrink = lfs / fs;
+  const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / m.cell)));
+  for (int i = 0; i < m.rows; i += row_step) {
+    const float y = m.p0.y + (static_cast<float>(i) + 0.5f) * m.cell - lfs * 0.5f;
+    if (y < clip0.y - fs || y > clip1.y) continue;
+    const std::string& lab = m.row_labels[static_cast<size_t>(i)];
+    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
+    dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.p0.x - fs * 0.3f, y + lfs), true);
+    dl->AddText(font, lfs, ImVec2(m.p0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col, lab.c_str());
+    dl->PopClipRect();
+  }
+  // Column labels: the key tokens of a (T, T) matrix, the dimension index of Q, K, V, out.
+  const float col_w = m.square ? std::min(m.label_w, fs * 3.f) * shrink + lfs * 0.15f
+                               : ImGui::CalcTextSize("000").x * shrink + lfs * 0.3f;
+  const int col_step = std::max(1, static_cast<int>(std::ceil(col_w / m.cell)));
+  for (int j = 0; j < m.cols; j += col_step) {
+    const float x = m.p0.x + (static_cast<float>(j) + 0.5f) * m.cell;
+    if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
+    const std::string lab = m.square ? m.row_labels[static_cast<size_t>(j)] : std::to_string(j);
+    const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
+    const ImU32 col = m.square ? (j == s.hovered_token ? hover_col : text_col) : dim_col;
+    dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), m.origin.y + m.top - lfs - fs * 0.2f), col, lab.c_str());
+  }
+}
+
+// The hovered token's row (as a query) and column (as a key), in every heatmap; under the
+// mouse, the cell's frame and its tooltip with the numbers.
+void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, bool hovered) {
+  AppState& s = ctx.state;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const int ht = s.hovered_token;
+  const ImU32 hl = IM_COL32(255, 220, 0, 255);
+  const float th = std::max(1.5f, ctx.scale * 2.f);
+  if (ht >= 0 && ht < m.rows) {
+    const float y = m.p0.y + static_cast<float>(ht) * m.cell;
+    dl->AddRect(ImVec2(m.p0.x - 1, y), ImVec2(m.p0.x + m.img.x + 1, y + m.cell), hl, 0.f, 0, th);
+    if (m.square) {
+      const float x = m.p0.x + static_cast<float>(ht) * m.cell;
+      dl->AddRect(ImVec2(x, m.p0.y - 1), ImVec2(x + m.cell, m.p0.y + m.img.y + 1), hl, 0.f, 0, th);
+    }
+  }
+  if (!hovered) return;
+  const ImVec2 mouse = ImGui::GetIO().MousePos - m.p0;
+  const int i = std::clamp(static_cast<int>(mouse.y / m.cell), 0, m.rows - 1);
+  const int j = std::clamp(static_cast<int>(mouse.x / m.cell), 0, m.cols - 1);
+  s.hover(i);
+  const ImVec2 c0 = m.p0 + ImVec2(static_cast<float>(j) * m.cell, static_cast<float>(i) * m.cell);
+  dl->AddRect(c0, c0 + ImVec2(m.cell, m.cell), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+  cell_tooltip(ctx, i, j);
 }
 
 void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {

@@ -22,7 +22,18 @@ class HeatmapPanel : public Panel {
  private:
   void draw_controls(FrameContext& ctx);
   void draw_tabs(FrameContext& ctx);
+  // Where the matrix of this frame lies: cells, labels, screen positions.
+  struct MatrixLayout {
+    int rows = 0, cols = 0;
+    bool square = false;                 // (T, T) stage: tokens on both axes
+    std::vector<std::string> row_labels;  // [rows] token labels
+    float label_w = 0, left = 0, top = 0, cell = 1;
+    ImVec2 origin, p0, img;              // child window origin, matrix top-left, matrix size
+  };
+  void upload_if_changed(FrameContext& ctx);
   void draw_matrix(FrameContext& ctx, float width, float height);
+  void draw_axis_labels(const FrameContext& ctx, const MatrixLayout& m) const;
+  void draw_highlights(FrameContext& ctx, const MatrixLayout& m, bool hovered);
   void draw_colorbar(FrameContext& ctx, float height);
   void cell_tooltip(const FrameContext& ctx, int i, int j) const;
 

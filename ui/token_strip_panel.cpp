@@ -8,12 +8,33 @@ namespace attnviz::ui {
 
 void TokenStripPanel::draw_content(FrameContext& ctx) {
   const Trace& tr = ctx.trace;
+  const WindowInfo w = window_info(static_cast<int>(ctx.snap.all_ids.size()), tr.block_size);
+  draw_controls(ctx, w);
+
+  // Chips in one scrolling row; the bracket under the window.
+  const float fs = ImGui::GetFontSize();
+  const float chip_h = fs * 1.6f;
+  const float strip_h = chip_h + fs * 2.6f;
+  ImGui::BeginChild("chips", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize), false,
+                    ImGuiWindowFlags_HorizontalScrollbar);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ChipsDrawn chips = draw_chips(ctx, w, origin, chip_h);
+  if (chips.win_x0 >= 0) draw_bracket(ctx, chips, origin.y + chip_h + fs * 1.35f);
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(ImVec2(chips.end_x - origin.x, strip_h));
+  strip_rect_ = ImVec4(origin.x, origin.y, std::min(chips.end_x - origin.x, ImGui::GetWindowWidth()), chip_h);
+  if (follow_serial_ != ctx.snap.trace_serial) {  // keep the newest token in view
+    ImGui::SetScrollHereX(1.f);
+    follow_serial_ = ctx.snap.trace_serial;
+  }
+  ImGui::EndChild();
+}
+
+// The block_size slider (the engine is asked again when it changes) and the counts.
+void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
+  const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
   const int n_ctx = ctx.model->config.n_ctx;
-  const std::vector<int>& all = ctx.snap.all_ids;
-  const WindowInfo w = window_info(static_cast<int>(all.size()), tr.block_size);
-
-  // block_size slider: the engine is asked again when it changes.
   ImGui::PushItemWidth(ImGui::GetFontSize() * 14.f);
   int bs = s.block_size > 0 ? s.block_size : n_ctx;
   if (ImGui::SliderInt("block_size", &bs, 1, n_ctx, "%d", ImGuiSliderFlags_AlwaysClamp | ImGuiSliderFlags_Logarithmic))
@@ -33,15 +54,16 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   help_marker("The model only sees the last block_size tokens (nanoGPT's idx[:, -block_size:]). "
               "Older tokens fall out of the window on the left. Hover a token to highlight its row "
               "(as a query) and column (as a key) in every heatmap.");
+}
 
-  // Chips in one scrolling row; the bracket under the window.
-  const float fs = ImGui::GetFontSize();
-  const float chip_h = fs * 1.6f;
-  const float strip_h = chip_h + fs * 2.6f;
-  ImGui::BeginChild("chips", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize), false,
-                    ImGuiWindowFlags_HorizontalScrollbar);
+// One chip per token from `origin`: in-window chips coloured with their window position
+// under them, dropped ones grey; hovering gives the id and position.
+TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const WindowInfo& w, ImVec2 origin,
+                                                        float chip_h) {
+  AppState& s = ctx.state;
+  const std::vector<int>& all = ctx.snap.all_ids;
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float fs = ImGui::GetFontSize();
   const float pad = fs * 0.35f, gap = fs * 0.25f;
   float x = origin.x;
   float win_x0 = -1.f, win_x1 = -1.f;
@@ -90,29 +112,26 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
     }
     x = b.x + gap;
   }
-  // The window bracket:  └──── block_size = N (T = …) ────┘
-  if (win_x0 >= 0) {
-    const float y = origin.y + chip_h + fs * 1.35f;
-    const ImU32 bc = IM_COL32(120, 200, 255, 255);
-    const float th = std::max(2.f, ctx.scale * 2.f);
-    dl->AddLine(ImVec2(win_x0, y - fs * 0.4f), ImVec2(win_x0, y), bc, th);
-    dl->AddLine(ImVec2(win_x1, y - fs * 0.4f), ImVec2(win_x1, y), bc, th);
-    dl->AddLine(ImVec2(win_x0, y), ImVec2(win_x1, y), bc, th);
-    char lab[96];
-    std::snprintf(lab, sizeof lab, " window: last %d of block_size %d ", tr.T(), tr.block_size);
-    const float lw = ImGui::CalcTextSize(lab).x;
-    const float lx = std::max(win_x0, std::min(0.5f * (win_x0 + win_x1) - lw * 0.5f, win_x1 - lw));
-    dl->AddRectFilled(ImVec2(lx, y - fs * 0.5f), ImVec2(lx + lw, y + fs * 0.6f), ImGui::GetColorU32(ImGuiCol_WindowBg));
-    dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);
-  }
-  ImGui::SetCursorScreenPos(origin);
-  ImGui::Dummy(ImVec2(x - origin.x, strip_h));
-  strip_rect_ = ImVec4(origin.x, origin.y, std::min(x - origin.x, ImGui::GetWindowWidth()), chip_h);
-  if (follow_serial_ != ctx.snap.trace_serial) {  // keep the newest token in view
-    ImGui::SetScrollHereX(1.f);
-    follow_serial_ = ctx.snap.trace_serial;
-  }
-  ImGui::EndChild();
+  return {x, win_x0, win_x1};
+}
+
+// The window bracket at height y:  └──── window: last T of block_size N ────┘
+void TokenStripPanel::draw_bracket(const FrameContext& ctx, const ChipsDrawn& chips, float y) const {
+  const Trace& tr = ctx.trace;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const float win_x0 = chips.win_x0, win_x1 = chips.win_x1;
+  const ImU32 bc = IM_COL32(120, 200, 255, 255);
+  const float th = std::max(2.f, ctx.scale * 2.f);
+  dl->AddLine(ImVec2(win_x0, y - fs * 0.4f), ImVec2(win_x0, y), bc, th);
+  dl->AddLine(ImVec2(win_x1, y - fs * 0.4f), ImVec2(win_x1, y), bc, th);
+  dl->AddLine(ImVec2(win_x0, y), ImVec2(win_x1, y), bc, th);
+  char lab[96];
+  std::snprintf(lab, sizeof lab, " window: last %d of block_size %d ", tr.T(), tr.block_size);
+  const float lw = ImGui::CalcTextSize(lab).x;
+  const float lx = std::max(win_x0, std::min(0.5f * (win_x0 + win_x1) - lw * 0.5f, win_x1 - lw));
+  dl->AddRectFilled(ImVec2(lx, y - fs * 0.5f), ImVec2(lx + lw, y + fs * 0.6f), ImGui::GetColorU32(ImGuiCol_WindowBg));
+  dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);
 }
 
 }  // namespace attnviz::ui

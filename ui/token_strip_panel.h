@@ -16,6 +16,14 @@ class TokenStripPanel : public Panel {
   void draw_content(FrameContext& ctx) override;
 
  private:
+  struct ChipsDrawn {
+    float end_x;           // right end of the last chip (+ gap)
+    float win_x0, win_x1;  // horizontal extent of the in-window chips; −1 when none
+  };
+  void draw_controls(FrameContext& ctx, const WindowInfo& w);
+  ChipsDrawn draw_chips(FrameContext& ctx, const WindowInfo& w, ImVec2 origin, float chip_h);
+  void draw_bracket(const FrameContext& ctx, const ChipsDrawn& chips, float y) const;
+
   uint64_t follow_serial_ = 0;  // scroll to the newest token once per new trace
   ImVec4 strip_rect_{0, 0, 0, 0};
 };

@@ -83,112 +83,162 @@ class GlBackend : public Backend {
   const char* name() const override { return "gpu"; }
   double last_device_ms() const override { return last_device_ms_; }
 
+  // One step per layer, as CpuBackend::forward reads: embed the new rows, then per layer
+  // attention and MLP on the device followed by the read-back of q, k, v and the head
+  // outputs into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     std::lock_guard<std::mutex> lock(mu_);
     const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = m.config;
     const int T = static_cast<int>(window.size()), p = from, n = T - p;
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size, L = c.n_layer;
-    const int ld = (H + 2 * KV) * d, I = c.n_inner;
+    check_request(c, T, p, tr);
+
+    GlContext::Current cur(*ctx_);
+    k_->timer_discard();  // in case an earlier forward stopped half-way
+    prepare(m, window, p, tr);
+    tr.tokens = window;
+    tr.layers.resize(static_cast<size_t>(c.n_layer));
+
+    k_->timer_begin();
+    embed(c, n, p);
+    for (int l = 0; l < c.n_layer; ++l) {
+      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      layer_step(c, l, T, p, lt);
+      k_->timer_end();
+      read_back_layer(c, l, T, p, lt);
+      k_->timer_begin();
+    }
+    logits(c, T, p, tr);
+    last_device_ms_ = k_->timer_take_ms();
+    if (const GLenum e = glGetError(); e != GL_NO_ERROR)
+      throw Error("GPU backend: OpenGL error 0x" + std::to_string(e) + " during the forward pass");
+    if (verbose_) {
+      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms\n", p, T - 1, T, last_device_ms_, wall);
+    }
+    if (k_->profiling()) std::fprintf(stderr, "gpu: kernels of rows %d…%d of %d\n%s", p, T - 1, T, k_->profile_take().c_str());
+  }
+
+ private:
+  static void check_request(const ModelConfig& c, int T, int p, const Trace& tr) {
     if (T < 1 || p < 0 || p >= T)
       throw Error("GPU backend: nothing to compute (T=" + std::to_string(T) + ", from=" + std::to_string(p) + ")");
     if (c.arch == Arch::Gpt2 && T > c.n_ctx)
       throw Error("GPU backend: " + std::to_string(T) + " tokens exceed the model's " + std::to_string(c.n_ctx) +
                   " learned positions");
     if (p > 0) check_prefix(c, p, tr);
+  }
 
-    GlContext::Current cur(*ctx_);
-    k_->timer_discard();  // in case an earlier forward stopped half-way
+  // The weights, the RoPE table, the KV cache rows [0, p) and the activation buffers of
+  // the n = T − p new rows on the device; the new ids uploaded.
+  void prepare(const Model& m, const std::vector<int>& window, int p, const Trace& tr) {
+    const ModelConfig& c = m.config;
+    const int T = static_cast<int>(window.size()), n = T - p, C = c.n_embd, I = c.n_inner;
+    const int ld = (c.n_head + 2 * c.n_kv_head) * c.head_size;
     ensure_model(m);
     if (c.arch == Arch::Llama && T > rope_positions_) {
       rope_positions_ = T;
-      const std::vector<float> t = rope_table(rope_positions_, d, c.rope_theta);
+      const std::vector<float> t = rope_table(rope_positions_, c.head_size, c.rope_theta);
       rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
       rope_.upload(t.data(), sizeof(float) * t.size());
     }
-    ensure_capacity(T, ld, L);
-    for (int l = 0; l < L && p > 0; ++l) sync_cache(l, c, p, tr.layers[static_cast<size_t>(l)]);
+    ensure_capacity(T, ld, c.n_layer);
+    for (int l = 0; l < c.n_layer && p > 0; ++l) sync_cache(l, c, p, tr.layers[static_cast<size_t>(l)]);
 
-    tr.tokens = window;
-    tr.layers.resize(static_cast<size_t>(L));
     const long long lim = k_->limit();
     x_.ensure(sizeof(float) * n * C, lim, "the residual stream");
     h_.ensure(sizeof(float) * n * C, lim, "normalised activations");
-    att_.ensure(sizeof(float) * n * H * d, lim, "attention outputs");
-    const int mlp_w = c.arch == Arch::Gpt2 ? I : 2 * I;
-    mlp_.ensure(sizeof(float) * n * mlp_w, lim, "MLP activations");
+    att_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "attention outputs");
+    mlp_.ensure(sizeof(float) * n * mlp_width(c), lim, "MLP activations");
     if (c.arch != Arch::Gpt2) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
     ids_.ensure(sizeof(int) * n, lim, "token ids");
     ids_.upload(window.data() + p, sizeof(int) * n);
+  }
 
-    k_->timer_begin();
+  // Width of the first MLP product: fc (gpt2) or gate|up side by side (llama).
+  static int mlp_width(const ModelConfig& c) { return c.arch == Arch::Gpt2 ? c.n_inner : 2 * c.n_inner; }
+
+  // x (n, C) = token embeddings (+ learned positions for gpt2) of the new rows.
+  void embed(const ModelConfig& c, int n, int p) {
     for (size_t ch = 0; ch < tok_.size(); ++ch) {
-      const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, V - v0);
-      k_->embed(ids_, n, C, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_);
+      const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, c.vocab_size - v0);
+      k_->embed(ids_, n, c.n_embd, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_);
     }
-    std::vector<float> rows(static_cast<size_t>(n) * std::max(ld, H * d));
-    for (int l = 0; l < L; ++l) {
-      DevLayer& w = layers_[static_cast<size_t>(l)];
-      GlBuffer& qkv = caches_[static_cast<size_t>(l)];
-      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-      k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
-      GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
-      g.M = n, g.N = ld, g.K = C;
-      g.a = {&h_, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
-      if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
-      k_->gemm(g);
-      if (c.arch == Arch::Llama) k_->rope(qkv, p, n, ld, 0, H + KV, d, p, rope_);
+  }
 
-      lt.q.resize_keep({H, T, d}, p, d);
-      lt.k.resize_keep({KV, T, d}, p, d);
-      lt.v.resize_keep({KV, T, d}, p, d);
-      lt.out.resize_keep({H, T, d}, p, d);
-      for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
-      gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
+  // Layer l on the device for the new rows [p, T): q|k|v into the cache, attention into
+  // the trace's scores and probs, x += attention · Wo, x += MLP(norm(x)).
+  void layer_step(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, I = c.n_inner, n = T - p;
+    const int ld = (H + 2 * KV) * d, mlp_w = mlp_width(c);
+    DevLayer& w = layers_[static_cast<size_t>(l)];
+    GlBuffer& qkv = caches_[static_cast<size_t>(l)];
+    k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
+    GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
+    g.M = n, g.N = ld, g.K = C;
+    g.a = {&h_, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
+    if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
+    k_->gemm(g);
+    if (c.arch == Arch::Llama) k_->rope(qkv, p, n, ld, 0, H + KV, d, p, rope_);
 
-      GemmArgs o;  // x += att · Wo (+ bo)
-      o.M = n, o.N = C, o.K = H * d;
-      o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {&x_, 0, C, 0};
-      if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
-      o.accumulate = true;
-      k_->gemm(o);
-      k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
-      GemmArgs f;  // fc (gpt2) or gate|up (llama)
-      f.M = n, f.N = mlp_w, f.K = C;
-      f.a = {&h_, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
-      if (w.has_b_in) f.bias = {&w.b_in, 0, 0, 0};
-      k_->gemm(f);
-      if (c.arch == Arch::Gpt2) k_->gelu(mlp_, n, I, I);
-      else k_->swiglu(mlp_, n, I, act_);
-      GemmArgs dn;  // x += act · W_down (+ b)
-      dn.M = n, dn.N = C, dn.K = I;
-      dn.a = {c.arch == Arch::Gpt2 ? &mlp_ : &act_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0}, dn.c = {&x_, 0, C, 0};
-      if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
-      dn.accumulate = true;
-      k_->gemm(dn);
+    lt.q.resize_keep({H, T, d}, p, d);
+    lt.k.resize_keep({KV, T, d}, p, d);
+    lt.v.resize_keep({KV, T, d}, p, d);
+    lt.out.resize_keep({H, T, d}, p, d);
+    for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
+    gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
 
-      // Read back q, k, v and the head outputs of the new rows into the trace's layout.
-      k_->timer_end();
-      qkv.read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
-      std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
-      for (int r = 0; r < n; ++r) {
-        const float* row = rows.data() + static_cast<size_t>(r) * ld;
-        hashes[static_cast<size_t>(p + r)] = hash_row(row, ld);
-        for (int hh = 0; hh < H + 2 * KV; ++hh) {
-          Tensor& dst = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
-          const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
-          std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * d, row + hh * d, sizeof(float) * d);
-        }
+    GemmArgs o;  // x += att · Wo (+ bo)
+    o.M = n, o.N = C, o.K = H * d;
+    o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {&x_, 0, C, 0};
+    if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
+    o.accumulate = true;
+    k_->gemm(o);
+    k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
+    GemmArgs f;  // fc (gpt2) or gate|up (llama)
+    f.M = n, f.N = mlp_w, f.K = C;
+    f.a = {&h_, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
+    if (w.has_b_in) f.bias = {&w.b_in, 0, 0, 0};
+    k_->gemm(f);
+    if (c.arch == Arch::Gpt2) k_->gelu(mlp_, n, I, I);
+    else k_->swiglu(mlp_, n, I, act_);
+    GemmArgs dn;  // x += act · W_down (+ b)
+    dn.M = n, dn.N = C, dn.K = I;
+    dn.a = {c.arch == Arch::Gpt2 ? &mlp_ : &act_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0}, dn.c = {&x_, 0, C, 0};
+    if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
+    dn.accumulate = true;
+    k_->gemm(dn);
+  }
+
+  // Reads q, k, v (from the cache rows [p, T)) and the head outputs of the new rows back
+  // into the trace's (heads, T, d) layout, and records the rows' hashes.
+  void read_back_layer(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, n = T - p, ld = (H + 2 * KV) * d;
+    std::vector<float>& rows = gather_;
+    rows.resize(static_cast<size_t>(n) * std::max(ld, H * d));
+    caches_[static_cast<size_t>(l)].read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
+    std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
+    for (int r = 0; r < n; ++r) {
+      const float* row = rows.data() + static_cast<size_t>(r) * ld;
+      hashes[static_cast<size_t>(p + r)] = hash_row(row, ld);
+      for (int hh = 0; hh < H + 2 * KV; ++hh) {
+        Tensor& dst = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
+        const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
+        std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * d, row + hh * d, sizeof(float) * d);
       }
-      valid_rows_[static_cast<size_t>(l)] = T;
-      att_.read(rows.data(), sizeof(float) * n * H * d);
-      for (int r = 0; r < n; ++r)
-        for (int hh = 0; hh < H; ++hh)
-          std::memcpy(lt.out.head(hh) + static_cast<size_t>(p + r) * d, rows.data() + (static_cast<size_t>(r) * H + hh) * d,
-                      sizeof(float) * d);
-      k_->timer_begin();
     }
+    valid_rows_[static_cast<size_t>(l)] = T;
+    att_.read(rows.data(), sizeof(float) * n * H * d);
+    for (int r = 0; r < n; ++r)
+      for (int hh = 0; hh < H; ++hh)
+        std::memcpy(lt.out.head(hh) + static_cast<size_t>(p + r) * d, rows.data() + (static_cast<size_t>(r) * H + hh) * d,
+                    sizeof(float) * d);
+  }
 
+  // logits (T, V) rows [p, T) = norm_f(x) · Uᵀ, in row blocks that fit one storage buffer.
+  void logits(const ModelConfig& c, int T, int p, Trace& tr) {
+    const int n = T - p, C = c.n_embd, V = c.vocab_size;
+    const long long lim = k_->limit();
     k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
     tr.logits.resize_keep({T, V}, p, V);
     const std::vector<GlBuffer>& U = unemb_.empty() ? tok_ : unemb_;
@@ -208,17 +258,8 @@ class GlBackend : public Backend {
       logits_.read(tr.logits.data.data() + static_cast<size_t>(p + r0) * V, sizeof(float) * rn * V);
       k_->timer_begin();
     }
-    last_device_ms_ = k_->timer_take_ms();
-    if (const GLenum e = glGetError(); e != GL_NO_ERROR)
-      throw Error("GPU backend: OpenGL error 0x" + std::to_string(e) + " during the forward pass");
-    if (verbose_) {
-      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms\n", p, T - 1, T, last_device_ms_, wall);
-    }
-    if (k_->profiling()) std::fprintf(stderr, "gpu: kernels of rows %d…%d of %d\n%s", p, T - 1, T, k_->profile_take().c_str());
   }
 
- private:
   // The trace must hold rows [0, p) of every layer (the contract of Backend::forward).
   static void check_prefix(const ModelConfig& c, int p, const Trace& tr) {
     auto ok = [&](const Tensor& t, int heads) {
