@@ -38,88 +38,91 @@ double read_weights_once(const std::vector<WeightSpan>& spans) {
   return total;
 }
 
+struct BenchOptions {
+  InputOptions in;
+  int length = 0, reps = 5;
+  bool json = false;
+};
+
+void run_bench(const BenchOptions& o, Io& io) {
+  Engine engine = open_engine(o.in, io.err);
+  const ModelConfig& c = engine.model().config;
+  if (o.length > engine.block_size())
+    throw Error("--length " + std::to_string(o.length) + " is longer than the window (" +
+                    std::to_string(engine.block_size()) + " tokens)",
+                ErrorKind::Usage);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
+  std::vector<int> ids(static_cast<size_t>(o.length));
+  for (int& t : ids) t = pick(rng);
+  const std::vector<int> prefix(ids.begin(), ids.end() - 1);
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::vector<double> full, append, device;  // device: GPU time from GL timer queries
+  engine.run(ids);  // warm-up
+  for (int r = 0; r < o.reps; ++r) {
+    engine.clear_cache();
+    const auto t0 = clock::now();
+    engine.run(ids);
+    full.push_back(ms(clock::now() - t0));
+    if (engine.backend().last_device_ms() >= 0) device.push_back(engine.backend().last_device_ms());
+  }
+  if (o.length > 1)
+    for (int r = 0; r < o.reps; ++r) {
+      engine.run(prefix);
+      const auto t0 = clock::now();
+      engine.run(ids);  // one new row through the KV cache
+      append.push_back(ms(clock::now() - t0));
+    }
+  // The floor for appending: reading the weights once (largest arrays split over threads).
+  std::vector<WeightSpan> spans;
+  for (const WeightSpan& w : weight_spans(engine.model().weights, true))
+    for (long long at = 0; at < w.size; at += 1 << 20) spans.push_back({w.data + at, std::min(w.size - at, 1LL << 20)});
+  std::vector<double> weight_read;
+  volatile double sink = 0;
+  for (int r = 0; r < o.reps + 1; ++r) {
+    const auto t0 = clock::now();
+    sink = sink + read_weights_once(spans);
+    if (r > 0) weight_read.push_back(ms(clock::now() - t0));  // the first read warms the caches
+  }
+  long long weight_floats = 0;
+  for (const WeightSpan& w : spans) weight_floats += w.size;
+  const double med = median(full), flops = forward_flops(c, o.length);
+  nlohmann::json j = {{"model", o.in.model}, {"backend", engine.backend().name()}, {"length", o.length},
+                            {"reps", o.reps}, {"median_ms", med},
+                            {"min_ms", *std::min_element(full.begin(), full.end())},
+                            {"append_median_ms", append.empty() ? 0.0 : median(append)},
+                            {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
+                            {"gflops_per_s", flops / 1e6 / med},
+                            {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
+                            {"weights_mb", weight_floats * 4.0 / 1e6},
+                            {"weights_read_median_ms", median(weight_read)}};
+  if (!device.empty()) j["device_median_ms"] = median(device);
+  if (o.json) {
+    io.out << j.dump() << "\n";
+    return;
+  }
+  io.out << std::fixed << std::setprecision(3) << "model " << o.in.model << ", backend " << engine.backend().name()
+         << ", T=" << o.length << ", " << o.reps << " reps, " << omp_get_max_threads() << " threads\n"
+         << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
+         << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
+         << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"
+         << "reading the " << j["weights_mb"].get<double>() << " MB of weights a one-token pass reads, once: median "
+         << j["weights_read_median_ms"].get<double>() << " ms\n"
+         << (device.empty() ? "" : "device time (GL timer queries): median " + std::to_string(median(device)) + " ms\n")
+         << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
+}
+
 }  // namespace
 
 Action add_bench_command(CLI::App& app, Io& io) {
-  struct Opts {
-    InputOptions in;
-    int length = 0, reps = 5;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Time the full forward with recording, and appending one token");
   add_input_options(cmd, o->in, false);
   cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "print one JSON object");
-  return [o, &io] {
-    Engine engine = open_engine(o->in, io.err);
-    const ModelConfig& c = engine.model().config;
-    if (o->length > engine.block_size())
-      throw Error("--length " + std::to_string(o->length) + " is longer than the window (" +
-                      std::to_string(engine.block_size()) + " tokens)",
-                  ErrorKind::Usage);
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
-    std::vector<int> ids(static_cast<size_t>(o->length));
-    for (int& t : ids) t = pick(rng);
-    const std::vector<int> prefix(ids.begin(), ids.end() - 1);
-    using clock = std::chrono::steady_clock;
-    auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::vector<double> full, append, device;  // device: GPU time from GL timer queries
-    engine.run(ids);  // warm-up
-    for (int r = 0; r < o->reps; ++r) {
-      engine.clear_cache();
-      const auto t0 = clock::now();
-      engine.run(ids);
-      full.push_back(ms(clock::now() - t0));
-      if (engine.backend().last_device_ms() >= 0) device.push_back(engine.backend().last_device_ms());
-    }
-    if (o->length > 1)
-      for (int r = 0; r < o->reps; ++r) {
-        engine.run(prefix);
-        const auto t0 = clock::now();
-        engine.run(ids);  // one new row through the KV cache
-        append.push_back(ms(clock::now() - t0));
-      }
-    // The floor for appending: reading the weights once (largest arrays split over threads).
-    std::vector<WeightSpan> spans;
-    for (const WeightSpan& w : weight_spans(engine.model().weights, true))
-      for (long long at = 0; at < w.size; at += 1 << 20) spans.push_back({w.data + at, std::min(w.size - at, 1LL << 20)});
-    std::vector<double> weight_read;
-    volatile double sink = 0;
-    for (int r = 0; r < o->reps + 1; ++r) {
-      const auto t0 = clock::now();
-      sink = sink + read_weights_once(spans);
-      if (r > 0) weight_read.push_back(ms(clock::now() - t0));  // the first read warms the caches
-    }
-    long long weight_floats = 0;
-    for (const WeightSpan& w : spans) weight_floats += w.size;
-    const double med = median(full), flops = forward_flops(c, o->length);
-    nlohmann::json j = {{"model", o->in.model}, {"backend", engine.backend().name()}, {"length", o->length},
-                              {"reps", o->reps}, {"median_ms", med},
-                              {"min_ms", *std::min_element(full.begin(), full.end())},
-                              {"append_median_ms", append.empty() ? 0.0 : median(append)},
-                              {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
-                              {"gflops_per_s", flops / 1e6 / med},
-                              {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
-                              {"weights_mb", weight_floats * 4.0 / 1e6},
-                              {"weights_read_median_ms", median(weight_read)}};
-    if (!device.empty()) j["device_median_ms"] = median(device);
-    if (o->json) {
-      io.out << j.dump() << "\n";
-      return;
-    }
-    io.out << std::fixed << std::setprecision(3) << "model " << o->in.model << ", backend " << engine.backend().name()
-           << ", T=" << o->length << ", " << o->reps << " reps, " << omp_get_max_threads() << " threads\n"
-           << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
-           << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
-           << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"
-           << "reading the " << j["weights_mb"].get<double>() << " MB of weights a one-token pass reads, once: median "
-           << j["weights_read_median_ms"].get<double>() << " ms\n"
-           << (device.empty() ? "" : "device time (GL timer queries): median " + std::to_string(median(device)) + " ms\n")
-           << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
-  };
+  return [o, &io] { run_bench(*o, io); };
 }
 
 }  // namespace attnviz

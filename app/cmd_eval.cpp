@@ -9,14 +9,66 @@
 
 namespace attnviz {
 
+namespace {
+
+struct EvalOptions {
+  InputOptions in;
+  std::string file;
+  int stride = 0;
+  bool json = false;
+};
+
+void run_eval(const EvalOptions& o, Io& io) {
+  Engine engine = open_engine(o.in, io.err);
+  std::ifstream f(o.file, std::ios::binary);
+  if (!f) throw Error("cannot read --text-file '" + o.file + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::vector<int> ids = encode_text(engine.model(), ss.str());
+  const int n = static_cast<int>(ids.size()), bs = engine.block_size(), V = engine.model().config.vocab_size;
+  if (n < 2) throw Error(o.file + ": needs at least 2 tokens to score a next-token prediction");
+  const int stride = std::min(bs, o.stride ? o.stride : std::max(1, bs / 2));
+  // Window [begin, end) scores the targets [scored, end): each token is predicted from
+  // up to block_size tokens before it, at least block_size - stride once the text is long.
+  double sum = 0;
+  long long count = 0;
+  int scored = 1, end = std::min(n, bs);
+  while (true) {
+    const int begin = std::max(0, end - bs);
+    const std::vector<int> window(ids.begin() + begin, ids.begin() + end);
+    const Trace& tr = engine.run(window);
+    for (int g = scored; g < end; ++g) {
+      const float* row = tr.logits.data.data() + static_cast<size_t>(g - 1 - begin) * V;
+      double mx = row[0];
+      for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+      double s = 0;
+      for (int v = 0; v < V; ++v) s += std::exp(row[v] - mx);
+      sum += mx + std::log(s) - row[ids[g]];
+      ++count;
+    }
+    scored = end;
+    if (end == n) break;
+    end = std::min(n, end + stride);
+  }
+  const double loss = sum / static_cast<double>(count);
+  const nlohmann::json j = {{"model", o.in.model}, {"text_file", o.file}, {"tokens", count},
+                            {"loss_nats", loss}, {"bits_per_token", loss / std::log(2.0)},
+                            {"perplexity", std::exp(loss)}, {"block_size", bs}, {"stride", stride},
+                            {"backend", engine.backend().name()}};
+  if (o.json) {
+    io.out << j.dump() << "\n";
+    return;
+  }
+  io.out << std::fixed << std::setprecision(4) << o.in.model << " on " << o.file << ": " << count
+         << " tokens scored, loss " << loss << " nats/token = " << j["bits_per_token"].get<double>()
+         << " bits/token, perplexity " << j["perplexity"].get<double>() << " (block_size " << bs << ", stride "
+         << stride << ")\n";
+}
+
+}  // namespace
+
 Action add_eval_command(CLI::App& app, Io& io) {
-  struct Opts {
-    InputOptions in;
-    std::string file;
-    int stride = 0;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<EvalOptions>();
   auto* cmd = app.add_subcommand(
       "eval", "Mean next-token loss of a model over a text file, in sliding windows of block_size");
   add_input_options(cmd, o->in, false);
@@ -25,52 +77,7 @@ Action add_eval_command(CLI::App& app, Io& io) {
                   "tokens the window moves each time (default block_size/2; 1 = every token sees a full window)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "print one JSON object");
-  return [o, &io] {
-    Engine engine = open_engine(o->in, io.err);
-    std::ifstream f(o->file, std::ios::binary);
-    if (!f) throw Error("cannot read --text-file '" + o->file + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::vector<int> ids = encode_text(engine.model(), ss.str());
-    const int n = static_cast<int>(ids.size()), bs = engine.block_size(), V = engine.model().config.vocab_size;
-    if (n < 2) throw Error(o->file + ": needs at least 2 tokens to score a next-token prediction");
-    const int stride = std::min(bs, o->stride ? o->stride : std::max(1, bs / 2));
-    // Window [begin, end) scores the targets [scored, end): each token is predicted from
-    // up to block_size tokens before it, at least block_size - stride once the text is long.
-    double sum = 0;
-    long long count = 0;
-    int scored = 1, end = std::min(n, bs);
-    while (true) {
-      const int begin = std::max(0, end - bs);
-      const std::vector<int> window(ids.begin() + begin, ids.begin() + end);
-      const Trace& tr = engine.run(window);
-      for (int g = scored; g < end; ++g) {
-        const float* row = tr.logits.data.data() + static_cast<size_t>(g - 1 - begin) * V;
-        double mx = row[0];
-        for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-        double s = 0;
-        for (int v = 0; v < V; ++v) s += std::exp(row[v] - mx);
-        sum += mx + std::log(s) - row[ids[g]];
-        ++count;
-      }
-      scored = end;
-      if (end == n) break;
-      end = std::min(n, end + stride);
-    }
-    const double loss = sum / static_cast<double>(count);
-    const nlohmann::json j = {{"model", o->in.model}, {"text_file", o->file}, {"tokens", count},
-                              {"loss_nats", loss}, {"bits_per_token", loss / std::log(2.0)},
-                              {"perplexity", std::exp(loss)}, {"block_size", bs}, {"stride", stride},
-                              {"backend", engine.backend().name()}};
-    if (o->json) {
-      io.out << j.dump() << "\n";
-      return;
-    }
-    io.out << std::fixed << std::setprecision(4) << o->in.model << " on " << o->file << ": " << count
-           << " tokens scored, loss " << loss << " nats/token = " << j["bits_per_token"].get<double>()
-           << " bits/token, perplexity " << j["perplexity"].get<double>() << " (block_size " << bs << ", stride "
-           << stride << ")\n";
-  };
+  return [o, &io] { run_eval(*o, io); };
 }
 
 }  // namespace attnviz

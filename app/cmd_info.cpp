@@ -39,30 +39,33 @@ void print_info(const Model& m, bool json, std::ostream& out) {
       << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n";
 }
 
+struct InfoOptions {
+  std::string model;
+  bool json = false, list = false;
+};
+
+void run_info(const InfoOptions& o, Io& io) {
+  if (o.list || o.model.empty()) {
+    io.out << "built-in models:";
+    for (const auto& n : builtin_models()) io.out << " builtin:" << n;
+    io.out << "\nrandom presets (attnviz-cli random --preset P):";
+    for (const auto& n : preset_names()) io.out << " " << n;
+    io.out << "\n";
+    if (!o.list) throw Error("info needs --model M (or --list)", ErrorKind::Usage);
+    return;
+  }
+  print_info(*load_model(o.model), o.json, io.out);
+}
+
 }  // namespace
 
 Action add_info_command(CLI::App& app, Io& io) {
-  struct Opts {
-    std::string model;
-    bool json = false, list = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<InfoOptions>();
   auto* cmd = app.add_subcommand("info", "Show a model's configuration and parameter counts");
   cmd->add_option("--model", o->model, "model directory or builtin:NAME");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--list", o->list, "list the built-in models and random presets");
-  return [o, &io] {
-    if (o->list || o->model.empty()) {
-      io.out << "built-in models:";
-      for (const auto& n : builtin_models()) io.out << " builtin:" << n;
-      io.out << "\nrandom presets (attnviz-cli random --preset P):";
-      for (const auto& n : preset_names()) io.out << " " << n;
-      io.out << "\n";
-      if (!o->list) throw Error("info needs --model M (or --list)", ErrorKind::Usage);
-      return;
-    }
-    print_info(*load_model(o->model), o->json, io.out);
-  };
+  return [o, &io] { run_info(*o, io); };
 }
 
 }  // namespace attnviz

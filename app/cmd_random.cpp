@@ -4,13 +4,37 @@
 
 namespace attnviz {
 
+namespace {
+
+struct RandomOptions {
+  std::string preset = "tiny", out;
+  uint64_t seed = 1;
+  int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
+};
+
+void run_random(const RandomOptions& o, Io& io) {
+  ModelConfig c = preset_config(o.preset);
+  if (o.layers) c.n_layer = o.layers;
+  if (o.embd) c.n_embd = o.embd;
+  if (o.heads) c.n_head = o.heads;
+  if (c.arch == Arch::Gpt2) c.n_kv_head = c.n_head;
+  else if (o.kv) c.n_kv_head = o.kv;
+  else c.n_kv_head = std::min(c.n_kv_head, c.n_head);
+  if (o.vocab) c.vocab_size = o.vocab;
+  if (o.ctx) c.n_ctx = o.ctx;
+  if (c.n_embd % c.n_head) throw Error("--embd must be a multiple of --heads", ErrorKind::Usage);
+  if (c.n_head % c.n_kv_head) throw Error("--heads must be a multiple of --kv-heads", ErrorKind::Usage);
+  c.head_size = c.n_embd / c.n_head;
+  if (c.arch == Arch::Gpt2) c.n_inner = 4 * c.n_embd;
+  if (c.arch == Arch::Llama && c.head_size % 2) throw Error("RoPE needs an even head size", ErrorKind::Usage);
+  write_random_model(c, o.seed, o.out);
+  io.err << "wrote random " << c.model_type << " model to " << o.out << "\n";
+}
+
+}  // namespace
+
 Action add_random_command(CLI::App& app, Io& io) {
-  struct Opts {
-    std::string preset = "tiny", out;
-    uint64_t seed = 1;
-    int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<RandomOptions>();
   auto* cmd = app.add_subcommand("random", "Write a random model as a Hugging Face directory");
   cmd->add_option("--preset", o->preset, "tiny | tiny-gpt2 | gpt2-small | llama-small (default tiny)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);
@@ -21,24 +45,7 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--context", o->ctx, "override the context length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
   cmd->add_option("--out", o->out, "output directory")->required();
-  return [o, &io] {
-    ModelConfig c = preset_config(o->preset);
-    if (o->layers) c.n_layer = o->layers;
-    if (o->embd) c.n_embd = o->embd;
-    if (o->heads) c.n_head = o->heads;
-    if (c.arch == Arch::Gpt2) c.n_kv_head = c.n_head;
-    else if (o->kv) c.n_kv_head = o->kv;
-    else c.n_kv_head = std::min(c.n_kv_head, c.n_head);
-    if (o->vocab) c.vocab_size = o->vocab;
-    if (o->ctx) c.n_ctx = o->ctx;
-    if (c.n_embd % c.n_head) throw Error("--embd must be a multiple of --heads", ErrorKind::Usage);
-    if (c.n_head % c.n_kv_head) throw Error("--heads must be a multiple of --kv-heads", ErrorKind::Usage);
-    c.head_size = c.n_embd / c.n_head;
-    if (c.arch == Arch::Gpt2) c.n_inner = 4 * c.n_embd;
-    if (c.arch == Arch::Llama && c.head_size % 2) throw Error("RoPE needs an even head size", ErrorKind::Usage);
-    write_random_model(c, o->seed, o->out);
-    io.err << "wrote random " << c.model_type << " model to " << o->out << "\n";
-  };
+  return [o, &io] { run_random(*o, io); };
 }
 
 }  // namespace attnviz

@@ -22,6 +22,38 @@ std::string hms(double s) {
   return buf;
 }
 
+// Trains with the options as given, except a warm-up as long as the run, which becomes a
+// tenth of it. Progress goes to io.err: a redrawn bar on a terminal, a line per percent
+// otherwise, only the evaluations with `quiet`.
+void run_train(const TrainOptions& o, bool quiet, Io& io) {
+  TrainOptions opts = o;
+  if (opts.warmup >= opts.steps) opts.warmup = std::max(0, opts.steps / 10);
+  if (!quiet) io.err << "training on " << o.corpus << " with " << omp_get_max_threads() << " threads\n";
+  // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
+  const bool redraw = isatty(STDERR_FILENO);
+  const auto progress = [&io, quiet, redraw](const TrainProgress& p) {
+    if (quiet && !p.evaluated) return;
+    if (!redraw && !p.evaluated && p.step % std::max(1, p.steps / 100) != 0) return;
+    std::ostringstream line;
+    const int width = 24, fill = static_cast<int>(static_cast<double>(p.step) / p.steps * width);
+    line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
+         << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
+    if (p.val_loss >= 0) line << "  val " << p.val_loss;
+    line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
+    if (quiet || !redraw) io.err << line.str().substr(1) << "\n";
+    else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
+  };
+  const TrainResult r = train(opts, progress);
+  io.err << "\n";
+  io.out << std::fixed << std::setprecision(4) << "trained " << r.config.model_type << " (" << r.config.n_layer
+         << " layers, " << r.config.n_embd << " wide, " << r.config.n_head << " heads, " << r.config.n_kv_head
+         << " KV heads, vocab " << r.config.vocab_size << ", block_size " << r.config.n_ctx << ") for " << r.steps
+         << " steps in " << hms(r.seconds) << "\n"
+         << "validation loss " << (r.first_val_loss >= 0 ? std::to_string(r.first_val_loss) + " -> " : std::string("(resumed) "))
+         << r.final_val_loss << " nats/token\n"
+         << "saved " << o.out << "\n";
+}
+
 }  // namespace
 
 Action add_train_command(CLI::App& app, Io& io) {
@@ -56,34 +88,7 @@ Action add_train_command(CLI::App& app, Io& io) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--resume", o->resume, "continue the run saved in DIR (model, AdamW state, step)");
   cmd->add_flag("--quiet", *quiet, "no progress bar");
-  return [o, quiet, &io] {
-    if (o->warmup >= o->steps) o->warmup = std::max(0, o->steps / 10);
-    if (!*quiet)
-      io.err << "training on " << o->corpus << " with " << omp_get_max_threads() << " threads\n";
-    // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
-    const bool redraw = isatty(STDERR_FILENO);
-    const auto progress = [&io, quiet, redraw](const TrainProgress& p) {
-      if (*quiet && !p.evaluated) return;
-      if (!redraw && !p.evaluated && p.step % std::max(1, p.steps / 100) != 0) return;
-      std::ostringstream line;
-      const int width = 24, fill = static_cast<int>(static_cast<double>(p.step) / p.steps * width);
-      line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
-           << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
-      if (p.val_loss >= 0) line << "  val " << p.val_loss;
-      line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
-      if (*quiet || !redraw) io.err << line.str().substr(1) << "\n";
-      else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
-    };
-    const TrainResult r = train(*o, progress);
-    io.err << "\n";
-    io.out << std::fixed << std::setprecision(4) << "trained " << r.config.model_type << " (" << r.config.n_layer
-           << " layers, " << r.config.n_embd << " wide, " << r.config.n_head << " heads, " << r.config.n_kv_head
-           << " KV heads, vocab " << r.config.vocab_size << ", block_size " << r.config.n_ctx << ") for " << r.steps
-           << " steps in " << hms(r.seconds) << "\n"
-           << "validation loss " << (r.first_val_loss >= 0 ? std::to_string(r.first_val_loss) + " -> " : std::string("(resumed) "))
-           << r.final_val_loss << " nats/token\n"
-           << "saved " << o->out << "\n";
-  };
+  return [o, quiet, &io] { run_train(*o, *quiet, io); };
 }
 
 }  // namespace attnviz

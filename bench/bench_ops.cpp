@@ -175,7 +175,7 @@ BENCHMARK(BM_SoftmaxCausalRow)->ArgName("T")->Arg(64)->Arg(256)->Arg(1024);
 // the visible part scaled into P and normalised in place, O = P·V (scaled and masked are
 // derived from S when displayed, not stored). `block` rows at a time (the backend's
 // blocking: S of a block stays in cache, P·V reads only the keys the block sees); block = T
-// is one big product per stage, the layout before issue 7.
+// is one big product per stage (the unblocked layout, for comparison).
 void attention_head(const Mat& Q, const Mat& K, const Mat& V, int block, Mat& S, Mat& P, Mat& O) {
   const int T = static_cast<int>(Q.rows());
   const float scale = 1.f / std::sqrt(static_cast<float>(Q.cols()));

@@ -1,5 +1,5 @@
 // The shipped models (assets/models) keep their promises: both load as builtin:NAME and
-// dump every pinned tensor, and fortunes-en has the heads issue 3 asks for: a
+// dump every pinned tensor, and fortunes-en has the heads the README promises: a
 // previous-token head (mean weight ≥ 0.6 on the previous character of English text) and
 // an induction head (mean weight ≥ 0.4 on the character after the earlier occurrence, on
 // random strings repeated twice; averaged over several strings, not one lucky seed).

@@ -91,7 +91,7 @@ TEST(UiState, WindowAndDropped) {
   w = window_info(8, 8);
   EXPECT_EQ(w.dropped, 0);
   EXPECT_EQ(w.T, 8);
-  w = window_info(12, 8);  // note 003: the window keeps the last block_size tokens
+  w = window_info(12, 8);  // the window keeps the last block_size tokens
   EXPECT_EQ(w.dropped, 4);
   EXPECT_EQ(w.T, 8);
   w = window_info(1000, 1);
@@ -112,7 +112,7 @@ TEST(UiState, ChipLabels) {
 }
 
 TEST(UiState, KvGrouping) {
-  // note 002: 32 query heads share 8 KV heads, kv = h // 4
+  // 32 query heads share 8 KV heads: kv = h // 4
   EXPECT_EQ(group_size(32, 8), 4);
   for (int h = 0; h < 32; ++h) EXPECT_EQ(kv_head_of(h, 32, 8), h / 4);
   EXPECT_EQ(query_heads_of(2, 32, 8), (std::vector<int>{8, 9, 10, 11}));

@@ -97,7 +97,7 @@ int kv_head_of(int h, int n_head, int n_kv_head);          // h / (H / KV)
 std::vector<int> query_heads_of(int kv, int n_head, int n_kv_head);  // the heads sharing KV head kv
 
 // Bytes of ONE cached tensor (K or V) of one layer: seq × kv_heads × d × bytes_per_value.
-// This is concept note 002's formula: 1000 × 32 × 128 × 4 B = 16.4 MB.
+// For example 1000 tokens × 32 heads × d 128 × 4 B = 16.4 MB.
 int64_t kv_tensor_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t bytes_per_value = 4);
 // The whole KV cache: K and V, every layer: 2 × L × seq × kv_heads × d × bytes_per_value.
 int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t n_layer, int64_t bytes_per_value = 4);

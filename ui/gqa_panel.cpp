@@ -92,9 +92,10 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
     ImGui::EndTable();
   }
   ImGui::TextDisabled("= 2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 4 B now", L, T, KV, d);
-  // Concept note 002's example: one cached tensor of one layer, 1000 tokens, d = 128.
+  // A worked example at a real scale: one cached tensor (K) of one layer, 1000 tokens,
+  // d = 128, 32 query heads as MHA against 8 shared KV heads.
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped("note 002 (per layer, K alone): 1000 \xC3\x97 32 \xC3\x97 128 \xC3\x97 4 B = %s (MHA) vs 1000 \xC3\x97 8 \xC3\x97 128 \xC3\x97 4 B = %s (8 KV heads)",
+  ImGui::TextWrapped("example, one layer, K alone, 1000 tokens, d = 128: 1000 \xC3\x97 32 \xC3\x97 128 \xC3\x97 4 B = %s (MHA) vs 1000 \xC3\x97 8 \xC3\x97 128 \xC3\x97 4 B = %s (8 KV heads)",
                       format_bytes(kv_tensor_bytes(1000, 32, 128)).c_str(), format_bytes(kv_tensor_bytes(1000, 8, 128)).c_str());
   ImGui::PopStyleColor();
 }

@@ -1,4 +1,6 @@
-// The one interface every compute backend implements (CPU now, OpenGL compute later).
+// The one interface every compute backend implements: the CPU backend
+// (engine/cpu_backend.cpp, Eigen + OpenMP) and the OpenGL 4.3 compute backend
+// (gpu/gl_backend.cpp, built with the ATTNVIZ_GPU option).
 #pragma once
 #include <memory>
 #include <string>
@@ -18,7 +20,8 @@ class Backend {
   // [from, T). Rows [0, from) of `trace` must hold an earlier result for the same first
   // `from` ids: their keys and values (trace.layers[l].k / .v) are the KV cache, reused
   // as they are. Every tensor of `trace` is resized to T and fully valid afterwards
-  // (including the new columns of the earlier rows of scores/scaled/masked/probs).
+  // (including the new columns of the earlier rows of scores and probs; scaled and masked
+  // are not stored but derived from scores on request, see LayerTrace).
   virtual void forward(const Model& m, const std::vector<int>& window, int from, Trace& trace) = 0;
 
   // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the

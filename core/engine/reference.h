@@ -1,4 +1,4 @@
-// The slow, obvious reference: the concept notes' Head / MultiHeadAttention written as
+// The slow, obvious reference: nanoGPT-style Head / MultiHeadAttention written as
 // plain loops (q·k, ×1/√d, masked_fill −inf, softmax, weights·v, concat, projection) and
 // the rest of the block likewise, accumulating in double. No Eigen arithmetic. Every fast
 // path is tested against it.
