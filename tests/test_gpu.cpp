@@ -195,7 +195,7 @@ LayerTrace cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
     Eigen::Map<Mat> S(lt.scores.head(h), T, T), P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
     S = Q * K.transpose();
     for (int i = 0; i < T; ++i) {
-      for (int j = 0; j < T; ++j) masked[static_cast<size_t>(j)] = j <= i ? S(i, j) * lt.scale : -INFINITY;
+      for (int j = 0; j < T; ++j) masked[j] = j <= i ? S(i, j) * lt.scale : -INFINITY;
       softmax_causal_row(masked.data(), T, i, &P(i, 0));
     }
     O = P * V;
@@ -433,24 +433,21 @@ TEST(GpuForward, RunsFromWhicheverThreadCallsIt) {
 
 // ---- falling back to the CPU ----------------------------------------------------------
 
-TEST(GpuFallback, TooOldOpenGlGivesTheCpuWithANote) {
-  ScopedEnv env("ATTNVIZ_GL_MIN_VERSION", "9.9");
-  std::string note;
-  auto b = make_backend("gpu", &note);
-  EXPECT_STREQ(b->name(), "cpu");
-  EXPECT_NE(note.find("GPU backend unavailable"), std::string::npos) << note;
-  EXPECT_NE(note.find("running on the CPU"), std::string::npos) << note;
-  if (!allow_no_gpu()) {
-    EXPECT_NE(note.find("9.9"), std::string::npos) << note;
+// Each case asks for the GPU backend under one condition and reads which backend it got
+// and the note that says why.
+class GpuFallback : public ::testing::Test {
+ protected:
+  // make_backend(name), with ATTNVIZ_SHADER_DIR = shader_dir when that is not empty.
+  // Returns the backend's name; the note is left in `note`.
+  std::string backend(const std::string& name = "gpu", const std::string& shader_dir = "") {
+    std::unique_ptr<ScopedEnv> env;
+    if (!shader_dir.empty()) env = std::make_unique<ScopedEnv>("ATTNVIZ_SHADER_DIR", shader_dir);
+    note = "stale";
+    return make_backend(name, &note)->name();
   }
-}
-
-TEST(GpuFallback, CpuRequestedHasNoNote) {
-  std::string note = "stale";
-  auto b = make_backend("cpu", &note);
-  EXPECT_STREQ(b->name(), "cpu");
-  EXPECT_EQ(note, "");
-}
+  bool note_has(const std::string& part) const { return note.find(part) != std::string::npos; }
+  std::string note;
+};
 
 // A shader with a type error in it, at a known line of the compiled text.
 std::string broken(const std::string& text) {
@@ -460,10 +457,34 @@ std::string broken(const std::string& text) {
   return s;
 }
 
-TEST(GpuFallback, ShaderThatDoesNotCompileStopsTheBackendWithNumberedSource) {
-  std::string why;
-  GlHostOps* ok = host_ops(&why);
-  REQUIRE_GPU(ok, why);
+// Writes the embedded shaders into a fresh folder, `broken_name` (if any) with a compile error.
+std::string write_shader_dir(const std::string& tag, const std::string& broken_name) {
+  const std::string dir = test::temp_dir(tag);
+  ShaderSources embedded;
+  for (const auto& name : embedded_shader_names()) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << (name == broken_name ? broken(embedded.file(name)) : embedded.file(name));
+  }
+  return dir;
+}
+
+TEST_F(GpuFallback, TooOldOpenGlGivesTheCpuWithANote) {
+  ScopedEnv env("ATTNVIZ_GL_MIN_VERSION", "9.9");
+  EXPECT_EQ(backend(), "cpu");
+  EXPECT_TRUE(note_has("GPU backend unavailable")) << note;
+  EXPECT_TRUE(note_has("running on the CPU")) << note;
+  if (!allow_no_gpu()) {
+    EXPECT_TRUE(note_has("9.9")) << note;
+  }
+}
+
+TEST_F(GpuFallback, CpuRequestedHasNoNote) {
+  EXPECT_EQ(backend("cpu"), "cpu");
+  EXPECT_EQ(note, "");
+}
+
+TEST_F(GpuFallback, ShaderThatDoesNotCompileStopsTheBackendWithNumberedSource) {
+  OPS();
   ShaderSources src;
   src.overrides["norm.comp"] = broken(src.file("norm.comp"));
   const std::string text = assemble_shader(src, "norm.comp");
@@ -491,47 +512,20 @@ TEST(GpuFallback, ShaderThatDoesNotCompileStopsTheBackendWithNumberedSource) {
   }
 }
 
-// Writes the embedded shaders into a fresh folder, `broken_name` (if any) with a compile error.
-std::string write_shader_dir(const std::string& tag, const std::string& broken_name) {
-  const std::string dir = test::temp_dir(tag);
-  ShaderSources embedded;
-  for (const auto& name : embedded_shader_names()) {
-    std::ofstream f(dir + "/" + name, std::ios::binary);
-    f << (name == broken_name ? broken(embedded.file(name)) : embedded.file(name));
-  }
-  return dir;
+TEST_F(GpuFallback, BrokenShaderOnDiskFallsBackToTheCpu) {
+  OPS();
+  EXPECT_EQ(backend("gpu", write_shader_dir("shaders", "gemm.comp")), "cpu");
+  EXPECT_TRUE(note_has("GPU backend unavailable: shader 'gemm.comp' does not compile")) << note;
+  EXPECT_TRUE(note_has(" >|   vec3 broken_here")) << note;
 }
 
-TEST(GpuFallback, BrokenShaderOnDiskFallsBackToTheCpu) {
-  std::string why;
-  GlHostOps* ok = host_ops(&why);
-  REQUIRE_GPU(ok, why);
-  const std::string dir = write_shader_dir("shaders", "gemm.comp");
-  ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
-  std::string note;
-  auto b = make_backend("gpu", &note);
-  EXPECT_STREQ(b->name(), "cpu");
-  EXPECT_NE(note.find("GPU backend unavailable: shader 'gemm.comp' does not compile"), std::string::npos) << note;
-  EXPECT_NE(note.find(" >|   vec3 broken_here"), std::string::npos) << note;
-}
-
-TEST(GpuFallback, ShadersLoadFromDiskWhenAsked) {
-  std::string why;
-  GlHostOps* ok = host_ops(&why);
-  REQUIRE_GPU(ok, why);
+TEST_F(GpuFallback, ShadersLoadFromDiskWhenAsked) {
+  OPS();
   const std::string dir = write_shader_dir("shaders-ok", "");
-  {
-    ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
-    std::string note;
-    auto b = make_backend("gpu", &note);
-    EXPECT_STREQ(b->name(), "gpu") << note;
-  }
+  EXPECT_EQ(backend("gpu", dir), "gpu") << note;
   std::filesystem::remove(dir + "/rope.comp");
-  ScopedEnv env("ATTNVIZ_SHADER_DIR", dir);
-  std::string note;
-  auto b = make_backend("gpu", &note);
-  EXPECT_STREQ(b->name(), "cpu");
-  EXPECT_NE(note.find("rope.comp"), std::string::npos) << note;
+  EXPECT_EQ(backend("gpu", dir), "cpu");
+  EXPECT_TRUE(note_has("rope.comp")) << note;
 }
 
 TEST(GpuShaders, IncludesAreSplicedAndNumbered) {

@@ -523,7 +523,7 @@ namespace {
 // --repeat-frac sequences: periodic inputs, targets = the next input, corpus or random.
 TEST(Train, RepeatedSegmentsArePeriodicWithNextTokenTargets) {
   std::vector<int> ids(100);
-  for (int i = 0; i < 100; ++i) ids[static_cast<size_t>(i)] = i % 37;
+  for (int i = 0; i < 100; ++i) ids[i] = i % 37;
   std::mt19937_64 rng(3);
   for (bool random_chars : {false, true}) {
     const int T = 40, P = 11;
@@ -537,7 +537,7 @@ TEST(Train, RepeatedSegmentsArePeriodicWithNextTokenTargets) {
         EXPECT_EQ(tg[t], in[t + 1]) << t;
       }
       if (!random_chars && t < P) {
-        EXPECT_EQ(in[t], ids[static_cast<size_t>(20 + t)]);
+        EXPECT_EQ(in[t], ids[20 + t]);
       }
     }
     EXPECT_EQ(tg[T - 1], in[(T) % P]);

@@ -249,7 +249,7 @@ void App::shortcuts() {
   }
   if (!typing && !io.KeyCtrl)
     for (int k = 0; k < 8; ++k)
-      if (pressed(GLFW_KEY_1 + k)) state_.stage = stage_tab_order()[static_cast<size_t>(k)];
+      if (pressed(GLFW_KEY_1 + k)) state_.stage = stage_tab_order()[k];
 }
 
 void App::frame() {

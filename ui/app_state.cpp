@@ -50,7 +50,7 @@ void step_stage(AppState& s, int delta) {
   const auto& order = stage_tab_order();
   const int n = static_cast<int>(order.size());
   const int at = static_cast<int>(std::find(order.begin(), order.end(), s.stage) - order.begin());
-  s.stage = order[static_cast<size_t>(wrap_index(at + delta, n))];
+  s.stage = order[wrap_index(at + delta, n)];
 }
 
 const char* stage_label(Stage s) {
@@ -139,12 +139,12 @@ std::vector<double> softmax_t(const float* logits, int V, float temperature) {
   if (V <= 0) return p;
   const int arg = static_cast<int>(std::max_element(logits, logits + V) - logits);
   if (!(temperature > 0.f)) {
-    p[static_cast<size_t>(arg)] = 1.0;
+    p[arg] = 1.0;
     return p;
   }
   const double mx = logits[arg];
   double sum = 0.0;
-  for (int i = 0; i < V; ++i) sum += p[static_cast<size_t>(i)] = std::exp((logits[i] - mx) / temperature);
+  for (int i = 0; i < V; ++i) sum += p[i] = std::exp((logits[i] - mx) / temperature);
   for (auto& x : p) x /= sum;
   return p;
 }
@@ -156,11 +156,11 @@ std::vector<TokenProb> top_k_probs(const float* logits, int V, float temperature
   std::iota(idx.begin(), idx.end(), 0);
   k = std::clamp(k, 0, V);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-    return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
-           (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+    return p[a] > p[b] ||
+           (p[a] == p[b] && a < b);
   });
   std::vector<TokenProb> out;
-  for (int i = 0; i < k; ++i) out.push_back({idx[static_cast<size_t>(i)], static_cast<float>(p[static_cast<size_t>(idx[static_cast<size_t>(i)])])});
+  for (int i = 0; i < k; ++i) out.push_back({idx[i], static_cast<float>(p[static_cast<size_t>(idx[i])])});
   return out;
 }
 
@@ -168,12 +168,12 @@ int sample_token(const float* logits, int V, float temperature, double u) {
   const std::vector<double> p = softmax_t(logits, V, temperature);
   double acc = 0.0;
   for (int i = 0; i < V; ++i) {
-    acc += p[static_cast<size_t>(i)];
+    acc += p[i];
     if (u < acc) return i;
   }
   // Rounding left u ≥ the total: the last token with any mass.
   for (int i = V - 1; i >= 0; --i)
-    if (p[static_cast<size_t>(i)] > 0.0) return i;
+    if (p[i] > 0.0) return i;
   return 0;
 }
 

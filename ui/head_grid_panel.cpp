@@ -7,7 +7,7 @@
 namespace attnviz::ui {
 
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch) {
-  const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
+  const LayerTrace& lt = tr.layers[layer];
   const int T = tr.T();
   std::vector<float> dense;
   colorize_rgba(cmap, lt.head_values(Stage::Probs, head, dense), T, T, ValueRange{0.f, 1.f, true}, scratch,
@@ -22,7 +22,7 @@ void HeadGridPanel::refresh(const FrameContext& ctx) {
   if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && thumbs_.size() == count) return;
   thumbs_.resize(count);
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head; ++h) upload_probs(thumbs_[static_cast<size_t>(l * c.n_head + h)], ctx.trace, l, h, cmap, rgba_);
+    for (int h = 0; h < c.n_head; ++h) upload_probs(thumbs_[l * c.n_head + h], ctx.trace, l, h, cmap, rgba_);
   scores_ = score_heads(ctx.trace);
   serial_ = ctx.snap.trace_serial;
   cmap_ = cmap;
@@ -102,7 +102,7 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   const ImVec2 b = a + ImVec2(side, side);
   ImGui::SetCursorScreenPos(a);
   ImGui::PushID(l * H + h);
-  ImGui::Image(thumbs_[static_cast<size_t>(l * H + h)].id(), ImVec2(side, side));
+  ImGui::Image(thumbs_[l * H + h].id(), ImVec2(side, side));
   const bool hov = ImGui::IsItemHovered();
   if (ImGui::IsItemClicked()) {
     s.layer = l;
@@ -113,7 +113,7 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
   if (l == s.layer && h == s.head)
     dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
-  const HeadScore& sc = scores_[static_cast<size_t>(l * H + h)];
+  const HeadScore& sc = scores_[l * H + h];
   const std::string role = head_label(sc);
   if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
     const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;

@@ -90,7 +90,7 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
 
 void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
   const AppState& s = ctx.state;
-  const LayerTrace& lt = ctx.trace.layers[static_cast<size_t>(s.layer)];
+  const LayerTrace& lt = ctx.trace.layers[s.layer];
   const Stage stage = s.stage;
   const std::vector<int64_t> shape = lt.shape(stage);
   const int hi = stage_is_kv(stage) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
@@ -110,7 +110,7 @@ void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
 void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
-  const std::vector<int64_t> shape = tr.layers[static_cast<size_t>(s.layer)].shape(s.stage);
+  const std::vector<int64_t> shape = tr.layers[s.layer].shape(s.stage);
   MatrixLayout m;
   m.rows = static_cast<int>(shape[1]), m.cols = static_cast<int>(shape[2]);
   m.square = stage_is_square(s.stage);
@@ -118,10 +118,10 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
 
   // Labels: token text down the left (rows = tokens), token text or dimension on top.
   const float fs = ImGui::GetFontSize();
-  m.row_labels.resize(static_cast<size_t>(m.rows));
+  m.row_labels.resize(m.rows);
   for (int i = 0; i < m.rows; ++i) {
-    m.row_labels[static_cast<size_t>(i)] = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(i)]));
-    m.label_w = std::max(m.label_w, ImGui::CalcTextSize(m.row_labels[static_cast<size_t>(i)].c_str()).x);
+    m.row_labels[i] = chip_label(token_text(ctx.model, tr.tokens[i]));
+    m.label_w = std::max(m.label_w, ImGui::CalcTextSize(m.row_labels[i].c_str()).x);
   }
   m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
   m.top = fs * 1.4f;
@@ -169,7 +169,7 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   for (int i = 0; i < m.rows; i += row_step) {
     const float y = m.p0.y + (static_cast<float>(i) + 0.5f) * m.cell - lfs * 0.5f;
     if (y < clip0.y - fs || y > clip1.y) continue;
-    const std::string& lab = m.row_labels[static_cast<size_t>(i)];
+    const std::string& lab = m.row_labels[i];
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
     dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.p0.x - fs * 0.3f, y + lfs), true);
     dl->AddText(font, lfs, ImVec2(m.p0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col, lab.c_str());
@@ -182,7 +182,7 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   for (int j = 0; j < m.cols; j += col_step) {
     const float x = m.p0.x + (static_cast<float>(j) + 0.5f) * m.cell;
     if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
-    const std::string lab = m.square ? m.row_labels[static_cast<size_t>(j)] : std::to_string(j);
+    const std::string lab = m.square ? m.row_labels[j] : std::to_string(j);
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
     const ImU32 col = m.square ? (j == s.hovered_token ? hover_col : text_col) : dim_col;
     dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), m.origin.y + m.top - lfs - fs * 0.2f), col, lab.c_str());
@@ -219,9 +219,9 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   const Trace& tr = ctx.trace;
   const ModelConfig& c = ctx.model->config;
   const AppState& s = ctx.state;
-  const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
+  const LayerTrace& lt = tr.layers[s.layer];
   const Stage stage = s.stage;
-  auto tok = [&](int p) { return chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(p)])); };
+  auto tok = [&](int p) { return chip_label(token_text(ctx.model, tr.tokens[p])); };
   ImGui::BeginTooltip();
   if (stage_is_square(stage)) {
     const int h = s.head;

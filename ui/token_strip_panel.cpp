@@ -79,7 +79,7 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     x += cw + gap;
   }
   for (int k = first; k < w.total; ++k) {
-    const int id = all[static_cast<size_t>(k)];
+    const int id = all[k];
     const bool in_window = k >= w.dropped;
     const int pos = k - w.dropped;  // position in the window
     const std::string lab = chip_label(token_text(ctx.model, id));

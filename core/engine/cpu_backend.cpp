@@ -122,18 +122,18 @@ class CpuBackend : public Backend {
     const int max_threads = omp_get_max_threads();
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     tr.tokens = window;
-    tr.layers.resize(static_cast<size_t>(c.n_layer));
+    tr.layers.resize(c.n_layer);
     resize_trace(c, T, p, max_threads, tr);
 
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {
-      x.row(r) = w.tok_emb.row(window[static_cast<size_t>(p + r)]);
+      x.row(r) = w.tok_emb.row(window[p + r]);
       if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
     }
     Mat h, q, k, v, y, up, att(n, H * d);
     for (int l = 0; l < c.n_layer; ++l) {
-      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      const LayerWeights& lw = w.layers[l];
+      LayerTrace& lt = tr.layers[l];
       lt.scale = 1.f / std::sqrt(static_cast<float>(d));
       norm(c, x, lw.norm1_w, lw.norm1_b, h);
       linear(h, lw.wq, lw.bq, q);  // (n, H·d)

@@ -48,7 +48,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   if (cache_valid_ && dropped == trace_.dropped) {
     const auto& old = trace_.tokens;
     while (from < static_cast<int>(old.size()) && from < static_cast<int>(window.size()) &&
-           old[static_cast<size_t>(from)] == window[static_cast<size_t>(from)])
+           old[from] == window[from])
       ++from;
     if (from == static_cast<int>(window.size()) && from == static_cast<int>(old.size())) {
       last_from_ = from;  // nothing changed

@@ -18,7 +18,7 @@ Rows linear_cols(const Rows& x, const Mat& W, const Vec& b, int o0, int n) {
     for (int o = 0; o < n; ++o) {
       double s = b.size() ? b(o0 + o) : 0.0;
       for (size_t c = 0; c < x[t].size(); ++c) s += x[t][c] * W(static_cast<Eigen::Index>(c), o0 + o);
-      y[t][static_cast<size_t>(o)] = s;
+      y[t][o] = s;
     }
   return y;
 }
@@ -47,9 +47,9 @@ void rope(Rows& x, int d, double theta) {
   for (size_t t = 0; t < x.size(); ++t)
     for (int i = 0; i < half; ++i) {
       const double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d);
-      const double a = x[t][static_cast<size_t>(i)], b = x[t][static_cast<size_t>(i + half)];
-      x[t][static_cast<size_t>(i)] = a * std::cos(angle) - b * std::sin(angle);
-      x[t][static_cast<size_t>(i + half)] = b * std::cos(angle) + a * std::sin(angle);
+      const double a = x[t][i], b = x[t][i + half];
+      x[t][i] = a * std::cos(angle) - b * std::sin(angle);
+      x[t][i + half] = b * std::cos(angle) + a * std::sin(angle);
     }
 }
 
@@ -152,7 +152,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window) {
     for (int v = 0; v < V; ++v) {
       double s = 0;
       for (int c = 0; c < C; ++c) s += hf[t][c] * U(v, c);
-      tr.logits.data[static_cast<size_t>(t * V + v)] = static_cast<float>(s);
+      tr.logits.data[t * V + v] = static_cast<float>(s);
     }
   return tr;
 }

@@ -33,7 +33,7 @@ int64_t with_room(int64_t n) { return (n + n / 4 + 15) / 16 * 16; }
 const float* Tensor::head_dense(int64_t h, std::vector<float>& scratch) const {
   const int64_t rows = dim(1), cols = dim(2);
   if (ld() == cols) return head(h);
-  scratch.resize(static_cast<size_t>(rows * cols));
+  scratch.resize(rows * cols);
   for (int64_t i = 0; i < rows; ++i) std::copy_n(head(h) + i * ld(), cols, scratch.data() + i * cols);
   return scratch.data();
 }
@@ -58,7 +58,7 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
     const int64_t kr = was_2d ? std::max<int64_t>(0, std::min({keep_rows, shape[0], rows})) : 0;
     const int64_t kc = was_2d ? std::max<int64_t>(0, std::min({keep_cols, shape[1], cols})) : 0;
     if (was_2d && shape[1] == cols && kc == cols) {
-      data.resize(static_cast<size_t>(rows * cols));
+      data.resize(rows * cols);
       std::fill(data.begin() + kr * cols, data.end(), 0.f);
     } else {
       std::vector<float> fresh(static_cast<size_t>(rows * cols), 0.f);
@@ -143,7 +143,7 @@ void derive_head(const LayerTrace& lt, Stage s, int64_t h, float* dst) {
 
 const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
   if (!derived(s)) return stored(s)->head_dense(h, scratch);
-  scratch.resize(static_cast<size_t>(scores.dim(1) * scores.dim(2)));
+  scratch.resize(scores.dim(1) * scores.dim(2));
   derive_head(*this, s, h, scratch.data());
   return scratch.data();
 }
@@ -158,7 +158,7 @@ Tensor LayerTrace::materialize(Stage s) const {
   if (!derived(s)) return stored(s)->dense_copy();
   Tensor t;
   t.shape = scores.shape;
-  t.data.resize(static_cast<size_t>(scores.numel()));
+  t.data.resize(scores.numel());
   for (int64_t h = 0; h < (scores.shape.empty() ? 0 : scores.dim(0)); ++h) derive_head(*this, s, h, t.head(h));
   return t;
 }

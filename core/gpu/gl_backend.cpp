@@ -97,12 +97,12 @@ class GlBackend : public Backend {
     k_->timer_discard();  // in case an earlier forward stopped half-way
     prepare(m, window, p, tr);
     tr.tokens = window;
-    tr.layers.resize(static_cast<size_t>(c.n_layer));
+    tr.layers.resize(c.n_layer);
 
     k_->timer_begin();
     embed(c, n, p);
     for (int l = 0; l < c.n_layer; ++l) {
-      LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      LayerTrace& lt = tr.layers[l];
       layer_step(c, l, T, p, lt);
       k_->timer_end();
       read_back_layer(c, l, T, p, lt);
@@ -143,7 +143,7 @@ class GlBackend : public Backend {
       rope_.upload(t.data(), sizeof(float) * t.size());
     }
     ensure_capacity(T, ld, c.n_layer);
-    for (int l = 0; l < c.n_layer && p > 0; ++l) sync_cache(l, c, p, tr.layers[static_cast<size_t>(l)]);
+    for (int l = 0; l < c.n_layer && p > 0; ++l) sync_cache(l, c, p, tr.layers[l]);
 
     const long long lim = k_->limit();
     x_.ensure(sizeof(float) * n * C, lim, "the residual stream");
@@ -171,8 +171,8 @@ class GlBackend : public Backend {
   void layer_step(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, I = c.n_inner, n = T - p;
     const int ld = (H + 2 * KV) * d, mlp_w = mlp_width(c);
-    DevLayer& w = layers_[static_cast<size_t>(l)];
-    GlBuffer& qkv = caches_[static_cast<size_t>(l)];
+    DevLayer& w = layers_[l];
+    GlBuffer& qkv = caches_[l];
     k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
     GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
     g.M = n, g.N = ld, g.K = C;
@@ -216,18 +216,18 @@ class GlBackend : public Backend {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, n = T - p, ld = (H + 2 * KV) * d;
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(n) * std::max(ld, H * d));
-    caches_[static_cast<size_t>(l)].read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
-    std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
+    caches_[l].read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
+    std::vector<uint64_t>& hashes = hashes_[l];
     for (int r = 0; r < n; ++r) {
       const float* row = rows.data() + static_cast<size_t>(r) * ld;
-      hashes[static_cast<size_t>(p + r)] = hash_row(row, ld);
+      hashes[p + r] = hash_row(row, ld);
       for (int hh = 0; hh < H + 2 * KV; ++hh) {
         Tensor& dst = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
         std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * d, row + hh * d, sizeof(float) * d);
       }
     }
-    valid_rows_[static_cast<size_t>(l)] = T;
+    valid_rows_[l] = T;
     att_.read(rows.data(), sizeof(float) * n * H * d);
     for (int r = 0; r < n; ++r)
       for (int hh = 0; hh < H; ++hh)
@@ -310,10 +310,10 @@ class GlBackend : public Backend {
       rope_.upload(t.data(), sizeof(float) * t.size());
     }
     layers_.clear();
-    layers_.resize(static_cast<size_t>(c.n_layer));
+    layers_.resize(c.n_layer);
     for (int l = 0; l < c.n_layer; ++l) {
-      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-      DevLayer& dl = layers_[static_cast<size_t>(l)];
+      const LayerWeights& lw = w.layers[l];
+      DevLayer& dl = layers_[l];
       put(dl.norm1_w, lw.norm1_w, "a norm");
       if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
       Mat wqkv(lw.wq.rows(), lw.wq.cols() + lw.wk.cols() + lw.wv.cols());
@@ -361,10 +361,10 @@ class GlBackend : public Backend {
     tcap_ = std::max(T, std::max(64, 2 * tcap_));
     tcap_ = std::min(tcap_, std::max(T, static_cast<int>(k_->limit() / (sizeof(float) * ld))));
     caches_.clear();
-    caches_.resize(static_cast<size_t>(L));
+    caches_.resize(L);
     for (auto& b : caches_) b.ensure(sizeof(float) * static_cast<size_t>(tcap_) * ld, k_->limit(), "the KV cache");
-    hashes_.assign(static_cast<size_t>(L), std::vector<uint64_t>(static_cast<size_t>(tcap_), 0));
-    valid_rows_.assign(static_cast<size_t>(L), 0);
+    hashes_.assign(L, std::vector<uint64_t>(static_cast<size_t>(tcap_), 0));
+    valid_rows_.assign(L, 0);
   }
 
   // Makes device rows [0, p) of layer l equal to the trace's q, k, v rows: kept when every
@@ -373,8 +373,8 @@ class GlBackend : public Backend {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, ld = (H + 2 * KV) * d;
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(p) * ld);
-    bool same = valid_rows_[static_cast<size_t>(l)] >= p;
-    const std::vector<uint64_t>& hashes = hashes_[static_cast<size_t>(l)];
+    bool same = valid_rows_[l] >= p;
+    const std::vector<uint64_t>& hashes = hashes_[l];
     for (int t = 0; t < p; ++t) {
       float* row = rows.data() + static_cast<size_t>(t) * ld;
       for (int hh = 0; hh < H + 2 * KV; ++hh) {
@@ -382,14 +382,14 @@ class GlBackend : public Backend {
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
         std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * d, sizeof(float) * d);
       }
-      same = same && hash_row(row, ld) == hashes[static_cast<size_t>(t)];
+      same = same && hash_row(row, ld) == hashes[t];
     }
     if (!same) {
-      caches_[static_cast<size_t>(l)].upload(rows.data(), sizeof(float) * rows.size());
-      for (int t = 0; t < p; ++t) hashes_[static_cast<size_t>(l)][static_cast<size_t>(t)] = hash_row(rows.data() + static_cast<size_t>(t) * ld, ld);
+      caches_[l].upload(rows.data(), sizeof(float) * rows.size());
+      for (int t = 0; t < p; ++t) hashes_[l][t] = hash_row(rows.data() + static_cast<size_t>(t) * ld, ld);
       ++reuploads_;
     }
-    valid_rows_[static_cast<size_t>(l)] = p;
+    valid_rows_[l] = p;
   }
 
   std::mutex mu_;

@@ -307,11 +307,11 @@ std::vector<float> rope_table(int positions, int d, float theta) {
   const int half = d / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i)
-    inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
+    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
   std::vector<float> t(static_cast<size_t>(positions) * static_cast<size_t>(half) * 2);
   for (int pos = 0; pos < positions; ++pos)
     for (int i = 0; i < half; ++i) {
-      const double a = static_cast<double>(pos) * inv_freq[static_cast<size_t>(i)];
+      const double a = static_cast<double>(pos) * inv_freq[i];
       const size_t at = (static_cast<size_t>(pos) * half + i) * 2;
       t[at] = static_cast<float>(std::cos(a));
       t[at + 1] = static_cast<float>(std::sin(a));

@@ -327,8 +327,8 @@ S cross_entropy(const MatT<S>& logits, const std::vector<int>& targets, MatT<S>*
     const S mx = logits.row(r).maxCoeff();
     const S sum = (logits.row(r).array() - mx).exp().sum();
     const S lse = mx + std::log(sum);
-    const int t = targets[static_cast<size_t>(r)];
-    row_loss[static_cast<size_t>(r)] = lse - logits(r, t);
+    const int t = targets[r];
+    row_loss[r] = lse - logits(r, t);
     if (dlogits) {
       dlogits->row(r) = ((logits.row(r).array() - lse).exp() * invN).matrix();
       (*dlogits)(r, t) -= invN;
@@ -355,7 +355,7 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
     if (inputs[r] < 0 || inputs[r] >= V || targets[r] < 0 || targets[r] >= V)
       throw Error("model_loss: token id out of range at row " + std::to_string(r));
   const MatT<S>& E = p.lm_head.size() ? p.lm_head : p.tok_emb;  // (V, C) unembedding
-  A.layers.resize(static_cast<size_t>(c.n_layer));
+  A.layers.resize(c.n_layer);
 
   // ---- forward
   MatT<S> x(N, C), y;
@@ -364,8 +364,8 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
     if (gpt2) x.row(r) += p.pos_emb.row(r % T);
   }
   for (int l = 0; l < c.n_layer; ++l) {
-    const LayerParams<S>& lp = p.layers[static_cast<size_t>(l)];
-    LayerActs<S>& a = A.layers[static_cast<size_t>(l)];
+    const LayerParams<S>& lp = p.layers[l];
+    LayerActs<S>& a = A.layers[l];
     a.x = x;
     if (gpt2) layer_norm_fwd(a.x, lp.norm1_w, lp.norm1_b, eps, a.h1, a.mean1, a.rstd1);
     else rms_norm_fwd(a.x, lp.norm1_w, eps, a.h1, a.rstd1);
@@ -409,9 +409,9 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
   else rms_norm_bwd(dh, A.xf, p.normf_w, A.rstdf, dx, G.normf_w);
   MatT<S> dact, dfc, dup, dh2, dx2, datt, dq, dk, dv, dh1, tmp;
   for (int l = c.n_layer - 1; l >= 0; --l) {
-    const LayerParams<S>& lp = p.layers[static_cast<size_t>(l)];
-    LayerParams<S>& lg = G.layers[static_cast<size_t>(l)];
-    const LayerActs<S>& a = A.layers[static_cast<size_t>(l)];
+    const LayerParams<S>& lp = p.layers[l];
+    LayerParams<S>& lg = G.layers[l];
+    const LayerActs<S>& a = A.layers[l];
     // x_out = x2 + act·W_down + b_down
     linear_bwd(dx, a.act, lp.w_down, &dact, false, lg.w_down, &lg.b_down);
     if (gpt2) {

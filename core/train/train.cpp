@@ -137,10 +137,10 @@ void fill_repeated(const std::vector<int>& ids, size_t start, int period, bool r
                    std::mt19937_64& rng, int T, int* in, int* tg) {
   std::uniform_int_distribution<int> any_char(0, vocab - 1);
   std::vector<int> seg(static_cast<size_t>(period));
-  for (int t = 0; t < period; ++t) seg[static_cast<size_t>(t)] = random_chars ? any_char(rng) : ids[start + static_cast<size_t>(t)];
+  for (int t = 0; t < period; ++t) seg[t] = random_chars ? any_char(rng) : ids[start + static_cast<size_t>(t)];
   for (int t = 0; t < T; ++t) {
-    in[t] = seg[static_cast<size_t>(t % period)];
-    tg[t] = seg[static_cast<size_t>((t + 1) % period)];
+    in[t] = seg[t % period];
+    tg[t] = seg[(t + 1) % period];
   }
 }
 
