@@ -125,7 +125,7 @@ TEST(UiState, KvGrouping) {
   for (int h = 0; h < c.n_head; ++h) EXPECT_EQ(kv_head_of(h, c.n_head, c.n_kv_head), c.kv_head_of(h));
 }
 
-TEST(UiState, KvCacheBytesMatchNote002) {
+TEST(UiState, KvCacheBytesMatchAWorkedExample) {
   // 1000 (seqlen) × 32 (nhead) × 128 (d) × 4 bytes = 16.4 MB; with 8 KV heads 4.1 MB.
   EXPECT_EQ(kv_tensor_bytes(1000, 32, 128), 16384000);
   EXPECT_EQ(kv_tensor_bytes(1000, 8, 128), 4096000);
