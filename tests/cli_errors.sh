@@ -4,9 +4,7 @@
 set -u
 cli=$1
 work=$2
-rm -rf "$work" && mkdir -p "$work"
-pass=0
-fail=0
+. "$(dirname "$0")/check_lib.sh"
 # expect CODE PATTERN -- ARGS...
 expect() {
   local code=$1 pattern=$2
@@ -14,11 +12,10 @@ expect() {
   "$cli" "$@" >"$work/out" 2>"$work/err"
   local got=$?
   if [ "$got" -eq "$code" ] && grep -q -- "$pattern" "$work/err"; then
-    pass=$((pass + 1))
+    passed
   else
-    fail=$((fail + 1))
     echo "not ok: attnviz-cli $* -> exit $got (want $code), stderr:"
-    sed 's/^/    /' "$work/err"
+    failed "$work/err"
   fi
 }
 "$cli" random --preset tiny --layers 1 --context 8 --out "$work/m" 2>/dev/null || { echo "cannot make a model"; exit 1; }
@@ -38,7 +35,6 @@ expect 2 "unknown subcommand"      -- frobnicate
 expect 1 "cannot write"            -- dump --model "$work/m" --tokens 1 --out "$work/no/such/dir/o.safetensors"
 # Text longer than the window is not an error: the oldest characters are dropped.
 "$cli" dump --model "$work/m" --text "0123456789abc" --out "$work/ok.safetensors" 2>"$work/err"
-if [ $? -eq 0 ] && grep -q "dropped 5" "$work/err"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: long text"; cat "$work/err"; fi
-[ -e "$work/o.safetensors" ] && { fail=$((fail + 1)); echo "not ok: a failed dump left a file"; }
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+if [ $? -eq 0 ] && grep -q "dropped 5" "$work/err"; then passed; else echo "not ok: long text"; failed "$work/err"; fi
+[ -e "$work/o.safetensors" ] && { echo "not ok: a failed dump left a file"; failed; }
+finish

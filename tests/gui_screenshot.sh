@@ -8,22 +8,9 @@ set -u
 build=$1
 work=$2
 checker=$3
-rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/check_lib.sh"
+verbose_checks=1
 export XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/config"  # never the user's own
-fail=0
-pass=0
-check() {  # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then
-    pass=$((pass + 1))
-    echo "ok: $name"
-  else
-    fail=$((fail + 1))
-    echo "not ok: $name"
-    sed 's/^/    /' "$work/log"
-  fi
-}
 if ! command -v xvfb-run >/dev/null; then
   echo "xvfb-run not found (apt-get install xvfb xauth)"
   exit 1
@@ -80,5 +67,4 @@ check "typed T" grep -q '"T": 20' "$work/typed.png.json"
 check "presentation mode" xrun "$app" --screenshot "$work/presentation.png" --frames 3 --presentation --head 2
 check "presentation pixels" "$checker" "$work/presentation.png"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -4,14 +4,7 @@
 set -u
 build=$1
 work=$2
-rm -rf "$work" && mkdir -p "$work"
-fail=0
-pass=0
-check() {  # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "not ok: $name"; sed 's/^/    /' "$work/log"; fi
-}
+. "$(dirname "$0")/check_lib.sh"
 check "install" cmake --install "$build" --prefix "$work/prefix"
 check "binary installed" test -x "$work/prefix/bin/attnviz-cli"
 check "assets installed" test -f "$work/prefix/share/attnviz/assets/README.md"
@@ -22,5 +15,4 @@ check "dump from elsewhere" "$work/prefix/bin/attnviz-cli" dump --model "$work/m
 mkdir -p "$work/prefix/share/attnviz/assets/models" && cp -r "$work/m" "$work/prefix/share/attnviz/assets/models/installcheck"
 check "finds installed data" "$work/prefix/bin/attnviz-cli" info --model builtin:installcheck
 check "lists installed data" bash -c "'$work/prefix/bin/attnviz-cli' info --list | grep -q builtin:installcheck"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -33,6 +33,15 @@ class Export : public ::testing::Test {
   }
   static const Trace& trace() { return engine_->trace(); }
   static const Model& model() { return engine_->model(); }
+  // One matrix: `stage` of (layer, head), −1 for all of them.
+  static ExportOptions one(Stage stage, int layer, int head, int cell_px = 24) {
+    ExportOptions o;
+    o.stage = stage;
+    o.layer = layer;
+    o.head = head;
+    o.cell_px = cell_px;
+    return o;
+  }
   std::string dir_ = test::temp_dir("export-out");
   static Engine* engine_;
 };
@@ -51,11 +60,7 @@ std::map<uint32_t, int> colour_counts(const std::string& png) {
 uint32_t key(Rgb8 c) { return (c.r << 16) | (c.g << 8) | c.b; }
 
 TEST_F(Export, PngCellsHaveTheColormapColoursOfTheirValues) {
-  ExportOptions o;
-  o.stage = Stage::Probs;
-  o.layer = 1;
-  o.head = 2;
-  o.cell_px = 30;
+  const ExportOptions o = one(Stage::Probs, 1, 2, 30);
   const std::string path = dir_ + "/p.png";
   export_to_file(trace(), model(), o, path);
   const auto counts = colour_counts(test::read_file(path));
@@ -80,11 +85,7 @@ TEST_F(Export, PngCellsHaveTheColormapColoursOfTheirValues) {
 }
 
 TEST_F(Export, SignedStageUsesSymmetricDivergingRange) {
-  ExportOptions o;
-  o.stage = Stage::Scores;
-  o.layer = 0;
-  o.head = 0;
-  o.cell_px = 20;
+  const ExportOptions o = one(Stage::Scores, 0, 0, 20);
   const auto views = select_views(trace(), model(), o);
   const ValueRange r = export_range(views, Colormap::Diverging);
   EXPECT_FLOAT_EQ(r.lo, -r.hi);
@@ -96,10 +97,7 @@ TEST_F(Export, SignedStageUsesSymmetricDivergingRange) {
 }
 
 TEST_F(Export, SvgHasOneRectPerCellWithValueAndColourAndCjkLabels) {
-  ExportOptions o;
-  o.stage = Stage::Masked;
-  o.layer = 0;
-  o.head = 3;
+  const ExportOptions o = one(Stage::Masked, 0, 3);
   const std::string path = dir_ + "/m.svg";
   export_to_file(trace(), model(), o, path);
   const std::string svg = test::read_file(path);
@@ -139,10 +137,7 @@ TEST_F(Export, SvgHasOneRectPerCellWithValueAndColourAndCjkLabels) {
 }
 
 TEST_F(Export, CsvRoundTripsToTheRecordedValues) {
-  ExportOptions o;
-  o.stage = Stage::Masked;
-  o.layer = 1;
-  o.head = 1;
+  const ExportOptions o = one(Stage::Masked, 1, 1);
   const std::string path = dir_ + "/m.csv";
   export_to_file(trace(), model(), o, path);
   std::istringstream in(test::read_file(path));
@@ -165,10 +160,7 @@ TEST_F(Export, CsvRoundTripsToTheRecordedValues) {
 }
 
 TEST_F(Export, NpyIsTheExactMatrixAndGridsStack) {
-  ExportOptions o;
-  o.stage = Stage::Q;
-  o.layer = -1;
-  o.head = -1;
+  const ExportOptions o = one(Stage::Q, -1, -1);
   const std::string bytes = render_export(trace(), model(), o, ExportFormat::Npy);
   ASSERT_EQ(bytes.substr(0, 6), "\x93NUMPY");
   const size_t hlen = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
@@ -183,10 +175,8 @@ TEST_F(Export, NpyIsTheExactMatrixAndGridsStack) {
   size_t k = 0;
   for (int l = 0; l < 2; ++l)
     for (size_t e = 0; e < trace().layers[l].q.data.size(); ++e) EXPECT_EQ(got[k++], trace().layers[l].q.data[e]);
-  o.layer = 1;
-  o.head = 0;
-  const std::string one = render_export(trace(), model(), o, ExportFormat::Npy);
-  EXPECT_NE(one.find("'shape': (7, 8)"), std::string::npos);
+  const std::string single = render_export(trace(), model(), one(Stage::Q, 1, 0), ExportFormat::Npy);
+  EXPECT_NE(single.find("'shape': (7, 8)"), std::string::npos);
 }
 
 TEST_F(Export, GridPngHoldsEveryTile) {

@@ -241,12 +241,6 @@ TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {
 
 // ---- the whole forward against the CPU backend ----------------------------------------
 
-struct Fixture {
-  std::shared_ptr<const Model> model;
-  std::unique_ptr<Backend> gpu;
-  std::string why;
-};
-
 std::unique_ptr<Backend> gpu_backend(std::string* why) {
   try {
     return make_gl_backend();
@@ -284,14 +278,22 @@ struct ForwardCase {
 };
 void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
 
-class GpuForward : public ::testing::TestWithParam<ForwardCase> {};
+// Each case gets the GPU backend (or skips / fails as REQUIRE_GPU says) and its model.
+class GpuForward : public ::testing::TestWithParam<ForwardCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    gpu = gpu_backend(&why);
+    REQUIRE_GPU(gpu, why);
+    model = model_for(GetParam().config(), GetParam().name);
+    V = model->config.vocab_size;
+  }
+  std::unique_ptr<Backend> gpu;
+  std::shared_ptr<const Model> model;
+  int V = 0;  // vocabulary size of the model
+};
 
 TEST_P(GpuForward, MatchesTheCpuForLengthsOneToFull) {
-  std::string why;
-  auto gpu = gpu_backend(&why);
-  REQUIRE_GPU(gpu, why);
-  const auto model = model_for(GetParam().config(), GetParam().name);
-  const int V = model->config.vocab_size;
   auto cpu = make_cpu_backend();
   for (int T : {1, 2, 17, model->config.n_ctx}) {
     const auto ids = random_ids(T, V, static_cast<unsigned>(T));
@@ -304,11 +306,6 @@ TEST_P(GpuForward, MatchesTheCpuForLengthsOneToFull) {
 }
 
 TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
-  std::string why;
-  auto gpu = gpu_backend(&why);
-  REQUIRE_GPU(gpu, why);
-  const auto model = model_for(GetParam().config(), GetParam().name);
-  const int V = model->config.vocab_size;
   Engine engine(model, std::move(gpu));
   auto full = [&](const std::vector<int>& ids) {
     Trace t;
@@ -333,14 +330,10 @@ TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
 }
 
 TEST_P(GpuForward, BlockSizeWindowSlides) {
-  std::string why;
-  auto gpu = gpu_backend(&why);
-  REQUIRE_GPU(gpu, why);
-  const auto model = model_for(GetParam().config(), GetParam().name);
   Engine g(model, std::move(gpu)), c(model, make_cpu_backend());
   g.set_block_size(8);
   c.set_block_size(8);
-  std::vector<int> ids = random_ids(6, model->config.vocab_size, 5);
+  std::vector<int> ids = random_ids(6, V, 5);
   for (int step = 0; step < 5; ++step) {  // 6, 7, 8 tokens fit; 9, 10 slide the window
     const Trace& tg = g.run(ids);
     const Trace& tc = c.run(ids);
@@ -353,11 +346,6 @@ TEST_P(GpuForward, BlockSizeWindowSlides) {
 TEST_P(GpuForward, CacheThatDisagreesWithTheTraceIsReloaded) {
   // The trace handed in holds rows of a different sequence than the device cache: the
   // backend must notice (row hashes) and use the trace's keys and values.
-  std::string why;
-  auto gpu = gpu_backend(&why);
-  REQUIRE_GPU(gpu, why);
-  const auto model = model_for(GetParam().config(), GetParam().name);
-  const int V = model->config.vocab_size;
   auto cpu = make_cpu_backend();
   const auto a = random_ids(10, V, 21), b = random_ids(10, V, 22);
   Trace ta, tb;

@@ -1,6 +1,8 @@
 #include "ui/model_panel.h"
 
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include "ui/fonts.h"
 #include "ui/imgui_util.h"
@@ -34,24 +36,17 @@ void ModelPanel::draw_content(FrameContext& ctx) {
   if (c.head_size != c.n_embd / std::max(1, c.n_head)) ImGui::TextDisabled("(this config sets head_dim = %d)", c.head_size);
 
   if (ImGui::BeginTable("cfg", 4, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) {
-    auto kv = [](const char* k, int v) {
+    const std::pair<const char*, int> cells[] = {  // two per row
+        {"vocab V", c.vocab_size}, {"layers L", c.n_layer},        {"n_embd C", c.n_embd},
+        {"context", c.n_ctx},      {"n_head H", c.n_head},         {"n_kv_head", c.n_kv_head},
+        {"head_size d", c.head_size}, {"MLP hidden", c.n_inner}};
+    for (size_t i = 0; i < std::size(cells); ++i) {
+      if (i % 2 == 0) ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextDisabled("%s", k);
+      ImGui::TextDisabled("%s", cells[i].first);
       ImGui::TableNextColumn();
-      ImGui::Text("%d", v);
-    };
-    ImGui::TableNextRow();
-    kv("vocab V", c.vocab_size);
-    kv("layers L", c.n_layer);
-    ImGui::TableNextRow();
-    kv("n_embd C", c.n_embd);
-    kv("context", c.n_ctx);
-    ImGui::TableNextRow();
-    kv("n_head H", c.n_head);
-    kv("n_kv_head", c.n_kv_head);
-    ImGui::TableNextRow();
-    kv("head_size d", c.head_size);
-    kv("MLP hidden", c.n_inner);
+      ImGui::Text("%d", cells[i].second);
+    }
     ImGui::EndTable();
   }
 
@@ -62,8 +57,13 @@ void ModelPanel::draw_content(FrameContext& ctx) {
     ImGui::TableSetupColumn("parameters");
     ImGui::TableSetupColumn("share");
     ImGui::TableHeadersRow();
-    auto row = [&](const char* name, int64_t n) {
-      if (n == 0) return;
+    const std::pair<const char*, int64_t> parts[] = {
+        {"token embedding (V \xC3\x97 C)", p.token_embedding}, {"position embedding", p.position_embedding},
+        {"attention W_q W_k W_v W_o", p.attention},             {"MLP", p.mlp},
+        {"norms", p.norms},                                    {"lm_head (untied)", p.lm_head},
+        {"total", p.total()}};
+    for (const auto& [name, n] : parts) {
+      if (n == 0) continue;
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(name);
@@ -71,14 +71,7 @@ void ModelPanel::draw_content(FrameContext& ctx) {
       ImGui::Text("%s", count_str(n).c_str());
       ImGui::TableNextColumn();
       ImGui::ProgressBar(static_cast<float>(static_cast<double>(n) / total), ImVec2(-1, 0));
-    };
-    row("token embedding (V \xC3\x97 C)", p.token_embedding);
-    row("position embedding", p.position_embedding);
-    row("attention W_q W_k W_v W_o", p.attention);
-    row("MLP", p.mlp);
-    row("norms", p.norms);
-    row("lm_head (untied)", p.lm_head);
-    row("total", p.total());
+    }
     ImGui::EndTable();
   }
   ImGui::TextDisabled("%s", ctx.fonts.note.c_str());

@@ -1,0 +1,29 @@
+# Shared by the shell tests: source it after setting `work` (the test's scratch folder).
+#   check NAME COMMAND...   runs COMMAND; a pass, or "not ok: NAME" with its output
+#   passed / failed [LOG]   count a check done by hand (failed prints LOG, if given)
+#   finish                  prints the counts; its status is the test's result
+rm -rf "$work" && mkdir -p "$work"
+pass=0
+fail=0
+passed() { pass=$((pass + 1)); }
+failed() {
+  fail=$((fail + 1))
+  [ $# -gt 0 ] && [ -f "$1" ] && sed 's/^/    /' "$1"
+  return 0
+}
+check() {
+  local name=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then
+    passed
+    [ -n "${verbose_checks:-}" ] && echo "ok: $name"
+  else
+    echo "not ok: $name"
+    failed "$work/log"
+  fi
+  return 0
+}
+finish() {
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
