@@ -1,3 +1,4 @@
+#include <limits>
 #include <sstream>
 
 #include "app/commands.h"
@@ -35,7 +36,8 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   }
   cmd->add_option("--backend", o.backend, "cpu or gpu (falls back to the CPU, saying why, when the GPU cannot run)");
   cmd->add_option("--block-size", o.block_size,
-                  "context window: only the last N tokens are seen (default: the model's context)");
+                  "context window: only the last N tokens are seen (default: the model's context)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
 }
 
 Engine open_engine(const InputOptions& o, std::ostream& err) {
@@ -43,6 +45,7 @@ Engine open_engine(const InputOptions& o, std::ostream& err) {
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
   if (!note.empty()) err << "note: " << note << "\n";
+  for (const std::string& w : model->warnings) err << "warning: " << w << "\n";
   if (o.block_size) engine.set_block_size(o.block_size);
   return engine;
 }
