@@ -3,6 +3,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -21,7 +22,7 @@ std::vector<int> parse_token_list(const std::string& s) {
       used = 0;
     }
     if (item.empty() || used != item.size() || v < INT32_MIN || v > INT32_MAX)
-      throw Error("--tokens: '" + item + "' is not an integer token id (expected a list like 1,2,3)", ErrorKind::Usage);
+      throw Error("--tokens: '" + excerpt(item) + "' is not an integer token id (expected a list like 1,2,3)", ErrorKind::Usage);
     ids.push_back(static_cast<int>(v));
   }
   return ids;
