@@ -1,11 +1,10 @@
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -20,14 +19,21 @@ struct EvalOptions {
 
 void run_eval(const EvalOptions& o, Io& io) {
   Engine engine = open_engine(o.in, io.err);
-  std::ifstream f(o.file, std::ios::binary);
-  if (!f) throw Error("cannot read --text-file '" + o.file + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::vector<int> ids = encode_text(engine.model(), ss.str());
+  // A regular file of at most kMaxTextBytes, opened without blocking (no FIFOs, no /dev/zero).
+  const std::string text = read_regular_file(o.file, kMaxTextBytes, "--text-file");
+  const std::vector<int> ids = encode_text(engine.model(), text);
   const int n = static_cast<int>(ids.size()), bs = engine.block_size(), V = engine.model().config.vocab_size;
-  if (n < 2) throw Error(o.file + ": needs at least 2 tokens to score a next-token prediction");
-  const int stride = std::min(bs, o.stride ? o.stride : std::max(1, bs / 2));
+  if (n < 2) throw Error(excerpt(o.file) + ": needs at least 2 tokens to score a next-token prediction");
+  // Every window after the first scores the tokens it added, each predicted from the one
+  // before it, which must still be in the window: so stride ≤ block_size − 1.
+  if (bs < 2)
+    throw Error("eval needs a block size of at least 2 (a token to predict from and one to predict)",
+                ErrorKind::Usage);
+  if (o.stride >= bs)
+    throw Error("--stride " + std::to_string(o.stride) + " must be smaller than the block size (" +
+                    std::to_string(bs) + ")",
+                ErrorKind::Usage);
+  const int stride = o.stride ? o.stride : std::max(1, bs / 2);
   // Window [begin, end) scores the targets [scored, end): each token is predicted from
   // up to block_size tokens before it, at least block_size - stride once the text is long.
   double sum = 0;

@@ -1,5 +1,6 @@
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/export/export.h"
 
 namespace attnviz {
@@ -15,7 +16,7 @@ int parse_index(const std::string& s, const char* what) {
     if (used == s.size() && v >= 0) return v;
   } catch (...) {
   }
-  throw Error(std::string("--") + what + ": '" + s + "' is not a number or 'all'", ErrorKind::Usage);
+  throw Error(std::string("--") + what + ": '" + excerpt(s) + "' is not a number or 'all'", ErrorKind::Usage);
 }
 
 struct ExportCommandOptions {

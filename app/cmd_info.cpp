@@ -19,7 +19,7 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
         {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
         {"head_size", c.head_size}, {"group_size", c.group_size()}, {"n_inner", c.n_inner}, {"context", c.n_ctx},
-        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? "char" : "none"},
+        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? "char" : "none"}, {"warnings", m.warnings},
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
                         {"norms", norms}, {"lm_head", head}}}};
     out << j.dump(2) << "\n";
@@ -54,7 +54,9 @@ void run_info(const InfoOptions& o, Io& io) {
     if (!o.list) throw Error("info needs --model M (or --list)", ErrorKind::Usage);
     return;
   }
-  print_info(*load_model(o.model), o.json, io.out);
+  const auto m = load_model(o.model);
+  print_info(*m, o.json, io.out);
+  for (const std::string& w : m->warnings) io.err << "warning: " << w << "\n";
 }
 
 }  // namespace

@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/model/random_model.h"
@@ -27,6 +29,14 @@ void run_random(const RandomOptions& o, Io& io) {
   c.head_size = c.n_embd / c.n_head;
   if (c.arch == Arch::Gpt2) c.n_inner = 4 * c.n_embd;
   if (c.arch == Arch::Llama && c.head_size % 2) throw Error("RoPE needs an even head size", ErrorKind::Usage);
+  // The same range checks as a config.json read from disk, as usage errors (they come
+  // from flags), before anything is created.
+  try {
+    c = parse_config(config_to_json(c), "random model");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "\n  HINT: choose smaller --layers/--embd/--heads/--vocab/--context.",
+                ErrorKind::Usage);
+  }
   write_random_model(c, o.seed, o.out);
   io.err << "wrote random " << c.model_type << " model to " << o.out << "\n";
 }

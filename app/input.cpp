@@ -1,7 +1,9 @@
+#include <limits>
 #include <sstream>
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -20,7 +22,7 @@ std::vector<int> parse_token_list(const std::string& s) {
       used = 0;
     }
     if (item.empty() || used != item.size() || v < INT32_MIN || v > INT32_MAX)
-      throw Error("--tokens: '" + item + "' is not an integer token id (expected a list like 1,2,3)", ErrorKind::Usage);
+      throw Error("--tokens: '" + excerpt(item) + "' is not an integer token id (expected a list like 1,2,3)", ErrorKind::Usage);
     ids.push_back(static_cast<int>(v));
   }
   return ids;
@@ -35,7 +37,8 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   }
   cmd->add_option("--backend", o.backend, "cpu or gpu (falls back to the CPU, saying why, when the GPU cannot run)");
   cmd->add_option("--block-size", o.block_size,
-                  "context window: only the last N tokens are seen (default: the model's context)");
+                  "context window: only the last N tokens are seen (default: the model's context)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
 }
 
 Engine open_engine(const InputOptions& o, std::ostream& err) {
@@ -43,6 +46,7 @@ Engine open_engine(const InputOptions& o, std::ostream& err) {
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
   if (!note.empty()) err << "note: " << note << "\n";
+  for (const std::string& w : model->warnings) err << "warning: " << w << "\n";
   if (o.block_size) engine.set_block_size(o.block_size);
   return engine;
 }

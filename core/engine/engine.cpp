@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -18,6 +19,17 @@ std::vector<int> encode_text(const Model& m, const std::string& text) {
     throw Error("model '" + m.name + "' has no tokenizer.json, so text cannot be encoded\n"
                 "  HINT: pass token ids with --tokens 1,2,3.");
   return m.tokenizer->encode(text);
+}
+
+void check_trace_memory(const ModelConfig& c, int64_t T) {
+  // Every layer holds q, k, v, out (T·d per head) and scores, probs (T·T per head); the
+  // logits are (T, V). Counted in double: no overflow, and exact enough for a refusal.
+  const double t = static_cast<double>(T);
+  const double per_layer = 2.0 * c.n_head * t * t + (2.0 * c.n_head + 2.0 * c.n_kv_head) * t * c.head_size;
+  const double bytes = 4.0 * (c.n_layer * per_layer + t * c.vocab_size);
+  if (bytes > 64e6)  // small traces need no look at /proc/meminfo
+    check_memory(bytes, "recording attention over " + std::to_string(T) + " tokens",
+                 "use a smaller --block-size or a shorter text.");
 }
 
 Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend)
@@ -42,6 +54,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const int total = static_cast<int>(ids.size());
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
+  check_trace_memory(model_->config, static_cast<int64_t>(window.size()));
 
   // Reuse the cache for the common prefix, if the window still starts at the same token.
   int from = 0;

@@ -48,6 +48,10 @@ class Engine {
 // Checks ids against the vocabulary; throws an Error naming the first bad id and position.
 void check_token_ids(const std::vector<int>& ids, int vocab_size);
 
+// Throws a data Error (with the estimate) when recording a window of T tokens of a model
+// with config `c` would not fit in the memory available.
+void check_trace_memory(const ModelConfig& c, int64_t T);
+
 // Encodes with the model's tokenizer; a clear Error when the model has none.
 std::vector<int> encode_text(const Model& m, const std::string& text);
 

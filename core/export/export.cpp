@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/export/image.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
@@ -225,13 +226,13 @@ std::string MatrixView::name() const {
 Stage parse_stage(const std::string& s) {
   for (int i = 0; i < kStageCount; ++i)
     if (s == stage_name(static_cast<Stage>(i))) return static_cast<Stage>(i);
-  throw Error("unknown stage '" + s + "' (choose q, k, v, scores, scaled, masked, probs or out)", ErrorKind::Usage);
+  throw Error("unknown stage '" + excerpt(s) + "' (choose q, k, v, scores, scaled, masked, probs or out)", ErrorKind::Usage);
 }
 
 Colormap parse_colormap(const std::string& s) {
   for (int i = 0; i < kColormapCount; ++i)
     if (s == colormap_name(static_cast<Colormap>(i))) return static_cast<Colormap>(i);
-  throw Error("unknown colormap '" + s + "' (choose viridis, magma or diverging)", ErrorKind::Usage);
+  throw Error("unknown colormap '" + excerpt(s) + "' (choose viridis, magma or diverging)", ErrorKind::Usage);
 }
 
 ExportFormat format_of_path(const std::string& path) {
@@ -242,7 +243,7 @@ ExportFormat format_of_path(const std::string& path) {
   if (ext == "svg") return ExportFormat::Svg;
   if (ext == "csv") return ExportFormat::Csv;
   if (ext == "npy") return ExportFormat::Npy;
-  throw Error("cannot tell the format of '" + path + "': the file name must end in .png, .svg, .csv or .npy",
+  throw Error("cannot tell the format of '" + excerpt(path) + "': the file name must end in .png, .svg, .csv or .npy",
               ErrorKind::Usage);
 }
 

@@ -1,39 +1,58 @@
 #include "core/model/config.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
 namespace {
 
+// A dimension: a positive integer of at most kMaxDim, read as 64-bit before narrowing.
 int get_int(const nlohmann::json& j, const char* key, const std::string& where, int fallback = -1) {
   if (!j.contains(key) || j[key].is_null()) {
     if (fallback >= 0) return fallback;
     throw Error(where + ": missing key \"" + key + "\"\n  HINT: config.json must be a Hugging Face config for this model_type.");
   }
-  if (!j[key].is_number_integer() || j[key].get<long long>() <= 0)
-    throw Error(where + ": \"" + key + "\" must be a positive integer, found " + j[key].dump());
-  return j[key].get<int>();
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() == 0 : v.get<int64_t>() <= 0))
+    throw Error(where + ": \"" + key + "\" must be a positive integer, found " + json_excerpt(v));
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(kMaxDim) : v.get<int64_t>() > kMaxDim)
+    throw Error(where + ": \"" + key + "\" is " + json_excerpt(v) + ", more than the largest dimension attnviz accepts (" +
+                std::to_string(kMaxDim) + ")");
+  return static_cast<int>(v.get<int64_t>());
 }
 
-float get_float(const nlohmann::json& j, const char* key, float fallback, const std::string& where) {
+// A finite number; with `positive`, also > 0 (epsilons, RoPE base).
+float get_float(const nlohmann::json& j, const char* key, float fallback, const std::string& where,
+                bool positive = false) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number()) throw Error(where + ": \"" + key + "\" must be a number, found " + j[key].dump());
-  return j[key].get<float>();
+  if (!j[key].is_number()) throw Error(where + ": \"" + key + "\" must be a number, found " + json_excerpt(j[key]));
+  const float v = j[key].get<float>();
+  if (!std::isfinite(v) || (positive && !(v > 0.f)))
+    throw Error(where + ": \"" + key + "\" must be a " + (positive ? "positive " : "") + "finite number, found " +
+                json_excerpt(j[key]));
+  return v;
+}
+
+std::string get_string(const nlohmann::json& j, const char* key, const std::string& fallback, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) throw Error(where + ": \"" + key + "\" must be a string, found " + json_excerpt(j[key]));
+  return j[key].get<std::string>();
 }
 
 bool get_bool(const nlohmann::json& j, const char* key, bool fallback, const std::string& where) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false, found " + j[key].dump());
+  if (!j[key].is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false, found " + json_excerpt(j[key]));
   return j[key].get<bool>();
 }
 
 }  // namespace
 
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
     throw Error(where + ": missing \"model_type\"\n  HINT: attnviz reads model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\".");
   ModelConfig c;
@@ -46,17 +65,20 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     c.n_head = get_int(j, "n_head", where);
     c.n_kv_head = c.n_head;
     c.n_ctx = get_int(j, "n_positions", where, j.contains("n_ctx") ? get_int(j, "n_ctx", where) : -1);
-    c.n_inner = get_int(j, "n_inner", where, 4 * c.n_embd);
-    c.norm_eps = get_float(j, "layer_norm_epsilon", 1e-5f, where);
+    c.n_inner = j.contains("n_inner") && !j["n_inner"].is_null()
+                    ? get_int(j, "n_inner", where)
+                    : checked_dim(4, c.n_embd, where + ": n_inner (by default 4 x n_embd)");
+    c.norm_eps = get_float(j, "layer_norm_epsilon", 1e-5f, where, true);
+    checked_dim(3, c.n_embd, where + ": c_attn width 3 x n_embd");
     c.tie_embeddings = true;
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     if (c.n_embd % c.n_head != 0)
       throw Error(where + ": n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
                   std::to_string(c.n_head) + " (n_embd = n_head x head_size)");
     c.head_size = c.n_embd / c.n_head;
-    const std::string act = j.value("activation_function", std::string("gelu_new"));
+    const std::string act = get_string(j, "activation_function", "gelu_new", where);
     if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
-      throw Error(where + ": activation_function \"" + act + "\" is not supported (gelu_new expected)");
+      throw Error(where + ": activation_function \"" + excerpt(act) + "\" is not supported (gelu_new expected)");
     if (get_bool(j, "scale_attn_by_inverse_layer_idx", false, where) || get_bool(j, "reorder_and_upcast_attn", false, where))
       throw Error(where + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
   } else if (c.model_type == "llama" || c.model_type == "qwen2" || c.model_type == "mistral") {
@@ -68,8 +90,8 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     c.n_kv_head = get_int(j, "num_key_value_heads", where, c.n_head);
     c.n_inner = get_int(j, "intermediate_size", where);
     c.n_ctx = get_int(j, "max_position_embeddings", where);
-    c.norm_eps = get_float(j, "rms_norm_eps", 1e-6f, where);
-    c.rope_theta = get_float(j, "rope_theta", 10000.f, where);
+    c.norm_eps = get_float(j, "rms_norm_eps", 1e-6f, where, true);
+    c.rope_theta = get_float(j, "rope_theta", 10000.f, where, true);
     c.tie_embeddings = get_bool(j, "tie_word_embeddings", false, where);
     const bool attn_bias = get_bool(j, "attention_bias", false, where);
     c.qkv_bias = attn_bias || c.model_type == "qwen2";
@@ -87,12 +109,14 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     if (c.n_head % c.n_kv_head != 0)
       throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
                   " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_head));
-    const std::string act = j.value("hidden_act", std::string("silu"));
-    if (act != "silu") throw Error(where + ": hidden_act \"" + act + "\" is not supported (silu expected)");
+    checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
+    checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
+    const std::string act = get_string(j, "hidden_act", "silu", where);
+    if (act != "silu") throw Error(where + ": hidden_act \"" + excerpt(act) + "\" is not supported (silu expected)");
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
       throw Error(where + ": rope_scaling is not supported; remove it or use a model without it");
   } else {
-    throw Error(where + ": unknown model_type \"" + c.model_type +
+    throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) +
                 "\"\n  HINT: attnviz reads model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\".");
   }
   return c;
@@ -101,21 +125,30 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
 ParamCounts parameter_counts(const ModelConfig& c) {
   ParamCounts p;
   const int64_t C = c.n_embd, V = c.vocab_size, L = c.n_layer, I = c.n_inner;
-  const int64_t Hd = static_cast<int64_t>(c.n_head) * c.head_size;
-  const int64_t KVd = static_cast<int64_t>(c.n_kv_head) * c.head_size;
+  const std::string what = "parameter count of this configuration";
+  auto mul = [&](std::initializer_list<int64_t> f) { return checked_product(f, what); };
+  auto add = [&](int64_t a, int64_t b) {
+    if (a > INT64_MAX - b) throw Error(what + ": size overflows");
+    return a + b;
+  };
+  const int64_t Hd = mul({c.n_head, c.head_size});
+  const int64_t KVd = mul({c.n_kv_head, c.head_size});
   const bool gpt2 = c.arch == Arch::Gpt2;
-  p.token_embedding = V * C;
-  p.position_embedding = gpt2 ? static_cast<int64_t>(c.n_ctx) * C : 0;
-  int64_t attn = C * Hd + 2 * C * KVd + Hd * C;
-  if (c.qkv_bias) attn += Hd + 2 * KVd;
-  if (c.o_bias) attn += C;
-  p.attention = L * attn;
-  int64_t mlp = gpt2 ? 2 * C * I : 3 * C * I;  // gpt2 c_fc + c_proj; llama gate + up + down
-  if (c.mlp_bias) mlp += gpt2 ? I + C : 2 * I + C;
-  p.mlp = L * mlp;
+  p.token_embedding = mul({V, C});
+  p.position_embedding = gpt2 ? mul({c.n_ctx, C}) : 0;
+  int64_t attn = add(add(mul({C, Hd}), mul({2, C, KVd})), mul({Hd, C}));
+  if (c.qkv_bias) attn = add(attn, add(Hd, mul({2, KVd})));
+  if (c.o_bias) attn = add(attn, C);
+  p.attention = mul({L, attn});
+  int64_t mlp = gpt2 ? mul({2, C, I}) : mul({3, C, I});  // gpt2 c_fc + c_proj; llama gate + up + down
+  if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
+  p.mlp = mul({L, mlp});
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
-  p.norms = (2 * L + 1) * norm;
-  p.lm_head = c.tie_embeddings ? 0 : V * C;
+  p.norms = mul({add(mul({2, L}), 1), norm});
+  p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
+  int64_t total = 0;
+  for (int64_t part : {p.token_embedding, p.position_embedding, p.attention, p.mlp, p.norms, p.lm_head})
+    total = add(total, part);
   return p;
 }
 

@@ -2,11 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 
@@ -39,7 +40,8 @@ namespace {
 // Fetches tensors by Hugging Face name, checking shapes, and remembers which were used.
 class TensorSource {
  public:
-  TensorSource(const SafetensorsFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+  TensorSource(const SafetensorsFile& f, std::string prefix, std::vector<std::string>* warnings = nullptr)
+      : f_(f), prefix_(std::move(prefix)), warnings_(warnings) {}
 
   // Reads `name` (prefix added) with exactly `shape`, as float32.
   std::vector<float> get(const std::string& name, std::vector<int64_t> shape) {
@@ -52,7 +54,16 @@ class TensorSource {
       throw Error(f_.path() + ": tensor '" + full + "' has shape " + shape_str_of(t->shape) + ", expected " +
                   shape_str_of(shape) + " from config.json");
     used_.insert(full);
-    return f_.read_f32(*t);
+    std::vector<float> v = f_.read_f32(*t);
+    if (warnings_) {
+      size_t bad = 0;
+      for (float x : v) bad += !std::isfinite(x);
+      if (bad)
+        warnings_->push_back("tensor '" + excerpt(full) + "' holds " + std::to_string(bad) +
+                             " NaN or infinite value" + (bad == 1 ? "" : "s") + " (of " + std::to_string(v.size()) +
+                             "); its outputs will be NaN");
+    }
+    return v;
   }
   bool has(const std::string& name) const { return f_.find(prefix_ + name) != nullptr; }
 
@@ -78,13 +89,14 @@ class TensorSource {
  private:
   const SafetensorsFile& f_;
   std::string prefix_;
+  std::vector<std::string>* warnings_;
   std::set<std::string> used_;
 };
 
-void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) {
+void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, std::vector<std::string>& warnings) {
   const std::string prefix = f.find("transformer.wte.weight") ? "transformer." : "";
-  TensorSource s(f, prefix);
-  const int C = c.n_embd, I = c.n_inner;
+  TensorSource s(f, prefix, &warnings);
+  const int C = c.n_embd, I = c.n_inner, C3 = checked_dim(3, C, "c_attn width");
   w.tok_emb = s.mat("wte.weight", c.vocab_size, C);
   w.pos_emb = s.mat("wpe.weight", c.n_ctx, C);
   for (int i = 0; i < c.n_layer; ++i) {
@@ -92,8 +104,8 @@ void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) 
     LayerWeights l;
     l.norm1_w = s.vec(p + "ln_1.weight", C);
     l.norm1_b = s.vec(p + "ln_1.bias", C);
-    const Mat qkv = s.mat(p + "attn.c_attn.weight", C, 3 * C);  // (C, 3C): q | k | v
-    const Vec qkv_b = s.vec(p + "attn.c_attn.bias", 3 * C);
+    const Mat qkv = s.mat(p + "attn.c_attn.weight", C, C3);  // (C, 3C): q | k | v
+    const Vec qkv_b = s.vec(p + "attn.c_attn.bias", C3);
     l.wq = qkv.middleCols(0, C);
     l.wk = qkv.middleCols(C, C);
     l.wv = qkv.middleCols(2 * C, C);
@@ -114,14 +126,15 @@ void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) 
   w.normf_b = s.vec("ln_f.bias", C);
   // lm_head is tied to wte; a stored copy (some exports keep one) must match its shape.
   if (f.find("lm_head.weight")) {
-    TensorSource root(f, "");
+    TensorSource root(f, "", &warnings);
     w.lm_head = root.mat("lm_head.weight", c.vocab_size, C);
   }
 }
 
-void load_llama(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w) {
-  TensorSource s(f, "");
-  const int C = c.n_embd, I = c.n_inner, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size;
+void load_llama(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, std::vector<std::string>& warnings) {
+  TensorSource s(f, "", &warnings);
+  const int C = c.n_embd, I = c.n_inner, Hd = checked_dim(c.n_head, c.head_size, "query width"),
+            KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
   w.tok_emb = s.mat("model.embed_tokens.weight", c.vocab_size, C);
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -167,18 +180,25 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
     throw Error("model directory '" + m->dir + "' does not exist\n  HINT: pass a folder holding config.json and "
                 "model.safetensors, or builtin:NAME (attnviz-cli info --list shows them).");
   const std::string cfg_path = m->dir + "/config.json";
-  std::ifstream in(cfg_path);
-  if (!in) throw Error("'" + cfg_path + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
+  struct stat st {};
+  if (stat(cfg_path.c_str(), &st) != 0)
+    throw Error("'" + excerpt(cfg_path) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
+  // Read without blocking (a FIFO is refused), bounded, and with no NUL: the JSON parser
+  // would stop at a NUL and silently accept whatever follows it.
+  const std::string text = read_regular_file(cfg_path, kMaxJsonBytes, "config.json", false);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    throw Error(cfg_path + ": not valid JSON: " + e.what());
+    throw Error(excerpt(cfg_path) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   m->config = parse_config(j, cfg_path);
+  // The weights are held as float32: refuse before allocating when they cannot fit.
+  check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir) + "'",
+               "use a smaller model, or free memory.");
   const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
-  if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights);
-  else load_llama(m->config, f, m->weights);
+  if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
+  else load_llama(m->config, f, m->weights, m->warnings);
   m->tokenizer = load_tokenizer(m->dir);
   if (m->tokenizer && m->tokenizer->vocab_size() > m->config.vocab_size)
     throw Error(m->dir + "/tokenizer.json has " + std::to_string(m->tokenizer->vocab_size()) +

@@ -48,6 +48,9 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the directory has none
+  // Problems that do not stop the model from loading, one line each (e.g. a tensor holding
+  // NaN or infinite values). The CLI prints them, the GUI shows them in its status bar.
+  std::vector<std::string> warnings;
   long long parameter_count() const;
 };
 

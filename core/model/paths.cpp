@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -41,6 +43,14 @@ std::string resolve_model_dir(const std::string& spec) {
   const std::string tag = "builtin:";
   if (spec.rfind(tag, 0) != 0) return spec;
   const std::string name = spec.substr(tag.size());
+  // A built-in name is one folder name under assets/models: no separators, no "..".
+  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.';
+  for (char ch : name)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.');
+  if (!ok)
+    throw Error("'" + excerpt(spec) + "' is not a built-in model name (letters, digits, '-', '_' and '.' only)" +
+                    "\n  HINT: attnviz-cli info --list shows the built-in models.",
+                ErrorKind::Usage);
   std::string searched;
   for (const auto& d : data_dirs()) {
     const fs::path p = fs::path(d) / "assets" / "models" / name;
@@ -49,7 +59,7 @@ std::string resolve_model_dir(const std::string& spec) {
   }
   std::string have;
   for (const auto& n : builtin_models()) have += (have.empty() ? "" : ", ") + ("builtin:" + n);
-  throw Error("unknown built-in model '" + spec + "'; looked in:" + searched +
+  throw Error("unknown built-in model '" + excerpt(spec) + "'; looked in:" + searched +
               "\n  HINT: available: " + (have.empty() ? "none yet (generate one with attnviz-cli random)" : have));
 }
 

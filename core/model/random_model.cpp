@@ -6,10 +6,15 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
+
+namespace {
+void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir);
+}  // namespace
 
 ModelConfig preset_config(const std::string& name) {
   ModelConfig c;
@@ -51,23 +56,38 @@ ModelConfig preset_config(const std::string& name) {
 std::vector<std::string> preset_names() { return {"tiny", "tiny-gpt2", "gpt2-small", "llama-small"}; }
 
 void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& dir) {
+  // Every tensor is generated in memory, then written: refuse before creating anything
+  // when that cannot fit.
+  check_memory(4.0 * static_cast<double>(parameter_counts(c).total()),
+               "a random " + c.model_type + " model of " + std::to_string(parameter_counts(c).total()) + " parameters",
+               "choose a smaller preset or smaller --layers/--embd/--vocab/--context.");
   std::error_code ec;
+  const bool existed = std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create '" + dir + "': " + ec.message());
+  if (ec) throw Error("cannot create '" + excerpt(dir) + "': " + ec.message());
+  try {
+    write_random_model_files(c, seed, dir);
+  } catch (...) {
+    if (!existed) std::filesystem::remove_all(dir, ec);  // leave nothing behind that we created
+    throw;
+  }
+}
+
+namespace {
+void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir) {
   std::mt19937_64 rng(seed);
   SafetensorsWriter w;
   std::vector<float> buf;
   // N(mean, std) values for a tensor of the given shape.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float std, float mean = 0.f) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
+    const int64_t n = checked_product(shape, "random tensor '" + name + "'");
     std::normal_distribution<float> dist(mean, std);
     buf.resize(static_cast<size_t>(n));
     for (auto& v : buf) v = dist(rng);
     w.add_f32(name, std::move(shape), buf.data());
   };
-  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, Hd = c.n_head * c.head_size,
-                KVd = c.n_kv_head * c.head_size;
+  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, Hd = checked_dim(c.n_head, c.head_size, "query width"),
+                KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
   const float s_in = 1.f / std::sqrt(static_cast<float>(C));  // keeps activations O(1)
   const float s_hid = 1.f / std::sqrt(static_cast<float>(I));
   if (c.arch == Arch::Gpt2) {
@@ -77,8 +97,8 @@ void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& 
       const std::string p = "h." + std::to_string(l) + ".";
       add(p + "ln_1.weight", {C}, 0.1f, 1.f);
       add(p + "ln_1.bias", {C}, 0.1f);
-      add(p + "attn.c_attn.weight", {C, 3 * C}, 1.5f * s_in);  // Conv1D (in, out)
-      add(p + "attn.c_attn.bias", {3 * C}, 0.1f);
+      add(p + "attn.c_attn.weight", {C, checked_dim(3, C, "c_attn width")}, 1.5f * s_in);  // Conv1D (in, out)
+      add(p + "attn.c_attn.bias", {checked_dim(3, C, "c_attn width")}, 0.1f);
       add(p + "attn.c_proj.weight", {C, C}, s_in);
       add(p + "attn.c_proj.bias", {C}, 0.02f);
       add(p + "ln_2.weight", {C}, 0.1f, 1.f);
@@ -125,5 +145,7 @@ void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& 
   while (pieces.size() < static_cast<size_t>(V)) pieces.push_back("<" + std::to_string(pieces.size()) + ">");
   write_file_atomic(dir + "/tokenizer.json", CharTokenizer(pieces).to_json() + "\n");
 }
+
+}  // namespace
 
 }  // namespace attnviz

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -49,11 +50,7 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
-int64_t TensorInfo::numel() const {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
+int64_t TensorInfo::numel() const { return checked_product(shape, "tensor '" + excerpt(name) + "'"); }
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
@@ -83,15 +80,15 @@ struct SafetensorsFile::Mapping {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const std::string& why) -> Error {
-    return Error("safetensors file '" + path + "': " + why +
+    return Error("safetensors file '" + excerpt(path) + "': " + why +
                  "\n  HINT: the file is not a valid safetensors file; re-export or re-download it.");
   };
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  // Non-blocking open: a FIFO or device is refused here instead of blocking the reader.
+  int fd = open_regular_file(path, "safetensors file");
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     ::close(fd);
-    throw Error("'" + path + "' is not a regular file");
+    throw Error("cannot read safetensors file '" + excerpt(path) + "': " + std::strerror(errno));
   }
   SafetensorsFile f;
   f.path_ = path;
@@ -115,11 +112,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (n > size - 8)
     throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
                std::to_string(size) + " bytes); the file is truncated or corrupt");
+  if (std::memchr(bytes + 8, 0, n) != nullptr)
+    throw fail("header holds a NUL byte; a JSON header never does (junk after the header JSON?)");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
   } catch (const std::exception& e) {
-    throw fail(std::string("header is not valid JSON: ") + e.what());
+    throw fail("header is not valid JSON: " + excerpt(e.what(), 200));
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
   f.data_ = bytes + 8 + n;
@@ -129,7 +128,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) throw fail("__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) throw fail("__metadata__ value '" + m.key() + "' is not a string");
+        if (!m->is_string()) throw fail("__metadata__ value '" + excerpt(m.key()) + "' is not a string");
         f.metadata_[m.key()] = m->get<std::string>();
       }
       continue;
@@ -137,15 +136,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const auto& j = *it;
     TensorInfo t;
     t.name = it.key();
-    const std::string where = "tensor '" + t.name + "'";
+    const std::string where = "tensor '" + excerpt(t.name) + "'";
     if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
       throw fail(where + " needs dtype, shape and data_offsets");
     if (!j["dtype"].is_string() || !parse_dtype(j["dtype"].get<std::string>(), &t.dtype))
-      throw fail(where + " has unknown dtype " + j["dtype"].dump() +
+      throw fail(where + " has unknown dtype " + json_excerpt(j["dtype"]) +
                  " (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
     if (!j["shape"].is_array()) throw fail(where + ": shape is not an array");
     for (const auto& d : j["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw fail(where + ": bad dimension " + d.dump());
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw fail(where + ": bad dimension " + json_excerpt(d));
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = j["data_offsets"];
@@ -157,16 +156,17 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (t.end > f.data_size_)
       throw fail(where + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
                  ") run past the data buffer (" + std::to_string(f.data_size_) + " bytes); the file is truncated");
-    // overflow-safe element count
-    uint64_t numel = 1;
-    for (auto d : t.shape) {
-      if (d != 0 && numel > UINT64_MAX / static_cast<uint64_t>(d)) throw fail(where + ": shape too large");
-      numel *= static_cast<uint64_t>(d);
+    // overflow-checked element and byte counts
+    int64_t numel = 0, nbytes = 0;
+    try {
+      numel = checked_product(t.shape, where + ": shape");
+      nbytes = checked_product({numel, static_cast<int64_t>(dtype_size(t.dtype))}, where + ": shape");
+    } catch (const Error& e) {
+      throw fail(e.what());
     }
-    if (numel > UINT64_MAX / dtype_size(t.dtype) || numel * dtype_size(t.dtype) != t.end - t.begin)
+    if (static_cast<uint64_t>(nbytes) != t.end - t.begin)
       throw fail(where + ": shape " + shape_str_of(t.shape) + " of " + dtype_name(t.dtype) + " needs " +
-                 std::to_string(numel * dtype_size(t.dtype)) + " bytes but data_offsets give " +
-                 std::to_string(t.end - t.begin));
+                 std::to_string(nbytes) + " bytes but data_offsets give " + std::to_string(t.end - t.begin));
     f.tensors_.push_back(std::move(t));
   }
   // No two tensors may share bytes.
@@ -177,7 +177,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
             [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_begin.size(); ++i)
     if (by_begin[i]->begin < by_begin[i - 1]->end)
-      throw fail("tensors '" + by_begin[i - 1]->name + "' and '" + by_begin[i]->name + "' overlap in the data buffer");
+      throw fail("tensors '" + excerpt(by_begin[i - 1]->name) + "' and '" + excerpt(by_begin[i]->name) +
+                 "' overlap in the data buffer");
   return f;
 }
 
@@ -238,11 +239,7 @@ namespace {
 // returns false on a write error.
 void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body);
 
-int64_t element_count(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
+int64_t element_count(const std::vector<int64_t>& shape) { return checked_product(shape, "tensor to write"); }
 }  // namespace
 
 size_t SafetensorsWriter::Entry::size() const {
@@ -267,8 +264,7 @@ void SafetensorsWriter::add_f32_generated(const std::string& name, std::vector<i
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
   Entry e;
   e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
-  int64_t n = 1;
-  for (auto d : e.shape) n *= d;
+  const int64_t n = checked_product({element_count(e.shape), 4}, "tensor '" + excerpt(name) + "'") / 4;
   e.bytes.resize(static_cast<size_t>(n) * 4);
   if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
   entries_.push_back(std::move(e));
@@ -277,8 +273,7 @@ void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> sh
 void SafetensorsWriter::add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values) {
   Entry e;
   e.name = name, e.dtype = DType::I32, e.shape = std::move(shape);
-  int64_t n = 1;
-  for (auto d : e.shape) n *= d;
+  const int64_t n = checked_product({element_count(e.shape), 4}, "tensor '" + excerpt(name) + "'") / 4;
   e.bytes.resize(static_cast<size_t>(n) * 4);
   if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
   entries_.push_back(std::move(e));

@@ -1,11 +1,14 @@
 #include "core/tokenize/tokenizer.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -100,13 +103,16 @@ std::string CharTokenizer::to_json() const {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
-  std::ifstream in(path);
-  if (!in) return nullptr;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return nullptr;  // no tokenizer: --tokens only
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    // non-blocking, bounded, no NUL (the parser would stop there and accept the rest)
+    j = nlohmann::json::parse(read_regular_file(path, kMaxJsonBytes, "tokenizer.json", false));
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
+    throw Error(excerpt(path) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
     std::vector<std::string> pieces;

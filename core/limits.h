@@ -1,0 +1,59 @@
+// Limits on untrusted input, and the small helpers that enforce them. Everything attnviz
+// reads from a file, a flag or the keyboard goes through these before sizes are
+// multiplied, memory is allocated or a value is quoted back in a message.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnviz {
+
+// Largest value accepted for any one model dimension (vocab, width, layers, heads, head
+// size, MLP hidden size, context): 2^24. Products of dimensions that size memory are
+// still computed with checked_product.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+// Largest text read from a file (--text-file and the like): 64 MiB.
+constexpr int64_t kMaxTextBytes = int64_t{64} << 20;
+// Largest JSON file read whole (config.json, tokenizer.json): 256 MiB.
+constexpr int64_t kMaxJsonBytes = int64_t{256} << 20;
+// Longest excerpt of an untrusted value quoted in an error message, in bytes.
+constexpr size_t kExcerptBytes = 48;
+
+// The product of `dims` as int64; throws a data Error naming `what` when a factor is
+// negative or the product overflows int64.
+int64_t checked_product(std::initializer_list<int64_t> dims, const std::string& what);
+int64_t checked_product(const std::vector<int64_t>& dims, const std::string& what);
+// checked_product of two model dimensions that must itself be a dimension (≤ kMaxDim):
+// the result fits an int.
+int checked_dim(int64_t a, int64_t b, const std::string& what);
+
+// At most `max_bytes` (default kExcerptBytes) of `s`, cut at a UTF-8 boundary, control bytes shown as \xNN,
+// with "… (N bytes)" when it was cut. Safe to print whatever `s` holds.
+std::string excerpt(std::string_view s, size_t max_bytes = kExcerptBytes);
+// A short description of a JSON value for messages: scalars quoted via excerpt(), arrays
+// and objects by kind and size only. Never recurses, so any depth is safe.
+std::string json_excerpt(const nlohmann::json& j);
+
+// Reads a whole file that must be a regular file of at most `max_bytes`. The file is
+// opened without blocking, so a FIFO or a device is refused instead of waited on. Throws
+// a data Error naming `what` and the path. A file with a NUL byte is refused when
+// `allow_nul` is false (text formats such as JSON never hold one).
+std::string read_regular_file(const std::string& path, int64_t max_bytes, const std::string& what,
+                              bool allow_nul = true);
+// Opens `path` read-only, non-blocking, and checks that it is a regular file; returns the
+// descriptor (the caller closes it) or throws a data Error naming `what`.
+int open_regular_file(const std::string& path, const std::string& what);
+
+// Bytes of memory this process may still use: the smaller of MemAvailable
+// (/proc/meminfo), RLIMIT_AS/RLIMIT_DATA headroom and $ATTNVIZ_MAX_MEMORY_MB when set.
+double memory_available_bytes();
+// Throws a data Error when `bytes` (an estimate of what `what` needs) exceeds
+// memory_available_bytes(): the message gives both numbers and `hint`.
+void check_memory(double bytes, const std::string& what, const std::string& hint);
+// "1.5 GB", "320 MB", "12 KB" for messages.
+std::string format_bytes(double bytes);
+
+}  // namespace attnviz
