@@ -23,7 +23,7 @@ void run_eval(const EvalOptions& o, Io& io) {
   const std::string text = read_regular_file(o.file, kMaxTextBytes, "--text-file");
   const std::vector<int> ids = encode_text(engine.model(), text);
   const int n = static_cast<int>(ids.size()), bs = engine.block_size(), V = engine.model().config.vocab_size;
-  if (n < 2) throw Error(excerpt(o.file) + ": needs at least 2 tokens to score a next-token prediction");
+  if (n < 2) throw Error(excerpt(o.file, kPathExcerptBytes) + ": needs at least 2 tokens to score a next-token prediction");
   // Every window after the first scores the tokens it added, each predicted from the one
   // before it, which must still be in the window: so stride ≤ block_size − 1.
   if (bs < 2)

@@ -87,11 +87,11 @@ std::string json_excerpt(const nlohmann::json& j) {
 
 int open_regular_file(const std::string& path, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + what + " '" + excerpt(path) + "': " + std::strerror(errno));
+  if (fd < 0) throw Error("cannot open " + what + " '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(what + " '" + excerpt(path) + "' is not a regular file" +
+    throw Error(what + " '" + excerpt(path, kPathExcerptBytes) + "' is not a regular file" +
                 "\n  HINT: pass an ordinary file (not a folder, pipe or device).");
   }
   // Regular files never block; reads below can use a normal descriptor.
@@ -107,7 +107,7 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
   fstat(fd, &st);
   if (st.st_size > max_bytes) {
     ::close(fd);
-    throw Error(what + " '" + excerpt(path) + "' is " + format_bytes(static_cast<double>(st.st_size)) +
+    throw Error(what + " '" + excerpt(path, kPathExcerptBytes) + "' is " + format_bytes(static_cast<double>(st.st_size)) +
                 ", more than the " + format_bytes(static_cast<double>(max_bytes)) + " attnviz reads" +
                 "\n  HINT: use a smaller file.");
   }
@@ -120,12 +120,12 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
       if (errno == EINTR) continue;
       const std::string why = std::strerror(errno);
       ::close(fd);
-      throw Error("cannot read " + what + " '" + excerpt(path) + "': " + why);
+      throw Error("cannot read " + what + " '" + excerpt(path, kPathExcerptBytes) + "': " + why);
     }
     if (got == 0) break;
     if (static_cast<int64_t>(bytes.size()) + got > max_bytes) {  // grew while being read
       ::close(fd);
-      throw Error(what + " '" + excerpt(path) + "' is larger than the " +
+      throw Error(what + " '" + excerpt(path, kPathExcerptBytes) + "' is larger than the " +
                   format_bytes(static_cast<double>(max_bytes)) + " attnviz reads\n  HINT: use a smaller file.");
     }
     bytes.append(buf, static_cast<size_t>(got));
@@ -134,7 +134,7 @@ std::string read_regular_file(const std::string& path, int64_t max_bytes, const 
   if (!allow_nul) {
     const size_t nul = bytes.find('\0');
     if (nul != std::string::npos)
-      throw Error(what + " '" + excerpt(path) + "' holds a NUL byte at offset " + std::to_string(nul) +
+      throw Error(what + " '" + excerpt(path, kPathExcerptBytes) + "' holds a NUL byte at offset " + std::to_string(nul) +
                   "; it is not a text file (or has junk appended)");
   }
   return bytes;

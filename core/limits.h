@@ -21,6 +21,8 @@ constexpr int64_t kMaxTextBytes = int64_t{64} << 20;
 constexpr int64_t kMaxJsonBytes = int64_t{256} << 20;
 // Longest excerpt of an untrusted value quoted in an error message, in bytes.
 constexpr size_t kExcerptBytes = 48;
+// Longest excerpt of a path (the user's own, but still bounded): 512 bytes.
+constexpr size_t kPathExcerptBytes = 512;
 
 // The product of `dims` as int64; throws a data Error naming `what` when a factor is
 // negative or the product overflows int64.

@@ -14,6 +14,7 @@
 #include "app/cli.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "core/export/font_files.h"
 #include "core/limits.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
@@ -286,6 +287,14 @@ TEST(Values, NanWeightsGiveAWarningNamingTheTensor) {
   EXPECT_TRUE(has(info.err, "warning: tensor 'model.layers.0.mlp.up_proj.weight'")) << info.err;
   const auto dump = cli({"dump", "--model", dir, "--tokens", "1,2", "--out", dir + "/d.safetensors"});
   EXPECT_TRUE(has(dump.err, "warning: tensor 'model.layers.0.mlp.up_proj.weight'")) << dump.err;
+}
+
+// --- fontconfig: a lookup leaves nothing allocated (LeakSanitizer fails this otherwise)
+
+TEST(Fonts, LookupReleasesFontconfig) {
+  const FontFile a = find_label_font();
+  const FontFile b = find_label_font();
+  EXPECT_EQ(a.path, b.path);
 }
 
 // --- flags

@@ -1,6 +1,7 @@
 #include "ui/status_bar.h"
 
 #include <algorithm>
+#include <string>
 
 namespace attnviz::ui {
 
@@ -26,6 +27,17 @@ void StatusBar::draw_content(FrameContext& ctx) {
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   if (snap.random_weights) {
     ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "random weights");
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  }
+  if (ctx.model && !ctx.model->warnings.empty()) {  // e.g. NaN or infinite weights, naming the tensor
+    const auto& w = ctx.model->warnings;
+    ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "warning: %s%s", w.front().c_str(),
+                       w.size() > 1 ? " (and more: hover)" : "");
+    if (w.size() > 1 && ImGui::IsItemHovered()) {
+      std::string all;
+      for (const auto& line : w) all += line + "\n";
+      ImGui::SetTooltip("%s", all.c_str());
+    }
     ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   }
   if (!snap.error.empty()) {

@@ -243,7 +243,7 @@ ExportFormat format_of_path(const std::string& path) {
   if (ext == "svg") return ExportFormat::Svg;
   if (ext == "csv") return ExportFormat::Csv;
   if (ext == "npy") return ExportFormat::Npy;
-  throw Error("cannot tell the format of '" + excerpt(path) + "': the file name must end in .png, .svg, .csv or .npy",
+  throw Error("cannot tell the format of '" + excerpt(path, kPathExcerptBytes) + "': the file name must end in .png, .svg, .csv or .npy",
               ErrorKind::Usage);
 }
 

@@ -182,7 +182,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   const std::string cfg_path = m->dir + "/config.json";
   struct stat st {};
   if (stat(cfg_path.c_str(), &st) != 0)
-    throw Error("'" + excerpt(cfg_path) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
+    throw Error("'" + excerpt(cfg_path, kPathExcerptBytes) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
   // Read without blocking (a FIFO is refused), bounded, and with no NUL: the JSON parser
   // would stop at a NUL and silently accept whatever follows it.
   const std::string text = read_regular_file(cfg_path, kMaxJsonBytes, "config.json", false);
@@ -190,11 +190,11 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    throw Error(excerpt(cfg_path) + ": not valid JSON: " + excerpt(e.what(), 200));
+    throw Error(excerpt(cfg_path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   m->config = parse_config(j, cfg_path);
   // The weights are held as float32: refuse before allocating when they cannot fit.
-  check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir) + "'",
+  check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
                "use a smaller model, or free memory.");
   const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);

@@ -64,7 +64,7 @@ void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& 
   std::error_code ec;
   const bool existed = std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create '" + excerpt(dir) + "': " + ec.message());
+  if (ec) throw Error("cannot create '" + excerpt(dir, kPathExcerptBytes) + "': " + ec.message());
   try {
     write_random_model_files(c, seed, dir);
   } catch (...) {

@@ -80,7 +80,7 @@ struct SafetensorsFile::Mapping {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const std::string& why) -> Error {
-    return Error("safetensors file '" + excerpt(path) + "': " + why +
+    return Error("safetensors file '" + excerpt(path, kPathExcerptBytes) + "': " + why +
                  "\n  HINT: the file is not a valid safetensors file; re-export or re-download it.");
   };
   // Non-blocking open: a FIFO or device is refused here instead of blocking the reader.
@@ -88,7 +88,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     ::close(fd);
-    throw Error("cannot read safetensors file '" + excerpt(path) + "': " + std::strerror(errno));
+    throw Error("cannot read safetensors file '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(errno));
   }
   SafetensorsFile f;
   f.path_ = path;

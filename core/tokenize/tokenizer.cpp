@@ -112,7 +112,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(excerpt(path) + ": not valid JSON: " + excerpt(e.what(), 200));
+    throw Error(excerpt(path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
     std::vector<std::string> pieces;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer binaries (clang, -fsanitize=fuzzer,address,undefined) and runs each
+# fuzz target. Usage:
+#   scripts/fuzz.sh [--seconds N | --runs N] [--jobs J] [TARGET...]
+# Defaults: 60 seconds per target, every target. New inputs go to build-fuzz/corpus/TARGET
+# (seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
+# and makes this script exit non-zero: add the file to tests/fuzz/corpus/TARGET/ with the
+# fix, so every build replays it. Prints one summary line per target (executions, time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=60 runs=-1 jobs=1 targets=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --runs) runs="$2"; seconds=0; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if [[ ${#targets[@]} -eq 0 ]]; then
+  # the names listed in tests/fuzz/CMakeLists.txt
+  mapfile -t targets < <(sed -n '/^set(ATTNVIZ_FUZZ_TARGETS/,/^)/p' tests/fuzz/CMakeLists.txt | sed '1d;$d' | tr -d ' ')
+fi
+build=build-fuzz
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
+CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNVIZ_FUZZ=ON \
+  -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target $(printf 'attnviz_fuzz_%s ' "${targets[@]}")
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+status=0
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t" artifacts="$build/artifacts/$t"
+  mkdir -p "$corpus" "$artifacts"
+  log="$build/fuzz-$t.log"
+  start=$(date +%s)
+  if "$build/tests/fuzz/attnviz_fuzz_$t" "$corpus" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -runs="$runs" \
+       -jobs="$jobs" -workers="$jobs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
+       -artifact_prefix="$artifacts/" >"$log" 2>&1; then
+    result=ok
+  else
+    result="FAILED (see $log and $artifacts)"
+    status=1
+  fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END{print s+0}')
+  echo "fuzz $t: $execs executions in $(( $(date +%s) - start )) s, $result"
+done
+exit $status

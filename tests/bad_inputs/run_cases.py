@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Runs the bad-input catalogue (cases.json) against attnviz-cli.
+
+Each case builds its files in a fresh folder, runs one command and checks that attnviz
+refused it properly: the expected exit code (1 data, 2 usage) and no signal, a message
+holding the expected substring and no longer than max_message_bytes, within the time and
+memory limits, and nothing left in the output folder.
+
+A case (all keys but name/args/exit/message optional):
+  name, args            the command; {M} the case's model folder, {D} the case folder,
+                        {O} an output path inside {D}/out (the folder that must stay empty)
+  exit, message         expected exit code, and a substring of stderr
+  model                 "tiny" or "tiny-gpt2": a random model copied to {M} first
+  config                keys merged into {M}/config.json (null deletes a key)
+  config_raw            config.json replaced by these parts (see parts below)
+  header                tensors merged into model.safetensors' header (null deletes one;
+                        a key "@repeat:C:N" is C repeated N times); the data is kept
+  header_raw            the header replaced by these parts; the data is kept
+  truncate_weights      bytes cut from the end of model.safetensors
+  remove                files removed from {M}
+  files                 {path under {M} (or {D} for bad.txt-style inputs): spec}, where spec
+                        is a string, a parts list, {"fifo"}, {"dir"}, {"hex"}, {"symlink"}
+                        or {"sparse": size}
+  env                   extra environment variables
+  keep_out              names allowed in {D}/out (made by the case itself)
+  max_message_bytes     default 4000
+Values anywhere in config/header/args may be {"repeat": S, "times": N} (a long string) or
+{"nest": N} (N nested arrays). Parts: strings, {"repeat"}, {"join": PATTERN with {i},
+"times": N, "sep": S}, {"base": true, "replace": [OLD, NEW]} (the original file's text).
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def expand_value(v, nests):
+    """JSON-able value with {"repeat"} expanded; {"nest"} replaced by a placeholder."""
+    if isinstance(v, dict):
+        if set(v) == {"repeat", "times"}:
+            return v["repeat"] * v["times"]
+        if set(v) == {"nest"}:
+            nests.append(v["nest"])
+            return "@@NEST%d@@" % (len(nests) - 1)
+        return {expand_key(k): expand_value(x, nests) for k, x in v.items()}
+    if isinstance(v, list):
+        return [expand_value(x, nests) for x in v]
+    return v
+
+
+def expand_key(k):
+    if k.startswith("@repeat:"):
+        _, ch, n = k.split(":")
+        return ch * int(n)
+    return k
+
+
+def dumps_with_nests(obj):
+    nests = []
+    text = json.dumps(expand_value(obj, nests), ensure_ascii=False)
+    for i, n in enumerate(nests):
+        text = text.replace('"@@NEST%d@@"' % i, "[" * n + "]" * n)
+    return text
+
+
+def parts_bytes(parts, base):
+    out = b""
+    for p in parts:
+        if isinstance(p, str):
+            out += p.encode()
+        elif "repeat" in p:
+            out += (p["repeat"] * p["times"]).encode()
+        elif "join" in p:
+            out += p.get("sep", "").join(p["join"].replace("{i}", str(i)) for i in range(p["times"])).encode()
+        elif p.get("base"):
+            b = base
+            if "replace" in p:
+                b = b.replace(p["replace"][0].encode(), p["replace"][1].encode())
+            out += b
+        else:
+            raise ValueError("unknown part %r" % (p,))
+    return out
+
+
+def read_st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return b[8:8 + n], b[8 + n:]
+
+
+def write_st(path, header, data):
+    open(path, "wb").write(struct.pack("<Q", len(header)) + header + data)
+
+
+def make_file(path, spec):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if isinstance(spec, str):
+        open(path, "wb").write(spec.encode())
+    elif isinstance(spec, list):
+        open(path, "wb").write(parts_bytes(spec, b""))
+    elif spec.get("fifo"):
+        os.mkfifo(path)
+    elif spec.get("dir"):
+        os.makedirs(path, exist_ok=True)
+    elif "hex" in spec:
+        open(path, "wb").write(bytes.fromhex(spec["hex"]))
+    elif "symlink" in spec:
+        os.symlink(spec["symlink"], path)
+    elif "sparse" in spec:
+        with open(path, "wb") as f:
+            f.truncate(spec["sparse"])
+    else:
+        raise ValueError("unknown file spec %r" % (spec,))
+
+
+def setup(case, d, bases):
+    m = os.path.join(d, "model")
+    os.makedirs(os.path.join(d, "out"))
+    if case.get("model"):
+        shutil.copytree(bases[case["model"]], m)
+    for r in case.get("remove", []):
+        os.remove(os.path.join(m, r))
+    cfg = os.path.join(m, "config.json")
+    if "config" in case:
+        j = json.load(open(cfg))
+        for k, v in case["config"].items():
+            if v is None:
+                j.pop(k, None)
+            else:
+                j[k] = v
+        open(cfg, "wb").write(dumps_with_nests(j).encode())
+    if "config_raw" in case:
+        base = open(cfg, "rb").read()
+        open(cfg, "wb").write(parts_bytes(case["config_raw"], base))
+    st = os.path.join(m, "model.safetensors")
+    if "header" in case:
+        h, data = read_st(st)
+        j = json.loads(h)
+        for k, v in case["header"].items():
+            k = expand_key(k)
+            if v is None:
+                j.pop(k, None)
+            elif isinstance(v, dict) and isinstance(j.get(k), dict):
+                for kk, vv in v.items():
+                    if vv is None:
+                        j[k].pop(kk, None)
+                    else:
+                        j[k][kk] = vv
+            else:
+                j[k] = v
+        write_st(st, dumps_with_nests(j).encode(), data)
+    if "header_raw" in case:
+        h, data = read_st(st)
+        write_st(st, parts_bytes(case["header_raw"], h), data)
+    if "truncate_weights" in case:
+        size = os.path.getsize(st)
+        with open(st, "r+b") as f:
+            f.truncate(size - case["truncate_weights"])
+    for path, spec in case.get("files", {}).items():
+        root = d if path.startswith("out/") or not case.get("model") or "." in path and path not in (
+            "config.json", "model.safetensors", "tokenizer.json") else m
+        make_file(os.path.join(root, path), spec)
+    return m
+
+
+def substitute(arg, m, d):
+    if isinstance(arg, dict):
+        arg = expand_value(arg, [])
+    return arg.replace("{M}", m).replace("{D}", d).replace("{O}", os.path.join(d, "out", "result"))
+
+
+def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
+    d = os.path.join(workdir, case["name"])
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    m = setup(case, d, bases)
+    args = [cli] + [substitute(a, m, d) for a in case["args"]]
+    env = dict(os.environ)
+    env.update(case.get("env", {}))
+    errors = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+        status = None
+        while status is None:
+            pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                status = st
+                break
+            if time.monotonic() - t0 > timeout:
+                p.kill()
+                _, status, ru = os.wait4(p.pid, 0)
+                errors.append("took longer than %d s" % timeout)
+                break
+            time.sleep(0.005)
+        p.returncode = 0
+        elapsed = time.monotonic() - t0
+        err.seek(0)
+        stderr = err.read().decode("utf-8", "replace")
+    if os.WIFSIGNALED(status):
+        errors.append("killed by signal %d" % os.WTERMSIG(status))
+    else:
+        code = os.WEXITSTATUS(status)
+        if code != case["exit"]:
+            errors.append("exit code %d, expected %d" % (code, case["exit"]))
+    if case["message"] not in stderr:
+        errors.append("message lacks %r" % case["message"])
+    limit = case.get("max_message_bytes", 4000)
+    if len(stderr.encode()) > limit:
+        errors.append("message is %d bytes (more than %d)" % (len(stderr.encode()), limit))
+    rss_mb = ru.ru_maxrss / 1024.0
+    if rss_mb > max_rss_mb:
+        errors.append("used %.0f MB of memory (more than %d)" % (rss_mb, max_rss_mb))
+    left = sorted(set(os.listdir(os.path.join(d, "out"))) - set(case.get("keep_out", [])))
+    if left:
+        errors.append("left behind in the output folder: %s" % ", ".join(left))
+    for keep in case.get("keep_out", []):
+        sub = os.path.join(d, "out", keep)
+        if os.path.isdir(sub) and os.listdir(sub):
+            errors.append("left files inside %s" % keep)
+    return errors, stderr, elapsed, rss_mb
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--cases", default=os.path.join(HERE, "cases.json"))
+    ap.add_argument("--only", default="", help="run only cases whose name contains this")
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("ATTNVIZ_BAD_INPUTS_TIMEOUT", 60)))
+    ap.add_argument("--max-rss-mb", type=int, default=int(os.environ.get("ATTNVIZ_BAD_INPUTS_MAX_RSS_MB", 1024)))
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    cases = json.load(open(a.cases))
+    names = [c["name"] for c in cases]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        sys.exit("duplicate case names: %s" % ", ".join(sorted(dup)))
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    bases = {}
+    for preset in ("tiny", "tiny-gpt2"):
+        path = os.path.join(a.workdir, "base-" + preset)
+        subprocess.run([a.cli, "random", "--preset", preset, "--seed", "1", "--out", path], check=True,
+                       stderr=subprocess.DEVNULL)
+        bases[preset] = path
+    failed = 0
+    ran = 0
+    t_all = time.monotonic()
+    for c in cases:
+        if a.only not in c["name"]:
+            continue
+        ran += 1
+        errors, stderr, elapsed, rss = run_case(c, a.cli, a.workdir, bases, a.max_rss_mb, a.timeout)
+        if errors:
+            failed += 1
+            print("FAIL %s: %s\n  stderr: %s" % (c["name"], "; ".join(errors), stderr[:600].rstrip()))
+        elif a.verbose:
+            print("ok   %-40s exit %d  %.2f s  %.0f MB  %s" % (c["name"], c["exit"], elapsed, rss,
+                                                               stderr.strip().splitlines()[0][:100] if stderr.strip() else ""))
+    print("%d of %d bad-input cases passed in %.1f s" % (ran - failed, ran, time.monotonic() - t_all))
+    if ran == 0:
+        sys.exit("no case matched")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
