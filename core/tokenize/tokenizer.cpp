@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/tokenize/hf_tokenizer.h"
 
 namespace attnviz {
 
@@ -27,17 +29,26 @@ std::string display_piece(const std::string& piece) {
   return out;
 }
 
+size_t utf8_char_len(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  bool ok = len > 0 && i + len <= text.size();
+  for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+  if (!ok)
+    throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
+                "\n  HINT: save the text as UTF-8.");
+  return len;
+}
+
+void utf8_validate(std::string_view text) {
+  for (size_t i = 0; i < text.size();) i += utf8_char_len(text, i);
+}
+
 std::vector<std::string> utf8_split(std::string_view text) {
   std::vector<std::string> out;
   size_t i = 0;
   while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= text.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
-    if (!ok)
-      throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
-                  "\n  HINT: save the text as UTF-8.");
+    const size_t len = utf8_char_len(text, i);
     out.emplace_back(text.substr(i, len));
     i += len;
   }
@@ -98,15 +109,34 @@ std::string CharTokenizer::to_json() const {
   return j.dump(1);
 }
 
+std::string tokenizer_file_in(const std::string& dir) {
+  for (const char* name : {"/tokenizer.json", "/tokenizer.model"}) {
+    std::ifstream in(dir + name, std::ios::binary);
+    if (in) return dir + name;
+  }
+  return "";
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
-  const std::string path = dir + "/tokenizer.json";
-  std::ifstream in(path);
-  if (!in) return nullptr;
+  const std::string path = tokenizer_file_in(dir);
+  if (path.empty()) return nullptr;
+  return load_tokenizer_file(path);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read tokenizer file '" + path + "'\n  HINT: check the path.");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t first = text.find_first_not_of(" \t\r\n");
+  const bool looks_json = first != std::string::npos && text[first] == '{';
+  if (!looks_json && path.size() >= 6 && path.compare(path.size() - 6, 6, ".model") == 0)
+    return std::make_unique<SentencePieceTokenizer>(path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
+    throw Error(path + ": not valid JSON: " + e.what() +
+                "\n  HINT: a tokenizer.json is a JSON object; a SentencePiece model is named tokenizer.model.");
   }
   if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
     std::vector<std::string> pieces;
@@ -116,8 +146,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     }
     return std::make_unique<CharTokenizer>(std::move(pieces));
   }
-  throw Error(path + ": this tokenizer format is not supported yet (attnviz reads {\"type\": \"char\", \"vocab\": [...]})"
-              "\n  HINT: pass token ids with --tokens instead of --text.");
+  return std::make_unique<HfTokenizer>(j, path);
 }
 
 }  // namespace attnviz
