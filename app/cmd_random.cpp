@@ -6,13 +6,17 @@ namespace attnviz {
 
 Action add_random_command(CLI::App& app, Io& io) {
   struct Opts {
-    std::string preset = "tiny", out;
+    std::string preset = "tiny", out, tokenizer;
     uint64_t seed = 1;
     int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("random", "Write a random model as a Hugging Face directory");
-  cmd->add_option("--preset", o->preset, "tiny | tiny-gpt2 | gpt2-small | llama-small (default tiny)");
+  cmd->add_option("--preset", o->preset,
+                  "tiny | tiny-gpt2 | gpt2-small | llama-small | smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b (default tiny; "
+                  "the last three are the real checkpoints' shapes)");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);
   cmd->add_option("--embd", o->embd, "override n_embd")->check(CLI::PositiveNumber);
   cmd->add_option("--heads", o->heads, "override the query heads")->check(CLI::PositiveNumber);
@@ -36,8 +40,8 @@ Action add_random_command(CLI::App& app, Io& io) {
     c.head_size = c.n_embd / c.n_head;
     if (c.arch == Arch::Gpt2) c.n_inner = 4 * c.n_embd;
     if (c.arch == Arch::Llama && c.head_size % 2) throw Error("RoPE needs an even head size", ErrorKind::Usage);
-    write_random_model(c, o->seed, o->out);
-    io.err << "wrote random " << c.model_type << " model to " << o->out << "\n";
+    write_random_model(c, o->seed, o->out, o->tokenizer);
+    io.err << "wrote random " << c.model_type << " model (random weights) to " << o->out << "\n";
   };
 }
 

@@ -159,6 +159,7 @@ class HfTokenizer : public Tokenizer {
   bool is_special(int id) const override;
   int vocab_size() const override { return static_cast<int>(id_to_token_.size()); }
   std::string decode(const std::vector<int>& ids) const override;
+  std::string kind() const override { return "bpe"; }
   // The vocabulary entry of `id` as written in the file ("Ġthe", "▁the", "<0x0A>").
   const std::string& raw_token(int id) const;
 
@@ -198,6 +199,7 @@ class SentencePieceTokenizer : public Tokenizer {
   bool is_special(int id) const override;
   int vocab_size() const override;
   std::string decode(const std::vector<int>& ids) const override;
+  std::string kind() const override { return "sentencepiece"; }
 
  private:
   struct Impl;

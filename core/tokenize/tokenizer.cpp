@@ -117,20 +117,34 @@ std::string tokenizer_file_in(const std::string& dir) {
   return "";
 }
 
+void check_tokenizer_fits(const Tokenizer& t, int embedding_rows, const std::string& file) {
+  if (t.vocab_size() > embedding_rows)
+    throw Error(file + " has ids up to " + std::to_string(t.vocab_size() - 1) + " but config.json says vocab_size " +
+                std::to_string(embedding_rows) + " (the embedding table has rows 0 … " + std::to_string(embedding_rows - 1) +
+                ")\n  HINT: the tokenizer belongs to another model; use the tokenizer that came with this checkpoint.");
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const std::string path = tokenizer_file_in(dir);
   if (path.empty()) return nullptr;
   return load_tokenizer_file(path);
 }
 
+bool tokenizer_file_is_sentencepiece(const std::string& path) {
+  // A .model file that does not start like JSON: SentencePiece's protobuf.
+  if (path.size() < 6 || path.compare(path.size() - 6, 6, ".model") != 0) return false;
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c) && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) {
+  }
+  return !in || c != '{';
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read tokenizer file '" + path + "'\n  HINT: check the path.");
+  if (tokenizer_file_is_sentencepiece(path)) return std::make_unique<SentencePieceTokenizer>(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t first = text.find_first_not_of(" \t\r\n");
-  const bool looks_json = first != std::string::npos && text[first] == '{';
-  if (!looks_json && path.size() >= 6 && path.compare(path.size() - 6, 6, ".model") == 0)
-    return std::make_unique<SentencePieceTokenizer>(path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);

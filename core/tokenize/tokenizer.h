@@ -37,6 +37,8 @@ class Tokenizer {
   }
   virtual int vocab_size() const = 0;
   virtual std::string decode(const std::vector<int>& ids) const;
+  // "char", "bpe" (Hugging Face tokenizer.json) or "sentencepiece" (tokenizer.model).
+  virtual std::string kind() const = 0;
 };
 
 class CharTokenizer : public Tokenizer {
@@ -47,6 +49,7 @@ class CharTokenizer : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(pieces_.size()); }
   const std::vector<std::string>& pieces() const { return pieces_; }
   std::string to_json() const;
+  std::string kind() const override { return "char"; }
 
  private:
   std::vector<std::string> pieces_;
@@ -70,9 +73,14 @@ void utf8_validate(std::string_view text);
 // DIR/tokenizer.model (SentencePiece); returns nullptr when the directory has neither.
 // Errors name the file and the part that is wrong.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+// True when `path` holds a SentencePiece model rather than JSON.
+bool tokenizer_file_is_sentencepiece(const std::string& path);
 // Reads one tokenizer file: a tokenizer.json (either kind) or a SentencePiece .model.
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path);
 // The file load_tokenizer(dir) reads ("" when there is none).
 std::string tokenizer_file_in(const std::string& dir);
+// An Error naming `file` when the tokenizer has ids at or past `embedding_rows` (the
+// model's vocab_size): those ids would index past the embedding table.
+void check_tokenizer_fits(const Tokenizer& t, int embedding_rows, const std::string& file);
 
 }  // namespace attnviz
