@@ -12,7 +12,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   const std::vector<Action> actions = {add_info_command(app, io), add_dump_command(app, io),
                                        add_bench_command(app, io), add_random_command(app, io),
                                        add_export_command(app, io), add_train_command(app, io),
-                                       add_eval_command(app, io), add_heads_command(app, io)};
+                                       add_eval_command(app, io), add_heads_command(app, io),
+                                       add_tokenize_command(app, io)};
   const auto subs = app.get_subcommands({});  // in the order added, matching `actions`
 
   if (argc > 1 && argv[1][0] != '-') {

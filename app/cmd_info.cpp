@@ -19,7 +19,8 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
         {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
         {"head_size", c.head_size}, {"group_size", c.group_size()}, {"n_inner", c.n_inner}, {"context", c.n_ctx},
-        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? "char" : "none"}, {"warnings", m.warnings},
+        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? m.tokenizer->kind() : "none"},
+        {"warnings", m.warnings},
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
                         {"norms", norms}, {"lm_head", head}}}};
     out << j.dump(2) << "\n";
@@ -32,7 +33,7 @@ void print_info(const Model& m, bool json, std::ostream& out) {
       << "n_embd      " << c.n_embd << " = n_head " << c.n_head << " x head_size " << c.head_size << "\n"
       << "KV heads    " << c.n_kv_head << "  (query head h reads KV head h / " << c.group_size() << ")\n"
       << "MLP hidden  " << c.n_inner << "\n"
-      << "vocab       " << c.vocab_size << "  tokenizer: " << (m.tokenizer ? "character-level" : "none (use --tokens)")
+      << "vocab       " << c.vocab_size << "  tokenizer: " << (m.tokenizer ? m.tokenizer->kind() : "none (use --tokens)")
       << "\n"
       << "context     " << c.n_ctx << " tokens\n"
       << "parameters  " << m.parameter_count() << "  (embeddings " << emb << ", attention " << attn << ", MLP " << mlp

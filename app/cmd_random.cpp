@@ -9,7 +9,7 @@ namespace attnviz {
 namespace {
 
 struct RandomOptions {
-  std::string preset = "tiny", out;
+  std::string preset = "tiny", out, tokenizer;
   uint64_t seed = 1;
   int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
 };
@@ -37,8 +37,8 @@ void run_random(const RandomOptions& o, Io& io) {
     throw Error(std::string(e.what()) + "\n  HINT: choose smaller --layers/--embd/--heads/--vocab/--context.",
                 ErrorKind::Usage);
   }
-  write_random_model(c, o.seed, o.out);
-  io.err << "wrote random " << c.model_type << " model to " << o.out << "\n";
+  write_random_model(c, o.seed, o.out, o.tokenizer);
+  io.err << "wrote random " << c.model_type << " model (random weights) to " << o.out << "\n";
 }
 
 }  // namespace
@@ -46,7 +46,11 @@ void run_random(const RandomOptions& o, Io& io) {
 Action add_random_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<RandomOptions>();
   auto* cmd = app.add_subcommand("random", "Write a random model as a Hugging Face directory");
-  cmd->add_option("--preset", o->preset, "tiny | tiny-gpt2 | gpt2-small | llama-small (default tiny)");
+  cmd->add_option("--preset", o->preset,
+                  "tiny | tiny-gpt2 | gpt2-small | llama-small | smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b (default tiny; "
+                  "the last three are the real checkpoints' shapes)");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);
   cmd->add_option("--embd", o->embd, "override n_embd")->check(CLI::PositiveNumber);
   cmd->add_option("--heads", o->heads, "override the query heads")->check(CLI::PositiveNumber);

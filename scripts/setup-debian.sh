@@ -8,6 +8,8 @@ packages=(
   build-essential cmake pkg-config
   # core
   libeigen3-dev nlohmann-json3-dev libcli11-dev
+  # tokenizers: regexes (PCRE2), Unicode normalization (utf8proc), SentencePiece models
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev
   # GUI: Dear ImGui (GLFW + OpenGL3 backends), fonts with CJK glyphs, PNG writing
   libimgui-dev libglfw3-dev libgl1-mesa-dev libfontconfig-dev fonts-noto-cjk fonts-dejavu-core libstb-dev
   # GPU backend: OpenGL 4.3 compute through EGL (Mesa's llvmpipe works without a GPU)

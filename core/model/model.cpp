@@ -200,9 +200,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
   else load_llama(m->config, f, m->weights, m->warnings);
   m->tokenizer = load_tokenizer(m->dir);
-  if (m->tokenizer && m->tokenizer->vocab_size() > m->config.vocab_size)
-    throw Error(m->dir + "/tokenizer.json has " + std::to_string(m->tokenizer->vocab_size()) +
-                " tokens but config.json says vocab_size " + std::to_string(m->config.vocab_size));
+  if (m->tokenizer) check_tokenizer_fits(*m->tokenizer, m->config.vocab_size, tokenizer_file_in(m->dir));
   return m;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -13,7 +15,10 @@
 namespace attnviz {
 
 namespace {
-void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir);
+// Writes model.safetensors, config.json and the tokenizer (`tokenizer_bytes` of
+// `tokenizer_file` when one is given, else a character tokenizer of printable ASCII).
+void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir,
+                              const std::string& tokenizer_file, const std::string& tokenizer_bytes);
 }  // namespace
 
 ModelConfig preset_config(const std::string& name) {
@@ -44,6 +49,32 @@ ModelConfig preset_config(const std::string& name) {
     c.vocab_size = tiny ? 96 : 50257;
     c.n_ctx = 1024;
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  } else if (name == "smollm2-135m" || name == "qwen2.5-0.5b" || name == "tinyllama-1.1b") {
+    // The real checkpoints' config.json values (HuggingFaceTB/SmolLM2-135M,
+    // Qwen/Qwen2.5-0.5B, TinyLlama/TinyLlama-1.1B-Chat-v1.0).
+    struct Shape {
+      const char* type;
+      int layers, embd, heads, kv, inner, vocab, ctx;
+      float eps, theta;
+      bool tie;
+    };
+    const Shape s = name == "smollm2-135m"   ? Shape{"llama", 30, 576, 9, 3, 1536, 49152, 8192, 1e-5f, 100000.f, true}
+                    : name == "qwen2.5-0.5b" ? Shape{"qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1e-6f, 1000000.f, true}
+                                             : Shape{"llama", 22, 2048, 32, 4, 5632, 32000, 2048, 1e-5f, 10000.f, false};
+    c.model_type = s.type;
+    c.arch = Arch::Llama;
+    c.n_layer = s.layers;
+    c.n_embd = s.embd;
+    c.n_head = s.heads;
+    c.n_kv_head = s.kv;
+    c.n_inner = s.inner;
+    c.vocab_size = s.vocab;
+    c.n_ctx = s.ctx;
+    c.norm_eps = s.eps;
+    c.rope_theta = s.theta;
+    c.tie_embeddings = s.tie;
+    c.qkv_bias = c.model_type == "qwen2";
+    c.o_bias = c.mlp_bias = false;
   } else {
     std::string all;
     for (const auto& n : preset_names()) all += " " + n;
@@ -53,20 +84,27 @@ ModelConfig preset_config(const std::string& name) {
   return c;
 }
 
-std::vector<std::string> preset_names() { return {"tiny", "tiny-gpt2", "gpt2-small", "llama-small"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "tiny-gpt2", "gpt2-small", "llama-small", "smollm2-135m", "qwen2.5-0.5b", "tinyllama-1.1b"};
+}
 
-void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& dir) {
+void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& dir, const std::string& tokenizer_file) {
   // Every tensor is generated in memory, then written: refuse before creating anything
   // when that cannot fit.
   check_memory(4.0 * static_cast<double>(parameter_counts(c).total()),
                "a random " + c.model_type + " model of " + std::to_string(parameter_counts(c).total()) + " parameters",
                "choose a smaller preset or smaller --layers/--embd/--vocab/--context.");
+  std::string tokenizer_bytes;  // read and checked before anything is written
+  if (!tokenizer_file.empty()) {
+    check_tokenizer_fits(*load_tokenizer_file(tokenizer_file), c.vocab_size, tokenizer_file);
+    tokenizer_bytes = read_regular_file(tokenizer_file, kMaxJsonBytes, "tokenizer file");
+  }
   std::error_code ec;
   const bool existed = std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("cannot create '" + excerpt(dir, kPathExcerptBytes) + "': " + ec.message());
   try {
-    write_random_model_files(c, seed, dir);
+    write_random_model_files(c, seed, dir, tokenizer_file, tokenizer_bytes);
   } catch (...) {
     if (!existed) std::filesystem::remove_all(dir, ec);  // leave nothing behind that we created
     throw;
@@ -74,7 +112,8 @@ void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& 
 }
 
 namespace {
-void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir) {
+void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir,
+                              const std::string& tokenizer_file, const std::string& tokenizer_bytes) {
   std::mt19937_64 rng(seed);
   SafetensorsWriter w;
   std::vector<float> buf;
@@ -138,6 +177,13 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
   w.write(dir + "/model.safetensors");
   write_file_atomic(dir + "/config.json", config_to_json(c).dump(2) + "\n");
 
+  if (!tokenizer_file.empty()) {
+    const bool sp = tokenizer_file_is_sentencepiece(tokenizer_file);
+    std::error_code ec;
+    std::filesystem::remove(dir + (sp ? "/tokenizer.json" : "/tokenizer.model"), ec);
+    write_file_atomic(dir + (sp ? "/tokenizer.model" : "/tokenizer.json"), tokenizer_bytes);
+    return;
+  }
   std::vector<std::string> pieces;
   pieces.push_back("\n");
   for (char ch = ' '; ch <= '~'; ++ch) pieces.emplace_back(1, ch);

@@ -4,11 +4,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/tokenize/hf_tokenizer.h"
 
 namespace attnviz {
 
@@ -30,17 +32,26 @@ std::string display_piece(const std::string& piece) {
   return out;
 }
 
+size_t utf8_char_len(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  bool ok = len > 0 && i + len <= text.size();
+  for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+  if (!ok)
+    throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
+                "\n  HINT: save the text as UTF-8.");
+  return len;
+}
+
+void utf8_validate(std::string_view text) {
+  for (size_t i = 0; i < text.size();) i += utf8_char_len(text, i);
+}
+
 std::vector<std::string> utf8_split(std::string_view text) {
   std::vector<std::string> out;
   size_t i = 0;
   while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= text.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
-    if (!ok)
-      throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
-                  "\n  HINT: save the text as UTF-8.");
+    const size_t len = utf8_char_len(text, i);
     out.emplace_back(text.substr(i, len));
     i += len;
   }
@@ -101,18 +112,47 @@ std::string CharTokenizer::to_json() const {
   return j.dump(1);
 }
 
+std::string tokenizer_file_in(const std::string& dir) {
+  for (const char* name : {"/tokenizer.json", "/tokenizer.model"}) {
+    struct stat st {};  // exists (whatever it is: the reader refuses what is not a regular file)
+    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
+  }
+  return "";
+}
+
+void check_tokenizer_fits(const Tokenizer& t, int embedding_rows, const std::string& file) {
+  if (t.vocab_size() > embedding_rows)
+    throw Error(file + " has ids up to " + std::to_string(t.vocab_size() - 1) + " but config.json says vocab_size " +
+                std::to_string(embedding_rows) + " (the embedding table has rows 0 … " + std::to_string(embedding_rows - 1) +
+                ")\n  HINT: the tokenizer belongs to another model; use the tokenizer that came with this checkpoint.");
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
-  const std::string path = dir + "/tokenizer.json";
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return nullptr;  // no tokenizer: --tokens only
+  const std::string path = tokenizer_file_in(dir);
+  if (path.empty()) return nullptr;
+  return load_tokenizer_file(path);
+}
+
+bool tokenizer_file_is_sentencepiece(const std::string& path) {
+  // A .model file that does not start like JSON: SentencePiece's protobuf.
+  if (path.size() < 6 || path.compare(path.size() - 6, 6, ".model") != 0) return false;
+  const std::string text = read_regular_file(path, kMaxJsonBytes, "tokenizer file");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first == std::string::npos || text[first] != '{';
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
+  // Non-blocking, bounded, regular files only; for JSON no NUL (the parser would stop
+  // there and accept the rest).
+  const bool spm = tokenizer_file_is_sentencepiece(path);
+  const std::string text = read_regular_file(path, kMaxJsonBytes, "tokenizer file", /*allow_nul=*/spm);
+  if (spm) return std::make_unique<SentencePieceTokenizer>(path);
   nlohmann::json j;
   try {
-    // non-blocking, bounded, no NUL (the parser would stop there and accept the rest)
-    j = nlohmann::json::parse(read_regular_file(path, kMaxJsonBytes, "tokenizer.json", false));
-  } catch (const Error&) {
-    throw;
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    throw Error(excerpt(path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
+    throw Error(excerpt(path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200) +
+                "\n  HINT: a tokenizer.json is a JSON object; a SentencePiece model is named tokenizer.model.");
   }
   if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
     std::vector<std::string> pieces;
@@ -122,8 +162,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     }
     return std::make_unique<CharTokenizer>(std::move(pieces));
   }
-  throw Error(path + ": this tokenizer format is not supported yet (attnviz reads {\"type\": \"char\", \"vocab\": [...]})"
-              "\n  HINT: pass token ids with --tokens instead of --text.");
+  return std::make_unique<HfTokenizer>(j, path);
 }
 
 }  // namespace attnviz

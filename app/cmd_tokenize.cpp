@@ -1,0 +1,103 @@
+// attnviz-cli tokenize: text → ids and readable pieces with a model's tokenizer or a
+// tokenizer file, as Hugging Face's encode(text, add_special_tokens) gives them.
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/model/config.h"
+#include "core/model/paths.h"
+#include "core/tokenize/hf_tokenizer.h"
+#include "core/tokenize/labels.h"
+
+namespace attnviz {
+
+namespace {
+
+// The tokenizer of a model directory (or builtin:NAME), checked against its config.json.
+std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string* file) {
+  const std::string dir = resolve_model_dir(spec);
+  *file = tokenizer_file_in(dir);
+  if (file->empty())
+    throw Error("model '" + spec + "' has no tokenizer.json or tokenizer.model in " + dir +
+                "\n  HINT: pass a tokenizer file with --tokenizer FILE.");
+  auto tok = load_tokenizer_file(*file);
+  std::ifstream in(dir + "/config.json");
+  if (in) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw Error(dir + "/config.json: not valid JSON: " + e.what());
+    }
+    check_tokenizer_fits(*tok, parse_config(j, dir + "/config.json").vocab_size, *file);
+  }
+  return tok;
+}
+
+}  // namespace
+
+Action add_tokenize_command(CLI::App& app, Io& io) {
+  struct Opts {
+    std::string model, tokenizer, text, text_file;
+    bool no_special = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("tokenize", "Text to token ids and readable pieces, as Hugging Face's tokenizer gives them");
+  auto* m = cmd->add_option("--model", o->model, "model directory or builtin:NAME (its tokenizer.json or tokenizer.model)");
+  auto* t = cmd->add_option("--tokenizer", o->tokenizer, "a tokenizer.json (Hugging Face or attnviz's char format) or tokenizer.model (SentencePiece)");
+  m->excludes(t);
+  auto* tx = cmd->add_option("--text", o->text, "the text");
+  auto* tf = cmd->add_option("--text-file", o->text_file, "a UTF-8 text file, read byte for byte");
+  tx->excludes(tf);
+  cmd->add_flag("--no-special", o->no_special, "do not add BOS/EOS (add_special_tokens=False)");
+  cmd->add_flag("--json", o->json, "print one JSON object: ids, pieces, bytes, tokenizer, kind");
+  return [o, &io, m, t, tx, tf] {
+    if (!m->count() && !t->count()) throw Error("give the tokenizer with --model M or --tokenizer FILE", ErrorKind::Usage);
+    if (!tx->count() && !tf->count()) throw Error("give the text with --text S or --text-file F", ErrorKind::Usage);
+    std::string file = o->tokenizer;
+    const std::unique_ptr<Tokenizer> tok = m->count() ? model_tokenizer(o->model, &file) : load_tokenizer_file(o->tokenizer);
+    std::string text = o->text;
+    if (tf->count()) {
+      std::ifstream f(o->text_file, std::ios::binary);
+      if (!f) throw Error("cannot read --text-file '" + o->text_file + "'");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      text = ss.str();
+    }
+    const std::vector<int> ids = tok->encode_with(text, !o->no_special);
+    const std::vector<TokenLabel> labels = token_labels(*tok, ids);
+    if (o->json) {
+      nlohmann::json j;
+      j["ids"] = ids;
+      j["pieces"] = nlohmann::json::array();
+      j["bytes"] = nlohmann::json::array();
+      for (const TokenLabel& l : labels) {
+        j["pieces"].push_back(display_piece(l.text));
+        j["bytes"].push_back(hex_bytes(l.bytes));
+      }
+      if (const auto* hf = dynamic_cast<const HfTokenizer*>(tok.get())) {
+        j["tokens"] = nlohmann::json::array();  // vocabulary entries, as Hugging Face's get_tokens()
+        for (int id : ids) j["tokens"].push_back(hf->raw_token(id));
+      }
+      j["count"] = ids.size();
+      j["tokenizer"] = file;
+      j["kind"] = tok->kind();
+      io.out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      return;
+    }
+    io.out << ids.size() << " tokens (" << tok->kind() << ", " << file << ")\n";
+    io.out << "ids:";
+    for (int id : ids) io.out << " " << id;
+    io.out << "\n";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      io.out << std::setw(6) << i << std::setw(9) << ids[i] << "  " << display_piece(labels[i].text);
+      if (labels[i].continues || labels[i].bytes != labels[i].text) io.out << "   [" << hex_bytes(labels[i].bytes) << "]";
+      io.out << "\n";
+    }
+  };
+}
+
+}  // namespace attnviz

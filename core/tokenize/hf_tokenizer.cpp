@@ -1,0 +1,624 @@
+// HfTokenizer: reading tokenizer.json, added-token matching, the encode pipeline,
+// post-processors and decoders. Normalizers, pre-tokenizers and BPE are in their own files.
+#include "core/tokenize/hf_tokenizer.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace attnviz {
+
+using nlohmann::json;
+using namespace hf;
+
+namespace {
+
+// Reads "type" of a component, or an Error naming the part.
+std::string type_of(const json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+    throw Error(where + ": expected an object with a \"type\"");
+  return j["type"].get<std::string>();
+}
+
+[[noreturn]] void unknown_type(const std::string& where, const std::string& type, const std::string& supported) {
+  throw Error(where + ": type \"" + type + "\" is not supported (attnviz reads " + supported + ")" +
+              "\n  HINT: open an issue with the model's name; meanwhile pass token ids with --tokens.");
+}
+
+bool flag(const json& j, const char* key, bool def) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? def : it->get<bool>();
+}
+
+Pattern read_pattern(const json& j, const std::string& where) {
+  if (!j.is_object()) throw Error(where + ": \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
+  if (j.contains("String")) return Pattern{j["String"].get<std::string>(), nullptr};
+  if (j.contains("Regex")) return Pattern{"", std::make_shared<Regex>(j["Regex"].get<std::string>(), where)};
+  throw Error(where + ": \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
+}
+
+void read_normalizer(const json& j, const std::string& where, std::vector<Normalizer>& out) {
+  if (j.is_null()) return;
+  const std::string t = type_of(j, where);
+  if (t == "Sequence") {
+    for (const json& n : j.at("normalizers")) read_normalizer(n, where + ".Sequence", out);
+  } else if (t == "NFC") out.push_back({Normalizer::NFC, "", {}});
+  else if (t == "NFD") out.push_back({Normalizer::NFD, "", {}});
+  else if (t == "NFKC") out.push_back({Normalizer::NFKC, "", {}});
+  else if (t == "NFKD") out.push_back({Normalizer::NFKD, "", {}});
+  else if (t == "Lowercase") out.push_back({Normalizer::Lowercase, "", {}});
+  else if (t == "Prepend") out.push_back({Normalizer::Prepend, j.at("prepend").get<std::string>(), {}});
+  else if (t == "Replace")
+    out.push_back({Normalizer::Replace, j.at("content").get<std::string>(), read_pattern(j.at("pattern"), where + ".Replace")});
+  else unknown_type(where, t, "NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence");
+}
+
+Behavior read_behavior(const json& j, const std::string& where) {
+  const std::string b = j.value("behavior", std::string("Isolated"));
+  if (b == "Removed") return Behavior::Removed;
+  if (b == "Isolated") return Behavior::Isolated;
+  if (b == "MergedWithPrevious") return Behavior::MergedWithPrevious;
+  if (b == "MergedWithNext") return Behavior::MergedWithNext;
+  if (b == "Contiguous") return Behavior::Contiguous;
+  throw Error(where + ": behavior \"" + b + "\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+}
+
+PreTokenizer::Prepend read_prepend_scheme(const json& j) {
+  if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
+    const std::string s = j["prepend_scheme"].get<std::string>();
+    return s == "never" ? PreTokenizer::Never : s == "first" ? PreTokenizer::First : PreTokenizer::Always;
+  }
+  return flag(j, "add_prefix_space", true) ? PreTokenizer::Always : PreTokenizer::Never;
+}
+
+void read_pre_tokenizer(const json& j, const std::string& where, std::vector<PreTokenizer>& out) {
+  if (j.is_null()) return;
+  const std::string t = type_of(j, where);
+  PreTokenizer p{};
+  if (t == "Sequence") {
+    for (const json& n : j.at("pretokenizers")) read_pre_tokenizer(n, where + ".Sequence", out);
+    return;
+  } else if (t == "ByteLevel") {
+    p.kind = PreTokenizer::ByteLevel;
+    p.add_prefix_space = flag(j, "add_prefix_space", true);
+    p.use_regex = flag(j, "use_regex", true);
+  } else if (t == "Split") {
+    p.kind = PreTokenizer::Split;
+    p.pattern = read_pattern(j.at("pattern"), where + ".Split");
+    p.behavior = read_behavior(j, where + ".Split");
+    p.invert = flag(j, "invert", false);
+  } else if (t == "Digits") {
+    p.kind = PreTokenizer::Digits;
+    p.individual_digits = flag(j, "individual_digits", false);
+  } else if (t == "Metaspace") {
+    p.kind = PreTokenizer::Metaspace;
+    p.replacement = j.value("replacement", std::string("\xE2\x96\x81"));
+    p.prepend_scheme = read_prepend_scheme(j);
+    p.split = flag(j, "split", true);
+  } else {
+    unknown_type(where, t, "ByteLevel, Split, Digits, Metaspace, Sequence");
+  }
+  out.push_back(std::move(p));
+}
+
+void read_decoder(const json& j, const std::string& where, std::vector<Decoder>& out) {
+  if (j.is_null()) return;
+  const std::string t = type_of(j, where);
+  Decoder d{};
+  if (t == "Sequence") {
+    for (const json& n : j.at("decoders")) read_decoder(n, where + ".Sequence", out);
+    return;
+  } else if (t == "ByteLevel") d.kind = Decoder::ByteLevel;
+  else if (t == "ByteFallback") d.kind = Decoder::ByteFallback;
+  else if (t == "Fuse") d.kind = Decoder::Fuse;
+  else if (t == "Replace") {
+    d.kind = Decoder::Replace;
+    d.pattern = read_pattern(j.at("pattern"), where + ".Replace");
+    d.text = j.at("content").get<std::string>();
+  } else if (t == "Strip") {
+    d.kind = Decoder::Strip;
+    d.text = j.at("content").get<std::string>();
+    d.start = j.value("start", 0);
+    d.stop = j.value("stop", 0);
+  } else if (t == "Metaspace") {
+    d.kind = Decoder::Metaspace;
+    d.text = j.value("replacement", std::string("\xE2\x96\x81"));
+    d.prepend = read_prepend_scheme(j) != PreTokenizer::Never;
+  } else {
+    unknown_type(where, t, "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence");
+  }
+  out.push_back(std::move(d));
+}
+
+// Unicode White_Space, as Rust's char::is_whitespace.
+bool is_space_cp(int32_t cp) {
+  return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+bool is_word_cp(int32_t cp) {
+  if (cp == '_') return true;
+  const auto c = utf8proc_category(cp);
+  return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
+}
+
+// The code point that ends just before byte `i` (i > 0) and its start.
+int32_t cp_before(std::string_view s, size_t i, size_t* start) {
+  size_t b = i - 1;
+  while (b > 0 && (static_cast<unsigned char>(s[b]) >> 6) == 0x2) --b;
+  utf8proc_int32_t cp = -1;
+  utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + b), static_cast<utf8proc_ssize_t>(i - b), &cp);
+  if (start) *start = b;
+  return cp;
+}
+
+int32_t cp_at(std::string_view s, size_t i, size_t* len) {
+  utf8proc_int32_t cp = -1;
+  const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                  static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+  if (len) *len = n > 0 ? static_cast<size_t>(n) : 1;
+  return cp;
+}
+
+}  // namespace
+
+namespace {
+struct Part {
+  std::string text;
+  int added_id;
+  bool at_start;
+};
+
+// Splits `text` at the added tokens in `buckets` (by first byte, longest first): leftmost
+// match first, then the longest there; lstrip/rstrip take the spaces beside a match along,
+// single_word skips matches inside a word. Parts that are not tokens keep `at_start` when
+// they begin at byte 0 of a text that had it.
+void split_added(const std::vector<const AddedToken*>* buckets, const std::string& text, bool at_start,
+                 std::vector<Part>& out) {
+  size_t prev = 0;  // end of the last match
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto& cands = buckets[static_cast<unsigned char>(text[i])];
+    const AddedToken* hit = nullptr;
+    for (const AddedToken* t : cands)
+      if (text.compare(i, t->content.size(), t->content) == 0) {
+        hit = t;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    size_t b = i, e = i + hit->content.size();
+    if (hit->single_word) {
+      const bool left_ok = b == 0 || !is_word_cp(cp_before(text, b, nullptr));
+      const bool right_ok = e == text.size() || !is_word_cp(cp_at(text, e, nullptr));
+      if (!left_ok || !right_ok) {
+        ++i;
+        continue;
+      }
+    }
+    if (hit->lstrip)
+      while (b > prev) {
+        size_t s = 0;
+        if (!is_space_cp(cp_before(text, b, &s))) break;
+        b = s;
+      }
+    if (hit->rstrip)
+      while (e < text.size()) {
+        size_t len = 0;
+        if (!is_space_cp(cp_at(text, e, &len))) break;
+        e += len;
+      }
+    if (b > prev) out.push_back({text.substr(prev, b - prev), -1, at_start && prev == 0});
+    out.push_back({"", hit->id, false});
+    prev = i = e;
+  }
+  if (prev < text.size()) out.push_back({text.substr(prev), -1, at_start && prev == 0});
+}
+}  // namespace
+
+// The two matchers (raw text, normalized text): stored as buckets of pointers into added_.
+struct HfAddedIndex {
+  std::vector<const AddedToken*> raw[256], norm[256];
+};
+
+HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
+  try {
+    if (!j.is_object()) throw Error(name + ": expected a JSON object");
+    // --- model
+    if (!j.contains("model") || !j["model"].is_object()) throw Error(name + ": no \"model\" object");
+    const json& m = j["model"];
+    const std::string mtype = m.value("type", std::string("BPE"));
+    if (mtype != "BPE") unknown_type(name + ": model", mtype, "BPE");
+    if (!m.contains("vocab") || !m["vocab"].is_object()) throw Error(name + ": model.vocab must be an object {token: id}");
+    int max_id = -1;
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+      if (!it.value().is_number_integer() || it.value().get<long long>() < 0 || it.value().get<long long>() > (1 << 30))
+        throw Error(name + ": model.vocab[\"" + it.key() + "\"] is not a valid id");
+      const int id = it.value().get<int>();
+      bpe_.vocab.emplace(it.key(), id);
+      max_id = std::max(max_id, id);
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_array())
+      for (const json& a : j["added_tokens"]) {
+        AddedToken t;
+        t.id = a.at("id").get<int>();
+        t.content = a.at("content").get<std::string>();
+        t.special = flag(a, "special", false);
+        t.normalized = flag(a, "normalized", !t.special);
+        t.lstrip = flag(a, "lstrip", false);
+        t.rstrip = flag(a, "rstrip", false);
+        t.single_word = flag(a, "single_word", false);
+        if (t.id < 0 || t.id > (1 << 30)) throw Error(name + ": added token \"" + t.content + "\" has an invalid id");
+        if (t.content.empty()) throw Error(name + ": an added token (id " + std::to_string(t.id) + ") is empty");
+        // As Hugging Face does: content that the vocabulary has keeps the vocabulary's id.
+        if (auto v = bpe_.vocab.find(t.content); v != bpe_.vocab.end()) t.id = v->second;
+        max_id = std::max(max_id, t.id);
+        added_.push_back(std::move(t));
+      }
+    id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+    std::vector<char> used(id_to_token_.size(), 0);
+    for (const auto& [tok, id] : bpe_.vocab) {
+      if (used[static_cast<size_t>(id)])
+        throw Error(name + ": model.vocab gives id " + std::to_string(id) + " to both \"" + id_to_token_[static_cast<size_t>(id)] +
+                    "\" and \"" + tok + "\"");
+      used[static_cast<size_t>(id)] = 1;
+      id_to_token_[static_cast<size_t>(id)] = tok;
+    }
+    special_.assign(id_to_token_.size(), 0);
+    for (const AddedToken& t : added_) {
+      auto& slot = id_to_token_[static_cast<size_t>(t.id)];
+      if (used[static_cast<size_t>(t.id)] && slot != t.content)
+        throw Error(name + ": added token \"" + t.content + "\" has id " + std::to_string(t.id) + ", which the vocabulary gives to \"" +
+                    slot + "\"");
+      slot = t.content;
+      used[static_cast<size_t>(t.id)] = 1;
+      special_[static_cast<size_t>(t.id)] = t.special;
+    }
+    // BPE options
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      const std::string unk = m["unk_token"].get<std::string>();
+      auto it = bpe_.vocab.find(unk);
+      if (it == bpe_.vocab.end()) throw Error(name + ": model.unk_token \"" + unk + "\" is not in the vocabulary");
+      bpe_.unk_id = it->second;
+    }
+    bpe_.fuse_unk = flag(m, "fuse_unk", false);
+    bpe_.byte_fallback = flag(m, "byte_fallback", false);
+    bpe_.ignore_merges = flag(m, "ignore_merges", false);
+    if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
+      bpe_.continuing_subword_prefix = m["continuing_subword_prefix"].get<std::string>();
+    if (m.contains("end_of_word_suffix") && m["end_of_word_suffix"].is_string())
+      bpe_.end_of_word_suffix = m["end_of_word_suffix"].get<std::string>();
+    if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() > 0)
+      throw Error(name + ": model.dropout > 0 (random merges) is not supported");
+    for (int b = 0; b < 256; ++b) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+      auto it = bpe_.vocab.find(buf);
+      bpe_.byte_ids[b] = it == bpe_.vocab.end() ? -1 : it->second;
+    }
+    // merges
+    if (m.contains("merges") && !m["merges"].is_null()) {
+      if (!m["merges"].is_array()) throw Error(name + ": model.merges must be an array");
+      const auto& merges = m["merges"];
+      bpe_.merges.reserve(merges.size());
+      const size_t prefix = bpe_.continuing_subword_prefix.size();
+      for (size_t r = 0; r < merges.size(); ++r) {
+        const json& e = merges[r];
+        std::string a, b;
+        if (e.is_string()) {
+          const std::string s = e.get<std::string>();
+          const size_t sp = s.find(' ');
+          if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+            throw Error(name + ": model.merges[" + std::to_string(r) + "] \"" + s + "\" is not two tokens separated by one space");
+          a = s.substr(0, sp);
+          b = s.substr(sp + 1);
+        } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+          a = e[0].get<std::string>();
+          b = e[1].get<std::string>();
+        } else {
+          throw Error(name + ": model.merges[" + std::to_string(r) + "] is neither \"a b\" nor [\"a\", \"b\"]");
+        }
+        auto ia = bpe_.vocab.find(a), ib = bpe_.vocab.find(b);
+        for (const auto& [tok, it] : {std::pair{a, ia}, std::pair{b, ib}})
+          if (it == bpe_.vocab.end())
+            throw Error(name + ": model.merges[" + std::to_string(r) + "] names \"" + tok + "\", which is not in the vocabulary");
+        const std::string merged = a + (prefix && b.compare(0, prefix, bpe_.continuing_subword_prefix) == 0 ? b.substr(prefix) : b);
+        auto im = bpe_.vocab.find(merged);
+        if (im == bpe_.vocab.end())
+          throw Error(name + ": model.merges[" + std::to_string(r) + "] makes \"" + merged + "\", which is not in the vocabulary");
+        const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ia->second)) << 32) | static_cast<uint32_t>(ib->second);
+        bpe_.merges.emplace(key, std::make_pair(static_cast<int>(r), im->second));  // the first (lowest) rank wins
+      }
+    }
+    // components
+    read_normalizer(j.value("normalizer", json()), name + ": normalizer", normalizers_);
+    read_pre_tokenizer(j.value("pre_tokenizer", json()), name + ": pre_tokenizer", pre_tokenizers_);
+    read_decoder(j.value("decoder", json()), name + ": decoder", decoders_);
+    std::vector<json> posts;
+    if (j.contains("post_processor") && !j["post_processor"].is_null()) posts.push_back(j["post_processor"]);
+    for (size_t k = 0; k < posts.size(); ++k) {
+      const std::string where = name + ": post_processor";
+      const std::string t = type_of(posts[k], where);
+      if (t == "Sequence") {
+        for (const json& p : posts[k].at("processors")) posts.push_back(p);
+      } else if (t == "ByteLevel") {
+        // offsets only; the ids do not change
+      } else if (t == "TemplateProcessing") {
+        std::vector<TemplatePiece> tpl;
+        for (const json& p : posts[k].at("single")) {
+          if (p.contains("Sequence")) {
+            tpl.push_back({false, {}});
+            continue;
+          }
+          if (!p.contains("SpecialToken")) throw Error(where + ".TemplateProcessing: a \"single\" entry is neither SpecialToken nor Sequence");
+          const std::string sid = p["SpecialToken"].at("id").get<std::string>();
+          const json& st = posts[k].at("special_tokens");
+          if (!st.contains(sid)) throw Error(where + ".TemplateProcessing: special token \"" + sid + "\" is not in special_tokens");
+          std::vector<int> ids = st[sid].at("ids").get<std::vector<int>>();
+          for (int id : ids)
+            if (id < 0 || id >= vocab_size())
+              throw Error(where + ".TemplateProcessing: special token \"" + sid + "\" has id " + std::to_string(id) +
+                          ", outside the vocabulary");
+          tpl.push_back({true, std::move(ids)});
+        }
+        templates_.push_back(std::move(tpl));
+      } else {
+        unknown_type(where, t, "TemplateProcessing, ByteLevel, Sequence");
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(name + ": unexpected layout: " + e.what());
+  }
+  // added-token matchers: longest first within each first byte
+  index_ = std::make_shared<HfAddedIndex>();
+  for (AddedToken& t : added_) {
+    if (t.normalized && !normalizers_.empty()) t.content = normalize(normalizers_, t.content);
+    if (t.content.empty()) continue;
+    auto& bucket = (t.normalized ? index_->norm : index_->raw)[static_cast<unsigned char>(t.content[0])];
+    bucket.push_back(&t);
+  }
+  for (auto* table : {index_->raw, index_->norm})
+    for (int b = 0; b < 256; ++b)
+      std::stable_sort(table[b].begin(), table[b].end(),
+                       [](const AddedToken* x, const AddedToken* y) { return x->content.size() > y->content.size(); });
+}
+
+std::vector<HfTokenizer::Section> HfTokenizer::pre_tokens(std::string_view text) const {
+  utf8_validate(text);
+  std::vector<Section> out;
+  std::vector<Part> first, second;
+  split_added(index_->raw, std::string(text), true, first);
+  for (Part& p : first) {
+    if (p.added_id >= 0) {
+      out.push_back({"", p.added_id});
+      continue;
+    }
+    second.clear();
+    split_added(index_->norm, normalize(normalizers_, std::move(p.text)), p.at_start, second);
+    for (Part& q : second) {
+      if (q.added_id >= 0) {
+        out.push_back({"", q.added_id});
+        continue;
+      }
+      std::vector<PreToken> pieces{{std::move(q.text), q.at_start}};
+      pre_tokenize(pre_tokenizers_, pieces);
+      for (PreToken& pt : pieces) out.push_back({std::move(pt.text), -1});
+    }
+  }
+  return out;
+}
+
+std::vector<int> HfTokenizer::encode_with(std::string_view text, bool add_special) const {
+  std::vector<int> ids;
+  ids.reserve(text.size() / 3 + 4);
+  for (const Section& s : pre_tokens(text)) {
+    if (s.added_id >= 0) ids.push_back(s.added_id);
+    else bpe_encode(bpe_, s.text, ids);
+  }
+  if (add_special)
+    for (const auto& tpl : templates_) {
+      std::vector<int> wrapped;
+      wrapped.reserve(ids.size() + 4);
+      for (const TemplatePiece& p : tpl)
+        wrapped.insert(wrapped.end(), p.special ? p.ids.begin() : ids.begin(), p.special ? p.ids.end() : ids.end());
+      ids.swap(wrapped);
+    }
+  return ids;
+}
+
+const std::string& HfTokenizer::raw_token(int id) const {
+  static const std::string none;
+  return id >= 0 && id < vocab_size() ? id_to_token_[static_cast<size_t>(id)] : none;
+}
+
+bool HfTokenizer::is_special(int id) const { return id >= 0 && id < vocab_size() && special_[static_cast<size_t>(id)]; }
+
+namespace {
+
+// "<0xNN>" → NN, else -1.
+int byte_token(const std::string& t) {
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
+  int v = 0;
+  for (int k = 3; k < 5; ++k) {
+    const char c = t[static_cast<size_t>(k)];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// Each character of t through the byte-level table; t unchanged if one is not in it.
+std::string byte_level_decode(const std::string& t) {
+  std::string out;
+  size_t i = 0;
+  while (i < t.size()) {
+    size_t len = 0;
+    const int32_t cp = cp_at(t, i, &len);
+    const int b = cp < 0 ? -1 : cp_to_byte(static_cast<uint32_t>(cp));
+    if (b < 0) return t;
+    out += static_cast<char>(b);
+    i += len;
+  }
+  return out;
+}
+
+std::string replace_all(const Pattern& p, const std::string& s, const std::string& with) {
+  std::string out;
+  size_t prev = 0;
+  for (const Span& h : p.find_all(s)) {
+    out.append(s, prev, h.begin - prev);
+    out += with;
+    prev = h.end;
+  }
+  return out.append(s, prev, std::string::npos);
+}
+
+// Invalid UTF-8 sequences → U+FFFD (as Rust's from_utf8_lossy, one per bad sequence start).
+std::string lossy_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    try {
+      const size_t n = utf8_char_len(s, i);
+      out.append(s, i, n);
+      i += n;
+    } catch (const Error&) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> HfTokenizer::decode_chain(std::vector<std::string> toks, bool for_label) const {
+  for (const Decoder& d : decoders_) {
+    switch (d.kind) {
+      case Decoder::ByteLevel: {
+        std::string all;
+        for (std::string& t : toks) {
+          t = byte_level_decode(t);
+          if (!for_label) all += t;
+        }
+        if (!for_label) toks = {lossy_utf8(all)};
+        break;
+      }
+      case Decoder::Replace:
+        for (std::string& t : toks) t = replace_all(d.pattern, t, d.text);
+        break;
+      case Decoder::ByteFallback: {
+        std::vector<std::string> out;
+        std::string bytes;
+        size_t nbytes = 0;
+        auto flush = [&] {
+          if (nbytes == 0) return;
+          bool valid = true;
+          try {
+            utf8_validate(bytes);
+          } catch (const Error&) {
+            valid = false;
+          }
+          if (valid || for_label) out.push_back(bytes);
+          else
+            for (size_t k = 0; k < nbytes; ++k) out.push_back("\xEF\xBF\xBD");
+          bytes.clear();
+          nbytes = 0;
+        };
+        for (std::string& t : toks) {
+          const int b = byte_token(t);
+          if (b >= 0 && !for_label) {
+            bytes += static_cast<char>(b);
+            ++nbytes;
+          } else if (b >= 0) {
+            out.push_back(std::string(1, static_cast<char>(b)));
+          } else {
+            flush();
+            out.push_back(std::move(t));
+          }
+        }
+        flush();
+        toks.swap(out);
+        break;
+      }
+      case Decoder::Fuse:
+        if (!for_label) {
+          std::string all;
+          for (const std::string& t : toks) all += t;
+          toks = {all};
+        }
+        break;
+      case Decoder::Strip:
+        if (!for_label)
+          for (std::string& t : toks) {
+            size_t b = 0, e = t.size();
+            for (int k = 0; k < d.start && t.compare(b, d.text.size(), d.text) == 0 && b < e; ++k) b += d.text.size();
+            for (int k = 0; k < d.stop && e >= b + d.text.size() && t.compare(e - d.text.size(), d.text.size(), d.text) == 0; ++k)
+              e -= d.text.size();
+            t = t.substr(b, e - b);
+          }
+        break;
+      case Decoder::Metaspace:
+        for (size_t k = 0; k < toks.size(); ++k) {
+          std::string& t = toks[k];
+          std::string r;
+          for (size_t i = 0; i < t.size();) {
+            if (t.compare(i, d.text.size(), d.text) == 0) {
+              r += ' ';
+              i += d.text.size();
+            } else {
+              r += t[i++];
+            }
+          }
+          if (k == 0 && d.prepend && !for_label && !r.empty() && r[0] == ' ') r.erase(0, 1);
+          t.swap(r);
+        }
+        break;
+    }
+  }
+  return toks;
+}
+
+std::string HfTokenizer::decode(const std::vector<int>& ids) const {
+  std::vector<std::string> toks;
+  toks.reserve(ids.size());
+  for (int id : ids) toks.push_back(raw_token(id));
+  std::string s;
+  for (const std::string& t : decode_chain(std::move(toks), false)) s += t;
+  return lossy_utf8(s);
+}
+
+std::string HfTokenizer::token_bytes(int id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  if (is_special(id)) return raw_token(id);
+  std::string s;
+  for (const std::string& t : decode_chain({raw_token(id)}, true)) s += t;
+  return s;
+}
+
+std::string HfTokenizer::piece(int id) const {
+  if (id < 0 || id >= vocab_size() || raw_token(id).empty()) return "<" + std::to_string(id) + ">";
+  const std::string b = token_bytes(id);
+  std::string out;
+  for (size_t i = 0; i < b.size();) {
+    try {
+      const size_t n = utf8_char_len(b, i);
+      out.append(b, i, n);
+      i += n;
+    } catch (const Error&) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned char>(b[i]));
+      out += buf;
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace attnviz

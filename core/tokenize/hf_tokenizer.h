@@ -1,0 +1,209 @@
+// Hugging Face `tokenizer.json` (the `tokenizers` library's format), read and run in C++.
+//
+// Contract: HfTokenizer::encode_with(text, add_special) gives the ids that Hugging Face's
+// `Tokenizer.encode(text, add_special_tokens=add_special)` gives for the same file.
+//
+// The pipeline, as Hugging Face runs it:
+//   text ──split on added tokens (not normalized ones, on the raw text)──▶ sections
+//        ──normalize each section──▶ split on the normalized added tokens
+//        ──pre-tokenize each remaining section──▶ pre-tokens (strings)
+//        ──model (BPE) per pre-token──▶ ids ──post-process (BOS/EOS)──▶ ids
+//   ids ──decoders──▶ text
+//
+// Supported parts (anything else is an Error naming the file, the part and the type):
+//   model:          BPE (merges "a b" or ["a","b"]; byte_fallback, unk_token, fuse_unk,
+//                   ignore_merges, continuing_subword_prefix, end_of_word_suffix)
+//   normalizer:     NFC, NFD, NFKC, NFKD (utf8proc), Lowercase, Prepend, Replace, Sequence
+//   pre_tokenizer:  ByteLevel, Split (Regex / String; every behavior; invert), Digits,
+//                   Metaspace, Sequence
+//   post_processor: TemplateProcessing, ByteLevel, Sequence
+//   decoder:        ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence
+// Regexes are PCRE2 (UTF, Unicode properties, JIT); Hugging Face uses Oniguruma, whose
+// syntax for the patterns these files use (\p{L}, \p{N}, \s, (?!\S), (?i:...)) is the same.
+#pragma once
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tokenize/tokenizer.h"
+
+namespace attnviz {
+namespace hf {
+
+// Byte ranges [begin, end) into a string.
+struct Span {
+  size_t begin, end;
+};
+
+// A compiled regex (PCRE2, UTF-8 with Unicode properties). Throws Error naming `where`
+// when the pattern does not compile. Safe to use from several threads at once.
+class Regex {
+ public:
+  Regex(const std::string& pattern, const std::string& where);
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+  // Every non-overlapping match in `s` (valid UTF-8), left to right; an empty match moves
+  // the search on by one character.
+  std::vector<Span> find_all(std::string_view s) const;
+
+ private:
+  void* code_;  // pcre2_code_8*
+};
+
+// A Split/Replace "pattern": {"String": s} (literal) or {"Regex": r}.
+struct Pattern {
+  std::string literal;           // when re is null
+  std::shared_ptr<Regex> re;
+  std::vector<Span> find_all(std::string_view s) const;
+};
+
+// --- normalizers (normalize.cpp) -----------------------------------------------------
+struct Normalizer {
+  enum Kind { NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace } kind;
+  std::string text;     // Prepend: what is prepended; Replace: the replacement
+  Pattern pattern;      // Replace
+};
+// Applies the steps in order (a Sequence is flattened into `steps` when read).
+std::string normalize(const std::vector<Normalizer>& steps, std::string s);
+
+// --- pre-tokenizers (pre_tokenize.cpp) -------------------------------------------------
+// How the pieces around a match are cut (Hugging Face's SplitDelimiterBehavior).
+enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+
+struct PreTokenizer {
+  enum Kind { ByteLevel, Split, Digits, Metaspace } kind;
+  // ByteLevel
+  bool add_prefix_space = false;
+  bool use_regex = true;
+  // Split (ByteLevel with use_regex uses GPT-2's pattern here)
+  Pattern pattern;
+  Behavior behavior = Behavior::Isolated;
+  bool invert = false;
+  // Digits
+  bool individual_digits = false;
+  // Metaspace
+  std::string replacement = "\xE2\x96\x81";  // ▁
+  enum Prepend { Always, Never, First } prepend_scheme = Always;
+  bool split = true;
+};
+
+// One pre-token: its text and whether it begins at offset 0 of the original text (what
+// Metaspace's prepend_scheme "first" looks at).
+struct PreToken {
+  std::string text;
+  bool at_start = false;
+};
+// Runs the steps in order over `pieces` (each step over every piece); empty pieces drop.
+void pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<PreToken>& pieces);
+
+// GPT-2's byte ↔ character table: byte b is shown as code point byte_to_cp(b).
+uint32_t byte_to_cp(unsigned char b);
+// Code point → byte, or -1 when the code point is not in the table.
+int cp_to_byte(uint32_t cp);
+// Every byte of s as its table character (UTF-8).
+std::string bytes_to_unicode(std::string_view s);
+
+// --- BPE model (bpe.cpp) ---------------------------------------------------------------
+struct Bpe {
+  std::unordered_map<std::string, int> vocab;  // token → id
+  // (left id, right id) → (rank, merged id); rank = index in "merges".
+  std::unordered_map<uint64_t, std::pair<int, int>> merges;
+  int unk_id = -1;
+  bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
+  std::string continuing_subword_prefix, end_of_word_suffix;
+  int byte_ids[256];  // id of "<0xNN>" (byte fallback), -1 when absent
+};
+// Appends the ids of one pre-token to `out`.
+void bpe_encode(const Bpe& m, std::string_view word, std::vector<int>& out);
+
+// --- post-processors and decoders (hf_tokenizer.cpp) -------------------------------------
+struct TemplatePiece {
+  bool special;  // a special token's ids, else the sequence itself ("A")
+  std::vector<int> ids;
+};
+
+struct Decoder {
+  enum Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace } kind;
+  Pattern pattern;            // Replace
+  std::string text;           // Replace: replacement; Strip: content; Metaspace: replacement
+  int start = 0, stop = 0;    // Strip
+  bool prepend = true;        // Metaspace: drop the leading space of the first token
+};
+
+// An added token ("added_tokens"): matched in the text before the model runs.
+struct AddedToken {
+  std::string content;
+  int id = 0;
+  bool special = false, normalized = false, lstrip = false, rstrip = false, single_word = false;
+};
+
+}  // namespace hf
+
+struct HfAddedIndex;
+
+class HfTokenizer : public Tokenizer {
+ public:
+  HfTokenizer(const HfTokenizer&) = delete;
+  HfTokenizer& operator=(const HfTokenizer&) = delete;
+  // Reads a parsed tokenizer.json; `name` (the file path) starts every error message.
+  HfTokenizer(const nlohmann::json& j, const std::string& name);
+
+  std::vector<int> encode(std::string_view text) const override { return encode_with(text, true); }
+  std::vector<int> encode_with(std::string_view text, bool add_special) const override;
+  std::string piece(int id) const override;
+  std::string token_bytes(int id) const override;
+  bool is_special(int id) const override;
+  int vocab_size() const override { return static_cast<int>(id_to_token_.size()); }
+  std::string decode(const std::vector<int>& ids) const override;
+  std::string kind() const override { return "bpe"; }
+  // The vocabulary entry of `id` as written in the file ("Ġthe", "▁the", "<0x0A>").
+  const std::string& raw_token(int id) const;
+
+  // Pre-tokens of `text` after added-token splitting, normalization and pre-tokenization;
+  // added tokens appear as themselves with `added` set. For tests and incremental use.
+  struct Section {
+    std::string text;
+    int added_id = -1;  // ≥ 0: this section is that added token
+  };
+  std::vector<Section> pre_tokens(std::string_view text) const;
+
+ private:
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens, bool for_label) const;
+
+  std::string name_;
+  hf::Bpe bpe_;
+  std::vector<std::string> id_to_token_;  // id → token text as in the file ("" for holes)
+  std::vector<char> special_;             // id → is a special added token
+  std::vector<hf::AddedToken> added_;
+  std::vector<hf::Normalizer> normalizers_;
+  std::vector<hf::PreTokenizer> pre_tokenizers_;
+  std::vector<std::vector<hf::TemplatePiece>> templates_;  // applied in order when adding special tokens
+  std::shared_ptr<HfAddedIndex> index_;                      // matchers over added_
+  std::vector<hf::Decoder> decoders_;
+};
+
+// SentencePiece `tokenizer.model` (protobuf) through libsentencepiece; adds BOS as
+// Hugging Face's Llama tokenizer does (add_bos_token = true).
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(const std::string& path);
+  ~SentencePieceTokenizer() override;
+  std::vector<int> encode(std::string_view text) const override { return encode_with(text, true); }
+  std::vector<int> encode_with(std::string_view text, bool add_special) const override;
+  std::string piece(int id) const override;
+  std::string token_bytes(int id) const override;
+  bool is_special(int id) const override;
+  int vocab_size() const override;
+  std::string decode(const std::vector<int>& ids) const override;
+  std::string kind() const override { return "sentencepiece"; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attnviz
