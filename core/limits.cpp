@@ -87,7 +87,7 @@ std::string json_excerpt(const nlohmann::json& j) {
 
 int open_regular_file(const std::string& path, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + what + " '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(errno));
+  if (fd < 0) throw Error("cannot open '" + excerpt(path, kPathExcerptBytes) + "' (" + what + "): " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

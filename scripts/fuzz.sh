@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer binaries (clang, -fsanitize=fuzzer,address,undefined) and runs each
 # fuzz target. Usage:
-#   scripts/fuzz.sh [--seconds N | --runs N] [--jobs J] [TARGET...]
+#   scripts/fuzz.sh [--seconds N | --runs N] [TARGET...]
 # Defaults: 60 seconds per target, every target. New inputs go to build-fuzz/corpus/TARGET
 # (seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
 # and makes this script exit non-zero: add the file to tests/fuzz/corpus/TARGET/ with the
 # fix, so every build replays it. Prints one summary line per target (executions, time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=60 runs=-1 jobs=1 targets=()
+seconds=60 runs=-1 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --runs) runs="$2"; seconds=0; shift 2 ;;
-    --jobs) jobs="$2"; shift 2 ;;
     -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -37,7 +36,7 @@ for t in "${targets[@]}"; do
   log="$build/fuzz-$t.log"
   start=$(date +%s)
   if "$build/tests/fuzz/attnviz_fuzz_$t" "$corpus" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -runs="$runs" \
-       -jobs="$jobs" -workers="$jobs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
+       -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix="$artifacts/" >"$log" 2>&1; then
     result=ok
   else

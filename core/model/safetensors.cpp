@@ -193,7 +193,7 @@ std::vector<float> SafetensorsFile::read_f32(const TensorInfo& t) const {
   std::vector<float> out(static_cast<size_t>(n));
   const uint8_t* p = data_ + t.begin;
   switch (t.dtype) {
-    case DType::F32: std::memcpy(out.data(), p, n * 4); break;
+    case DType::F32: if (n) std::memcpy(out.data(), p, n * 4); break;  // an empty vector has no data()
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = half_to_float(h); }
       break;

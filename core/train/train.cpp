@@ -1,5 +1,7 @@
 #include "core/train/train.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
@@ -17,13 +20,15 @@
 namespace attnviz {
 
 Corpus load_corpus(const std::string& path, float val_frac) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read corpus '" + path + "'\n  HINT: scripts/make-corpora.sh builds the built-in ones.");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  struct stat sb {};
+  if (stat(path.c_str(), &sb) != 0)
+    throw Error("cannot read corpus '" + excerpt(path, kPathExcerptBytes) +
+                "'\n  HINT: scripts/make-corpora.sh builds the built-in ones.");
+  // A regular file of at most kMaxTextBytes, opened without blocking.
+  const std::string text = read_regular_file(path, kMaxTextBytes, "corpus");
   std::vector<std::string> chars;
   try {
-    chars = utf8_split(ss.str());
+    chars = utf8_split(text);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
@@ -266,14 +271,16 @@ void save_checkpoint(const std::string& dir, const ModelConfig& c, const Params<
 
 void load_trainer_state(const std::string& dir, const Params<float>& p, AdamState& st) {
   const std::string jpath = dir + "/trainer_state.json";
-  std::ifstream in(jpath);
-  if (!in)
+  struct stat sb {};
+  if (stat(jpath.c_str(), &sb) != 0)
     throw Error("'" + jpath + "' not found\n  HINT: --resume needs a directory written by attnviz-cli train.");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(read_regular_file(jpath, kMaxJsonBytes, "trainer_state.json", false));
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw Error(jpath + ": not valid JSON: " + e.what());
+    throw Error(jpath + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   if (!j.contains("step") || !j["step"].is_number_integer()) throw Error(jpath + ": missing integer \"step\"");
   st.step = j["step"].get<int>();

@@ -18,9 +18,9 @@ A case (all keys but name/args/exit/message optional):
   header_raw            the header replaced by these parts; the data is kept
   truncate_weights      bytes cut from the end of model.safetensors
   remove                files removed from {M}
-  files                 {path under {M} (or {D} for bad.txt-style inputs): spec}, where spec
-                        is a string, a parts list, {"fifo"}, {"dir"}, {"hex"}, {"symlink"}
-                        or {"sparse": size}
+  files                 {path under {D} ({M} is {D}/model): spec}, where spec is a string,
+                        a parts list, {"fifo"}, {"dir"}, {"hex"}, {"symlink"} or
+                        {"sparse": size}
   env                   extra environment variables
   keep_out              names allowed in {D}/out (made by the case itself)
   max_message_bytes     default 4000
@@ -165,9 +165,7 @@ def setup(case, d, bases):
         with open(st, "r+b") as f:
             f.truncate(size - case["truncate_weights"])
     for path, spec in case.get("files", {}).items():
-        root = d if path.startswith("out/") or not case.get("model") or "." in path and path not in (
-            "config.json", "model.safetensors", "tokenizer.json") else m
-        make_file(os.path.join(root, path), spec)
+        make_file(os.path.join(d, path), spec)
     return m
 
 
