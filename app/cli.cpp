@@ -1,5 +1,7 @@
 #include "app/cli.h"
 
+#include <sstream>
+
 #include "app/commands.h"
 #include "core/error.h"
 
@@ -45,6 +47,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return 1;
   }
   return 0;
+}
+
+CliResult run_cli_captured(std::vector<std::string> args) {
+  args.insert(args.begin(), "attnviz-cli");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
 }
 
 }  // namespace attnviz

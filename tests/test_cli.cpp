@@ -13,19 +13,8 @@
 namespace attnviz {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "attnviz-cli");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = CliResult;
+CliResult cli(std::vector<std::string> args) { return run_cli_captured(std::move(args)); }
 
 class Cli : public ::testing::Test {
  protected:

@@ -25,19 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "attnviz-cli");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = CliResult;
+CliResult cli(std::vector<std::string> args) { return run_cli_captured(std::move(args)); }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -192,25 +181,13 @@ TEST(Messages, DeeplyNestedDtypeDoesNotOverflowTheStack) {
 
 // --- files: regular only, never blocking, bounded
 
-TEST(Files, FifoConfigIsRefusedWithoutBlocking) {
-  const std::string dir = test::make_model_dir(test::small_config("llama", 1, 16, 2, 1, 96, 16), 5, "fifo");
-  fs::remove(dir + "/config.json");
-  ASSERT_EQ(mkfifo((dir + "/config.json").c_str(), 0600), 0);
-  EXPECT_TRUE(has(error_of_load(dir), "not a regular file")) << error_of_load(dir);
-}
-
-TEST(Files, FifoSafetensorsIsRefusedWithoutBlocking) {
-  const std::string dir = test::make_model_dir(test::small_config("llama", 1, 16, 2, 1, 96, 16), 5, "fifo2");
-  fs::remove(dir + "/model.safetensors");
-  ASSERT_EQ(mkfifo((dir + "/model.safetensors").c_str(), 0600), 0);
-  EXPECT_TRUE(has(error_of_load(dir), "not a regular file")) << error_of_load(dir);
-}
-
-TEST(Files, FifoTokenizerIsRefusedWithoutBlocking) {
-  const std::string dir = test::make_model_dir(test::small_config("llama", 1, 16, 2, 1, 96, 16), 5, "fifo3");
-  fs::remove(dir + "/tokenizer.json");
-  ASSERT_EQ(mkfifo((dir + "/tokenizer.json").c_str(), 0600), 0);
-  EXPECT_TRUE(has(error_of_load(dir), "not a regular file")) << error_of_load(dir);
+TEST(Files, FifoInPlaceOfAModelFileIsRefusedWithoutBlocking) {
+  for (const std::string name : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    const std::string dir = test::make_model_dir(test::small_config("llama", 1, 16, 2, 1, 96, 16), 5, "fifo-" + name);
+    fs::remove(dir + "/" + name);
+    ASSERT_EQ(mkfifo((dir + "/" + name).c_str(), 0600), 0);
+    EXPECT_TRUE(has(error_of_load(dir), "not a regular file")) << name << ": " << error_of_load(dir);
+  }
 }
 
 TEST(Files, TextFileMustBeRegularAndBounded) {

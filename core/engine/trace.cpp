@@ -4,13 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/limits.h"
+
 namespace attnviz {
 
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
+int64_t Tensor::numel() const { return checked_product(shape, "a trace tensor"); }
 
 namespace {
 

@@ -152,34 +152,40 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   return p;
 }
 
+namespace {
+// The config.json keys of what every architecture has, in each one's own spelling.
+struct DimKeys {
+  const char *architecture, *layers, *embd, *heads, *ctx, *inner, *eps;
+};
+constexpr DimKeys kGpt2Keys{"GPT2LMHeadModel", "n_layer", "n_embd", "n_head", "n_positions", "n_inner",
+                            "layer_norm_epsilon"};
+constexpr DimKeys kLlamaKeys{"LlamaForCausalLM", "num_hidden_layers", "hidden_size", "num_attention_heads",
+                             "max_position_embeddings", "intermediate_size", "rms_norm_eps"};
+}  // namespace
+
 nlohmann::json config_to_json(const ModelConfig& c) {
+  const bool gpt2 = c.arch == Arch::Gpt2;
+  const DimKeys& k = gpt2 ? kGpt2Keys : kLlamaKeys;
   nlohmann::json j;
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
-  if (c.arch == Arch::Gpt2) {
-    j["architectures"] = {"GPT2LMHeadModel"};
-    j["n_layer"] = c.n_layer;
-    j["n_embd"] = c.n_embd;
-    j["n_head"] = c.n_head;
-    j["n_positions"] = c.n_ctx;
-    j["n_inner"] = c.n_inner;
-    j["layer_norm_epsilon"] = c.norm_eps;
+  j["architectures"] = {k.architecture};
+  j[k.layers] = c.n_layer;
+  j[k.embd] = c.n_embd;
+  j[k.heads] = c.n_head;
+  j[k.ctx] = c.n_ctx;
+  j[k.inner] = c.n_inner;
+  j[k.eps] = c.norm_eps;
+  if (gpt2) {
     j["activation_function"] = "gelu_new";
-  } else {
-    j["architectures"] = {"LlamaForCausalLM"};
-    j["num_hidden_layers"] = c.n_layer;
-    j["hidden_size"] = c.n_embd;
-    j["num_attention_heads"] = c.n_head;
-    j["num_key_value_heads"] = c.n_kv_head;
-    j["head_dim"] = c.head_size;
-    j["intermediate_size"] = c.n_inner;
-    j["max_position_embeddings"] = c.n_ctx;
-    j["rms_norm_eps"] = c.norm_eps;
-    j["rope_theta"] = c.rope_theta;
-    j["tie_word_embeddings"] = c.tie_embeddings;
-    j["hidden_act"] = "silu";
-    if (c.model_type == "llama") j["attention_bias"] = c.qkv_bias;
+    return j;
   }
+  j["num_key_value_heads"] = c.n_kv_head;
+  j["head_dim"] = c.head_size;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["hidden_act"] = "silu";
+  if (c.model_type == "llama") j["attention_bias"] = c.qkv_bias;
   return j;
 }
 

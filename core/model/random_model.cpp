@@ -19,73 +19,62 @@ namespace {
 // `tokenizer_file` when one is given, else a character tokenizer of printable ASCII).
 void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::string& dir,
                               const std::string& tokenizer_file, const std::string& tokenizer_bytes);
+
+// The random-model presets: small shapes for tests and trying things out, and the shapes
+// of real checkpoints (their config.json values: openai-community/gpt2,
+// HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, TinyLlama/TinyLlama-1.1B-Chat-v1.0).
+// gpt2 has biases everywhere and KV = H; qwen2 has q/k/v biases.
+struct Preset {
+  const char* name;
+  const char* type;  // model_type: gpt2, llama or qwen2
+  int layers, embd, heads, kv_heads, inner, vocab, ctx;
+  float eps, theta;
+  bool tie;
+};
+constexpr Preset kPresets[] = {
+    // name            type     L   C     H   KV  I     V       ctx    eps    theta       tie
+    {"tiny",           "llama", 4,  64,   8,  2,  172,  96,     1024,  1e-5f, 10000.f,    true},
+    {"tiny-gpt2",      "gpt2",  4,  64,   4,  4,  256,  96,     1024,  1e-5f, 10000.f,    true},
+    {"gpt2-small",     "gpt2",  12, 768,  12, 12, 3072, 50257,  1024,  1e-5f, 10000.f,    true},
+    {"llama-small",    "llama", 12, 768,  12, 4,  2048, 32000,  2048,  1e-5f, 10000.f,    false},
+    {"smollm2-135m",   "llama", 30, 576,  9,  3,  1536, 49152,  8192,  1e-5f, 100000.f,   true},
+    {"qwen2.5-0.5b",   "qwen2", 24, 896,  14, 2,  4864, 151936, 32768, 1e-6f, 1000000.f,  true},
+    {"tinyllama-1.1b", "llama", 22, 2048, 32, 4,  5632, 32000,  2048,  1e-5f, 10000.f,    false},
+};
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& name) {
-  ModelConfig c;
-  if (name == "tiny" || name == "llama-small") {
-    const bool tiny = name == "tiny";
-    c.model_type = "llama";
-    c.arch = Arch::Llama;
-    c.n_layer = tiny ? 4 : 12;
-    c.n_embd = tiny ? 64 : 768;
-    c.n_head = tiny ? 8 : 12;
-    c.n_kv_head = tiny ? 2 : 4;
-    c.n_inner = tiny ? 172 : 2048;
-    c.vocab_size = tiny ? 96 : 32000;
-    c.n_ctx = tiny ? 1024 : 2048;
-    c.norm_eps = 1e-5f;
-    c.tie_embeddings = tiny;
-    c.qkv_bias = c.o_bias = c.mlp_bias = false;
-  } else if (name == "tiny-gpt2" || name == "gpt2-small") {
-    const bool tiny = name == "tiny-gpt2";
-    c.model_type = "gpt2";
-    c.arch = Arch::Gpt2;
-    c.n_layer = tiny ? 4 : 12;
-    c.n_embd = tiny ? 64 : 768;
-    c.n_head = tiny ? 4 : 12;
-    c.n_kv_head = c.n_head;
-    c.n_inner = 4 * c.n_embd;
-    c.vocab_size = tiny ? 96 : 50257;
-    c.n_ctx = 1024;
-    c.qkv_bias = c.o_bias = c.mlp_bias = true;
-  } else if (name == "smollm2-135m" || name == "qwen2.5-0.5b" || name == "tinyllama-1.1b") {
-    // The real checkpoints' config.json values (HuggingFaceTB/SmolLM2-135M,
-    // Qwen/Qwen2.5-0.5B, TinyLlama/TinyLlama-1.1B-Chat-v1.0).
-    struct Shape {
-      const char* type;
-      int layers, embd, heads, kv, inner, vocab, ctx;
-      float eps, theta;
-      bool tie;
-    };
-    const Shape s = name == "smollm2-135m"   ? Shape{"llama", 30, 576, 9, 3, 1536, 49152, 8192, 1e-5f, 100000.f, true}
-                    : name == "qwen2.5-0.5b" ? Shape{"qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1e-6f, 1000000.f, true}
-                                             : Shape{"llama", 22, 2048, 32, 4, 5632, 32000, 2048, 1e-5f, 10000.f, false};
-    c.model_type = s.type;
-    c.arch = Arch::Llama;
-    c.n_layer = s.layers;
-    c.n_embd = s.embd;
-    c.n_head = s.heads;
-    c.n_kv_head = s.kv;
-    c.n_inner = s.inner;
-    c.vocab_size = s.vocab;
-    c.n_ctx = s.ctx;
-    c.norm_eps = s.eps;
-    c.rope_theta = s.theta;
-    c.tie_embeddings = s.tie;
-    c.qkv_bias = c.model_type == "qwen2";
-    c.o_bias = c.mlp_bias = false;
-  } else {
-    std::string all;
-    for (const auto& n : preset_names()) all += " " + n;
-    throw Error("unknown preset '" + name + "'; choose one of:" + all, ErrorKind::Usage);
+  for (const Preset& p : kPresets) {
+    if (name != p.name) continue;
+    ModelConfig c;
+    c.model_type = p.type;
+    const bool gpt2 = c.model_type == "gpt2";
+    c.arch = gpt2 ? Arch::Gpt2 : Arch::Llama;
+    c.n_layer = p.layers;
+    c.n_embd = p.embd;
+    c.n_head = p.heads;
+    c.n_kv_head = p.kv_heads;
+    c.n_inner = p.inner;
+    c.vocab_size = p.vocab;
+    c.n_ctx = p.ctx;
+    c.norm_eps = p.eps;
+    c.rope_theta = p.theta;
+    c.tie_embeddings = p.tie;
+    c.qkv_bias = gpt2 || c.model_type == "qwen2";
+    c.o_bias = c.mlp_bias = gpt2;
+    c.head_size = c.n_embd / c.n_head;
+    return c;
   }
-  c.head_size = c.n_embd / c.n_head;
-  return c;
+  std::string all;
+  for (const auto& n : preset_names()) all += " " + n;
+  throw Error("unknown preset '" + name + "'; choose one of:" + all, ErrorKind::Usage);
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-gpt2", "gpt2-small", "llama-small", "smollm2-135m", "qwen2.5-0.5b", "tinyllama-1.1b"};
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
 }
 
 void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& dir, const std::string& tokenizer_file) {

@@ -261,22 +261,22 @@ void SafetensorsWriter::add_f32_generated(const std::string& name, std::vector<i
   entries_.push_back(std::move(e));
 }
 
-void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
+// A copy of the n = numel(shape) 4-byte values at `values`.
+void SafetensorsWriter::add_4byte(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* values) {
   Entry e;
-  e.name = name, e.dtype = DType::F32, e.shape = std::move(shape);
+  e.name = name, e.dtype = dtype, e.shape = std::move(shape);
   const int64_t n = checked_product({element_count(e.shape), 4}, "tensor '" + excerpt(name) + "'") / 4;
   e.bytes.resize(static_cast<size_t>(n) * 4);
   if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
   entries_.push_back(std::move(e));
 }
 
+void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const float* values) {
+  add_4byte(name, DType::F32, std::move(shape), values);
+}
+
 void SafetensorsWriter::add_i32(const std::string& name, std::vector<int64_t> shape, const int32_t* values) {
-  Entry e;
-  e.name = name, e.dtype = DType::I32, e.shape = std::move(shape);
-  const int64_t n = checked_product({element_count(e.shape), 4}, "tensor '" + excerpt(name) + "'") / 4;
-  e.bytes.resize(static_cast<size_t>(n) * 4);
-  if (n) std::memcpy(e.bytes.data(), values, e.bytes.size());
-  entries_.push_back(std::move(e));
+  add_4byte(name, DType::I32, std::move(shape), values);
 }
 
 void SafetensorsWriter::write(const std::string& path) const {

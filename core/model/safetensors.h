@@ -78,6 +78,7 @@ class SafetensorsWriter {
     SliceFn fill;                // generated data
     size_t size() const;         // bytes in the file
   };
+  void add_4byte(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* values);
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
