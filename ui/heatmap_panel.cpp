@@ -117,7 +117,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   float label_w = 0.f;
   std::vector<std::string> row_labels(static_cast<size_t>(rows));
   for (int i = 0; i < rows; ++i) {
-    row_labels[static_cast<size_t>(i)] = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(i)]));
+    row_labels[static_cast<size_t>(i)] = chip_label_in_window(ctx.snap.labels, tr, i, ctx.model);
     label_w = std::max(label_w, ImGui::CalcTextSize(row_labels[static_cast<size_t>(i)].c_str()).x);
   }
   const float left = std::min(label_w, fs * 6.f) + fs * 0.6f;
@@ -209,7 +209,7 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   const AppState& s = ctx.state;
   const LayerTrace& lt = tr.layers[static_cast<size_t>(s.layer)];
   const Stage stage = s.stage;
-  auto tok = [&](int p) { return chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(p)])); };
+  auto tok = [&](int p) { return chip_label_in_window(ctx.snap.labels, tr, p, ctx.model); };
   ImGui::BeginTooltip();
   if (stage_is_square(stage)) {
     const int h = s.head;

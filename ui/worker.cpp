@@ -8,6 +8,7 @@
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
+#include "ui/app_state.h"
 
 namespace attnviz::ui {
 
@@ -128,6 +129,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
         next.trace.reset();  // the old trace belongs to another model
         next.trace_text.clear();
         next.all_ids.clear();
+        next.labels.clear();
       }
       next.model = model;
     } catch (const std::exception& e) {
@@ -166,6 +168,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
     }
     next.trace_text = r.text;
     next.all_ids = ids;
+    next.labels = label_tokens(engine_->model(), ids);
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
     if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it
@@ -196,6 +199,7 @@ void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
     next.recomputed_from = engine_->last_recomputed_from();
     next.trace_text = prefix;
     next.all_ids = ids;
+    next.labels = label_tokens(engine_->model(), ids);
   } catch (const std::exception&) {
     // keep the first error; there is simply no trace
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
+#include "core/tokenize/labels.h"
 
 namespace attnviz::ui {
 
@@ -39,6 +40,7 @@ struct Snapshot {
   std::shared_ptr<const Trace> trace;  // the last GOOD trace (kept when the newest request failed)
   std::string trace_text;              // the text `trace` was computed from
   std::vector<int> all_ids;            // every token of trace_text (dropped + window)
+  std::vector<TokenLabel> labels;      // one per all_ids: readable text, bytes (token_labels)
 
   std::string error;         // why the newest request failed; empty when it ran
   std::string backend_note;  // why the GPU backend fell back to the CPU, if it did
