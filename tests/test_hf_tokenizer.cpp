@@ -113,6 +113,64 @@ TEST(HfTokenizer, InvalidUtf8NamesByteOffset) {
   }
 }
 
+// --- incremental re-tokenization ------------------------------------------------------------
+
+// Types every text character by character (with a backspace and an edit in the middle now
+// and then) through one EncodeCache: every step must give the whole-text ids, and the last
+// step Hugging Face's.
+TEST(HfTokenizer, IncrementalEqualsFullWhileTyping) {
+  const json expected = read_json(kData + "/expected-extra.json");
+  const json& texts = expected.at("texts");
+  for (const std::string name : {"gpt2", "qwen3-12k", "gpt2-prefix-space-lower", "gpt2-added-strip", "spm32k"}) {
+    const HfTokenizer& tok = variant(name);
+    EXPECT_EQ(tok.supports_incremental(), name != "spm32k") << name;
+    EncodeCache cache;
+    std::string typed;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<std::string> chars = utf8_split(texts[i].get<std::string>());
+      for (size_t c = 0; c < chars.size(); ++c) {
+        typed += chars[c];
+        ASSERT_EQ(tok.encode_incremental(typed, true, cache), tok.encode_with(typed, true)) << name << " typing " << show(typed);
+        if (c % 7 == 3) {  // backspace, then type it again
+          typed.resize(typed.size() - chars[c].size());
+          ASSERT_EQ(tok.encode_incremental(typed, true, cache), tok.encode_with(typed, true)) << name << " after backspace " << show(typed);
+          typed += chars[c];
+        }
+        if (c % 11 == 5 && typed.size() > 8) {  // an edit in the middle
+          std::string edited = typed;
+          edited.insert(edited.size() / 2 - (edited.size() / 2) % 1, " x");
+          try {
+            utf8_validate(edited);
+          } catch (const Error&) {
+            continue;
+          }
+          ASSERT_EQ(tok.encode_incremental(edited, true, cache), tok.encode_with(edited, true)) << name << " editing " << show(edited);
+        }
+      }
+      // Each text alone, typed into a fresh box, ends at Hugging Face's ids.
+      EncodeCache fresh;
+      std::string alone;
+      for (const std::string& ch : chars) tok.encode_incremental(alone += ch, true, fresh);
+      EXPECT_EQ(tok.encode_incremental(alone, true, fresh), expected[name][i].at("ids").get<std::vector<int>>()) << name << " on " << show(alone);
+      typed += "\n";
+    }
+  }
+}
+
+TEST(HfTokenizer, IncrementalRetokenizesOnlyTheEnd) {
+  const HfTokenizer& g = variant("gpt2");
+  std::string text;
+  while (g.encode(text).size() < 4000) text += "The quick brown fox jumps over the lazy dog, again and again. ";
+  EncodeCache cache;
+  g.encode_incremental(text, true, cache);
+  EXPECT_EQ(cache.retokenized_bytes, text.size());
+  for (const char* key : {"W", "o", "r", "d", " "}) {
+    text += key;
+    EXPECT_EQ(g.encode_incremental(text, true, cache), g.encode(text));
+    EXPECT_LT(cache.retokenized_bytes, 16u) << "after '" << key << "'";
+  }
+}
+
 // --- bad files: a clear error naming the file and the part ---------------------------------
 
 // A small valid tokenizer.json to break in one place at a time.

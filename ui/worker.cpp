@@ -130,6 +130,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
         next.trace_text.clear();
         next.all_ids.clear();
         next.labels.clear();
+        encode_cache_ = EncodeCache();
       }
       next.model = model;
     } catch (const std::exception& e) {
@@ -148,7 +149,10 @@ void Worker::handle(const Request& r, uint64_t serial) {
     const int n_ctx = engine_->model().config.n_ctx;
     const int bs = r.block_size >= 1 && r.block_size <= n_ctx ? r.block_size : n_ctx;
     if (bs != engine_->block_size()) engine_->set_block_size(bs);
-    const std::vector<int> ids = encode_text(engine_->model(), r.text);
+    // Re-tokenizes only from the pre-token the edit touched (where the tokenizer allows it).
+    const Model& model = engine_->model();
+    const std::vector<int> ids =
+        model.tokenizer ? model.tokenizer->encode_incremental(r.text, true, encode_cache_) : encode_text(model, r.text);
     if (ids.empty()) {
       next.error = "type some text: the model needs at least one token";
       publish();

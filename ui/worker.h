@@ -93,6 +93,7 @@ class Worker {
   std::string engine_model_, engine_backend_;
   std::string backend_note_;
   bool random_weights_ = false;
+  EncodeCache encode_cache_;  // the last text's tokens, for incremental re-tokenization
   double load_ms_ = 0.0;
   uint64_t trace_serial_ = 0;
   std::string load_error_;
