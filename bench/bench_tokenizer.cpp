@@ -78,8 +78,9 @@ const std::string& chinese(size_t bytes) {
   std::string& t = texts[bytes];
   if (!t.empty()) return t;
   std::ifstream in(kSource + "/assets/models/poems-zh/tokenizer.json");
+  const nlohmann::json vocab = nlohmann::json::parse(in).at("vocab");
   std::vector<std::string> chars;
-  for (const auto& p : nlohmann::json::parse(in).at("vocab"))
+  for (const auto& p : vocab)
     if (p.get<std::string>().size() == 3) chars.push_back(p.get<std::string>());  // CJK characters
   std::mt19937 rng(11);
   int since = 0;
