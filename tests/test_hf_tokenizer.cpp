@@ -13,6 +13,9 @@
 #include "core/tokenize/labels.h"
 #include "test_util.h"
 
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
 namespace attnviz {
 namespace {
 
@@ -254,6 +257,44 @@ TEST(HfTokenizer, LoadTokenizerPicksTheFile) {
   fs::remove(d + "/tokenizer.json");
   std::ofstream(d + "/tokenizer.model") << "this is not a protobuf";
   EXPECT_THROW(load_tokenizer(d), Error);
+}
+
+// --- SentencePiece tokenizer.model --------------------------------------------------------
+
+// A small BPE model trained here with SentencePiece's own trainer (byte fallback on). Its
+// ids must be SentencePiece's own, after BOS (Hugging Face's Llama tokenizer does the same).
+TEST(SentencePiece, TokenizerModelGivesSentencePieceIdsAfterBos) {
+  const std::string dir = test::temp_dir("spm");
+  std::string corpus;
+  const json texts = read_json(kData + "/texts.json");
+  for (int r = 0; r < 20; ++r)
+    for (const auto& t : texts) corpus += t.get<std::string>() + "\n";
+  test::write_bytes(dir + "/corpus.txt", corpus);
+  const auto st = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + dir + "/corpus.txt --model_prefix=" + dir + "/tokenizer --vocab_size=700 --model_type=bpe "
+      "--byte_fallback=true --character_coverage=0.99 --minloglevel=2");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.Load(dir + "/tokenizer.model").ok());
+  auto tok = load_tokenizer(dir);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  for (const std::string text : {"Hello world! The quick brown fox.", "春江潮水 龘 unseen", ""}) {
+    std::vector<int> want = sp.EncodeAsIds(text);
+    want.insert(want.begin(), sp.bos_id());
+    EXPECT_EQ(tok->encode(text), want) << text;
+    EXPECT_EQ(tok->encode_with(text, false), std::vector<int>(want.begin() + 1, want.end())) << text;
+    EXPECT_EQ(tok->decode(tok->encode_with(text, false)), text);
+  }
+  // Labels: ▁ as a space; 龘 (not in the vocabulary) as byte tokens, whole then "…".
+  const std::vector<int> ids = tok->encode_with("a 龘", false);
+  const auto labels = token_labels(*tok, ids);
+  std::string joined;
+  for (const TokenLabel& l : labels) joined += l.text + "|";
+  EXPECT_NE(joined.find("龘|\xE2\x80\xA6|\xE2\x80\xA6|"), std::string::npos) << joined;
+  EXPECT_EQ(labels[0].text.substr(0, 1), " ") << joined;
+  std::ofstream(dir + "/tokenizer.model", std::ios::trunc) << "not a protobuf";
+  EXPECT_THROW(load_tokenizer(dir), Error);
 }
 
 // --- labels --------------------------------------------------------------------------------
