@@ -13,6 +13,9 @@
 #include "core/tokenize/labels.h"
 #include "test_util.h"
 
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
 namespace attnviz {
 namespace {
 
@@ -113,6 +116,64 @@ TEST(HfTokenizer, InvalidUtf8NamesByteOffset) {
   }
 }
 
+// --- incremental re-tokenization ------------------------------------------------------------
+
+// Types every text character by character (with a backspace and an edit in the middle now
+// and then) through one EncodeCache: every step must give the whole-text ids, and the last
+// step Hugging Face's.
+TEST(HfTokenizer, IncrementalEqualsFullWhileTyping) {
+  const json expected = read_json(kData + "/expected-extra.json");
+  const json& texts = expected.at("texts");
+  for (const std::string name : {"gpt2", "qwen3-12k", "gpt2-prefix-space-lower", "gpt2-added-strip", "spm32k"}) {
+    const HfTokenizer& tok = variant(name);
+    EXPECT_EQ(tok.supports_incremental(), name != "spm32k") << name;
+    EncodeCache cache;
+    std::string typed;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<std::string> chars = utf8_split(texts[i].get<std::string>());
+      for (size_t c = 0; c < chars.size(); ++c) {
+        typed += chars[c];
+        ASSERT_EQ(tok.encode_incremental(typed, true, cache), tok.encode_with(typed, true)) << name << " typing " << show(typed);
+        if (c % 7 == 3) {  // backspace, then type it again
+          typed.resize(typed.size() - chars[c].size());
+          ASSERT_EQ(tok.encode_incremental(typed, true, cache), tok.encode_with(typed, true)) << name << " after backspace " << show(typed);
+          typed += chars[c];
+        }
+        if (c % 11 == 5 && typed.size() > 8) {  // an edit in the middle
+          std::string edited = typed;
+          edited.insert(edited.size() / 2 - (edited.size() / 2) % 1, " x");
+          try {
+            utf8_validate(edited);
+          } catch (const Error&) {
+            continue;
+          }
+          ASSERT_EQ(tok.encode_incremental(edited, true, cache), tok.encode_with(edited, true)) << name << " editing " << show(edited);
+        }
+      }
+      // Each text alone, typed into a fresh box, ends at Hugging Face's ids.
+      EncodeCache fresh;
+      std::string alone;
+      for (const std::string& ch : chars) tok.encode_incremental(alone += ch, true, fresh);
+      EXPECT_EQ(tok.encode_incremental(alone, true, fresh), expected[name][i].at("ids").get<std::vector<int>>()) << name << " on " << show(alone);
+      typed += "\n";
+    }
+  }
+}
+
+TEST(HfTokenizer, IncrementalRetokenizesOnlyTheEnd) {
+  const HfTokenizer& g = variant("gpt2");
+  std::string text;
+  while (g.encode(text).size() < 4000) text += "The quick brown fox jumps over the lazy dog, again and again. ";
+  EncodeCache cache;
+  g.encode_incremental(text, true, cache);
+  EXPECT_EQ(cache.retokenized_bytes, text.size());
+  for (const char* key : {"W", "o", "r", "d", " "}) {
+    text += key;
+    EXPECT_EQ(g.encode_incremental(text, true, cache), g.encode(text));
+    EXPECT_LT(cache.retokenized_bytes, 16u) << "after '" << key << "'";
+  }
+}
+
 // --- bad files: a clear error naming the file and the part ---------------------------------
 
 // A small valid tokenizer.json to break in one place at a time.
@@ -196,6 +257,44 @@ TEST(HfTokenizer, LoadTokenizerPicksTheFile) {
   fs::remove(d + "/tokenizer.json");
   std::ofstream(d + "/tokenizer.model") << "this is not a protobuf";
   EXPECT_THROW(load_tokenizer(d), Error);
+}
+
+// --- SentencePiece tokenizer.model --------------------------------------------------------
+
+// A small BPE model trained here with SentencePiece's own trainer (byte fallback on). Its
+// ids must be SentencePiece's own, after BOS (Hugging Face's Llama tokenizer does the same).
+TEST(SentencePiece, TokenizerModelGivesSentencePieceIdsAfterBos) {
+  const std::string dir = test::temp_dir("spm");
+  std::string corpus;
+  const json texts = read_json(kData + "/texts.json");
+  for (int r = 0; r < 20; ++r)
+    for (const auto& t : texts) corpus += t.get<std::string>() + "\n";
+  test::write_bytes(dir + "/corpus.txt", corpus);
+  const auto st = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + dir + "/corpus.txt --model_prefix=" + dir + "/tokenizer --vocab_size=700 --model_type=bpe "
+      "--byte_fallback=true --character_coverage=0.99 --minloglevel=2");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.Load(dir + "/tokenizer.model").ok());
+  auto tok = load_tokenizer(dir);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  for (const std::string text : {"Hello world! The quick brown fox.", "春江潮水 龘 unseen", ""}) {
+    std::vector<int> want = sp.EncodeAsIds(text);
+    want.insert(want.begin(), sp.bos_id());
+    EXPECT_EQ(tok->encode(text), want) << text;
+    EXPECT_EQ(tok->encode_with(text, false), std::vector<int>(want.begin() + 1, want.end())) << text;
+    EXPECT_EQ(tok->decode(tok->encode_with(text, false)), text);
+  }
+  // Labels: ▁ as a space; 龘 (not in the vocabulary) as byte tokens, whole then "…".
+  const std::vector<int> ids = tok->encode_with("a 龘", false);
+  const auto labels = token_labels(*tok, ids);
+  std::string joined;
+  for (const TokenLabel& l : labels) joined += l.text + "|";
+  EXPECT_NE(joined.find("龘|\xE2\x80\xA6|\xE2\x80\xA6|"), std::string::npos) << joined;
+  EXPECT_EQ(labels[0].text.substr(0, 1), " ") << joined;
+  std::ofstream(dir + "/tokenizer.model", std::ios::trunc) << "not a protobuf";
+  EXPECT_THROW(load_tokenizer(dir), Error);
 }
 
 // --- labels --------------------------------------------------------------------------------

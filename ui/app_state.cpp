@@ -87,6 +87,23 @@ std::string token_text(const Model* m, int id) {
   return "<" + std::to_string(id) + ">";
 }
 
+std::vector<TokenLabel> label_tokens(const Model& m, const std::vector<int>& ids) {
+  if (m.tokenizer) return token_labels(*m.tokenizer, ids);
+  std::vector<TokenLabel> out(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) out[k].text = token_text(&m, ids[k]);
+  return out;
+}
+
+std::string chip_label_at(const std::vector<TokenLabel>& labels, size_t k, const Model* m, int id) {
+  return chip_label(k < labels.size() ? labels[k].text : token_text(m, id));
+}
+
+std::string chip_label_in_window(const std::vector<TokenLabel>& labels, const Trace& tr, int pos, const Model* m) {
+  const int id = tr.tokens[static_cast<size_t>(pos)];
+  const bool covers = labels.size() == static_cast<size_t>(tr.dropped) + tr.tokens.size();
+  return chip_label_at(labels, covers ? static_cast<size_t>(tr.dropped + pos) : labels.size(), m, id);
+}
+
 std::string chip_label(const std::string& piece) {
   if (piece.empty()) return "\xE2\x88\x85";  // ∅
   std::string out;

@@ -14,6 +14,7 @@
 #include "core/model/config.h"
 #include "core/model/model.h"
 #include "core/engine/trace.h"
+#include "core/tokenize/labels.h"
 
 namespace attnviz::ui {
 
@@ -86,6 +87,13 @@ WindowInfo window_info(int total_tokens, int block_size);
 
 // The text of token `id` from the model's tokenizer ("<id>" when it has none).
 std::string token_text(const Model* m, int id);
+// Readable labels of a token sequence (token_labels; "<id>" when the model has no tokenizer).
+std::vector<TokenLabel> label_tokens(const Model& m, const std::vector<int>& ids);
+// The chip label of token k of a sequence: labels[k] when there, else token_text of `id`.
+std::string chip_label_at(const std::vector<TokenLabel>& labels, size_t k, const Model* m, int id);
+// The chip label of window position `pos` of `tr`, when `labels` covers every token of the
+// text the trace was run on (dropped + window).
+std::string chip_label_in_window(const std::vector<TokenLabel>& labels, const Trace& tr, int pos, const Model* m);
 
 // A token's text made visible on a chip: space → "␣", newline → "↵", tab → "⇥", other
 // control characters → "\xNN"; empty → "∅".

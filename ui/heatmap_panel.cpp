@@ -120,7 +120,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const float fs = ImGui::GetFontSize();
   m.row_labels.resize(m.rows);
   for (int i = 0; i < m.rows; ++i) {
-    m.row_labels[i] = chip_label(token_text(ctx.model, tr.tokens[i]));
+    m.row_labels[i] = chip_label_in_window(ctx.snap.labels, tr, i, ctx.model);
     m.label_w = std::max(m.label_w, ImGui::CalcTextSize(m.row_labels[i].c_str()).x);
   }
   m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
@@ -221,7 +221,7 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   const AppState& s = ctx.state;
   const LayerTrace& lt = tr.layers[s.layer];
   const Stage stage = s.stage;
-  auto tok = [&](int p) { return chip_label(token_text(ctx.model, tr.tokens[p])); };
+  auto tok = [&](int p) { return chip_label_in_window(ctx.snap.labels, tr, p, ctx.model); };
   ImGui::BeginTooltip();
   if (stage_is_square(stage)) {
     const int h = s.head;

@@ -82,7 +82,7 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     const int id = all[k];
     const bool in_window = k >= w.dropped;
     const int pos = k - w.dropped;  // position in the window
-    const std::string lab = chip_label(token_text(ctx.model, id));
+    const std::string lab = chip_label_at(ctx.snap.labels, static_cast<size_t>(k), ctx.model, id);
     const float cw = std::max(ImGui::CalcTextSize(lab.c_str()).x + 2 * pad, chip_h * 0.8f);
     const ImVec2 a(x, origin.y), b(x + cw, origin.y + chip_h);
     if (in_window) {
@@ -108,6 +108,9 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
         ImGui::Text("'%s' id %d, window position %d (row and column %d in the heatmaps)", lab.c_str(), id, pos, pos);
       else
         ImGui::Text("'%s' id %d fell out of the window: the model no longer sees it", lab.c_str(), id);
+      if (static_cast<size_t>(k) < ctx.snap.labels.size() && !ctx.snap.labels[static_cast<size_t>(k)].bytes.empty())
+        ImGui::Text("bytes %s%s", hex_bytes(ctx.snap.labels[static_cast<size_t>(k)].bytes).c_str(),
+                    ctx.snap.labels[static_cast<size_t>(k)].continues ? " (continues the character before)" : "");
       ImGui::EndTooltip();
     }
     x = b.x + gap;

@@ -8,6 +8,7 @@
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
+#include "ui/app_state.h"
 
 namespace attnviz::ui {
 
@@ -128,6 +129,8 @@ void Worker::handle(const Request& r, uint64_t serial) {
         next.trace.reset();  // the old trace belongs to another model
         next.trace_text.clear();
         next.all_ids.clear();
+        next.labels.clear();
+        encode_cache_ = EncodeCache();
       }
       next.model = model;
     } catch (const std::exception& e) {
@@ -146,7 +149,10 @@ void Worker::handle(const Request& r, uint64_t serial) {
     const int n_ctx = engine_->model().config.n_ctx;
     const int bs = r.block_size >= 1 && r.block_size <= n_ctx ? r.block_size : n_ctx;
     if (bs != engine_->block_size()) engine_->set_block_size(bs);
-    const std::vector<int> ids = encode_text(engine_->model(), r.text);
+    // Re-tokenizes only from the pre-token the edit touched (where the tokenizer allows it).
+    const Model& model = engine_->model();
+    const std::vector<int> ids =
+        model.tokenizer ? model.tokenizer->encode_incremental(r.text, true, encode_cache_) : encode_text(model, r.text);
     if (ids.empty()) {
       next.error = "type some text: the model needs at least one token";
       publish();
@@ -166,6 +172,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
     }
     next.trace_text = r.text;
     next.all_ids = ids;
+    next.labels = label_tokens(engine_->model(), ids);
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
     if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it
@@ -196,6 +203,7 @@ void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
     next.recomputed_from = engine_->last_recomputed_from();
     next.trace_text = prefix;
     next.all_ids = ids;
+    next.labels = label_tokens(engine_->model(), ids);
   } catch (const std::exception&) {
     // keep the first error; there is simply no trace
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
+#include "core/tokenize/labels.h"
 
 namespace attnviz::ui {
 
@@ -39,6 +40,7 @@ struct Snapshot {
   std::shared_ptr<const Trace> trace;  // the last GOOD trace (kept when the newest request failed)
   std::string trace_text;              // the text `trace` was computed from
   std::vector<int> all_ids;            // every token of trace_text (dropped + window)
+  std::vector<TokenLabel> labels;      // one per all_ids: readable text, bytes (token_labels)
 
   std::string error;         // why the newest request failed; empty when it ran
   std::string backend_note;  // why the GPU backend fell back to the CPU, if it did
@@ -91,6 +93,7 @@ class Worker {
   std::string engine_model_, engine_backend_;
   std::string backend_note_;
   bool random_weights_ = false;
+  EncodeCache encode_cache_;  // the last text's tokens, for incremental re-tokenization
   double load_ms_ = 0.0;
   uint64_t trace_serial_ = 0;
   std::string load_error_;

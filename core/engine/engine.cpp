@@ -16,7 +16,7 @@ void check_token_ids(const std::vector<int>& ids, int vocab_size) {
 
 std::vector<int> encode_text(const Model& m, const std::string& text) {
   if (!m.tokenizer)
-    throw Error("model '" + m.name + "' has no tokenizer.json, so text cannot be encoded\n"
+    throw Error("model '" + m.name + "' has no tokenizer.json or tokenizer.model, so text cannot be encoded\n"
                 "  HINT: pass token ids with --tokens 1,2,3.");
   return m.tokenizer->encode(text);
 }

@@ -9,6 +9,7 @@
 #include "core/limits.h"
 #include "core/export/image.h"
 #include "core/model/safetensors.h"
+#include "core/tokenize/labels.h"
 #include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
@@ -259,7 +260,10 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
                     " are 0 … " + std::to_string(heads - 1),
                 ErrorKind::Usage);
   std::vector<std::string> tokens;
-  for (int id : tr.tokens) tokens.push_back(m.tokenizer ? display_piece(m.tokenizer->piece(id)) : std::to_string(id));
+  if (m.tokenizer)
+    for (const TokenLabel& l : token_labels(*m.tokenizer, tr.tokens)) tokens.push_back(display_piece(l.text));
+  else
+    for (int id : tr.tokens) tokens.push_back(std::to_string(id));
   std::vector<MatrixView> views;
   for (int l = o.layer < 0 ? 0 : o.layer; l < (o.layer < 0 ? L : o.layer + 1); ++l)
     for (int h = o.head < 0 ? 0 : o.head; h < (o.head < 0 ? heads : o.head + 1); ++h) {

@@ -388,47 +388,137 @@ HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
                        [](const AddedToken* x, const AddedToken* y) { return x->content.size() > y->content.size(); });
 }
 
-std::vector<HfTokenizer::Section> HfTokenizer::pre_tokens(std::string_view text) const {
+bool HfTokenizer::supports_incremental() const {
+  return !pre_tokenizers_.empty() && cuts_independently(pre_tokenizers_[0]);
+}
+
+std::string HfTokenizer::first_step_input(std::string normalized) const {
+  const PreTokenizer& st = pre_tokenizers_[0];
+  if (st.kind == PreTokenizer::ByteLevel && st.add_prefix_space && (normalized.empty() || normalized[0] != ' '))
+    normalized.insert(0, 1, ' ');
+  return normalized;
+}
+
+void HfTokenizer::encode_tail(const std::string& x, size_t from, bool at_start, std::vector<int>& ids,
+                              std::vector<size_t>* piece_begin, std::vector<size_t>* piece_ids) const {
+  const PreTokenizer& first = pre_tokenizers_[0];
+  const std::vector<PreTokenizer> rest(pre_tokenizers_.begin() + 1, pre_tokenizers_.end());
+  std::vector<PreToken> pieces;
+  for (const Span& sp : first_cut(first, x, from)) {
+    if (piece_begin) piece_begin->push_back(sp.begin);
+    if (piece_ids) piece_ids->push_back(ids.size());
+    std::string t = x.substr(sp.begin, sp.end - sp.begin);
+    if (first.kind == PreTokenizer::ByteLevel) t = bytes_to_unicode(t);
+    pieces.assign(1, PreToken{std::move(t), at_start && sp.begin == 0});
+    if (!rest.empty()) pre_tokenize(rest, pieces);
+    for (const PreToken& pt : pieces) bpe_encode(bpe_, pt.text, ids);
+  }
+}
+
+std::vector<int> HfTokenizer::encode_full(std::string_view text, EncodeCache* cache) const {
   utf8_validate(text);
-  std::vector<Section> out;
+  const bool incremental = supports_incremental();
+  std::vector<int> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (cache) {
+    cache->valid = false;
+    cache->tail.clear();
+    cache->piece_begin.clear();
+    cache->piece_ids.clear();
+    cache->tail_begin = text.size();
+  }
   std::vector<Part> first, second;
   split_added(index_->raw, std::string(text), true, first);
-  for (Part& p : first) {
+  for (size_t i = 0; i < first.size(); ++i) {
+    Part& p = first[i];
     if (p.added_id >= 0) {
-      out.push_back({"", p.added_id});
+      ids.push_back(p.added_id);
       continue;
     }
+    const size_t raw_len = p.text.size();
     second.clear();
     split_added(index_->norm, normalize(normalizers_, std::move(p.text)), p.at_start, second);
     for (Part& q : second) {
       if (q.added_id >= 0) {
-        out.push_back({"", q.added_id});
-        continue;
+        ids.push_back(q.added_id);
+      } else if (incremental) {
+        const bool is_tail = cache && i + 1 == first.size() && second.size() == 1;
+        std::string x = first_step_input(std::move(q.text));
+        encode_tail(x, 0, q.at_start, ids, is_tail ? &cache->piece_begin : nullptr, is_tail ? &cache->piece_ids : nullptr);
+        if (is_tail) {
+          cache->tail_begin = text.size() - raw_len;
+          cache->tail = std::move(x);
+        }
+      } else {
+        std::vector<PreToken> pieces{{std::move(q.text), q.at_start}};
+        pre_tokenize(pre_tokenizers_, pieces);
+        for (const PreToken& pt : pieces) bpe_encode(bpe_, pt.text, ids);
       }
-      std::vector<PreToken> pieces{{std::move(q.text), q.at_start}};
-      pre_tokenize(pre_tokenizers_, pieces);
-      for (PreToken& pt : pieces) out.push_back({std::move(pt.text), -1});
     }
   }
-  return out;
+  if (cache) {
+    cache->owner = this;
+    cache->text.assign(text);
+    cache->ids = ids;
+    cache->valid = incremental;
+    cache->retokenized_bytes = text.size();
+  }
+  return ids;
+}
+
+std::vector<int> HfTokenizer::add_special_tokens(std::vector<int> ids) const {
+  for (const auto& tpl : templates_) {
+    std::vector<int> wrapped;
+    wrapped.reserve(ids.size() + 4);
+    for (const TemplatePiece& p : tpl)
+      wrapped.insert(wrapped.end(), p.special ? p.ids.begin() : ids.begin(), p.special ? p.ids.end() : ids.end());
+    ids.swap(wrapped);
+  }
+  return ids;
 }
 
 std::vector<int> HfTokenizer::encode_with(std::string_view text, bool add_special) const {
-  std::vector<int> ids;
-  ids.reserve(text.size() / 3 + 4);
-  for (const Section& s : pre_tokens(text)) {
-    if (s.added_id >= 0) ids.push_back(s.added_id);
-    else bpe_encode(bpe_, s.text, ids);
-  }
-  if (add_special)
-    for (const auto& tpl : templates_) {
-      std::vector<int> wrapped;
-      wrapped.reserve(ids.size() + 4);
-      for (const TemplatePiece& p : tpl)
-        wrapped.insert(wrapped.end(), p.special ? p.ids.begin() : ids.begin(), p.special ? p.ids.end() : ids.end());
-      ids.swap(wrapped);
-    }
-  return ids;
+  std::vector<int> ids = encode_full(text, nullptr);
+  return add_special ? add_special_tokens(std::move(ids)) : ids;
+}
+
+std::vector<int> HfTokenizer::encode_incremental(std::string_view text, bool add_special, EncodeCache& c) const {
+  auto full = [&] {
+    std::vector<int> ids = encode_full(text, &c);
+    return add_special ? add_special_tokens(std::move(ids)) : ids;
+  };
+  if (!c.valid || c.owner != this || c.tail_begin > text.size()) return full();
+  utf8_validate(text);
+  size_t same = 0;  // bytes the old and new text share at the start
+  const size_t n = std::min(c.text.size(), text.size());
+  while (same < n && c.text[same] == text[same]) ++same;
+  if (same < c.tail_begin) return full();
+  // The new tail must still be one section: no added token made by the edit.
+  std::vector<Part> parts;
+  split_added(index_->raw, std::string(text.substr(c.tail_begin)), c.tail_begin == 0, parts);
+  if (parts.size() != 1 || parts[0].added_id >= 0) return full();
+  std::vector<Part> norm_parts;
+  split_added(index_->norm, normalize(normalizers_, std::move(parts[0].text)), parts[0].at_start, norm_parts);
+  if (norm_parts.size() != 1 || norm_parts[0].added_id >= 0) return full();
+  std::string x = first_step_input(std::move(norm_parts[0].text));
+  size_t q = 0;
+  const size_t m = std::min(c.tail.size(), x.size());
+  while (q < m && c.tail[q] == x[q]) ++q;
+  // Restart two pieces before the first changed byte (the one holding it may grow or
+  // shrink, and the one before it saw the changed text through look-ahead).
+  size_t k = 0;
+  while (k + 1 < c.piece_begin.size() && c.piece_begin[k + 1] < q) ++k;
+  if (k < 2) return full();
+  k -= 1;
+  c.ids.resize(c.piece_ids[k]);
+  const size_t from = c.piece_begin[k];
+  c.piece_begin.resize(k);
+  c.piece_ids.resize(k);
+  encode_tail(x, from, norm_parts[0].at_start, c.ids, &c.piece_begin, &c.piece_ids);
+  c.retokenized_bytes = x.size() - from;
+  c.tail = std::move(x);
+  c.text.assign(text);
+  return add_special ? add_special_tokens(c.ids) : c.ids;
 }
 
 const std::string& HfTokenizer::raw_token(int id) const {

@@ -100,6 +100,17 @@ struct PreToken {
 // Runs the steps in order over `pieces` (each step over every piece); empty pieces drop.
 void pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<PreToken>& pieces);
 
+// Incremental re-tokenization rests on these two. A first step "cuts independently" when
+// it cuts a string into pieces by a regex whose matches and gaps become the pieces
+// (ByteLevel with use_regex; Split, Isolated, not inverted): then cutting s from a piece
+// boundary b gives the same pieces after b as cutting all of s, as long as the regex looks
+// at most one piece past a match (true of GPT-2's, Llama 3's and Qwen's patterns: no
+// look-behind, look-ahead of one character).
+bool cuts_independently(const PreTokenizer& st);
+// The pieces such a step cuts s[from, end) into, as spans of s (ByteLevel: before the
+// byte mapping, which the caller applies per piece).
+std::vector<Span> first_cut(const PreTokenizer& st, std::string_view s, size_t from);
+
 // GPT-2's byte ↔ character table: byte b is shown as code point byte_to_cp(b).
 uint32_t byte_to_cp(unsigned char b);
 // Code point → byte, or -1 when the code point is not in the table.
@@ -154,6 +165,12 @@ class HfTokenizer : public Tokenizer {
 
   std::vector<int> encode(std::string_view text) const override { return encode_with(text, true); }
   std::vector<int> encode_with(std::string_view text, bool add_special) const override;
+  // Incremental when the first pre-tokenizer cuts independently (hf::cuts_independently):
+  // GPT-2, Llama 3, Qwen and other byte-level BPE files. The text up to the first changed
+  // byte keeps its ids, except the last two pieces before it, which are cut again; an edit
+  // before the last added token, or one that makes or breaks an added token, runs in full.
+  std::vector<int> encode_incremental(std::string_view text, bool add_special, EncodeCache& cache) const override;
+  bool supports_incremental() const override;
   std::string piece(int id) const override;
   std::string token_bytes(int id) const override;
   bool is_special(int id) const override;
@@ -163,16 +180,19 @@ class HfTokenizer : public Tokenizer {
   // The vocabulary entry of `id` as written in the file ("Ġthe", "▁the", "<0x0A>").
   const std::string& raw_token(int id) const;
 
-  // Pre-tokens of `text` after added-token splitting, normalization and pre-tokenization;
-  // added tokens appear as themselves with `added` set. For tests and incremental use.
-  struct Section {
-    std::string text;
-    int added_id = -1;  // ≥ 0: this section is that added token
-  };
-  std::vector<Section> pre_tokens(std::string_view text) const;
 
  private:
   std::vector<std::string> decode_chain(std::vector<std::string> tokens, bool for_label) const;
+  // The whole pipeline without post-processing; fills `cache` (when given) for the next
+  // incremental call.
+  std::vector<int> encode_full(std::string_view text, EncodeCache* cache) const;
+  // Cuts x[from, end) with the first pre-tokenizer, runs the others and BPE per piece,
+  // appending ids (and, when given, each piece's begin in x and first id index).
+  void encode_tail(const std::string& x, size_t from, bool at_start, std::vector<int>& ids,
+                   std::vector<size_t>* piece_begin, std::vector<size_t>* piece_ids) const;
+  // The section as the first pre-tokenizer sees it (ByteLevel's prefix space added).
+  std::string first_step_input(std::string normalized) const;
+  std::vector<int> add_special_tokens(std::vector<int> ids) const;
 
   std::string name_;
   hf::Bpe bpe_;

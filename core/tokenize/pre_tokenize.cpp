@@ -225,8 +225,33 @@ void replace_spaces(std::string& s, const std::string& with) {
 
 }  // namespace
 
-void pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<PreToken>& pieces) {
+const Pattern& gpt2_split_pattern() {
   static const Pattern gpt2{"", std::make_shared<Regex>(gpt2_pattern(), "ByteLevel")};
+  return gpt2;
+}
+
+bool cuts_independently(const PreTokenizer& st) {
+  return (st.kind == PreTokenizer::ByteLevel && st.use_regex) ||
+         (st.kind == PreTokenizer::Split && st.behavior == Behavior::Isolated && !st.invert);
+}
+
+std::vector<Span> first_cut(const PreTokenizer& st, std::string_view s, size_t from) {
+  const Pattern& p = st.kind == PreTokenizer::ByteLevel ? gpt2_split_pattern() : st.pattern;
+  std::vector<Span> out;
+  size_t prev = from;
+  for (Span h : p.find_all(s.substr(from))) {
+    h.begin += from;
+    h.end += from;
+    if (h.begin > prev) out.push_back({prev, h.begin});
+    if (h.end > h.begin) out.push_back(h);
+    prev = h.end;
+  }
+  if (prev < s.size()) out.push_back({prev, s.size()});
+  return out;
+}
+
+void pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<PreToken>& pieces) {
+  const Pattern& gpt2 = gpt2_split_pattern();
   for (const PreTokenizer& st : steps) {
     std::vector<PreToken> next;
     next.reserve(pieces.size() * 2);

@@ -13,6 +13,20 @@
 
 namespace attnviz {
 
+// What Tokenizer::encode_incremental keeps between calls (one per text box). Plain data;
+// a cache made for one tokenizer is simply rebuilt when used with another.
+struct EncodeCache {
+  const void* owner = nullptr;      // the tokenizer that filled it
+  std::string text;                 // the last text
+  std::vector<int> ids;             // its ids before BOS/EOS were added
+  size_t tail_begin = 0;            // byte in `text` where its last section (after the last added token) begins
+  std::string tail;                 // that section as the first pre-tokenizer saw it (normalized)
+  std::vector<size_t> piece_begin;  // where each first-step piece begins in `tail`
+  std::vector<size_t> piece_ids;    // index in `ids` of each piece's first id
+  bool valid = false;
+  size_t retokenized_bytes = 0;     // last call: bytes of (normalized) text tokenized again
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -24,6 +38,13 @@ class Tokenizer {
     (void)add_special;
     return encode(text);
   }
+  // Same ids as encode_with, re-tokenizing only from the pre-token an edit touched when the
+  // tokenizer allows it (supports_incremental); otherwise the whole text.
+  virtual std::vector<int> encode_incremental(std::string_view text, bool add_special, EncodeCache& cache) const {
+    cache.retokenized_bytes = text.size();
+    return encode_with(text, add_special);
+  }
+  virtual bool supports_incremental() const { return false; }
   // The text of one token (for labels), valid UTF-8; "<id>" style text for ids it cannot
   // show. A token holding part of a character shows its bytes as <0xNN>.
   virtual std::string piece(int id) const = 0;
