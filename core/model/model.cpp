@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "core/error.h"
+#include "core/model/gguf.h"
+#include "core/model/gguf_model.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 
@@ -32,6 +36,18 @@ long long Model::parameter_count() const {
   long long n = 0;
   for (const WeightSpan& s : weight_spans(weights)) n += s.size;
   return n;
+}
+
+std::string Model::stored_types_str() const {
+  std::string s;
+  for (size_t i = 0; i < stored_types.size(); ++i)
+    s += (i ? ", " : "") + stored_types[i].first + " " + std::to_string(stored_types[i].second) + (i ? "" : " tensors");
+  return s;
+}
+
+void Model::set_stored_types(const std::map<std::string, int>& counts) {
+  stored_types.assign(counts.begin(), counts.end());
+  std::stable_sort(stored_types.begin(), stored_types.end(), [](auto& a, auto& b) { return a.second > b.second; });
 }
 
 namespace {
@@ -163,9 +179,13 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   auto m = std::make_shared<Model>();
   m->name = spec;
   m->dir = resolve_model_dir(spec);
+  if (!is_dir(m->dir) && looks_like_gguf(m->dir)) {
+    load_gguf_model(GgufFile::open(m->dir), *m);
+    return m;
+  }
   if (!is_dir(m->dir))
     throw Error("model directory '" + m->dir + "' does not exist\n  HINT: pass a folder holding config.json and "
-                "model.safetensors, or builtin:NAME (attnviz-cli info --list shows them).");
+                "model.safetensors, a FILE.gguf, or builtin:NAME (attnviz-cli info --list shows them).");
   const std::string cfg_path = m->dir + "/config.json";
   std::ifstream in(cfg_path);
   if (!in) throw Error("'" + cfg_path + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
@@ -177,6 +197,9 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   }
   m->config = parse_config(j, cfg_path);
   const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
+  std::map<std::string, int> types;
+  for (const auto& t : f.tensors()) ++types[dtype_name(t.dtype)];
+  m->set_stored_types(types);
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights);
   else load_llama(m->config, f, m->weights);
   m->tokenizer = load_tokenizer(m->dir);
