@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   std::string screenshot;
   int frames = 5;
   int wait_s = 300;
-  cli.add_option("--model", opt.model, "model directory or builtin:NAME (default: builtin:fortunes-en, else a generated random model)");
+  cli.add_option("--model", opt.model, "model directory, FILE.gguf or builtin:NAME (default: builtin:fortunes-en, else a generated random model)");
   cli.add_option("--text", opt.text, "text to start with");
   cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
   cli.add_option("--head", opt.head, "query head to show (0-based)")->check(CLI::NonNegativeNumber);

@@ -205,11 +205,23 @@ struct PairWriter {
     return v;
   }
 
-  // A weight stored in GGUF as (rows, cols) of `type`; returns its float32 values.
+  // A weight stored in GGUF as (rows, cols) of `type`; returns its float32 values. Rows
+  // that are not whole blocks of `type` fall back to a 32-element type, as llama.cpp's
+  // quantizer does (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0; for Q2_K / Q3_K llama.cpp
+  // takes IQ4_NL, which attnviz does not read, so Q4_0 here).
   std::vector<float> weight(const std::string& name, int64_t rows, int64_t cols) {
-    std::string b = random_tensor_bytes(type, rows * cols, rng());
-    auto v = dequantized(b, type, rows * cols);
-    gguf.add_tensor(name, {rows, cols}, type, std::move(b));
+    GgmlType t = type;
+    if (cols % ggml_type_info(t).block_elems != 0) {
+      switch (t) {
+        case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
+        case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
+        case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
+        default: t = GgmlType::Q4_0; break;
+      }
+    }
+    std::string b = random_tensor_bytes(t, rows * cols, rng());
+    auto v = dequantized(b, t, rows * cols);
+    gguf.add_tensor(name, {rows, cols}, t, std::move(b));
     return v;
   }
   // A 1-D F32 tensor: `base` + N(0, 0.1²).
