@@ -1,6 +1,7 @@
 #include "core/model/gguf_quant.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/model/safetensors.h"  // half_to_float, bf16_to_float
 
@@ -25,6 +26,16 @@ uint32_t u32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 float f16(const uint8_t* p) { return half_to_float(u16(p)); }
+
+// Every fp16 bit pattern's value (256 KiB), built once: F16 tensors are converted by lookup.
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
 
 // --- 32-element blocks. Element j < 16 takes the low nibble of qs[j], j ≥ 16 the high
 // nibble of qs[j − 16].
@@ -206,9 +217,11 @@ void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst) {
     case GgmlType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * 4);  // GGUF data is little-endian, as is every host we build for
       return;
-    case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16(src + 2 * i);
+    case GgmlType::F16: {
+      const float* table = half_table();
+      for (int64_t i = 0; i < n; ++i) dst[i] = table[u16(src + 2 * i)];
       return;
+    }
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(u16(src + 2 * i));
       return;
@@ -223,7 +236,6 @@ void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst) {
     case GgmlType::Q5_K: block = block_q5_k; break;
     case GgmlType::Q6_K: block = block_q6_k; break;
   }
-#pragma omp parallel for if (blocks > 4096)
   for (int64_t i = 0; i < blocks; ++i) block(src + i * info.block_bytes, dst + i * info.block_elems);
 }
 
