@@ -208,7 +208,8 @@ struct PairWriter {
   // A weight stored in GGUF as (rows, cols) of `type`; returns its float32 values. Rows
   // that are not whole blocks of `type` fall back to a 32-element type, as llama.cpp's
   // quantizer does (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0; for Q2_K / Q3_K llama.cpp
-  // takes IQ4_NL, which attnviz does not read, so Q4_0 here).
+  // takes IQ4_NL, which attnviz does not read, so Q4_0 here), and F16 when rows are not
+  // whole 32-element blocks either.
   std::vector<float> weight(const std::string& name, int64_t rows, int64_t cols) {
     GgmlType t = type;
     if (cols % ggml_type_info(t).block_elems != 0) {
@@ -218,6 +219,7 @@ struct PairWriter {
         case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
         default: t = GgmlType::Q4_0; break;
       }
+      if (cols % ggml_type_info(t).block_elems != 0) t = GgmlType::F16;  // not even 32-element blocks
     }
     std::string b = random_tensor_bytes(t, rows * cols, rng());
     auto v = dequantized(b, t, rows * cols);

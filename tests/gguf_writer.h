@@ -70,7 +70,7 @@ std::string gguf_str(const std::string& s);  // u64 length + bytes
 std::string random_tensor_bytes(GgmlType type, int64_t n, uint64_t seed);
 
 // A random model for `c` written as DIR/model.gguf (2-D weights stored as `type`, or as
-// llama.cpp's fallback type where rows are not whole blocks of it; 1-D
+// a fallback type where rows are not whole blocks of it, see PairWriter::weight; 1-D
 // norms and biases as F32, llama.cpp's names, metadata and Q/K row order, a small byte-level
 // tokenizer in the metadata when `with_tokenizer`) and as DIR/hf/ (config.json +
 // model.safetensors, float32) holding exactly the GGUF weights after dequantization, in

@@ -151,6 +151,20 @@ TEST(Gguf, LoadsASmallMixedTypeModel) {
   EXPECT_EQ(m->weight_bytes(), m->parameter_count() * 4);
 }
 
+TEST(Gguf, DumpRunsOnTokensAndSaysWhyTextDoesNot) {
+  const std::string p = write(tiny_writer(), "cli");
+  const std::string out = test::temp_dir("cli-out") + "/d.safetensors";
+  std::ostringstream o, e;
+  const char* ok[] = {"attnviz-cli", "dump", "--model", p.c_str(), "--tokens", "1,2,7", "--out", out.c_str()};
+  EXPECT_EQ(run_cli(8, ok, o, e), 0) << e.str();
+  const char* text[] = {"attnviz-cli", "dump", "--model", p.c_str(), "--text", "hi", "--out", out.c_str()};
+  EXPECT_EQ(run_cli(8, text, o, e), 1);
+  EXPECT_NE(e.str().find("GGUF file's own tokenizer"), std::string::npos) << e.str();
+  const char* info[] = {"attnviz-cli", "info", "--model", p.c_str()};
+  EXPECT_EQ(run_cli(4, info, o, e), 0);
+  EXPECT_NE(o.str().find("weights     gguf: F32 4 tensors, Q8_0 2, F16 1"), std::string::npos) << o.str();
+}
+
 TEST(Gguf, ReadsTheTokenizerMetadata) {
   const std::string p = test::write_gguf_model_pair(llama_config(), GgmlType::F32, 1, test::temp_dir("tok"), false);
   const auto m = load_model(p);
