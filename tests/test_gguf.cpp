@@ -288,6 +288,13 @@ std::vector<BadCase> bad_cases() {
                "metadata 'llama.embedding_length' must be an integer, found string"});
   v.push_back({"zero heads", [] { GgufWriter w = tiny_writer(); w.set_u32("llama.attention.head_count", 0); return write(w, "bad"); },
                "'llama.attention.head_count' = 0 must be a positive integer"});
+  v.push_back({"rope scaling", [] { GgufWriter w = tiny_writer(); w.set_string("llama.rope.scaling.type", "yarn"); return write(w, "bad"); },
+               "'llama.rope.scaling.type' \"yarn\" is not supported"});
+  v.push_back({"rope frequency factors", [] {
+                 GgufWriter w = tiny_writer();
+                 w.add_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.f));
+                 return write(w, "bad");
+               }, "tensor 'rope_freqs.weight' (per-frequency RoPE scaling, as in Llama 3.1) is not supported"});
   v.push_back({"missing tensor", [] {
                  GgufWriter w = tiny_writer();
                  w.set_u32("llama.block_count", 2);

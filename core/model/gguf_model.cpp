@@ -149,6 +149,8 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     const std::string s = f.get_string(a + "rope.scaling.type");
     if (s != "none") throw Error(where + "'" + a + "rope.scaling.type' \"" + s + "\" is not supported");
   }
+  if (f.find("rope_freqs.weight"))
+    throw Error(where + "tensor 'rope_freqs.weight' (per-frequency RoPE scaling, as in Llama 3.1) is not supported");
   if (c.head_size % 2 != 0) throw Error(where + "head size " + std::to_string(c.head_size) + " must be even for RoPE");
   if (c.n_head % c.n_kv_head != 0)
     throw Error(where + "'" + a + "attention.head_count' " + std::to_string(c.n_head) + " is not a multiple of '" + a +
