@@ -357,6 +357,13 @@ std::vector<float> GgufFile::read_f32(const GgufTensorInfo& t) const {
   return out;
 }
 
+void GgufFile::release(const GgufTensorInfo& t) const {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data(t)), end = begin + t.nbytes;
+  const uintptr_t a = (begin + page - 1) / page * page, b = end / page * page;  // whole pages inside
+  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
 bool looks_like_gguf(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;

@@ -87,6 +87,10 @@ class GgufFile {
   const uint8_t* data(const GgufTensorInfo& t) const { return base_ + data_start_ + t.offset; }
   // The tensor's values as float32 (numel values, ne[0] fastest).
   std::vector<float> read_f32(const GgufTensorInfo& t) const;
+  // Tells the kernel the tensor's bytes are no longer needed, so a model converted tensor by
+  // tensor does not hold the whole mapped file in memory on top of its float32 weights.
+  // The bytes stay readable (they are read back from the file if touched again).
+  void release(const GgufTensorInfo& t) const;
 
  private:
   struct Mapping;

@@ -34,7 +34,10 @@ class GgufTensors {
 
   // `shape` in row-major order, e.g. (out, in) for a linear weight.
   std::vector<float> get(const std::string& name, std::vector<int64_t> shape) const {
-    return f_.read_f32(info(name, std::move(shape)));
+    const GgufTensorInfo& t = info(name, std::move(shape));
+    auto v = f_.read_f32(t);
+    f_.release(t);
+    return v;
   }
   // The tensor's info, after checking that it exists with exactly `shape`.
   const GgufTensorInfo& info(const std::string& name, std::vector<int64_t> shape) const {
@@ -51,6 +54,7 @@ class GgufTensors {
     const GgufTensorInfo& t = info(name, {rows, cols});
     Mat w(rows, cols);
     dequantize(t.type, f_.data(t), t.numel, w.data());
+    f_.release(t);
     return w;
   }
   Mat linear(const std::string& name, int out, int in) const {  // stored (out, in) → (in, out)
