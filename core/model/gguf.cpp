@@ -365,9 +365,9 @@ void GgufFile::release(const GgufTensorInfo& t) const {
 }
 
 bool looks_like_gguf(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return false;
   char magic[4] = {};

@@ -106,7 +106,8 @@ class GgufFile {
   std::map<std::string, size_t> by_name_;
 };
 
-// True when `path` is a regular file that starts with the GGUF magic, or ends in ".gguf".
+// True when `path` ends in ".gguf" (whether or not it exists, so that a missing file is
+// reported as a missing file), or is a regular file that starts with the GGUF magic.
 bool looks_like_gguf(const std::string& path);
 
 // The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as plain data for the
