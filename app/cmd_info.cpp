@@ -1,7 +1,9 @@
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/model/gguf.h"
 #include "core/model/paths.h"
 #include "core/model/random_model.h"
 
@@ -9,12 +11,29 @@ namespace attnviz {
 
 namespace {
 
+std::string format_bytes(long long b) {
+  char buf[32];
+  if (b >= (1ll << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ll << 30));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1ll << 20));
+  return buf;
+}
+
+std::string tokenizer_str(const Model& m) {
+  if (m.tokenizer) return "character-level";
+  if (m.gguf_tokenizer)
+    return "GGUF metadata (" + m.gguf_tokenizer->model + ", " + std::to_string(m.gguf_tokenizer->tokens.size()) +
+           " tokens) read, not yet used for --text (use --tokens)";
+  return "none (use --tokens)";
+}
+
 void print_info(const Model& m, bool json, std::ostream& out) {
   const ModelConfig& c = m.config;
   const ParamCounts p = parameter_counts(c);
   const long long emb = p.token_embedding + p.position_embedding, attn = p.attention, mlp = p.mlp, norms = p.norms,
                   head = p.lm_head;
   if (json) {
+    nlohmann::json stored = nlohmann::json::object();
+    for (const auto& [type, count] : m.stored_types) stored[type] = count;
     const nlohmann::json j = {
         {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
         {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
@@ -22,7 +41,8 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? m.tokenizer->kind() : "none"},
         {"warnings", m.warnings},
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
-                        {"norms", norms}, {"lm_head", head}}}};
+                        {"norms", norms}, {"lm_head", head}}},
+        {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()}};
     out << j.dump(2) << "\n";
     return;
   }
@@ -33,11 +53,13 @@ void print_info(const Model& m, bool json, std::ostream& out) {
       << "n_embd      " << c.n_embd << " = n_head " << c.n_head << " x head_size " << c.head_size << "\n"
       << "KV heads    " << c.n_kv_head << "  (query head h reads KV head h / " << c.group_size() << ")\n"
       << "MLP hidden  " << c.n_inner << "\n"
-      << "vocab       " << c.vocab_size << "  tokenizer: " << (m.tokenizer ? m.tokenizer->kind() : "none (use --tokens)")
+      << "vocab       " << c.vocab_size << "  tokenizer: " << tokenizer_str(m)
       << "\n"
       << "context     " << c.n_ctx << " tokens\n"
       << "parameters  " << m.parameter_count() << "  (embeddings " << emb << ", attention " << attn << ", MLP " << mlp
-      << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n";
+      << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n"
+      << "weights     " << m.format << ": " << m.stored_types_str() << "; in memory as float32: "
+      << format_bytes(m.weight_bytes()) << "\n";
 }
 
 struct InfoOptions {
@@ -65,7 +87,7 @@ void run_info(const InfoOptions& o, Io& io) {
 Action add_info_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<InfoOptions>();
   auto* cmd = app.add_subcommand("info", "Show a model's configuration and parameter counts");
-  cmd->add_option("--model", o->model, "model directory or builtin:NAME");
+  cmd->add_option("--model", o->model, "model directory, FILE.gguf or builtin:NAME");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--list", o->list, "list the built-in models and random presets");
   return [o, &io] { run_info(*o, io); };

@@ -32,6 +32,9 @@ void ModelPanel::draw_content(FrameContext& ctx) {
   ImGui::TextWrapped("%s", m.name.c_str());
   ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(), c.arch == Arch::Gpt2 ? "learned positions, LayerNorm, GELU" : "RoPE, RMSNorm, SwiGLU",
               count_str(m.parameter_count()).c_str());
+  // What the file stored, and what the float32 weights take in memory.
+  ImGui::TextWrapped("%s: %s \xC2\xB7 %.1f MiB as float32", m.format.c_str(), m.stored_types_str().c_str(),
+                     static_cast<double>(m.weight_bytes()) / (1 << 20));
   ImGui::Text("head_size = n_embd / n_head = %d / %d = %d", c.n_embd, c.n_head, c.n_embd / std::max(1, c.n_head));
   if (c.head_size != c.n_embd / std::max(1, c.n_head)) ImGui::TextDisabled("(this config sets head_dim = %d)", c.head_size);
 

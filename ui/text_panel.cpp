@@ -39,7 +39,7 @@ void TextPanel::draw_content(FrameContext& ctx) {
     if (builtins_.empty()) ImGui::TextDisabled("no built-in models found");
     ImGui::EndCombo();
   }
-  const bool enter = ImGui::InputTextWithHint("##dir", "model directory (config.json + model.safetensors)", &path_,
+  const bool enter = ImGui::InputTextWithHint("##dir", "model directory (config.json + model.safetensors) or FILE.gguf", &path_,
                                               ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::PopItemWidth();
   ImGui::SameLine();

@@ -2,12 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/gguf.h"
+#include "core/model/gguf_model.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 
@@ -33,6 +38,18 @@ long long Model::parameter_count() const {
   long long n = 0;
   for (const WeightSpan& s : weight_spans(weights)) n += s.size;
   return n;
+}
+
+std::string Model::stored_types_str() const {
+  std::string s;
+  for (size_t i = 0; i < stored_types.size(); ++i)
+    s += (i ? ", " : "") + stored_types[i].first + " " + std::to_string(stored_types[i].second) + (i ? "" : " tensors");
+  return s;
+}
+
+void Model::set_stored_types(const std::map<std::string, int>& counts) {
+  stored_types.assign(counts.begin(), counts.end());
+  std::stable_sort(stored_types.begin(), stored_types.end(), [](auto& a, auto& b) { return a.second > b.second; });
 }
 
 namespace {
@@ -176,9 +193,13 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   auto m = std::make_shared<Model>();
   m->name = spec;
   m->dir = resolve_model_dir(spec);
+  if (!is_dir(m->dir) && looks_like_gguf(m->dir)) {
+    load_gguf_model(GgufFile::open(m->dir), *m);
+    return m;
+  }
   if (!is_dir(m->dir))
     throw Error("model directory '" + m->dir + "' does not exist\n  HINT: pass a folder holding config.json and "
-                "model.safetensors, or builtin:NAME (attnviz-cli info --list shows them).");
+                "model.safetensors, a FILE.gguf, or builtin:NAME (attnviz-cli info --list shows them).");
   const std::string cfg_path = m->dir + "/config.json";
   struct stat st {};
   if (stat(cfg_path.c_str(), &st) != 0)
@@ -197,6 +218,9 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
                "use a smaller model, or free memory.");
   const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
+  std::map<std::string, int> types;
+  for (const auto& t : f.tensors()) ++types[dtype_name(t.dtype)];
+  m->set_stored_types(types);
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
   else load_llama(m->config, f, m->weights, m->warnings);
   m->tokenizer = load_tokenizer(m->dir);

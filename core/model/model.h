@@ -5,6 +5,7 @@
 // already (in, out). See core/model/config.h for the dimension letters.
 #pragma once
 #include <Eigen/Core>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,16 +43,27 @@ struct ModelWeights {
   const Mat& unembedding() const { return lm_head.size() ? lm_head : tok_emb; }  // (V, C)
 };
 
+struct GgufTokenizerData;  // core/model/gguf.h
+
 struct Model {
-  std::string name;  // what the user passed: a directory or builtin:NAME
-  std::string dir;   // the directory it was read from
+  std::string name;  // what the user passed: a directory, a FILE.gguf or builtin:NAME
+  std::string dir;   // the directory it was read from (for a GGUF model: the file)
   ModelConfig config;
   ModelWeights weights;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the directory has none
   // Problems that do not stop the model from loading, one line each (e.g. a tensor holding
   // NaN or infinite values). The CLI prints them, the GUI shows them in its status bar.
   std::vector<std::string> warnings;
+  std::string format = "safetensors";          // where the weights came from: "safetensors" or "gguf"
+  // Element types as stored in the file with their tensor counts, most tensors first,
+  // e.g. {{"Q4_K", 192}, {"F32", 49}}. The weights in memory are float32 whatever these are.
+  std::vector<std::pair<std::string, int>> stored_types;
+  // A GGUF file's tokenizer metadata as plain data (null otherwise, or when it has none).
+  std::shared_ptr<const GgufTokenizerData> gguf_tokenizer;
   long long parameter_count() const;
+  long long weight_bytes() const { return parameter_count() * static_cast<long long>(sizeof(float)); }
+  std::string stored_types_str() const;  // "Q4_K 192 tensors, F32 49"
+  void set_stored_types(const std::map<std::string, int>& counts);  // sorted into stored_types
 };
 
 // One weight array as (pointer, number of floats).
@@ -65,7 +77,7 @@ struct WeightSpan {
 std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass = false);
 
 
-// `spec` is a model directory or builtin:NAME. Throws attnviz::Error naming the file, the
+// `spec` is a model directory, a GGUF file (core/model/gguf_model.h) or builtin:NAME. Throws attnviz::Error naming the file, the
 // tensor, the expected and the found shape when something is wrong.
 std::shared_ptr<const Model> load_model(const std::string& spec);
 

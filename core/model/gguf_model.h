@@ -1,0 +1,31 @@
+// A Model from a GGUF file: architecture and hyper-parameters from llama.cpp's metadata
+// keys, weights from llama.cpp's tensor names, converted to attnviz's layout.
+//
+// Architectures (general.architecture):
+//   llama  {arch}.block_count, .embedding_length, .feed_forward_length, .attention.head_count,
+//          .attention.head_count_kv, .attention.key_length (head size, default C/H),
+//          .rope.freq_base, .attention.layer_norm_rms_epsilon, .context_length.
+//          Tensors token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output,
+//          ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm, output (absent: tied).
+//          llama.cpp's converter reorders the rows of attn_q / attn_k inside every head from
+//          rotate-half order (HF) to interleaved pairs; they are put back here, so the
+//          recorded Q and K equal those of the Hugging Face checkpoint.
+//   qwen2  as llama, plus attn_q/k/v biases; rows are not reordered (rotate-half as in HF).
+//   gpt2   position_embd, attn_qkv (q | k | v rows), LayerNorm weights and biases,
+//          biases everywhere, {arch}.attention.layer_norm_epsilon.
+// A GGUF linear weight has ne = [in, out] (rows of `in` values, like HF's nn.Linear
+// (out, in)); it is transposed to attnviz's (in, out).
+#pragma once
+#include <string>
+
+#include "core/model/model.h"
+
+namespace attnviz {
+
+class GgufFile;
+
+// Fills m.config, m.weights, m.format, m.stored_types and m.gguf_tokenizer from `f`.
+// Throws attnviz::Error naming the key or tensor when something is missing or wrong.
+void load_gguf_model(const GgufFile& f, Model& m);
+
+}  // namespace attnviz
