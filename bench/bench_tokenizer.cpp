@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/tokenize/hf_tokenizer.h"
+#include "core/tokenize/labels.h"
 
 namespace attnviz {
 namespace {
@@ -132,6 +133,17 @@ void Keystroke(benchmark::State& state, const std::string& tok_name, bool increm
   }
   state.counters["tokens"] = static_cast<double>(tok.encode(base).size());
 }
+
+// Readable labels of a 4000-token text (the GUI computes them once per result).
+void Labels(benchmark::State& state) {
+  const HfTokenizer& tok = tokenizer("gpt2");
+  std::string text = english(32 << 10);
+  std::vector<int> ids = tok.encode(text);
+  ids.resize(std::min<size_t>(ids.size(), 4000));
+  for (auto _ : state) benchmark::DoNotOptimize(token_labels(tok, ids).data());
+  state.counters["tokens"] = static_cast<double>(ids.size());
+}
+BENCHMARK(Labels)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_CAPTURE(Throughput, gpt2_english, std::string("gpt2"), false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(Throughput, gpt2_chinese, std::string("gpt2"), true)->Unit(benchmark::kMillisecond);

@@ -204,6 +204,19 @@ TEST(HfTokenizer, TinyFileWorksBothMergeForms) {
   EXPECT_EQ(t.decode({2, 4, 5, 1}), "ab ab<s>b");
 }
 
+// ignore_merges: a pre-token that is a whole vocabulary entry is one token, even where the
+// merges would not build it. Ids from Hugging Face on this file (both settings).
+TEST(HfTokenizer, IgnoreMergesTakesWholeWords) {
+  json j = json::parse(R"({"normalizer": null, "post_processor": null, "added_tokens": [],
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5, "Ġ": 6},
+              "merges": ["a b", "b c"]}})");
+  EXPECT_EQ(HfTokenizer(j, "t").encode("abc abcc"), (std::vector<int>{5, 6, 3, 2, 2}));
+  j["model"]["ignore_merges"] = false;
+  EXPECT_EQ(HfTokenizer(j, "t").encode("abc abcc"), (std::vector<int>{3, 2, 6, 3, 2, 2}));
+}
+
 TEST(HfTokenizer, BadFilesNameFileAndPart) {
   json j = tiny();
   j["model"]["type"] = "Unigram";

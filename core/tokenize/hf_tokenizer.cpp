@@ -382,6 +382,10 @@ HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
     auto& bucket = (t.normalized ? index_->norm : index_->raw)[static_cast<unsigned char>(t.content[0])];
     bucket.push_back(&t);
   }
+  // Each token's bytes, once: labels read them for every token of every result.
+  bytes_.resize(id_to_token_.size());
+  for (size_t id = 0; id < bytes_.size(); ++id)
+    if (!id_to_token_[id].empty()) bytes_[id] = compute_token_bytes(static_cast<int>(id));
   for (auto* table : {index_->raw, index_->norm})
     for (int b = 0; b < 256; ++b)
       std::stable_sort(table[b].begin(), table[b].end(),
@@ -686,6 +690,10 @@ std::string HfTokenizer::decode(const std::vector<int>& ids) const {
 
 std::string HfTokenizer::token_bytes(int id) const {
   if (id < 0 || id >= vocab_size()) return "";
+  return bytes_[static_cast<size_t>(id)];
+}
+
+std::string HfTokenizer::compute_token_bytes(int id) const {
   if (is_special(id)) return raw_token(id);
   std::string s;
   for (const std::string& t : decode_chain({raw_token(id)}, true)) s += t;

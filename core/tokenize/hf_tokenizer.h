@@ -193,11 +193,13 @@ class HfTokenizer : public Tokenizer {
   // The section as the first pre-tokenizer sees it (ByteLevel's prefix space added).
   std::string first_step_input(std::string normalized) const;
   std::vector<int> add_special_tokens(std::vector<int> ids) const;
+  std::string compute_token_bytes(int id) const;
 
   std::string name_;
   hf::Bpe bpe_;
   std::vector<std::string> id_to_token_;  // id → token text as in the file ("" for holes)
   std::vector<char> special_;             // id → is a special added token
+  std::vector<std::string> bytes_;        // id → token_bytes(id)
   std::vector<hf::AddedToken> added_;
   std::vector<hf::Normalizer> normalizers_;
   std::vector<hf::PreTokenizer> pre_tokenizers_;

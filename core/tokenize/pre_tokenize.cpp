@@ -159,7 +159,7 @@ void split_piece(const PreToken& piece, const std::vector<Span>& hits, Behavior 
   std::vector<Cut> kept;
   bool prev_match = false;
   switch (b) {
-    case Behavior::Isolated: kept = cuts; break;
+    case Behavior::Isolated: kept.swap(cuts); break;
     case Behavior::Removed:
       for (const Cut& c : cuts)
         if (!c.match) kept.push_back(c);
