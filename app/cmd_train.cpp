@@ -85,6 +85,43 @@ class FilmstripRecorder {
   std::vector<FilmstripFrame> frames_;
 };
 
+// At every validation: the best head's induction score on random strings repeated twice,
+// and the first step where it reaches kInductionFormed (the phase change).
+class InductionWatch {
+ public:
+  // "" except after a validation: "  induction 0.43 (L1 H2)".
+  std::string operator()(const TrainProgress& p) {
+    if (!p.evaluated && !p.start) return "";
+    if (!tok_) {
+      tok_ = std::make_shared<const CharTokenizer>(p.run->corpus.vocab);
+      probes_ = induction_probes(tok_.get(), p.run->c.vocab_size, p.run->c.n_ctx, 0, 3);
+    }
+    const auto scores = probe_head_scores(*model_of_run(*p.run, tok_, ""), probes_);
+    const HeadScore* best = &scores.front();
+    for (const auto& h : scores)
+      if (h.induction > best->induction) best = &h;
+    if (step_ < 0 && best->induction >= kInductionFormed) {
+      step_ = p.step;
+      seconds_ = p.elapsed_s;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  induction %.2f (L%d H%d)", best->induction, best->layer, best->head);
+    return buf;
+  }
+  std::string summary() const {
+    if (step_ < 0) return "no induction head yet (no head scored " + std::to_string(kInductionFormed).substr(0, 3) + ")\n";
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "an induction head formed by step %d (%.1f s of training)\n", step_, seconds_);
+    return buf;
+  }
+
+ private:
+  std::shared_ptr<const CharTokenizer> tok_;
+  std::vector<std::vector<int>> probes_;
+  int step_ = -1;
+  double seconds_ = 0;
+};
+
 void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, Io& io) {
   if (o.corpus.empty()) throw Error("train needs --corpus FILE (or --preset NAME)", ErrorKind::Usage);
   const TrainOptions& opts = o;
@@ -92,8 +129,10 @@ void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, 
   if (!quiet) io.err << "training on " << o.corpus << " with " << omp_get_max_threads() << " threads\n";
   // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
   const bool redraw = isatty(STDERR_FILENO);
-  const auto progress = [&io, quiet, redraw, &filmstrip](const TrainProgress& p) {
+  InductionWatch induction;
+  const auto progress = [&io, quiet, redraw, &filmstrip, &induction](const TrainProgress& p) {
     filmstrip(p);
+    const std::string ind = induction(p);
     if (p.start) return;
     if (quiet && !p.evaluated) return;
     if (!redraw && !p.evaluated && p.step % std::max(1, p.steps / 100) != 0) return;
@@ -102,6 +141,7 @@ void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, 
     line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
          << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
     if (p.val_loss >= 0) line << "  val " << p.val_loss;
+    line << ind;
     line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
     if (quiet || !redraw) io.err << line.str().substr(1) << "\n";
     else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
@@ -114,7 +154,7 @@ void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, 
          << " steps in " << hms(r.seconds) << "\n"
          << "validation loss " << (r.first_val_loss >= 0 ? std::to_string(r.first_val_loss) + " -> " : std::string("(resumed) "))
          << r.final_val_loss << " nats/token\n"
-         << "saved " << o.out << "\n"
+         << induction.summary() << "saved " << o.out << "\n"
          << filmstrip.write();
 }
 

@@ -31,6 +31,13 @@ std::shared_ptr<const Model> model_of_run(const TrainRun& r, std::shared_ptr<con
   return m;
 }
 
+std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count) {
+  const int n = len > 0 ? std::min(len, n_ctx / 2) : std::min(24, n_ctx / 2);
+  std::vector<std::vector<int>> probes;
+  for (int s = 0; s < count; ++s) probes.push_back(repeated_random_tokens(tok, vocab_size, n, static_cast<uint64_t>(s) + 1));
+  return probes;
+}
+
 std::vector<HeadScore> probe_head_scores(const Model& m, const std::vector<std::vector<int>>& probes) {
   std::vector<HeadScore> mean;
   if (probes.empty()) return mean;
@@ -76,10 +83,7 @@ void TrainingSession::start(const SessionOptions& o) {
   // Everything that can fail on bad input happens here, before the old run is touched.
   auto run = std::make_unique<TrainRun>(start_run(o.train));
   auto tok = std::make_shared<const CharTokenizer>(run->corpus.vocab);
-  const int len = o.probe_len > 0 ? std::min(o.probe_len, run->c.n_ctx / 2) : std::min(24, run->c.n_ctx / 2);
-  std::vector<std::vector<int>> probes;
-  for (int s = 0; s < o.probe_strings; ++s)
-    probes.push_back(repeated_random_tokens(tok.get(), run->c.vocab_size, len, static_cast<uint64_t>(s) + 1));
+  auto probes = induction_probes(tok.get(), run->c.vocab_size, run->c.n_ctx, o.probe_len, o.probe_strings);
   const double val0 = validate_run(*run);
   auto model = model_of_run(*run, tok, "training (step " + std::to_string(run->st.step) + ")");
   auto scores = probe_head_scores(*model, probes);

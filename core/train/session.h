@@ -134,6 +134,10 @@ class TrainingSession {
 std::shared_ptr<const Model> model_of_run(const TrainRun& r, std::shared_ptr<const Tokenizer> tok,
                                           const std::string& name);
 
+// `count` random strings of `len` tokens (0 = min(24, n_ctx/2)), each repeated twice:
+// what probe_head_scores measures on (seeds 1 … count).
+std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count);
+
 // Previous-token and induction scores of every head, averaged over `probes` (token id
 // sequences, each a random string repeated twice) run through the model on the CPU.
 std::vector<HeadScore> probe_head_scores(const Model& m, const std::vector<std::vector<int>>& probes);

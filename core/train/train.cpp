@@ -17,18 +17,29 @@
 namespace attnviz {
 
 std::string repeats_corpus_text(size_t n_chars, uint64_t seed) {
+  // Sentences of a small made-up grammar over common words: English-like letter statistics
+  // (so that a previous-token head pays off early), with nothing to memorise beyond them.
+  static const std::vector<std::vector<std::string>> parts = {
+      {"the", "a", "my", "one", "that", "every", "his", "her", "our", "this"},
+      {"old", "red", "small", "happy", "quiet", "big", "green", "lazy", "brave", "cold", "dark", "warm"},
+      {"cat", "dog", "bird", "fish", "king", "girl", "boy", "tree", "ship", "house", "river", "horse", "man", "cook",
+       "star", "moon", "baker", "queen", "mouse", "child"},
+      {"saw", "liked", "found", "took", "ate", "made", "met", "heard", "drew", "kept", "sold", "left", "had", "knew",
+       "moved", "called"},
+      {"near", "under", "over", "behind", "past", "with", "from", "into", "by", "beside"}};
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> letter('a', 'z'), word_len(1, 6), words(2, 4);
+  auto pick = [&](int part) {
+    const auto& p = parts[static_cast<size_t>(part)];
+    return p[std::uniform_int_distribution<size_t>(0, p.size() - 1)(rng)];
+  };
+  std::uniform_int_distribution<int> coin(0, 1);
   std::string text;
   while (text.size() < n_chars) {
-    std::string line;
-    const int n = words(rng);
-    for (int w = 0; w < n; ++w) {
-      if (w) line += ' ';
-      const int len = word_len(rng);
-      for (int i = 0; i < len; ++i) line += static_cast<char>(letter(rng));
-    }
-    text += line + ' ' + line + '\n';
+    // det [adj] noun verb det [adj] noun [prep det noun]
+    std::string line = pick(0) + " " + (coin(rng) ? pick(1) + " " : "") + pick(2) + " " + pick(3) + " " + pick(0) + " " +
+                       (coin(rng) ? pick(1) + " " : "") + pick(2);
+    if (coin(rng)) line += " " + pick(4) + " " + pick(0) + " " + pick(2);
+    text += line + ". " + line + ".\n";
   }
   return text;
 }

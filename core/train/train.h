@@ -149,9 +149,10 @@ void train_step(TrainRun& r, TrainProgress& pr);
 // Validation loss of the current weights (the last val_frac of the corpus).
 double validate_run(const TrainRun& r);
 
-// The corpus "builtin:repeats": lines of random lower-case letters, each line written twice
-// ("qzk fo qzk fo"), so that half of every line can only be predicted by copying: the
-// task an induction head solves. Deterministic; about `n_chars` characters.
+// The corpus "builtin:repeats": random sentences of common words, each line written twice
+// ("the cat saw a red bird. the cat saw a red bird."), so that half of every line can only
+// be predicted by copying: the task an induction head solves. Deterministic; about
+// `n_chars` characters.
 std::string repeats_corpus_text(size_t n_chars, uint64_t seed);
 
 // Runs the whole training; calls `progress` after every step.

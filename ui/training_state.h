@@ -1,0 +1,64 @@
+// The logic under the Training panel, without ImGui: the form (preset or shape, corpus,
+// optimisation) turned into session options, which buttons a session state allows, which
+// weights the other panels show (the newest, or a kept snapshot picked on the timeline),
+// the plotted series and the induction marker. Unit-tested in tests/test_training_state.cpp.
+//
+// Dimension letters as in core/model/config.h: L layers, H query heads.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/train/session.h"
+
+namespace attnviz::ui {
+
+// What the panel's widgets edit.
+struct TrainingForm {
+  std::string preset = "induction-head";  // a train_preset_names() entry, or "" for the shape below
+  std::string arch = "llama";             // "gpt2" or "llama"
+  int layers = 2, embd = 64, heads = 4, kv_heads = 0, block_size = 64;  // kv_heads 0 = heads
+  std::string corpus = "builtin:repeats";  // builtin:repeats or a UTF-8 file
+  float repeat_frac = 1.f;
+  float lr = 3e-3f;
+  int steps = 1500;
+  int seed = 1;
+  int publish_every = 25;   // steps between models shown in every panel
+  int snapshot_every = 50;  // steps between kept snapshots
+  int budget_mb = 256;      // memory for the snapshots
+};
+
+// The form with a preset's values (usage Error for an unknown name).
+TrainingForm form_for_preset(const std::string& name);
+// The session options of the form: a preset's shape when preset is set, else the form's;
+// the corpus, repeat_frac, lr, steps and seed always come from the form.
+SessionOptions session_options(const TrainingForm& f);
+
+// Which buttons make sense in a state.
+struct TrainingButtons {
+  bool start = false, pause = false, resume = false, stop = false, reset = false, save = false;
+};
+TrainingButtons buttons_for(SessionState s, bool has_run);
+
+// The kept step nearest to `want` (the earlier one on a tie); −1 when none is kept.
+int nearest_kept_step(const std::vector<int>& kept, int want);
+// `k` kept steps for a filmstrip, spread evenly from the first to the last (all of them
+// when fewer are kept).
+std::vector<int> filmstrip_steps(const std::vector<int>& kept, int k);
+
+// One head's score at every scored step: (scores.size()). `index` = layer·H + head.
+std::vector<float> head_series(const SessionStatus& s, int index, bool induction);
+// Steps of the score points: (scores.size()).
+std::vector<int> score_steps(const SessionStatus& s);
+// The head with the highest induction score at the last scored step, as layer·H + head;
+// −1 before any score.
+int best_induction_head(const SessionStatus& s);
+// "induction head formed at step 1100 (23 s): layer 1 head 2", or "" before it formed.
+std::string induction_note(const SessionStatus& s);
+
+// The text to show while the model trains: `text` when the vocabulary covers it, else
+// `text` lower-cased without the characters the vocabulary lacks, else a sentence typed
+// twice from the vocabulary's letters.
+std::string text_for_vocabulary(const std::string& text, const std::vector<std::string>& vocab);
+
+}  // namespace attnviz::ui
