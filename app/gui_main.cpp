@@ -67,6 +67,7 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--screenshot", shot.path, "render, save the window as this PNG and exit");
   cli.add_option("--frames", shot.frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
+  cli.add_option("--train-steps", opt.train_steps, "open the Training panel and train the classroom preset (induction head) this many steps; a screenshot waits for the run to end")->check(CLI::PositiveNumber);
   cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
 }
 
