@@ -328,6 +328,12 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["text"] = snap.trace_text;
   j["fonts"] = fonts_.fonts().note;
   if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
+  if (training_->open()) {
+    const auto st = training_->status();
+    j["training"] = {{"state", session_state_name(st->state)}, {"step", st->step}, {"steps", st->steps},
+                     {"induction_step", st->induction_step}, {"snapshots", st->snapshot_steps.size()},
+                     {"train_loss", st->train_loss.empty() ? -1.f : st->train_loss.back()}};
+  }
   return j.dump(2);
 }
 

@@ -251,7 +251,7 @@ void TrainingPanel::draw_plots(const SessionStatus& st) {
   char title[96];
   std::snprintf(title, sizeof title, "loss (nats/char): training %.3f, validation %.3f",
                 st.train_loss.empty() ? 0.f : st.train_loss.back(), st.val_loss.empty() ? 0.f : st.val_loss.back());
-  line_plot(title, {{&loss_x, &st.train_loss, train_col, 1.f}, {&st.val_steps, &st.val_loss, val_col, 2.f}}, x_max, lo,
+  line_plot(title, {{&loss_x, &st.train_loss, train_col, 2.f}, {&st.val_steps, &st.val_loss, val_col, 2.f}}, x_max, lo,
             std::max(hi, 0.1f), st.induction_step, mark_label, ImVec2(w, h));
   // Head scores, one line per head coloured by layer; the best induction head thick.
   const std::vector<int> xs = score_steps(st);

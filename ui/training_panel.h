@@ -26,6 +26,7 @@ class TrainingPanel : public Panel {
   void start(AppState& state, int steps);
   // True when no run is training.
   bool settled() const;
+  std::shared_ptr<const SessionStatus> status() const { return session_.status(); }
 
  protected:
   void draw_content(FrameContext& ctx) override;
