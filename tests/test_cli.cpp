@@ -6,26 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/cli.h"
+#include "tests/cli_run.h"
 #include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "attnviz-cli");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using test::cli;
 
 class Cli : public ::testing::Test {
  protected:

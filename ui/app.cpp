@@ -331,7 +331,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   if (training_->open()) {
     const auto st = training_->status();
     j["training"] = {{"state", session_state_name(st->state)}, {"step", st->step}, {"steps", st->steps},
-                     {"induction_step", st->induction_step}, {"snapshots", st->snapshot_steps.size()},
+                     {"induction_step", st->induction_step}, {"induction_seconds", st->induction_seconds},
+                     {"elapsed_s", st->elapsed_s}, {"snapshots", st->snapshot_steps.size()},
                      {"train_loss", st->train_loss.empty() ? -1.f : st->train_loss.back()}};
   }
   return j.dump(2);

@@ -66,7 +66,7 @@ void line_plot(const char* title, const std::vector<Series>& series, int x_max, 
 
 TrainingPanel::TrainingPanel() : Panel("Training", false), form_(form_for_preset("induction-head")) {
   status_ = session_.status();
-  std::snprintf(corpus_buf_, sizeof corpus_buf_, "%s", form_.corpus.c_str());
+  std::snprintf(corpus_buf_, sizeof corpus_buf_, "%s", form_.train.corpus.c_str());
 }
 
 bool TrainingPanel::settled() const {
@@ -76,8 +76,8 @@ bool TrainingPanel::settled() const {
 
 void TrainingPanel::start(AppState& state, int steps) {
   *p_open() = true;
-  form_.steps = steps;
-  form_.corpus = corpus_buf_;
+  form_.train.steps = steps;
+  form_.train.corpus = corpus_buf_;
   try {
     session_.start(session_options(form_));
     message_.clear();
@@ -146,49 +146,49 @@ void TrainingPanel::draw_form() {
   if (ImGui::Combo("preset", &which, presets, 2)) {
     if (which == 0) {
       form_ = form_for_preset("induction-head");
-      std::snprintf(corpus_buf_, sizeof corpus_buf_, "%s", form_.corpus.c_str());
+      std::snprintf(corpus_buf_, sizeof corpus_buf_, "%s", form_.train.corpus.c_str());
     } else {
       form_.preset.clear();
     }
   }
   if (form_.preset.empty()) {
-    int arch = form_.arch == "gpt2" ? 0 : 1;
+    int arch = form_.train.arch == "gpt2" ? 0 : 1;
     const char* archs[] = {"gpt2", "llama"};
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6.f);
-    if (ImGui::Combo("architecture", &arch, archs, 2)) form_.arch = archs[arch];
+    if (ImGui::Combo("architecture", &arch, archs, 2)) form_.train.arch = archs[arch];
     const float w = ImGui::GetFontSize() * 6.f;
     ImGui::SetNextItemWidth(w);
-    ImGui::InputInt("layers", &form_.layers);
+    ImGui::InputInt("layers", &form_.train.layers);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(w);
-    ImGui::InputInt("width", &form_.embd);
+    ImGui::InputInt("width", &form_.train.embd);
     ImGui::SetNextItemWidth(w);
-    ImGui::InputInt("heads", &form_.heads);
+    ImGui::InputInt("heads", &form_.train.heads);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(w);
-    ImGui::InputInt("KV heads", &form_.kv_heads);
+    ImGui::InputInt("KV heads", &form_.train.kv_heads);
     help_marker("0 = as many as query heads; llama only: fewer KV heads share keys and values (GQA).");
     ImGui::SetNextItemWidth(w);
-    ImGui::InputInt("block_size", &form_.block_size);
+    ImGui::InputInt("block_size", &form_.train.block_size);
   } else {
     ImGui::TextDisabled("llama, 2 layers, 64 wide, 4 heads, block_size 32, batch 16");
   }
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14.f);
-  if (ImGui::InputText("corpus", corpus_buf_, sizeof corpus_buf_)) form_.corpus = corpus_buf_;
+  if (ImGui::InputText("corpus", corpus_buf_, sizeof corpus_buf_)) form_.train.corpus = corpus_buf_;
   help_marker("builtin:repeats (random words, each line written twice), or the path of any UTF-8 text file: its "
               "characters are the vocabulary and its last 10% the validation text.");
   const float w = ImGui::GetFontSize() * 6.f;
   ImGui::SetNextItemWidth(w);
-  ImGui::SliderFloat("repeat-frac", &form_.repeat_frac, 0.f, 1.f, "%.2f");
+  ImGui::SliderFloat("repeat-frac", &form_.train.repeat_frac, 0.f, 1.f, "%.2f");
   help_marker("The share of each batch that repeats a segment: copying is what induction heads do.");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(w);
-  ImGui::InputFloat("lr", &form_.lr, 0.f, 0.f, "%.0e");
+  ImGui::InputFloat("lr", &form_.train.lr, 0.f, 0.f, "%.0e");
   ImGui::SetNextItemWidth(w);
-  ImGui::InputInt("steps", &form_.steps, 100, 1000);
+  ImGui::InputInt("steps", &form_.train.steps, 100, 1000);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(w);
-  ImGui::InputInt("seed", &form_.seed);
+  ImGui::InputScalar("seed", ImGuiDataType_U64, &form_.train.seed);
   ImGui::SetNextItemWidth(w);
   ImGui::InputInt("show every", &form_.publish_every, 5, 50);
   help_marker("Steps between the weights shown in every panel (and the head scores plotted).");
@@ -209,7 +209,7 @@ void TrainingPanel::draw_controls(FrameContext& ctx, const SessionStatus& st) {
     ImGui::EndDisabled();
     return pressed;
   };
-  if (button("Start", b.start)) start(ctx.state, form_.steps);
+  if (button("Start", b.start)) start(ctx.state, form_.train.steps);
   ImGui::SameLine();
   if (button("Pause", b.pause)) session_.pause();
   ImGui::SameLine();

@@ -11,43 +11,17 @@
 namespace attnviz::ui {
 
 TrainingForm form_for_preset(const std::string& name) {
-  TrainOptions o;
-  apply_train_preset(name, o);
   TrainingForm f;
   f.preset = name;
-  f.arch = o.arch;
-  f.layers = o.layers;
-  f.embd = o.embd;
-  f.heads = o.heads;
-  f.kv_heads = o.kv_heads;
-  f.block_size = o.block_size;
-  f.corpus = o.corpus;
-  f.repeat_frac = o.repeat_frac;
-  f.lr = o.lr;
-  f.steps = o.steps;
-  f.seed = static_cast<int>(o.seed);
+  apply_train_preset(name, f.train);
   return f;
 }
 
 SessionOptions session_options(const TrainingForm& f) {
   SessionOptions s;
-  TrainOptions& o = s.train;
-  if (!f.preset.empty()) {
-    apply_train_preset(f.preset, o);
-  } else {
-    o.arch = f.arch;
-    o.layers = f.layers;
-    o.embd = f.embd;
-    o.heads = f.heads;
-    o.kv_heads = f.kv_heads;
-    o.block_size = f.block_size;
-  }
-  o.corpus = f.corpus;
-  o.repeat_frac = std::clamp(f.repeat_frac, 0.f, 1.f);
-  o.lr = f.lr;
-  o.steps = f.steps;
-  o.seed = static_cast<uint64_t>(std::max(0, f.seed));
-  if (o.eval_every > o.steps) o.eval_every = o.steps;
+  s.train = f.train;
+  s.train.repeat_frac = std::clamp(f.train.repeat_frac, 0.f, 1.f);
+  if (s.train.eval_every > s.train.steps) s.train.eval_every = std::max(1, s.train.steps);
   s.publish_every = std::max(1, f.publish_every);
   s.snapshot_every = std::max(1, f.snapshot_every);
   s.snapshot_budget = static_cast<size_t>(std::max(1, f.budget_mb)) << 20;

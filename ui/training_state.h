@@ -13,16 +13,11 @@
 
 namespace attnviz::ui {
 
-// What the panel's widgets edit.
+// What the panel's widgets edit: the trainer's options themselves (a preset fills them;
+// the shape fields are editable only without one), and how the session publishes.
 struct TrainingForm {
-  std::string preset = "induction-head";  // a train_preset_names() entry, or "" for the shape below
-  std::string arch = "llama";             // "gpt2" or "llama"
-  int layers = 2, embd = 64, heads = 4, kv_heads = 0, block_size = 64;  // kv_heads 0 = heads
-  std::string corpus = "builtin:repeats";  // builtin:repeats or a UTF-8 file
-  float repeat_frac = 1.f;
-  float lr = 3e-3f;
-  int steps = 1500;
-  int seed = 1;
+  std::string preset = "induction-head";  // a train_preset_names() entry, or "" for a custom shape
+  TrainOptions train;
   int publish_every = 25;   // steps between models shown in every panel
   int snapshot_every = 50;  // steps between kept snapshots
   int budget_mb = 256;      // memory for the snapshots
@@ -30,8 +25,8 @@ struct TrainingForm {
 
 // The form with a preset's values (usage Error for an unknown name).
 TrainingForm form_for_preset(const std::string& name);
-// The session options of the form: a preset's shape when preset is set, else the form's;
-// the corpus, repeat_frac, lr, steps and seed always come from the form.
+// The session options of the form, with repeat_frac clamped to [0, 1], validation at
+// least at the end, and the intervals at least 1.
 SessionOptions session_options(const TrainingForm& f);
 
 // Which buttons make sense in a state.
