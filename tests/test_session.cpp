@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "core/engine/backend.h"
@@ -80,26 +81,42 @@ std::shared_ptr<const SessionStatus> run_to_end(TrainingSession& s, const Sessio
   return s.status();
 }
 
-TEST(TrainingSession, StepsEqualTheCliTrainerStepForStep) {
-  const std::string dir = test::temp_dir("session_equal");
-  const TrainOptions t = tiny(write_corpus(dir), 30);
-  const CliRun cli = run_cli(t, dir + "/cli");
-  TrainingSession s;
+// A tiny run of `steps` in a fresh folder, already trained by the CLI trainer into dir/cli.
+struct Compared {
+  std::string dir;
+  CliRun cli;
   SessionOptions o;
-  o.train = t;
+};
+Compared compared_run(const std::string& tag, int steps) {
+  Compared c;
+  c.dir = test::temp_dir(tag);
+  c.o.train = tiny(write_corpus(c.dir), steps);
+  c.cli = run_cli(c.o.train, c.dir + "/cli");
+  return c;
+}
+
+// The session's losses and final weights are the CLI trainer's, exactly.
+void expect_same_run(const SessionStatus& st, const Compared& c) {
+  ASSERT_EQ(st.train_loss.size(), c.cli.loss.size());
+  for (size_t i = 0; i < c.cli.loss.size(); ++i) EXPECT_EQ(st.train_loss[i], c.cli.loss[i]) << "step " << i + 1;
+  ASSERT_TRUE(st.model);
+  expect_same_weights(st.model->weights, load_model(c.dir + "/cli")->weights, "final weights");
+}
+
+TEST(TrainingSession, StepsEqualTheCliTrainerStepForStep) {
+  Compared c = compared_run("session_equal", 30);
+  const CliRun& cli = c.cli;
+  TrainingSession s;
+  SessionOptions o = c.o;
   o.publish_every = 7;
   const auto st = run_to_end(s, o);
   EXPECT_EQ(st->state, SessionState::Finished);
   EXPECT_EQ(st->step, 30);
-  ASSERT_EQ(st->train_loss.size(), cli.loss.size());
-  for (size_t i = 0; i < cli.loss.size(); ++i) EXPECT_EQ(st->train_loss[i], cli.loss[i]) << "step " << i + 1;
+  expect_same_run(*st, c);
   // Validation before training, then at 10, 20, 30 as the trainer does.
   ASSERT_EQ(st->val_steps, (std::vector<int>{0, 10, 20, 30}));
   for (size_t k = 0; k < cli.val.size(); ++k) EXPECT_EQ(st->val_loss[k + 1], cli.val[k].second);
-  // The published model is the trainer's final checkpoint, float for float.
-  ASSERT_TRUE(st->model);
   EXPECT_EQ(st->model_step, 30);
-  expect_same_weights(st->model->weights, load_model(dir + "/cli")->weights, "final weights");
   // Scores were published every 7 steps and at the end.
   std::vector<int> scored;
   for (const auto& p : st->scores) scored.push_back(p.step);
@@ -108,12 +125,9 @@ TEST(TrainingSession, StepsEqualTheCliTrainerStepForStep) {
 }
 
 TEST(TrainingSession, PauseAndResumeAreExact) {
-  const std::string dir = test::temp_dir("session_pause");
-  const TrainOptions t = tiny(write_corpus(dir), 24);
-  const CliRun cli = run_cli(t, dir + "/cli");
+  const Compared c = compared_run("session_pause", 24);
+  const SessionOptions& o = c.o;
   TrainingSession s;
-  SessionOptions o;
-  o.train = t;
   s.pause_at(9);
   s.start(o);
   ASSERT_TRUE(s.wait_idle(60000));
@@ -131,9 +145,7 @@ TEST(TrainingSession, PauseAndResumeAreExact) {
   ASSERT_TRUE(s.wait_idle(60000));
   st = s.status();
   ASSERT_EQ(st->state, SessionState::Finished);
-  ASSERT_EQ(st->train_loss.size(), cli.loss.size());
-  for (size_t i = 0; i < cli.loss.size(); ++i) EXPECT_EQ(st->train_loss[i], cli.loss[i]) << "step " << i + 1;
-  expect_same_weights(st->model->weights, load_model(dir + "/cli")->weights, "after pause/resume");
+  expect_same_run(*st, c);
 }
 
 TEST(TrainingSession, SnapshotsHoldTheTrainersExactWeights) {
@@ -260,18 +272,18 @@ TEST(TrainingSession, BadInputIsAClearErrorAndThePreviousRunStays) {
   expect_bad(s, t, "latin1.txt");
   t.corpus = "builtin:nothing";
   expect_bad(s, t, "unknown corpus");
-  t = good.train;
-  t.max_vocab = 5;
-  expect_bad(s, t, "more than the 5 the vocabulary allows");
-  t = good.train;
-  t.embd = 18;
-  expect_bad(s, t, "multiple of --heads");
-  t = good.train;
-  t.kv_heads = 3;
-  expect_bad(s, t, "multiple of --kv-heads");
-  t = good.train;
-  t.block_size = 4000;
-  expect_bad(s, t, "too short for block_size");
+  // One field changed from the good run's options, and what the error must say.
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> shapes = {
+      {[](TrainOptions& o) { o.max_vocab = 5; }, "more than the 5 the vocabulary allows"},
+      {[](TrainOptions& o) { o.embd = 18; }, "multiple of --heads"},
+      {[](TrainOptions& o) { o.kv_heads = 3; }, "multiple of --kv-heads"},
+      {[](TrainOptions& o) { o.block_size = 4000; }, "too short for block_size"},
+  };
+  for (const auto& [change, says] : shapes) {
+    t = good.train;
+    change(t);
+    expect_bad(s, t, says);
+  }
 }
 
 TEST(TrainingSession, StopKeepsTheRunAndResetForgetsIt) {
