@@ -167,7 +167,14 @@ Action add_train_command(CLI::App& app, Io& io) {
   // Defined first: CLI11 applies options in the order they are defined, so the preset
   // sets its values and any option given beside it overrides them.
   cmd->add_option_function<std::string>(
-      "--preset", [o](const std::string& name) { apply_train_preset(name, *o); },
+      "--preset",
+      [o](const std::string& name) {
+        try {
+          apply_train_preset(name, *o);
+        } catch (const Error& e) {  // during parsing only parse errors are caught: a usage error, exit 2
+          throw CLI::ValidationError("--preset", e.what());
+        }
+      },
       "start from a preset: induction-head (the classroom run: an induction head forms within two minutes)");
   cmd->add_option("--corpus", o->corpus,
                   "UTF-8 text (or builtin:repeats); vocabulary = its distinct characters; last 10% = validation");

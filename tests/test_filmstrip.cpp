@@ -138,6 +138,9 @@ TEST_F(Filmstrip, BadOptionsAreUsageErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(".png or .svg"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/f.png"));
+  r = cli({"train", "--preset", "nope", "--out", dir_ + "/p"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown preset 'nope'"), std::string::npos) << r.err;
 }
 
 }  // namespace
