@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "tests/test_util.h"
 #include "ui/training_state.h"
 
 namespace attnviz::ui {
@@ -125,6 +126,36 @@ TEST(TrainingText, IsFittedToTheVocabulary) {
   EXPECT_EQ(text_for_vocabulary("", vocab), "acehstacehst");
   EXPECT_EQ(text_for_vocabulary("\xe4\xb8\xad", vocab), "acehstacehst");
   EXPECT_EQ(text_for_vocabulary("\xff", vocab), "acehstacehst");  // not UTF-8
+}
+
+TEST(TrainingFilmstrip, TheGuiWritesKeptSnapshotsWithStepLabels) {
+  const std::string dir = test::temp_dir("gui_filmstrip");
+  std::string text;
+  for (int i = 0; i < 120; ++i) text += "the cat sat on the mat. ";
+  test::write_bytes(dir + "/c.txt", text);
+  TrainingSession session;
+  EXPECT_THROW(write_session_filmstrip(session, 3, "the cat", 0, 0, dir + "/none.png"), Error);
+  TrainingForm f = form_for_preset("induction-head");
+  f.train.corpus = dir + "/c.txt";
+  f.train.embd = 16;
+  f.train.block_size = 16;
+  f.train.batch = 2;
+  f.train.steps = 40;
+  f.snapshot_every = 10;
+  session.start(session_options(f));
+  ASSERT_TRUE(session.wait_idle(60000));
+  const std::string msg = write_session_filmstrip(session, 3, "the cat sat", 1, 2, dir + "/f.svg");
+  EXPECT_EQ(msg, "wrote " + dir + "/f.svg: layer 1 head 2 at 3 steps");
+  const std::string svg = test::read_file(dir + "/f.svg");
+  for (const char* cap : {">step 0<", ">step 20<", ">step 40<"}) EXPECT_NE(svg.find(cap), std::string::npos) << cap;
+  EXPECT_EQ(svg.find(">step 10<"), std::string::npos);
+  try {
+    write_session_filmstrip(session, 3, "THE CAT", 1, 2, dir + "/g.svg");
+    ADD_FAILURE() << "a character outside the vocabulary must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'T'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(write_session_filmstrip(session, 3, "the cat", 2, 0, dir + "/h.svg"), Error);  // no layer 2
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "core/export/filmstrip.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -318,14 +317,8 @@ void TrainingPanel::draw_export(FrameContext& ctx, const SessionStatus& st) {
   ImGui::SameLine();
   if (ImGui::Button("Filmstrip")) {
     try {
-      std::vector<FilmstripFrame> frames;
-      for (int s : filmstrip_steps(st.snapshot_steps, film_frames_))
-        if (auto m = session_.snapshot(s)) frames.push_back({s, m});
-      if (frames.empty()) throw Error("no snapshots kept yet");
-      const Model& m = *frames.back().model;
-      write_filmstrip(frames, encode_text(m, ctx.state.text), ctx.state.layer, ctx.state.head, 14, film_buf_);
-      message_ = "wrote " + std::string(film_buf_) + ": layer " + std::to_string(ctx.state.layer) + " head " +
-                 std::to_string(ctx.state.head) + " at " + std::to_string(frames.size()) + " steps";
+      message_ = write_session_filmstrip(session_, film_frames_, ctx.state.text, ctx.state.layer, ctx.state.head,
+                                         film_buf_);
     } catch (const std::exception& e) {
       message_ = e.what();
     }

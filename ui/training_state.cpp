@@ -5,7 +5,9 @@
 #include <cmath>
 #include <set>
 
+#include "core/engine/engine.h"
 #include "core/error.h"
+#include "core/export/filmstrip.h"
 #include "core/tokenize/tokenizer.h"
 
 namespace attnviz::ui {
@@ -98,6 +100,17 @@ std::string induction_note(const SessionStatus& s) {
     return buf;
   }
   return "induction head formed at step " + std::to_string(s.induction_step);
+}
+
+std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer,
+                                    int head, const std::string& path) {
+  std::vector<FilmstripFrame> frames;
+  for (int s : filmstrip_steps(session.status()->snapshot_steps, k))
+    if (auto m = session.snapshot(s)) frames.push_back({s, m});
+  if (frames.empty()) throw Error("no snapshots kept yet: start a run first");
+  write_filmstrip(frames, encode_text(*frames.back().model, text), layer, head, 14, path);
+  return "wrote " + path + ": layer " + std::to_string(layer) + " head " + std::to_string(head) + " at " +
+         std::to_string(frames.size()) + " steps";
 }
 
 std::string text_for_vocabulary(const std::string& text, const std::vector<std::string>& vocab) {

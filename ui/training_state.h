@@ -51,6 +51,13 @@ int best_induction_head(const SessionStatus& s);
 // "induction head formed at step 1100 (23 s): layer 1 head 2", or "" before it formed.
 std::string induction_note(const SessionStatus& s);
 
+// The filmstrip of the GUI: head (layer, head) on `text` at up to `k` kept snapshots of
+// `session` (filmstrip_steps), written to `path` (.png or .svg). Returns the line to show;
+// throws an Error when nothing is kept, the text has characters outside the vocabulary, or
+// the head or the path is bad.
+std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer,
+                                    int head, const std::string& path);
+
 // The text to show while the model trains: `text` when the vocabulary covers it, else
 // `text` lower-cased without the characters the vocabulary lacks, else a sentence typed
 // twice from the vocabulary's letters.
