@@ -3,12 +3,15 @@
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
+//           [--train-steps N]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
 // the token strip and the head grid, for tests), and exits 0. --type appends TEXT one
 // character at a time once the first result is in, and records each keystroke-to-frame
 // time (key pressed → the frame showing its result presented) in the sidecar's "typing".
+// --train-steps N opens the Training panel and trains the classroom preset for N steps; a
+// screenshot then waits for the run to end (its state is the sidecar's "training").
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>

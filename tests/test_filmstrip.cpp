@@ -10,10 +10,10 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/cli_run.h"
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
 #include "core/train/train.h"
+#include "tests/cli_run.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -33,10 +33,40 @@ class Filmstrip : public ::testing::Test {
     test::write_bytes(corpus_, text);
   }
   std::vector<std::string> train_args(const std::string& out_file) const {
-    return {"train", "--corpus", corpus_, "--out", dir_ + "/ckpt", "--arch", "llama", "--layers", "2", "--embd", "16",
-            "--heads", "2", "--block-size", "16", "--batch", "4", "--steps", "20", "--warmup", "2", "--eval-every",
-            "10", "--seed", "3", "--quiet", "--filmstrip", "1:1", "--text", "a cat sat. a cat", "--every", "10",
-            "--filmstrip-out", out_file};
+    return {"train",
+            "--corpus",
+            corpus_,
+            "--out",
+            dir_ + "/ckpt",
+            "--arch",
+            "llama",
+            "--layers",
+            "2",
+            "--embd",
+            "16",
+            "--heads",
+            "2",
+            "--block-size",
+            "16",
+            "--batch",
+            "4",
+            "--steps",
+            "20",
+            "--warmup",
+            "2",
+            "--eval-every",
+            "10",
+            "--seed",
+            "3",
+            "--quiet",
+            "--filmstrip",
+            "1:1",
+            "--text",
+            "a cat sat. a cat",
+            "--every",
+            "10",
+            "--filmstrip-out",
+            out_file};
   }
   // Layer 1 head 1's weights (T, T) on the filmstrip text, by the engine.
   std::vector<float> probs_of(std::shared_ptr<const Model> m) const {
@@ -102,8 +132,8 @@ TEST_F(Filmstrip, PngDecodesWithOneTilePerStepSideBySide) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string png = test::read_file(dir_ + "/f.png");
   int w = 0, h = 0, n = 0;
-  unsigned char* px = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(png.data()), static_cast<int>(png.size()),
-                                            &w, &h, &n, 3);
+  unsigned char* px = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(png.data()),
+                                            static_cast<int>(png.size()), &w, &h, &n, 3);
   ASSERT_TRUE(px) << stbi_failure_reason();
   // Three tiles of 16 cells of 12 pixels side by side: wider than three tiles' cells.
   EXPECT_GT(w, 3 * 16 * 12);

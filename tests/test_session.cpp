@@ -71,7 +71,8 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b, const std
   ASSERT_EQ(A.size(), B.size()) << what;
   for (size_t t = 0; t < A.size(); ++t) {
     ASSERT_EQ(A[t].size, B[t].size) << what;
-    for (long long i = 0; i < A[t].size; ++i) ASSERT_EQ(A[t].data[i], B[t].data[i]) << what << " tensor " << t << "[" << i << "]";
+    for (long long i = 0; i < A[t].size; ++i)
+      ASSERT_EQ(A[t].data[i], B[t].data[i]) << what << " tensor " << t << "[" << i << "]";
   }
 }
 

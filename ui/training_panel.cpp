@@ -12,8 +12,8 @@ namespace attnviz::ui {
 namespace {
 
 struct Series {
-  const std::vector<int>* xs;       // steps
-  const std::vector<float>* ys;     // values at those steps
+  const std::vector<int>* xs;    // steps
+  const std::vector<float>* ys;  // values at those steps
   ImU32 color;
   float thickness;
 };
@@ -174,8 +174,9 @@ void TrainingPanel::draw_form() {
   }
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14.f);
   if (ImGui::InputText("corpus", corpus_buf_, sizeof corpus_buf_)) form_.train.corpus = corpus_buf_;
-  help_marker("builtin:repeats (random words, each line written twice), or the path of any UTF-8 text file: its "
-              "characters are the vocabulary and its last 10% the validation text.");
+  help_marker(
+      "builtin:repeats (random words, each line written twice), or the path of any UTF-8 text file: its "
+      "characters are the vocabulary and its last 10% the validation text.");
   const float w = ImGui::GetFontSize() * 6.f;
   ImGui::SetNextItemWidth(w);
   ImGui::SliderFloat("repeat-frac", &form_.train.repeat_frac, 0.f, 1.f, "%.2f");
@@ -268,9 +269,9 @@ void TrainingPanel::draw_plots(const SessionStatus& st) {
       series.push_back({&xs, &ys[static_cast<size_t>(i)], group_color(layer, n_layer + 1, 0.9f),
                         induction && i == best ? 3.f : 1.5f});
     }
-    line_plot(induction ? "induction score per head (token after the earlier occurrence)"
-                        : "previous-token score per head",
-              series, x_max, 0.f, 1.f, st.induction_step, mark_label, ImVec2(w, h));
+    line_plot(
+        induction ? "induction score per head (token after the earlier occurrence)" : "previous-token score per head",
+        series, x_max, 0.f, 1.f, st.induction_step, mark_label, ImVec2(w, h));
   }
   if (best >= 0) {
     const HeadScore& hb = st.scores.back().heads[static_cast<size_t>(best)];
@@ -317,14 +318,15 @@ void TrainingPanel::draw_export(FrameContext& ctx, const SessionStatus& st) {
   ImGui::SameLine();
   if (ImGui::Button("Filmstrip")) {
     try {
-      message_ = write_session_filmstrip(session_, film_frames_, ctx.state.text, ctx.state.layer, ctx.state.head,
-                                         film_buf_);
+      message_ =
+          write_session_filmstrip(session_, film_frames_, ctx.state.text, ctx.state.layer, ctx.state.head, film_buf_);
     } catch (const std::exception& e) {
       message_ = e.what();
     }
   }
-  help_marker("The selected head's attention weights on the text, at kept snapshots from the first to the newest, "
-              "side by side (.png or .svg).");
+  help_marker(
+      "The selected head's attention weights on the text, at kept snapshots from the first to the newest, "
+      "side by side (.png or .svg).");
 }
 
 }  // namespace attnviz::ui

@@ -45,8 +45,8 @@ class TrainingPanel : public Panel {
   std::shared_ptr<const SessionStatus> status_;
   std::shared_ptr<const Model> shown_;
   int shown_step_ = -1;
-  bool show_ = true;       // the other panels show the training weights
-  bool follow_ = true;     // ... the newest; else the snapshot at scrub_
+  bool show_ = true;    // the other panels show the training weights
+  bool follow_ = true;  // ... the newest; else the snapshot at scrub_
   int scrub_ = 0;
   bool text_set_ = false;  // the text box was fitted to the run's vocabulary
   std::string message_;    // the last error or note of a button

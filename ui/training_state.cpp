@@ -102,8 +102,8 @@ std::string induction_note(const SessionStatus& s) {
   return "induction head formed at step " + std::to_string(s.induction_step);
 }
 
-std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer,
-                                    int head, const std::string& path) {
+std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer, int head,
+                                    const std::string& path) {
   std::vector<FilmstripFrame> frames;
   for (int s : filmstrip_steps(session.status()->snapshot_steps, k))
     if (auto m = session.snapshot(s)) frames.push_back({s, m});

@@ -55,8 +55,8 @@ std::string induction_note(const SessionStatus& s);
 // `session` (filmstrip_steps), written to `path` (.png or .svg). Returns the line to show;
 // throws an Error when nothing is kept, the text has characters outside the vocabulary, or
 // the head or the path is bad.
-std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer,
-                                    int head, const std::string& path);
+std::string write_session_filmstrip(const TrainingSession& session, int k, const std::string& text, int layer, int head,
+                                    const std::string& path);
 
 // The text to show while the model trains: `text` when the vocabulary covers it, else
 // `text` lower-cased without the characters the vocabulary lacks, else a sentence typed

@@ -7,8 +7,8 @@
 
 namespace attnviz {
 
-std::string render_filmstrip(const std::vector<FilmstripFrame>& frames, const std::vector<int>& ids, int layer, int head,
-                             int cell_px, ExportFormat f) {
+std::string render_filmstrip(const std::vector<FilmstripFrame>& frames, const std::vector<int>& ids, int layer,
+                             int head, int cell_px, ExportFormat f) {
   if (frames.empty()) throw Error("a filmstrip needs at least one step", ErrorKind::Usage);
   if (ids.empty()) throw Error("a filmstrip needs a text of at least one token", ErrorKind::Usage);
   if (layer < 0 || head < 0) throw Error("a filmstrip shows one head: layer and head must be ≥ 0", ErrorKind::Usage);
@@ -44,8 +44,8 @@ std::pair<int, int> parse_layer_head(const std::string& s, const std::string& wh
   const size_t colon = s.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) throw bad();
   const std::string a = s.substr(0, colon), b = s.substr(colon + 1);
-  if (a.find_first_not_of("0123456789") != std::string::npos || b.find_first_not_of("0123456789") != std::string::npos ||
-      a.size() > 6 || b.size() > 6)
+  if (a.find_first_not_of("0123456789") != std::string::npos ||
+      b.find_first_not_of("0123456789") != std::string::npos || a.size() > 6 || b.size() > 6)
     throw bad();
   return {std::stoi(a), std::stoi(b)};
 }

@@ -20,8 +20,8 @@ struct FilmstripFrame {
 // Runs every frame's model on `ids` (the last block_size of them) on the CPU and draws
 // layer `layer`, query head `head` of each. Usage Error for no frames or a layer/head out
 // of range; `f` is Png or Svg.
-std::string render_filmstrip(const std::vector<FilmstripFrame>& frames, const std::vector<int>& ids, int layer, int head,
-                             int cell_px, ExportFormat f);
+std::string render_filmstrip(const std::vector<FilmstripFrame>& frames, const std::vector<int>& ids, int layer,
+                             int head, int cell_px, ExportFormat f);
 
 // render_filmstrip to `path` (format from its extension: .png or .svg), atomically.
 void write_filmstrip(const std::vector<FilmstripFrame>& frames, const std::vector<int>& ids, int layer, int head,

@@ -34,7 +34,8 @@ std::shared_ptr<const Model> model_of_run(const TrainRun& r, std::shared_ptr<con
 std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count) {
   const int n = len > 0 ? std::min(len, n_ctx / 2) : std::min(24, n_ctx / 2);
   std::vector<std::vector<int>> probes;
-  for (int s = 0; s < count; ++s) probes.push_back(repeated_random_tokens(tok, vocab_size, n, static_cast<uint64_t>(s) + 1));
+  for (int s = 0; s < count; ++s)
+    probes.push_back(repeated_random_tokens(tok, vocab_size, n, static_cast<uint64_t>(s) + 1));
   return probes;
 }
 
@@ -79,7 +80,8 @@ void TrainingSession::start(const SessionOptions& o) {
     if (next_.state == SessionState::Running || next_.state == SessionState::Paused)
       throw Error("a training run is already going: stop or reset it first", ErrorKind::Usage);
   }
-  if (o.publish_every < 1 || o.snapshot_every < 1) throw Error("publish and snapshot intervals must be ≥ 1", ErrorKind::Usage);
+  if (o.publish_every < 1 || o.snapshot_every < 1)
+    throw Error("publish and snapshot intervals must be ≥ 1", ErrorKind::Usage);
   // Everything that can fail on bad input happens here, before the old run is touched.
   auto run = std::make_unique<TrainRun>(start_run(o.train));
   auto tok = std::make_shared<const CharTokenizer>(run->corpus.vocab);

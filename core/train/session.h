@@ -28,12 +28,12 @@
 namespace attnviz {
 
 struct SessionOptions {
-  TrainOptions train;            // train.out is not used (save() names the directory)
-  int publish_every = 25;        // steps between published models and head scores
-  int snapshot_every = 100;      // steps between kept weight snapshots
+  TrainOptions train;                   // train.out is not used (save() names the directory)
+  int publish_every = 25;               // steps between published models and head scores
+  int snapshot_every = 100;             // steps between kept weight snapshots
   size_t snapshot_budget = 256u << 20;  // bytes for all snapshots together
-  int probe_len = 0;             // length of the repeated random strings; 0 = min(24, block_size/2)
-  int probe_strings = 3;         // induction and previous-token scores average over this many
+  int probe_len = 0;                    // length of the repeated random strings; 0 = min(24, block_size/2)
+  int probe_strings = 3;                // induction and previous-token scores average over this many
 };
 
 // An induction head has formed when some head's induction score reaches this.
@@ -50,21 +50,21 @@ struct ScorePoint {
 
 struct SessionStatus {
   SessionState state = SessionState::Idle;
-  int step = 0, steps = 0;           // steps done, total
-  int first_step = 0;                // where the run began (> 0 when it resumed a checkpoint)
-  std::vector<float> train_loss;     // (step − first_step) loss of step first_step+i+1 at index i
-  std::vector<int> val_steps;        // steps at which validation ran (0 = before training)
-  std::vector<float> val_loss;       // (val_steps.size())
-  std::vector<ScorePoint> scores;    // one per publish, in step order
-  int induction_step = -1;           // first scored step with an induction score ≥ kInductionFormed
-  double induction_seconds = -1;     // training wall time at that step
-  double elapsed_s = 0;              // training wall time (paused time not counted)
+  int step = 0, steps = 0;             // steps done, total
+  int first_step = 0;                  // where the run began (> 0 when it resumed a checkpoint)
+  std::vector<float> train_loss;       // (step − first_step) loss of step first_step+i+1 at index i
+  std::vector<int> val_steps;          // steps at which validation ran (0 = before training)
+  std::vector<float> val_loss;         // (val_steps.size())
+  std::vector<ScorePoint> scores;      // one per publish, in step order
+  int induction_step = -1;             // first scored step with an induction score ≥ kInductionFormed
+  double induction_seconds = -1;       // training wall time at that step
+  double elapsed_s = 0;                // training wall time (paused time not counted)
   std::shared_ptr<const Model> model;  // the weights at model_step; null before start
   int model_step = 0;
-  std::vector<int> snapshot_steps;   // the steps kept, oldest first
-  size_t snapshot_bytes = 0;         // bytes they hold together
-  std::string message;               // why it failed, or a note (the budget); "" when none
-  uint64_t serial = 0;               // grows with every publish
+  std::vector<int> snapshot_steps;  // the steps kept, oldest first
+  size_t snapshot_bytes = 0;        // bytes they hold together
+  std::string message;              // why it failed, or a note (the budget); "" when none
+  uint64_t serial = 0;              // grows with every publish
 };
 
 class TrainingSession {
@@ -122,7 +122,7 @@ class TrainingSession {
   std::unique_ptr<TrainRun> run_;  // null before start
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<std::vector<int>> probe_ids_;  // the repeated random strings
-  SessionStatus next_;             // what the thread builds; copied on publish
+  SessionStatus next_;                       // what the thread builds; copied on publish
   std::shared_ptr<const SessionStatus> published_;
   std::vector<Snap> snaps_;
   bool pause_ = false, stop_ = false;
