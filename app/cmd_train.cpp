@@ -4,10 +4,14 @@
 
 #include <cstdio>
 #include <iomanip>
+#include <memory>
+#include <tuple>
 #include <sstream>
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/export/filmstrip.h"
+#include "core/train/session.h"
 #include "core/train/train.h"
 
 namespace attnviz {
@@ -25,13 +29,111 @@ std::string hms(double s) {
 // Trains with the options as given, except a warm-up as long as the run, which becomes a
 // tenth of it. Progress goes to io.err: a redrawn bar on a terminal, a line per percent
 // otherwise, only the evaluations with `quiet`.
-void run_train(const TrainOptions& o, bool quiet, Io& io) {
-  TrainOptions opts = o;
-  if (opts.warmup >= opts.steps) opts.warmup = std::max(0, opts.steps / 10);
+// What --filmstrip asks for: head L:H on `text` every `every` steps, drawn into `out`.
+struct FilmstripOptions {
+  std::string head;  // "L:H"; "" = no filmstrip
+  std::string text;
+  int every = 0;     // 0: a tenth of the run
+  std::string out;   // .png or .svg
+  int cell = 12;
+};
+
+// Collects the weights at step 0, every `every` steps and at the end, and writes the
+// filmstrip once the run is done. Checks its options before training starts.
+class FilmstripRecorder {
+ public:
+  FilmstripRecorder(const FilmstripOptions& f, const TrainOptions& o) : f_(f) {
+    if (f.head.empty()) return;
+    if (f.text.empty() || f.out.empty())
+      throw Error("--filmstrip needs --text S and --filmstrip-out F.png (or .svg)", ErrorKind::Usage);
+    std::tie(layer_, head_) = parse_layer_head(f.head, "--filmstrip");
+    if (format_of_path(f.out) != ExportFormat::Png && format_of_path(f.out) != ExportFormat::Svg)
+      throw Error("--filmstrip-out must end in .png or .svg", ErrorKind::Usage);
+    every_ = f.every > 0 ? f.every : std::max(1, o.steps / 10);
+  }
+  void operator()(const TrainProgress& p) {
+    if (f_.head.empty() || !(p.start || p.step % every_ == 0 || p.step == p.steps)) return;
+    if (!tok_) {  // the first report: the text must be in the corpus's vocabulary
+      tok_ = std::make_shared<const CharTokenizer>(p.run->corpus.vocab);
+      try {
+        ids_ = tok_->encode(f_.text);
+      } catch (const Error& e) {
+        throw Error(std::string("--text: ") + e.what() + "\n  HINT: the vocabulary is the corpus's characters.",
+                    ErrorKind::Usage);
+      }
+      if (layer_ >= p.run->c.n_layer || head_ >= p.run->c.n_head)
+        throw Error("--filmstrip " + f_.head + ": the model has layers 0 … " + std::to_string(p.run->c.n_layer - 1) +
+                        " and heads 0 … " + std::to_string(p.run->c.n_head - 1),
+                    ErrorKind::Usage);
+    }
+    if (frames_.empty() || frames_.back().step != p.step)
+      frames_.push_back({p.step, model_of_run(*p.run, tok_, "")});
+  }
+  // Writes the file; returns a line saying so ("" without --filmstrip).
+  std::string write() const {
+    if (f_.head.empty()) return "";
+    write_filmstrip(frames_, ids_, layer_, head_, f_.cell, f_.out);
+    return "filmstrip of layer " + std::to_string(layer_) + " head " + std::to_string(head_) + " at " +
+           std::to_string(frames_.size()) + " steps: " + f_.out + "\n";
+  }
+
+ private:
+  FilmstripOptions f_;
+  int layer_ = 0, head_ = 0, every_ = 1;
+  std::shared_ptr<const CharTokenizer> tok_;
+  std::vector<int> ids_;
+  std::vector<FilmstripFrame> frames_;
+};
+
+// At every validation: the best head's induction score on random strings repeated twice,
+// and the first step where it reaches kInductionFormed (the phase change).
+class InductionWatch {
+ public:
+  // "" except after a validation: "  induction 0.43 (L1 H2)".
+  std::string operator()(const TrainProgress& p) {
+    if (!p.evaluated && !p.start) return "";
+    if (!tok_) {
+      tok_ = std::make_shared<const CharTokenizer>(p.run->corpus.vocab);
+      probes_ = induction_probes(tok_.get(), p.run->c.vocab_size, p.run->c.n_ctx, 0, 3);
+    }
+    const auto scores = probe_head_scores(*model_of_run(*p.run, tok_, ""), probes_);
+    const HeadScore* best = &scores.front();
+    for (const auto& h : scores)
+      if (h.induction > best->induction) best = &h;
+    if (step_ < 0 && best->induction >= kInductionFormed) {
+      step_ = p.step;
+      seconds_ = p.elapsed_s;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  induction %.2f (L%d H%d)", best->induction, best->layer, best->head);
+    return buf;
+  }
+  std::string summary() const {
+    if (step_ < 0) return "no induction head yet (no head scored " + std::to_string(kInductionFormed).substr(0, 3) + ")\n";
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "an induction head formed by step %d (%.1f s of training)\n", step_, seconds_);
+    return buf;
+  }
+
+ private:
+  std::shared_ptr<const CharTokenizer> tok_;
+  std::vector<std::vector<int>> probes_;
+  int step_ = -1;
+  double seconds_ = 0;
+};
+
+void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, Io& io) {
+  if (o.corpus.empty()) throw Error("train needs --corpus FILE (or --preset NAME)", ErrorKind::Usage);
+  const TrainOptions& opts = o;
+  FilmstripRecorder filmstrip(film, o);
   if (!quiet) io.err << "training on " << o.corpus << " with " << omp_get_max_threads() << " threads\n";
   // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
   const bool redraw = isatty(STDERR_FILENO);
-  const auto progress = [&io, quiet, redraw](const TrainProgress& p) {
+  InductionWatch induction;
+  const auto progress = [&io, quiet, redraw, &filmstrip, &induction](const TrainProgress& p) {
+    filmstrip(p);
+    const std::string ind = induction(p);
+    if (p.start) return;
     if (quiet && !p.evaluated) return;
     if (!redraw && !p.evaluated && p.step % std::max(1, p.steps / 100) != 0) return;
     std::ostringstream line;
@@ -39,6 +141,7 @@ void run_train(const TrainOptions& o, bool quiet, Io& io) {
     line << "\r[" << std::string(fill, '#') << std::string(width - fill, '.') << "] step " << p.step << "/"
          << p.steps << std::fixed << std::setprecision(4) << "  loss " << p.loss;
     if (p.val_loss >= 0) line << "  val " << p.val_loss;
+    line << ind;
     line << std::setprecision(0) << "  " << p.tokens_per_s << " tok/s  ETA " << hms(p.eta_s) << "   ";
     if (quiet || !redraw) io.err << line.str().substr(1) << "\n";
     else io.err << line.str() << (p.evaluated ? "\n" : "") << std::flush;
@@ -51,7 +154,8 @@ void run_train(const TrainOptions& o, bool quiet, Io& io) {
          << " steps in " << hms(r.seconds) << "\n"
          << "validation loss " << (r.first_val_loss >= 0 ? std::to_string(r.first_val_loss) + " -> " : std::string("(resumed) "))
          << r.final_val_loss << " nats/token\n"
-         << "saved " << o.out << "\n";
+         << induction.summary() << "saved " << o.out << "\n"
+         << filmstrip.write();
 }
 
 }  // namespace
@@ -60,8 +164,20 @@ Action add_train_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<TrainOptions>();
   auto quiet = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("train", "Train a character-level gpt2 or llama model on a UTF-8 text file");
-  cmd->add_option("--corpus", o->corpus, "UTF-8 text; vocabulary = its distinct characters; last 10% = validation")
-      ->required();
+  // Defined first: CLI11 applies options in the order they are defined, so the preset
+  // sets its values and any option given beside it overrides them.
+  cmd->add_option_function<std::string>(
+      "--preset",
+      [o](const std::string& name) {
+        try {
+          apply_train_preset(name, *o);
+        } catch (const Error& e) {  // during parsing only parse errors are caught: a usage error, exit 2
+          throw CLI::ValidationError("--preset", e.what());
+        }
+      },
+      "start from a preset: induction-head (the classroom run: an induction head forms within two minutes)");
+  cmd->add_option("--corpus", o->corpus,
+                  "UTF-8 text (or builtin:repeats); vocabulary = its distinct characters; last 10% = validation");
   cmd->add_option("--out", o->out, "checkpoint directory (a Hugging Face model directory + trainer state)")->required();
   cmd->add_option("--arch", o->arch, "gpt2 (learned positions, LayerNorm, GELU) or llama (RoPE, RMSNorm, SwiGLU, GQA)");
   cmd->add_option("--layers", o->layers, "layers (default 2)")->check(CLI::PositiveNumber);
@@ -88,7 +204,18 @@ Action add_train_command(CLI::App& app, Io& io) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--resume", o->resume, "continue the run saved in DIR (model, AdamW state, step)");
   cmd->add_flag("--quiet", *quiet, "no progress bar");
-  return [o, quiet, &io] { run_train(*o, *quiet, io); };
+  auto film = std::make_shared<FilmstripOptions>();
+  cmd->add_option("--filmstrip", film->head, "L:H: draw that head's attention weights on --text at several steps")
+      ->group("Filmstrip");
+  cmd->add_option("--text", film->text, "the text of the filmstrip (characters of the corpus)")->group("Filmstrip");
+  cmd->add_option("--every", film->every, "steps between filmstrip frames (default: a tenth of the run)")
+      ->check(CLI::PositiveNumber)
+      ->group("Filmstrip");
+  cmd->add_option("--filmstrip-out", film->out, "the filmstrip file, F.png or F.svg")->group("Filmstrip");
+  cmd->add_option("--cell", film->cell, "filmstrip pixels per cell (default 12)")
+      ->check(CLI::Range(1, 256))
+      ->group("Filmstrip");
+  return [o, film, quiet, &io] { run_train(*o, *film, *quiet, io); };
 }
 
 }  // namespace attnviz

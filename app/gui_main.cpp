@@ -3,12 +3,15 @@
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
+//           [--train-steps N]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
 // the token strip and the head grid, for tests), and exits 0. --type appends TEXT one
 // character at a time once the first result is in, and records each keystroke-to-frame
 // time (key pressed → the frame showing its result presented) in the sidecar's "typing".
+// --train-steps N opens the Training panel and trains the classroom preset for N steps; a
+// screenshot then waits for the run to end (its state is the sidecar's "training").
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -67,6 +70,7 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--screenshot", shot.path, "render, save the window as this PNG and exit");
   cli.add_option("--frames", shot.frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
+  cli.add_option("--train-steps", opt.train_steps, "open the Training panel and train the classroom preset (induction head) this many steps; a screenshot waits for the run to end")->check(CLI::PositiveNumber);
   cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
 }
 

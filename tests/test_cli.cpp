@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/cli.h"
+#include "tests/cli_run.h"
 #include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
@@ -14,7 +14,7 @@ namespace attnviz {
 namespace {
 
 using Result = CliResult;
-CliResult cli(std::vector<std::string> args) { return run_cli_captured(std::move(args)); }
+using test::cli;
 
 class Cli : public ::testing::Test {
  protected:

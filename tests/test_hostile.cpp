@@ -18,6 +18,7 @@
 #include "core/limits.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
+#include "tests/cli_run.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = CliResult;
-CliResult cli(std::vector<std::string> args) { return run_cli_captured(std::move(args)); }
+using test::cli;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

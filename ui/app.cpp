@@ -17,6 +17,7 @@
 #include "ui/text_panel.h"
 #include "ui/theme.h"
 #include "ui/token_strip_panel.h"
+#include "ui/training_panel.h"
 
 namespace attnviz::ui {
 
@@ -68,11 +69,14 @@ App::App(const AppOptions& opt) : opt_(opt) {
   gqa_ = std::make_unique<GqaPanel>();
   next_ = std::make_unique<NextTokenPanel>();
   model_ = std::make_unique<ModelPanel>();
+  training_ = std::make_unique<TrainingPanel>();
   status_ = std::make_unique<StatusBar>();
-  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get()};
+  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get(),
+             training_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end() && p != status_.get()) *p->p_open() = it->second;
 
+  if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
   snap_ = worker_.latest();
   post_if_changed();
   first_serial_ = 1;  // the first post() gets serial 1
@@ -93,7 +97,8 @@ PanelVisibility App::visibility() const {
 bool App::first_answer() const { return worker_.latest()->request_serial >= first_serial_; }
 bool App::wait_first_answer(int timeout_ms) const { return worker_.wait_for(first_serial_, timeout_ms); }
 bool App::settled() const {
-  return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished());
+  return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished()) &&
+         (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model()));
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -108,6 +113,7 @@ void App::post_if_changed() {
   r.backend = state_.backend;
   r.text = state_.text;
   r.block_size = state_.block_size;
+  if ((r.model = training_->shown_model())) r.model_spec = r.model->name;  // the weights as they learn
   posted_this_frame_ = r != posted_;
   if (r != posted_) {
     posted_ = r;
@@ -160,6 +166,10 @@ void App::layout(bool force) {
   grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, std::round(rh * grid_share)), force);
   gqa_->place(ImVec2(d.x - rw, top + strip_h + std::round(rh * grid_share)), ImVec2(rw, rh - std::round(rh * grid_share)), force);
   status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
+  // Training, when opened, covers the left column below the text box: the heatmap and the
+  // head grid stay in view while the model learns.
+  const float train_top = top + std::round(body * text_share);
+  training_->place(ImVec2(0, train_top), ImVec2(std::max(lw, fs * 28.f), bottom - train_top), force);
 }
 
 void App::menu_bar() {
@@ -318,6 +328,13 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["text"] = snap.trace_text;
   j["fonts"] = fonts_.fonts().note;
   if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
+  if (training_->open()) {
+    const auto st = training_->status();
+    j["training"] = {{"state", session_state_name(st->state)}, {"step", st->step}, {"steps", st->steps},
+                     {"induction_step", st->induction_step}, {"induction_seconds", st->induction_seconds},
+                     {"elapsed_s", st->elapsed_s}, {"snapshots", st->snapshot_steps.size()},
+                     {"train_loss", st->train_loss.empty() ? -1.f : st->train_loss.back()}};
+  }
   return j.dump(2);
 }
 

@@ -24,6 +24,7 @@ class HeadGridPanel;
 class GqaPanel;
 class NextTokenPanel;
 class ModelPanel;
+class TrainingPanel;
 class StatusBar;
 
 struct AppOptions {
@@ -37,6 +38,7 @@ struct AppOptions {
   bool presentation = false;
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
+  int train_steps = 0;       // > 0: open the Training panel and train the classroom preset this many steps
 };
 
 class App {
@@ -117,6 +119,7 @@ class App {
   std::unique_ptr<GqaPanel> gqa_;
   std::unique_ptr<NextTokenPanel> next_;
   std::unique_ptr<ModelPanel> model_;
+  std::unique_ptr<TrainingPanel> training_;
   std::unique_ptr<StatusBar> status_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };

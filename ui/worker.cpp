@@ -19,6 +19,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 // True when model.safetensors says it was written by write_random_model.
 bool has_random_weights(const Model& m) {
+  if (m.dir.empty()) return false;  // made in memory, not read from a directory
   try {
     const auto f = SafetensorsFile::open((std::filesystem::path(m.dir) / "model.safetensors").string());
     const auto it = f.metadata().find("generator");
@@ -111,11 +112,13 @@ void Worker::handle(const Request& r, uint64_t serial) {
   };
 
   // 1. The model and backend: reload only when they change (or the last load failed).
-  if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_) {
+  if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_ ||
+      (r.model && r.model != engine_->model_ptr())) {
     try {
       const auto t0 = std::chrono::steady_clock::now();
-      std::shared_ptr<const Model> model =
-          engine_ && r.model_spec == engine_model_ ? engine_->model_ptr() : load_model(r.model_spec);
+      std::shared_ptr<const Model> model = r.model                                          ? r.model
+                                           : engine_ && r.model_spec == engine_model_ ? engine_->model_ptr()
+                                                                                      : load_model(r.model_spec);
       std::string note;
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();

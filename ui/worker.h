@@ -25,8 +25,12 @@ struct Request {
   std::string backend = "cpu";  // "cpu" or "gpu"
   std::string text;
   int block_size = 0;           // 0 or out of range: the model's context
+  // A model already in memory (the Training panel's weights as they learn): used instead of
+  // loading model_spec, which then only names it.
+  std::shared_ptr<const Model> model;
   bool operator==(const Request& o) const {
-    return model_spec == o.model_spec && backend == o.backend && text == o.text && block_size == o.block_size;
+    return model_spec == o.model_spec && backend == o.backend && text == o.text && block_size == o.block_size &&
+           model == o.model;
   }
   bool operator!=(const Request& o) const { return !(*this == o); }
 };

@@ -127,6 +127,9 @@ struct Layout {
   int title_h = 0, colorbar_w = 0;
 };
 
+// Tiles carry titles when there are several, or a caption was given.
+bool tiles_titled(const std::vector<MatrixView>& views) { return views.size() > 1 || !views.front().caption.empty(); }
+
 Layout make_layout(Painter& p, const std::vector<MatrixView>& views, int cell) {
   Layout L;
   L.cell = cell;
@@ -138,7 +141,7 @@ Layout make_layout(Painter& p, const std::vector<MatrixView>& views, int cell) {
   for (const auto& s : v.row_labels) max_row_label = std::max(max_row_label, p.measure(s, L.label_px));
   L.row_label_w = max_row_label + L.pad;
   L.col_label_h = static_cast<int>(L.label_px * 1.4f) + 4;
-  const int tile_title_h = views.size() > 1 ? static_cast<int>(L.tile_title_px * 1.5f) : 0;
+  const int tile_title_h = tiles_titled(views) ? static_cast<int>(L.tile_title_px * 1.5f) : 0;
   L.tile_w = L.row_label_w + v.cols * cell + L.pad;
   L.tile_h = tile_title_h + L.col_label_h + v.rows * cell + L.pad;
   L.title_h = static_cast<int>(L.title_px * 1.8f) + L.pad;
@@ -150,6 +153,7 @@ void draw_tile(Painter& p, const Layout& L, const MatrixView& v, int x, int y, b
   if (titled) {
     std::string t = "L" + std::to_string(v.layer) + (kv_stage(v.stage) ? " KV" : " H") + std::to_string(v.head);
     if (v.kv_head >= 0) t += " · KV" + std::to_string(v.kv_head);
+    if (!v.caption.empty()) t = v.caption;
     p.text(x + L.row_label_w, y, t, L.tile_title_px, kInk);
     y += static_cast<int>(L.tile_title_px * 1.5f);
   }
@@ -184,7 +188,7 @@ void draw_tile(Painter& p, const Layout& L, const MatrixView& v, int x, int y, b
 void draw_figure(Painter& p, const Layout& L, const std::vector<MatrixView>& views, int tiles_per_row,
                  const std::string& title, Colormap cm, ValueRange r, bool any_masked) {
   p.text(L.pad, L.pad, title, L.title_px, kInk);
-  const bool titled = views.size() > 1;
+  const bool titled = tiles_titled(views);
   for (size_t k = 0; k < views.size(); ++k) {
     const int col = static_cast<int>(k) % tiles_per_row, row = static_cast<int>(k) / tiles_per_row;
     draw_tile(p, L, views[k], L.pad + col * L.tile_w, L.title_h + row * L.tile_h, titled, cm, r);
@@ -330,24 +334,31 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
     }
     return out;
   }
-  if (o.cell_px < 1 || o.cell_px > 256) throw Error("--cell must be 1 … 256 pixels", ErrorKind::Usage);
   const Colormap cm = o.colormap ? *o.colormap : (o.stage == Stage::Probs ? Colormap::Viridis : Colormap::Diverging);
-  const ValueRange r = export_range(views, cm);
-  bool any_masked = false;
-  for (const auto& v : views)
-    for (int k = 0; k < v.rows * v.cols && !any_masked; ++k)
-      any_masked = std::isinf(v.values[k]) || (v.causal_mask && causally_masked(k / v.cols, k % v.cols));
   // one row of tiles per layer: every head of it side by side
   const int per_row = o.head < 0 ? static_cast<int>(views.size()) / (o.layer < 0 ? static_cast<int>(tr.layers.size()) : 1) : 1;
   const std::string title = m.name + " · " + (views.size() == 1 ? views.front().name()
                                                                  : std::string(stage_name(o.stage)) +
                                                                        (o.layer < 0 ? " · all layers" : " · layer " + std::to_string(o.layer)) +
                                                                        (o.head < 0 ? " · all heads" : " · head " + std::to_string(o.head)));
+  return render_views(views, title, per_row, cm, o.cell_px, f);
+}
+
+std::string render_views(const std::vector<MatrixView>& views, const std::string& title, int per_row, Colormap cm,
+                         int cell_px, ExportFormat f) {
+  if (views.empty()) throw Error("nothing to draw: no matrices selected", ErrorKind::Usage);
+  if (f != ExportFormat::Png && f != ExportFormat::Svg) throw Error("a figure is .png or .svg", ErrorKind::Usage);
+  if (cell_px < 1 || cell_px > 256) throw Error("--cell must be 1 … 256 pixels", ErrorKind::Usage);
+  const ValueRange r = export_range(views, cm);
+  bool any_masked = false;
+  for (const auto& v : views)
+    for (int k = 0; k < v.rows * v.cols && !any_masked; ++k)
+      any_masked = std::isinf(v.values[k]) || (v.causal_mask && causally_masked(k / v.cols, k % v.cols));
   TextRenderer text;
   const int tiles_x = std::max(1, per_row), tiles_y = (static_cast<int>(views.size()) + tiles_x - 1) / tiles_x;
   if (f == ExportFormat::Svg) {
     SvgPainter svg(text);
-    const Layout L = make_layout(svg, views, o.cell_px);
+    const Layout L = make_layout(svg, views, cell_px);
     draw_figure(svg, L, views, tiles_x, title, cm, r, any_masked);
     const int W = 2 * L.pad + tiles_x * L.tile_w + L.colorbar_w, H = L.title_h + tiles_y * L.tile_h + L.pad + (any_masked ? 40 : 0);
     return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(W) +
@@ -358,7 +369,7 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
   // PNG: measure with a throw-away painter, then draw on a canvas of the right size.
   Image probe(1, 1, kBackground);
   RasterPainter measure(probe, text);
-  const Layout L = make_layout(measure, views, o.cell_px);
+  const Layout L = make_layout(measure, views, cell_px);
   const int W = 2 * L.pad + tiles_x * L.tile_w + L.colorbar_w;
   const int H = std::max(L.title_h + tiles_y * L.tile_h + L.pad, L.title_h + L.col_label_h + 320 + 60);
   if (static_cast<int64_t>(W) * H > 400'000'000LL)

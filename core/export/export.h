@@ -41,6 +41,7 @@ struct MatrixView {
   bool causal_mask = false;       // probs: cells j > i are masked (their weight is exactly 0)
   std::vector<std::string> row_labels;  // query tokens
   std::vector<std::string> col_labels;  // key tokens, or dimension indices for q/k/v/out
+  std::string caption;                  // a tile's title instead of "L0 H3" (e.g. "step 300")
   std::string name() const;             // "layer 0 · head 3 · probs"
 };
 
@@ -53,6 +54,11 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
 
 // The file's bytes.
 std::string render_export(const Trace& tr, const Model& m, const ExportOptions& o, ExportFormat f);
+
+// A PNG or SVG figure of `views` (all of one stage), `tiles_per_row` tiles side by side,
+// under `title`: what render_export draws once it has chosen the views.
+std::string render_views(const std::vector<MatrixView>& views, const std::string& title, int tiles_per_row,
+                         Colormap cm, int cell_px, ExportFormat f);
 
 // render_export to `path`, atomically; returns a one-line note (e.g. no font found) or "".
 std::string export_to_file(const Trace& tr, const Model& m, const ExportOptions& o, const std::string& path);

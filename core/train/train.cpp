@@ -19,24 +19,58 @@
 
 namespace attnviz {
 
+std::string repeats_corpus_text(size_t n_chars, uint64_t seed) {
+  // Sentences of a small made-up grammar over common words: English-like letter statistics
+  // (so that a previous-token head pays off early), with nothing to memorise beyond them.
+  static const std::vector<std::vector<std::string>> parts = {
+      {"the", "a", "my", "one", "that", "every", "his", "her", "our", "this"},
+      {"old", "red", "small", "happy", "quiet", "big", "green", "lazy", "brave", "cold", "dark", "warm"},
+      {"cat", "dog", "bird", "fish", "king", "girl", "boy", "tree", "ship", "house", "river", "horse", "man", "cook",
+       "star", "moon", "baker", "queen", "mouse", "child"},
+      {"saw", "liked", "found", "took", "ate", "made", "met", "heard", "drew", "kept", "sold", "left", "had", "knew",
+       "moved", "called"},
+      {"near", "under", "over", "behind", "past", "with", "from", "into", "by", "beside"}};
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int part) {
+    const auto& p = parts[static_cast<size_t>(part)];
+    return p[std::uniform_int_distribution<size_t>(0, p.size() - 1)(rng)];
+  };
+  std::uniform_int_distribution<int> coin(0, 1);
+  std::string text;
+  while (text.size() < n_chars) {
+    // det [adj] noun verb det [adj] noun [prep det noun]
+    std::string line = pick(0) + " " + (coin(rng) ? pick(1) + " " : "") + pick(2) + " " + pick(3) + " " + pick(0) + " " +
+                       (coin(rng) ? pick(1) + " " : "") + pick(2);
+    if (coin(rng)) line += " " + pick(4) + " " + pick(0) + " " + pick(2);
+    text += line + ". " + line + ".\n";
+  }
+  return text;
+}
+
 Corpus load_corpus(const std::string& path, float val_frac) {
+  if (path == "builtin:repeats") return corpus_from_text(repeats_corpus_text(100000, 1), val_frac, path);
+  if (path.rfind("builtin:", 0) == 0)
+    throw Error("unknown corpus '" + excerpt(path) + "'\n  HINT: the built-in corpus is builtin:repeats; otherwise give a UTF-8 file.");
   struct stat sb {};
   if (stat(path.c_str(), &sb) != 0)
     throw Error("cannot read corpus '" + excerpt(path, kPathExcerptBytes) +
                 "'\n  HINT: scripts/make-corpora.sh builds the built-in ones.");
   // A regular file of at most kMaxTextBytes, opened without blocking.
-  const std::string text = read_regular_file(path, kMaxTextBytes, "corpus");
+  return corpus_from_text(read_regular_file(path, kMaxTextBytes, "corpus"), val_frac, path);
+}
+
+Corpus corpus_from_text(const std::string& text, float val_frac, const std::string& name) {
+  if (text.empty()) throw Error("corpus '" + excerpt(name, kPathExcerptBytes) + "' is empty\n  HINT: give a UTF-8 text file with some text in it.");
   std::vector<std::string> chars;
   try {
     chars = utf8_split(text);
   } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
+    throw Error(name + ": " + e.what());
   }
   // UTF-8 byte order is code-point order, so the sorted set is sorted by code point.
   const std::set<std::string> distinct(chars.begin(), chars.end());
   Corpus c;
   c.vocab.assign(distinct.begin(), distinct.end());
-  CharTokenizer tok(c.vocab);
   c.ids.reserve(chars.size());
   std::unordered_map<std::string, int> id;
   for (size_t i = 0; i < c.vocab.size(); ++i) id[c.vocab[i]] = static_cast<int>(i);
@@ -53,12 +87,36 @@ float lr_at(const TrainOptions& o, int step) {
   return static_cast<float>(min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * t)));
 }
 
+const std::vector<std::string>& train_preset_names() {
+  static const std::vector<std::string> names = {"induction-head"};
+  return names;
+}
+
+void apply_train_preset(const std::string& name, TrainOptions& o) {
+  if (name != "induction-head")
+    throw Error("unknown preset '" + name + "'\n  HINT: the presets are: induction-head", ErrorKind::Usage);
+  o.arch = "llama";
+  o.layers = 2;
+  o.embd = 64;
+  o.heads = 4;
+  o.kv_heads = 0;
+  o.block_size = 32;  // short windows, more of them: the copying signal per step is the same, and a step is cheaper
+  o.batch = 16;
+  o.steps = 1500;
+  o.lr = 3e-3f;
+  o.warmup = 100;
+  o.repeat_frac = 1.f;
+  o.eval_every = 100;
+  o.eval_batches = 4;
+  o.corpus = "builtin:repeats";
+}
+
 ModelConfig make_train_config(const TrainOptions& o, int vocab_size) {
   ModelConfig c;
   const auto usage = [](const std::string& m) { return Error(m, ErrorKind::Usage); };
   if (o.arch != "gpt2" && o.arch != "llama") throw usage("--arch must be gpt2 or llama, not '" + o.arch + "'");
-  if (o.layers < 1 || o.embd < 1 || o.heads < 1 || o.block_size < 2)
-    throw usage("--layers, --embd, --heads must be ≥ 1 and --block-size ≥ 2");
+  if (o.layers < 1 || o.embd < 1 || o.heads < 1 || o.block_size < 2 || o.kv_heads < 0)
+    throw usage("--layers, --embd, --heads must be ≥ 1, --kv-heads ≥ 0 and --block-size ≥ 2");
   if (o.embd % o.heads) throw usage("--embd must be a multiple of --heads (n_embd = heads x head_size)");
   c.model_type = o.arch;
   c.arch = o.arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
@@ -304,94 +362,114 @@ void load_trainer_state(const std::string& dir, const Params<float>& p, AdamStat
 // ---------------------------------------------------------------------------------------
 // The loop
 
-TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
-  using clock = std::chrono::steady_clock;
-  if (o.out.empty()) throw Error("train needs --out DIR", ErrorKind::Usage);
+TrainRun start_run(const TrainOptions& o) {
   if (o.batch < 1 || o.steps < 1) throw Error("--batch and --steps must be ≥ 1", ErrorKind::Usage);
-  Corpus corpus = load_corpus(o.corpus, o.val_frac);
-  ModelConfig c;
-  Params<float> p;
-  AdamState st;
+  TrainRun r;
+  r.o = o;
+  if (r.o.warmup >= r.o.steps) r.o.warmup = std::max(0, r.o.steps / 10);
+  r.corpus = load_corpus(o.corpus, o.val_frac);
+  if (o.max_vocab > 0 && static_cast<int>(r.corpus.vocab.size()) > o.max_vocab)
+    throw Error(o.corpus + ": " + std::to_string(r.corpus.vocab.size()) + " distinct characters, more than the " +
+                    std::to_string(o.max_vocab) + " the vocabulary allows\n  HINT: raise the vocabulary size or use a "
+                    "text with fewer distinct characters.",
+                ErrorKind::Usage);
   if (!o.resume.empty()) {
     const auto m = load_model(o.resume);
-    c = m->config;
+    r.c = m->config;
     const auto* tok = dynamic_cast<const CharTokenizer*>(m->tokenizer.get());
-    if (!tok || tok->pieces() != corpus.vocab)
+    if (!tok || tok->pieces() != r.corpus.vocab)
       throw Error("--resume " + o.resume + ": the checkpoint's vocabulary differs from the corpus's\n  HINT: resume "
                   "with the same --corpus the run started with.");
-    p = params_from_weights<float>(m->weights);
-    if (c.arch == Arch::Gpt2) p.lm_head.resize(0, 0);  // tied
-    load_trainer_state(o.resume, p, st);
+    r.p = params_from_weights<float>(m->weights);
+    if (r.c.arch == Arch::Gpt2) r.p.lm_head.resize(0, 0);  // tied
+    load_trainer_state(o.resume, r.p, r.st);
   } else {
-    c = make_train_config(o, static_cast<int>(corpus.vocab.size()));
-    p = init_params(c, o.seed);
-    st.m = zeros_like(p);
-    st.v = zeros_like(p);
+    r.c = make_train_config(o, static_cast<int>(r.corpus.vocab.size()));
+    r.p = init_params(r.c, o.seed);
+    r.st.m = zeros_like(r.p);
+    r.st.v = zeros_like(r.p);
   }
-  const int T = c.n_ctx, B = o.batch;
-  if (corpus.n_train < static_cast<size_t>(T) + 2 || corpus.ids.size() - corpus.n_train < static_cast<size_t>(T) + 2)
+  const size_t T = static_cast<size_t>(r.c.n_ctx);
+  if (r.corpus.n_train < T + 2 || r.corpus.ids.size() - r.corpus.n_train < T + 2)
     throw Error(o.corpus + ": too short for block_size " + std::to_string(T) +
                 " (both the training part and the last " + std::to_string(o.val_frac * 100) +
                 "% for validation need more than block_size characters)");
+  r.grads = zeros_like(r.p);
+  return r;
+}
 
-  TrainResult res;
-  res.config = c;
-  Params<float> grads = zeros_like(p);
-  Activations<float> acts;
-  std::vector<int> in, tg;
+void train_step(TrainRun& r, TrainProgress& pr) {
+  const TrainOptions& o = r.o;
+  const Corpus& corpus = r.corpus;
+  const int T = r.c.n_ctx, B = o.batch, step = r.st.step;
+  // The batch depends only on (seed, step), so a resumed run sees the same data.
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step));
+  std::uniform_int_distribution<size_t> pick(0, corpus.n_train - T - 1);
   std::vector<size_t> starts(static_cast<size_t>(B));
+  for (auto& s : starts) s = pick(rng);
+  make_batch(corpus.ids, starts, T, r.in, r.tg);
+  const int repeated = static_cast<int>(std::lround(o.repeat_frac * B));
+  for (int b = 0; b < repeated; ++b) {
+    std::uniform_int_distribution<int> period(8, std::max(8, T / 2));
+    const int P = period(rng);
+    fill_repeated(corpus.ids, starts[b], P, b % 2 == 1, r.c.vocab_size, rng, T, &r.in[static_cast<size_t>(b) * T],
+                  &r.tg[static_cast<size_t>(b) * T]);
+  }
+  for (const auto& g : param_list(r.grads)) std::fill(g.data, g.data + g.size, 0.f);
+  const float loss = model_loss<float>(r.c, r.p, r.in, r.tg, B, T, &r.grads, r.acts);
+  if (!std::isfinite(loss))
+    throw Error("the training loss became " + std::to_string(loss) + " at step " + std::to_string(step) +
+                "\n  HINT: lower --lr or raise --warmup.");
+  pr.grad_norm = clip_grad_norm(r.grads, o.clip);
+  pr.lr = lr_at(o, step);
+  adamw_step(o, static_cast<float>(pr.lr), r.p, r.grads, r.st);
+  pr.step = step + 1;
+  pr.steps = o.steps;
+  pr.loss = loss;
+}
+
+double validate_run(const TrainRun& r) {
+  return evaluate(r.c, r.p, r.corpus.ids, r.corpus.n_train, r.corpus.ids.size(), r.o.batch, r.o.eval_batches);
+}
+
+TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
+  using clock = std::chrono::steady_clock;
+  if (o.out.empty()) throw Error("train needs --out DIR", ErrorKind::Usage);
+  TrainRun r = start_run(o);
+  const int T = r.c.n_ctx, B = o.batch;
+  TrainResult res;
+  res.config = r.c;
   TrainProgress pr;
   pr.steps = o.steps;
   const auto t0 = clock::now();
-  const int first = st.step;
-  auto validate = [&] {
-    return evaluate(c, p, corpus.ids, corpus.n_train, corpus.ids.size(), B, o.eval_batches);
-  };
-  if (first == 0) {
-    pr.val_loss = res.first_val_loss = validate();
-  }
-  for (int step = first; step < o.steps; ++step) {
-    // The batch depends only on (seed, step), so a resumed run sees the same data.
-    std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step));
-    std::uniform_int_distribution<size_t> pick(0, corpus.n_train - T - 1);
-    for (auto& s : starts) s = pick(rng);
-    make_batch(corpus.ids, starts, T, in, tg);
-    const int repeated = static_cast<int>(std::lround(o.repeat_frac * B));
-    for (int b = 0; b < repeated; ++b) {
-      std::uniform_int_distribution<int> period(8, std::max(8, T / 2));
-      const int P = period(rng);
-      fill_repeated(corpus.ids, starts[b], P, b % 2 == 1, c.vocab_size, rng, T, &in[static_cast<size_t>(b) * T],
-                    &tg[static_cast<size_t>(b) * T]);
-    }
-    for (const auto& r : param_list(grads)) std::fill(r.data, r.data + r.size, 0.f);
-    const float loss = model_loss<float>(c, p, in, tg, B, T, &grads, acts);
-    if (!std::isfinite(loss))
-      throw Error("the training loss became " + std::to_string(loss) + " at step " + std::to_string(step) +
-                  "\n  HINT: lower --lr or raise --warmup.");
-    pr.grad_norm = clip_grad_norm(grads, o.clip);
-    pr.lr = lr_at(o, step);
-    adamw_step(o, static_cast<float>(pr.lr), p, grads, st);
-    pr.step = step + 1;
-    pr.loss = loss;
+  const int first = r.st.step;
+  if (first == 0) pr.val_loss = res.first_val_loss = validate_run(r);
+  pr.run = &r;
+  pr.step = first;
+  pr.start = true;
+  if (progress) progress(pr);
+  pr.start = false;
+  while (r.st.step < o.steps) {
+    train_step(r, pr);
     pr.elapsed_s = std::chrono::duration<double>(clock::now() - t0).count();
     const int done = pr.step - first;
     pr.tokens_per_s = done * static_cast<double>(B) * T / std::max(pr.elapsed_s, 1e-9);
     pr.eta_s = pr.elapsed_s / done * (o.steps - pr.step);
     pr.evaluated = pr.saved = false;
     if (pr.step % o.eval_every == 0 || pr.step == o.steps) {
-      pr.val_loss = validate();
-      save_checkpoint(o.out, c, p, corpus.vocab, &st, &o);
+      pr.val_loss = validate_run(r);
+      save_checkpoint(o.out, r.c, r.p, r.corpus.vocab, &r.st, &r.o);
       pr.evaluated = pr.saved = true;
     }
-    res.final_train_loss = loss;
+    res.final_train_loss = pr.loss;
     if (progress) progress(pr);
   }
   if (first >= o.steps) {  // nothing to do: still leave a checkpoint and a validation loss
-    pr.val_loss = validate();
-    save_checkpoint(o.out, c, p, corpus.vocab, &st, &o);
+    pr.val_loss = validate_run(r);
+    save_checkpoint(o.out, r.c, r.p, r.corpus.vocab, &r.st, &r.o);
   }
   res.final_val_loss = pr.val_loss;
-  res.steps = st.step;
+  res.steps = r.st.step;
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
 }

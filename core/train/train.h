@@ -40,7 +40,8 @@ struct TrainOptions {
   float val_frac = 0.1f;  // the LAST val_frac of the corpus is validation
   int eval_every = 200;   // steps between validation passes (and checkpoints); also at the end
   int eval_batches = 8;   // validation batches (of `batch` sequences) per pass
-  std::string corpus;     // UTF-8 text file
+  std::string corpus;     // UTF-8 text file, or builtin:repeats
+  int max_vocab = 0;      // > 0: a corpus with more distinct characters than this is an error
   std::string out;        // checkpoint directory
   std::string resume;     // checkpoint directory to continue from ("" = fresh run)
 };
@@ -51,12 +52,24 @@ struct Corpus {
   std::vector<int> ids;            // the whole text as ids
   size_t n_train = 0;              // ids[0, n_train) train, ids[n_train, end) validation
 };
-// Throws an Error naming the file when it cannot be read, is not UTF-8 or is too short.
+// Throws an Error naming the file when it cannot be read, is empty or is not UTF-8.
+// `path` may also be "builtin:repeats" (see repeats_corpus_text).
 Corpus load_corpus(const std::string& path, float val_frac);
+// The same from text in memory; `name` is what errors call it.
+Corpus corpus_from_text(const std::string& text, float val_frac, const std::string& name);
 
 // Learning rate at `step` (0-based): linear warm-up over `warmup` steps, then cosine decay
 // to lr·min_lr_frac at `steps`.
 float lr_at(const TrainOptions& o, int step);
+
+// Presets for `train --preset NAME` and the GUI's Training panel, applied over the
+// defaults. "induction-head": the classroom preset, a 2-layer 64-wide llama with 4 heads
+// and block_size 32 on builtin:repeats with every sequence repeating a segment, in which
+// an induction head forms suddenly (a phase change) after about 700 steps, within two
+// minutes on two cores.
+const std::vector<std::string>& train_preset_names();
+// Usage Error listing the names for an unknown one.
+void apply_train_preset(const std::string& name, TrainOptions& o);
 
 // Architecture from the options and vocabulary size.
 ModelConfig make_train_config(const TrainOptions& o, int vocab_size);
@@ -91,6 +104,8 @@ void save_checkpoint(const std::string& dir, const ModelConfig& c, const Params<
 // Reads the optimizer state saved by save_checkpoint into `st` (shapes from `p`).
 void load_trainer_state(const std::string& dir, const Params<float>& p, AdamState& st);
 
+struct TrainRun;
+
 struct TrainProgress {
   int step = 0, steps = 0;      // steps done, total
   double loss = 0;              // training loss of the last step
@@ -99,6 +114,8 @@ struct TrainProgress {
   double grad_norm = 0, lr = 0;
   bool evaluated = false;       // this report follows a validation pass
   bool saved = false;           // ... and a checkpoint was written
+  bool start = false;           // the one report before the first step (step = steps already done)
+  const TrainRun* run = nullptr;  // the run's state at this report: weights, corpus (read only)
 };
 
 struct TrainResult {
@@ -107,6 +124,37 @@ struct TrainResult {
   double seconds = 0;
   ModelConfig config;
 };
+
+// One run between two steps: what train() keeps, so that a caller can drive the steps
+// itself (the GUI's training session) and get exactly the same run.
+struct TrainRun {
+  TrainOptions o;     // as given, except a warm-up as long as the run becomes a tenth of it
+  Corpus corpus;
+  ModelConfig c;
+  Params<float> p;    // the weights
+  AdamState st;       // st.step = steps done
+  // scratch of the step (kept to avoid reallocating)
+  Params<float> grads;
+  Activations<float> acts;
+  std::vector<int> in, tg;  // (B, T) inputs and next-token targets
+};
+
+// Checks the options, reads the corpus and makes the first weights (or reads them and the
+// AdamW state from o.resume). Throws a clear Error for a missing, empty, non-UTF-8 or too
+// short corpus and for a shape that does not divide. o.out is not needed here.
+TrainRun start_run(const TrainOptions& o);
+// One optimizer step on the batch of step r.st.step (a function of seed and step only).
+// Fills pr.step, loss, grad_norm, lr. A loss that is not finite throws an Error before the
+// weights change, so r.p stays the last good weights.
+void train_step(TrainRun& r, TrainProgress& pr);
+// Validation loss of the current weights (the last val_frac of the corpus).
+double validate_run(const TrainRun& r);
+
+// The corpus "builtin:repeats": random sentences of common words, each line written twice
+// ("the cat saw a red bird. the cat saw a red bird."), so that half of every line can only
+// be predicted by copying: the task an induction head solves. Deterministic; about
+// `n_chars` characters.
+std::string repeats_corpus_text(size_t n_chars, uint64_t seed);
 
 // Runs the whole training; calls `progress` after every step.
 TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress);
