@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
 #include "core/model/gguf_quant.h"
 #include "core/model/safetensors.h"
@@ -49,6 +50,10 @@ TEST(GgufQuant, TypeTable) {
   EXPECT_FALSE(ggml_type_info(23u)->supported());
   EXPECT_EQ(ggml_type_info(4u), nullptr);  // a removed id
   EXPECT_EQ(ggml_type_info(999u), nullptr);
+  float y[32];
+  const uint8_t zeros[64] = {};
+  EXPECT_THROW(dequantize(static_cast<GgmlType>(23), zeros, 32, y), std::logic_error);
+  EXPECT_THROW(dequantize(static_cast<GgmlType>(999), zeros, 32, y), std::logic_error);
 }
 
 TEST(GgufQuant, F32F16BF16) {

@@ -1,6 +1,7 @@
 #include "core/model/gguf_quant.h"
 
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "core/model/safetensors.h"  // half_to_float, bf16_to_float
@@ -210,7 +211,10 @@ std::string supported_ggml_types() {
 }
 
 void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst) {
-  const GgmlTypeInfo& info = ggml_type_info(type);
+  const GgmlTypeInfo* known = ggml_type_info(static_cast<uint32_t>(type));
+  if (!known || !known->supported())
+    throw std::logic_error("dequantize: type " + std::to_string(static_cast<uint32_t>(type)) + " is not supported");
+  const GgmlTypeInfo& info = *known;
   const int64_t blocks = n / info.block_elems;
   void (*block)(const uint8_t*, float*) = nullptr;
   switch (type) {

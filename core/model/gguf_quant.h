@@ -51,8 +51,8 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t);
 std::string supported_ggml_types();
 
 // Converts `n` values (a whole number of blocks) of type `type` starting at `src` into
-// dst[0..n). `type` must be supported and n a multiple of its block_elems (the caller
-// checks; this function does not read past n / block_elems blocks).
+// dst[0..n). `type` must be supported (std::logic_error otherwise) and n a multiple of its
+// block_elems (the caller checks; this function does not read past n / block_elems blocks).
 void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst);
 
 }  // namespace attnviz
