@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/ablation.h"
 #include "core/model/model.h"
 #include "core/engine/trace.h"
 
@@ -27,6 +28,15 @@ class Backend {
   // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
   // backend does not measure one (the CPU).
   virtual double last_device_ms() const { return -1; }
+
+  // Heads whose output is replaced before the output projection in every later forward
+  // (none by default); forward records it in Trace::ablation. With a `mean` ablation a
+  // forward computes every position whatever `from` says (see needs_full_recompute).
+  void set_ablation(Ablation a) { ablation_ = std::move(a); }
+  const Ablation& ablation() const { return ablation_; }
+
+ protected:
+  Ablation ablation_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -38,7 +38,9 @@ int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T
 // are the full matrix), then per row, while it is in cache, the visible part scaled into P
 // and normalised there (scaled and masked are not stored: see LayerTrace), then O = P·V
 // over the first r1 keys only (P is 0 past the diagonal).
-void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
+// An ablated head's output rows are replaced (see ablate_head_output) before they enter
+// `att`, the input of the output projection.
+void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, const AblationMode* ablate, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
   const float scale = lt.scale;
   const LayerTrace& in = lt;
@@ -59,6 +61,7 @@ void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
     }
     O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
   }
+  if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p);
   att.middleCols(h * d, d) = O.bottomRows(n);
 }
 
@@ -117,11 +120,12 @@ class CpuBackend : public Backend {
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
-    const int T = static_cast<int>(window.size()), p = from, n = T - p;
+    const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
     const int max_threads = omp_get_max_threads();
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     tr.tokens = window;
+    tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
     resize_trace(c, T, p, max_threads, tr);
 
@@ -147,7 +151,7 @@ class CpuBackend : public Backend {
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
 #pragma omp parallel for schedule(static)
-      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, att);
+      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       x += y;
       norm(c, x, lw.norm2_w, lw.norm2_b, h);

@@ -35,6 +35,12 @@ void Engine::set_block_size(int block_size) {
   block_size_ = block_size;
 }
 
+void Engine::set_ablation(const Ablation& a) {
+  if (a == backend_->ablation()) return;
+  backend_->set_ablation(a);
+  clear_cache();
+}
+
 void Engine::clear_cache() { cache_valid_ = false; }
 
 const Trace& Engine::run(const std::vector<int>& ids) {
@@ -56,6 +62,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
     }
     // The last row must be recomputed even when the new window is a prefix of the old.
     if (from == static_cast<int>(window.size())) --from;
+    if (backend_->ablation().needs_full_recompute()) from = 0;
   }
   cache_valid_ = false;  // stays false if the backend throws half-way
   trace_.block_size = block_size_;

@@ -28,6 +28,12 @@ class Engine {
   // Encodes `text` with the model's tokenizer, then run().
   const Trace& run_text(const std::string& text);
 
+  // Heads to ablate from the next run on (see ablation.h). A change recomputes the whole
+  // window once; with `zero` later runs stay incremental, with `mean` every run computes
+  // the whole window (the mean over the window changes with every token).
+  void set_ablation(const Ablation& a);
+  const Ablation& ablation() const { return backend_->ablation(); }
+
   int last_recomputed_from() const { return last_from_; }  // first position the last run computed
   void clear_cache();
 

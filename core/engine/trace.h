@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/ablation.h"
+
 namespace attnviz {
 
 // A float32 array, row-major, with its shape. A 3-D (heads, rows, cols) tensor may be
@@ -83,6 +85,7 @@ struct Trace {
   std::vector<int> tokens;  // (T) the ids in the window
   std::vector<LayerTrace> layers;  // (L)
   Tensor logits;  // (T, V) next-token logits
+  Ablation ablation;  // heads whose output this pass replaced (empty: none)
 
   int T() const { return static_cast<int>(tokens.size()); }
   size_t bytes() const;  // memory held by all tensors
