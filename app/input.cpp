@@ -38,12 +38,21 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
                   "context window: only the last N tokens are seen (default: the model's context)");
 }
 
+void add_ablation_options(CLI::App* cmd, InputOptions& o) {
+  cmd->add_option("--ablate", o.ablate,
+                  "heads to switch off, layer:head pairs, e.g. 0:1,1:4: their output is replaced before the output "
+                  "projection");
+  cmd->add_option("--ablate-mode", o.ablate_mode,
+                  "zero (the head's output set to 0, default) or mean (its mean over the window's positions)");
+}
+
 Engine open_engine(const InputOptions& o, std::ostream& err) {
   auto model = load_model(o.model);
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
   if (!note.empty()) err << "note: " << note << "\n";
   if (o.block_size) engine.set_block_size(o.block_size);
+  engine.set_ablation(parse_ablation(o.ablate, o.ablate_mode, engine.model().config));
   return engine;
 }
 
