@@ -24,6 +24,8 @@ class HeadGridPanel;
 class GqaPanel;
 class NextTokenPanel;
 class ModelPanel;
+class ImportancePanel;
+class HeadStatsPanel;
 class StatusBar;
 
 struct AppOptions {
@@ -37,6 +39,7 @@ struct AppOptions {
   bool presentation = false;
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
+  Ablation ablation;         // heads switched off at the start
 };
 
 class App {
@@ -118,6 +121,8 @@ class App {
   std::unique_ptr<NextTokenPanel> next_;
   std::unique_ptr<ModelPanel> model_;
   std::unique_ptr<StatusBar> status_;
+  std::unique_ptr<ImportancePanel> importance_;
+  std::unique_ptr<HeadStatsPanel> stats_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

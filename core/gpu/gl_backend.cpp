@@ -189,7 +189,7 @@ class GlBackend : public Backend {
     for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
     gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
-      if (al == l) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
+      if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
 
     GemmArgs o;  // x += att · Wo (+ bo)
     o.M = n, o.N = C, o.K = H * d;
