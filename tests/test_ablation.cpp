@@ -33,14 +33,19 @@ class AblatedForward : public ::testing::TestWithParam<Case> {
     return load_model(test::make_model_dir(c, 17, k.name));
   }
   static Ablation ablation(const Case& k) { return Ablation{k.mode, k.ablated}; }
+  // A CPU engine with the case's heads ablated.
+  static Engine ablated_engine(const Case& k, std::shared_ptr<const Model> m) {
+    Engine e(std::move(m), make_cpu_backend());
+    e.set_ablation(ablation(k));
+    return e;
+  }
 };
 
 TEST_P(AblatedForward, EqualsTheReferenceWithTheHeadOutputReplaced) {
   const Case k = GetParam();
   const auto m = model(k);
   const auto ids = test::random_ids(14, 31, 3);
-  Engine engine(m, make_cpu_backend());
-  engine.set_ablation(ablation(k));
+  Engine engine = ablated_engine(k, m);
   const Trace& fast = engine.run(ids);
   const Trace ref = reference_forward(*m, ids, ablation(k));
   EXPECT_EQ(test::compare_traces(fast, ref, 1e-4), "");
@@ -65,23 +70,19 @@ TEST_P(AblatedForward, IncrementalTypingEqualsAFullRecompute) {
   const Case k = GetParam();
   const auto m = model(k);
   const auto ids = test::random_ids(16, 31, 9);
-  Engine e(m, make_cpu_backend());
-  e.set_ablation(ablation(k));
+  Engine e = ablated_engine(k, m);
   std::vector<int> typed;
   for (int t : ids) {
     typed.push_back(t);
     const Trace& inc = e.run(typed);
     const int expected_from = k.mode == AblationMode::Mean ? 0 : static_cast<int>(typed.size()) - 1;
     EXPECT_EQ(e.last_recomputed_from(), expected_from);
-    Engine fresh(m, make_cpu_backend());
-    fresh.set_ablation(ablation(k));
-    ASSERT_EQ(test::compare_traces(inc, fresh.run(typed), 1e-5), "") << "after " << typed.size() << " tokens";
+    ASSERT_EQ(test::compare_traces(inc, ablated_engine(k, m).run(typed), 1e-5), "") << "after " << typed.size() << " tokens";
   }
   // An edit in the middle, then switching the ablation off and on again.
   auto edited = typed;
   edited[7] = (edited[7] + 1) % 31;
-  Engine fresh(m, make_cpu_backend());
-  fresh.set_ablation(ablation(k));
+  Engine fresh = ablated_engine(k, m);
   EXPECT_EQ(test::compare_traces(e.run(edited), fresh.run(edited), 1e-5), "");
   e.set_ablation({});
   Engine plain(m, make_cpu_backend());
