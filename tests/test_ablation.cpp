@@ -92,6 +92,31 @@ TEST_P(AblatedForward, IncrementalTypingEqualsAFullRecompute) {
   EXPECT_EQ(test::compare_traces(e.run(edited), fresh.trace(), 1e-5), "") << "switched on again";
 }
 
+TEST_P(AblatedForward, ChangingTheAblationRecomputesFromItsFirstLayer) {
+  const Case k = GetParam();
+  const auto m = model(k);
+  const auto ids = test::random_ids(12, 31, 5);
+  Engine e(m, make_cpu_backend());
+  const Trace clean = e.run(ids);
+  const int first = k.ablated.front().first;
+  e.set_ablation(ablation(k));
+  const Trace& on = e.run(ids);
+  EXPECT_EQ(e.last_recomputed_from_layer(), first);
+  EXPECT_EQ(test::compare_traces(on, ablated_engine(k, m).run(ids), 1e-5), "");
+  for (int l = 0; l < first; ++l)  // the layers before it are the clean ones, untouched
+    EXPECT_EQ(on.layers[l].out.data, clean.layers[l].out.data) << "layer " << l;
+  e.set_ablation({});
+  EXPECT_EQ(test::compare_traces(e.run(ids), clean, 1e-5), "") << "switched off";
+  EXPECT_EQ(e.last_recomputed_from_layer(), first);
+  // An ablation change together with new tokens recomputes everything.
+  e.set_ablation(ablation(k));
+  auto more = ids;
+  more.push_back(3);
+  EXPECT_EQ(test::compare_traces(e.run(more), ablated_engine(k, m).run(more), 1e-5), "");
+  EXPECT_EQ(e.last_recomputed_from_layer(), 0);
+  EXPECT_EQ(e.last_recomputed_from(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     RandomModels, AblatedForward,
     ::testing::Values(Case{"gpt2_zero", "gpt2", 4, 4, AblationMode::Zero, {{0, 1}, {2, 3}}},

@@ -1,5 +1,7 @@
 #include "core/engine/engine.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace attnviz {
@@ -37,8 +39,9 @@ void Engine::set_block_size(int block_size) {
 
 void Engine::set_ablation(const Ablation& a) {
   if (a == backend_->ablation()) return;
+  const int L = model_->config.n_layer;
+  stale_from_layer_ = std::min({stale_from_layer_, a.first_layer(L), backend_->ablation().first_layer(L)});
   backend_->set_ablation(a);
-  clear_cache();
 }
 
 void Engine::clear_cache() { cache_valid_ = false; }
@@ -49,6 +52,20 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
 
+  last_from_layer_ = 0;
+  if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run
+    const int layer = stale_from_layer_;
+    stale_from_layer_ = 1 << 30;
+    const bool same = cache_valid_ && dropped == trace_.dropped && window == trace_.tokens;
+    cache_valid_ = false;  // stays false if the backend throws half-way: the next run starts over
+    if (same && backend_->forward_from_layer(*model_, window, layer, trace_)) {
+      last_from_ = 0;
+      last_from_layer_ = layer;
+      cache_valid_ = true;
+      return trace_;
+    }
+  }
+  stale_from_layer_ = 1 << 30;
   // Reuse the cache for the common prefix, if the window still starts at the same token.
   int from = 0;
   if (cache_valid_ && dropped == trace_.dropped) {

@@ -63,6 +63,9 @@ struct LayerTrace {
   Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix
   Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i
   Tensor out;     // (H, T, d)  probs · v, before the output projection
+  Tensor resid;   // (T, C)     the residual stream entering the layer, kept by the CPU backend so
+                  //            that a changed ablation recomputes from its first layer; empty
+                  //            when a backend does not keep it (not a dump stage)
   float scale = 1.f;  // 1/√d, as the backend applied it
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Masked; }
