@@ -17,6 +17,7 @@ class HeatmapPanel : public Panel {
   HeatmapPanel() : Panel("Attention heatmap") {}
   // Screen rectangle (x, y, w, h) of the matrix drawn last frame; w = 0 when none.
   ImVec4 image_rect() const { return image_rect_; }
+  bool showing_rollout() const { return rollout_; }
 
  protected:
   void draw_content(FrameContext& ctx) override;

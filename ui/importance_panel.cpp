@@ -9,9 +9,22 @@ namespace attnviz::ui {
 
 void ImportancePanel::draw_content(FrameContext& ctx) {
   // Only the plain tokens matter: the grid ablates one head at a time on the clean model.
+  // 1 + 2·L·H forward passes of about 2·parameters·T flops each: automatic up to ~20 GFLOP
+  // (fortunes-en on a full window: ~3), else on request, so typing never competes with it.
   const std::shared_ptr<const Model>& model = ctx.snap.model;
-  job_.request(model, ctx.trace.tokens);
+  const ModelConfig& c = model->config;
+  const double gflop = (1.0 + 2.0 * c.n_layer * c.n_head) * 2.0 * static_cast<double>(model->parameter_count()) *
+                       ctx.trace.T() / 1e9;
   const ImportanceJob::Status st = job_.status();
+  const bool current = st.grid && st.grid_window == ctx.trace.tokens;
+  if (current || st.running) asked_ = false;
+  if (gflop <= 20.0 || asked_) {
+    job_.request(model, ctx.trace.tokens);
+  } else if (!current && !st.running) {
+    char label[96];
+    std::snprintf(label, sizeof label, "compute (%d passes, ~%.0f GFLOP)", 1 + 2 * c.n_layer * c.n_head, gflop);
+    if (ImGui::Button(label)) asked_ = true;
+  }
 
   ImGui::RadioButton("zero", &show_mean_, 0);
   ImGui::SameLine();
@@ -29,7 +42,7 @@ void ImportancePanel::draw_content(FrameContext& ctx) {
   if (!st.error.empty()) ImGui::TextColored(ImVec4(1.f, 0.4f, 0.4f, 1.f), "%s", st.error.c_str());
   grid_rect_ = ImVec4(0, 0, 0, 0);
   if (!st.grid || st.grid->heads.size() != static_cast<size_t>(ctx.model->config.n_layer * ctx.model->config.n_head)) {
-    ImGui::TextDisabled("computing\xE2\x80\xA6");
+    ImGui::TextDisabled(st.running ? "computing\xE2\x80\xA6" : "not computed yet for this text");
     return;
   }
   const bool stale = st.grid_window != ctx.trace.tokens;
