@@ -17,11 +17,12 @@ void ImportanceJob::request(std::shared_ptr<const Model> model, const std::vecto
   if (!model || window.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (model.get() == model_ && window == window_) return;
+    const bool same_model = !model_.expired() && !model_.owner_before(model) && !model.owner_before(model_);
+    if (same_model && window == window_) return;
   }
   stop();
   std::lock_guard<std::mutex> lock(mu_);
-  model_ = model.get();
+  model_ = model;
   window_ = window;
   error_.clear();
   done_ = 0;

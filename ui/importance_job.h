@@ -43,7 +43,8 @@ class ImportanceJob {
   std::thread thread_;
   std::atomic<bool> cancel_{false}, running_{false};
   std::atomic<int> done_{0}, total_{0};
-  const Model* model_ = nullptr;  // what was last requested
+  std::weak_ptr<const Model> model_;  // what was last requested (weak: a later model at the
+                                      // same address must not pass for it)
   std::vector<int> window_;
   std::shared_ptr<const ImportanceGrid> grid_;
   std::vector<int> grid_window_;
