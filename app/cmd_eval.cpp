@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/engine/importance.h"
 
 namespace attnviz {
 
@@ -44,12 +45,7 @@ void run_eval(const EvalOptions& o, Io& io) {
     const std::vector<int> window(ids.begin() + begin, ids.begin() + end);
     const Trace& tr = engine.run(window);
     for (int g = scored; g < end; ++g) {
-      const float* row = tr.logits.data.data() + static_cast<size_t>(g - 1 - begin) * V;
-      double mx = row[0];
-      for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-      double s = 0;
-      for (int v = 0; v < V; ++v) s += std::exp(row[v] - mx);
-      sum += mx + std::log(s) - row[ids[g]];
+      sum += next_token_loss(tr.logits.data.data() + static_cast<size_t>(g - 1 - begin) * V, V, ids[g]);
       ++count;
     }
     scored = end;
@@ -57,10 +53,14 @@ void run_eval(const EvalOptions& o, Io& io) {
     end = std::min(n, end + stride);
   }
   const double loss = sum / static_cast<double>(count);
-  const nlohmann::json j = {{"model", o.in.model}, {"text_file", o.file}, {"tokens", count},
-                            {"loss_nats", loss}, {"bits_per_token", loss / std::log(2.0)},
-                            {"perplexity", std::exp(loss)}, {"block_size", bs}, {"stride", stride},
-                            {"backend", engine.backend().name()}};
+  nlohmann::json j = {{"model", o.in.model}, {"text_file", o.file}, {"tokens", count},
+                      {"loss_nats", loss}, {"bits_per_token", loss / std::log(2.0)},
+                      {"perplexity", std::exp(loss)}, {"block_size", bs}, {"stride", stride},
+                      {"backend", engine.backend().name()}};
+  if (!engine.ablation().empty()) {  // the loss of the ablated model
+    j["ablate"] = engine.ablation().to_string();
+    j["ablate_mode"] = ablation_mode_name(engine.ablation().mode);
+  }
   if (o.json) {
     io.out << j.dump() << "\n";
     return;
@@ -68,7 +68,11 @@ void run_eval(const EvalOptions& o, Io& io) {
   io.out << std::fixed << std::setprecision(4) << o.in.model << " on " << o.file << ": " << count
          << " tokens scored, loss " << loss << " nats/token = " << j["bits_per_token"].get<double>()
          << " bits/token, perplexity " << j["perplexity"].get<double>() << " (block_size " << bs << ", stride "
-         << stride << ")\n";
+         << stride << ")";
+  if (!engine.ablation().empty())
+    io.out << ", heads " << engine.ablation().to_string() << " ablated (" << ablation_mode_name(engine.ablation().mode)
+           << ")";
+  io.out << "\n";
 }
 
 }  // namespace
@@ -78,6 +82,7 @@ Action add_eval_command(CLI::App& app, Io& io) {
   auto* cmd = app.add_subcommand(
       "eval", "Mean next-token loss of a model over a text file, in sliding windows of block_size");
   add_input_options(cmd, o->in, false);
+  add_ablation_options(cmd, o->in);
   cmd->add_option("--text-file", o->file, "UTF-8 text to score")->required();
   cmd->add_option("--stride", o->stride,
                   "tokens the window moves each time (default block_size/2; 1 = every token sees a full window)")

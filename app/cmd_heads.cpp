@@ -4,6 +4,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/engine/head_scores.h"
+#include "core/engine/importance.h"
 
 namespace attnviz {
 
@@ -13,8 +14,45 @@ struct HeadsOptions {
   InputOptions in;
   int length = 0;
   uint64_t seed = 1;
-  bool json = false;
+  bool json = false, importance = false;
 };
+
+// `heads --importance`: the loss change of each head ablated alone, as L × H grids.
+void print_importance(const HeadsOptions& o, Engine& engine, const std::vector<int>& ids, const std::string& input,
+                      Io& io) {
+  const ImportanceGrid g = head_importance(engine, ids);
+  const ModelConfig& c = engine.model().config;
+  if (o.json) {
+    nlohmann::json j = {{"model", o.in.model}, {"input", input}, {"tokens", g.targets + 1},
+                        {"targets", g.targets}, {"base_loss_nats", g.base_loss},
+                        {"layers", c.n_layer}, {"n_head", c.n_head}, {"heads", nlohmann::json::array()}};
+    nlohmann::json zero = nlohmann::json::array(), mean = nlohmann::json::array();
+    for (const auto& h : g.heads) {
+      j["heads"].push_back({{"layer", h.layer}, {"head", h.head}, {"kv_head", c.kv_head_of(h.head)},
+                            {"zero", h.zero}, {"mean", h.mean}});
+      if (h.head == 0) zero.push_back(nlohmann::json::array()), mean.push_back(nlohmann::json::array());
+      zero.back().push_back(h.zero), mean.back().push_back(h.mean);
+    }
+    j["grid_zero"] = zero;  // (L, H)
+    j["grid_mean"] = mean;  // (L, H)
+    io.out << j.dump(2) << "\n";
+    return;
+  }
+  io.out << "model " << o.in.model << ", input: " << input << " (" << g.targets << " next-token predictions)\n"
+         << "clean loss " << g.base_loss << " nats; loss change (nats) with one head ablated, rows = layers, "
+         << "columns = heads\n";
+  char buf[32];
+  for (const bool zero : {true, false}) {
+    io.out << (zero ? "zero:\n" : "mean:\n") << "     ";
+    for (int h = 0; h < c.n_head; ++h) std::snprintf(buf, sizeof buf, " %8s", ("H" + std::to_string(h)).c_str()), io.out << buf;
+    for (const auto& h : g.heads) {
+      if (h.head == 0) std::snprintf(buf, sizeof buf, "\n L%-3d", h.layer), io.out << buf;
+      std::snprintf(buf, sizeof buf, " %+8.4f", zero ? h.zero : h.mean);
+      io.out << buf;
+    }
+    io.out << "\n";
+  }
+}
 
 void run_heads(const HeadsOptions& o, Io& io) {
   const bool given = (o.in.text_opt && o.in.text_opt->count()) || (o.in.tokens_opt && o.in.tokens_opt->count());
@@ -35,6 +73,7 @@ void run_heads(const HeadsOptions& o, Io& io) {
   }
   if (static_cast<int>(ids.size()) > engine.block_size())
     io.err << "note: only the last " << engine.block_size() << " tokens are scored (block_size)\n";
+  if (o.importance) return print_importance(o, engine, ids, input, io);
   const Trace& tr = engine.run(ids);
   const auto scores = score_heads(tr);
   if (o.json) {
@@ -43,23 +82,27 @@ void run_heads(const HeadsOptions& o, Io& io) {
     for (const auto& s : scores)
       j["heads"].push_back({{"layer", s.layer}, {"head", s.head}, {"kv_head", m.config.kv_head_of(s.head)},
                             {"previous_token", s.previous_token}, {"induction", s.induction},
-                            {"first_token", s.first_token}, {"self", s.self}, {"label", head_label(s)}});
+                            {"first_token", s.first_token}, {"self", s.self}, {"label", head_label(s)},
+                            {"entropy_bits", s.entropy_bits}, {"mean_distance", s.mean_distance},
+                            {"sink", s.first_token}, {"diagonal", s.self}});
     io.out << j.dump(2) << "\n";
     return;
   }
   io.out << "model " << o.in.model << ", input: " << input << " (" << tr.T() << " tokens)\n"
          << "mean attention weight on: prev = previous token, ind = token after the earlier occurrence of the "
-            "current one, first = position 0, self = own position\n";
+            "current one, first = position 0, self = own position; entropy of the rows in bits, dist = mean "
+            "Σ p·(i − j)\n";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%5s %4s %3s %7s %7s %7s %7s  %s\n", "layer", "head", "kv", "prev", "ind", "first",
-                "self", "label");
+  std::snprintf(buf, sizeof buf, "%5s %4s %3s %7s %7s %7s %7s %7s %7s  %s\n", "layer", "head", "kv", "prev", "ind",
+                "first", "self", "entropy", "dist", "label");
   io.out << buf;
   for (const auto& s : scores) {
     char ind[16];
     if (s.induction < 0) std::snprintf(ind, sizeof ind, "%7s", "-");
     else std::snprintf(ind, sizeof ind, "%7.3f", s.induction);
-    std::snprintf(buf, sizeof buf, "%5d %4d %3d %7.3f %s %7.3f %7.3f  %s\n", s.layer, s.head,
-                  m.config.kv_head_of(s.head), s.previous_token, ind, s.first_token, s.self, head_label(s).c_str());
+    std::snprintf(buf, sizeof buf, "%5d %4d %3d %7.3f %s %7.3f %7.3f %7.3f %7.2f  %s\n", s.layer, s.head,
+                  m.config.kv_head_of(s.head), s.previous_token, ind, s.first_token, s.self, s.entropy_bits,
+                  s.mean_distance, head_label(s).c_str());
     io.out << buf;
   }
 }
@@ -69,7 +112,9 @@ void run_heads(const HeadsOptions& o, Io& io) {
 Action add_heads_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<HeadsOptions>();
   auto* cmd = app.add_subcommand(
-      "heads", "Score every attention head: previous-token, induction, first-token (sink) and self attention");
+      "heads",
+      "Score every attention head: previous-token, induction, first-token (sink), self attention, row entropy and "
+      "mean distance; with --importance, the loss change when each head is ablated");
   add_input_options(cmd, o->in, true);
   cmd->add_option("--length", o->length,
                   "without --text/--tokens: length of the random string that is repeated twice (default "
@@ -77,6 +122,9 @@ Action add_heads_command(CLI::App& app, Io& io) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "seed of the random string (default 1)");
   cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_flag("--importance", o->importance,
+                "instead: the change in mean next-token loss (nats) over the input when each head alone is ablated, "
+                "zero and mean (1 + 2·layers·heads forward passes)");
   return [o, &io] { run_heads(*o, io); };
 }
 

@@ -33,13 +33,16 @@ Action add_tokenize_command(CLI::App& app, Io& io);
 struct InputOptions {
   std::string model, text, tokens, backend = "cpu";
   int block_size = 0;
+  std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, when registered
   CLI::Option* text_opt = nullptr;
   CLI::Option* tokens_opt = nullptr;
 };
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input);
+// --ablate and --ablate-mode (dump, export, eval): heads whose output is replaced.
+void add_ablation_options(CLI::App* cmd, InputOptions& o);
 
 // Loads the model and opens the backend (printing a fallback note to `err`), sets the
-// block size.
+// block size and the ablation (a usage Error for a bad --ablate list).
 Engine open_engine(const InputOptions& o, std::ostream& err);
 // open_engine, then runs the --text or --tokens input.
 Engine run_input(const InputOptions& o, std::ostream& err);

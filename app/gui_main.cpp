@@ -54,6 +54,7 @@ bool save_png(const std::string& path, int w, int h) {
 // What the command line asks for beyond the App's own options.
 struct ShotOptions {
   std::string path;  // --screenshot: empty for a normal session
+  std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, as attnviz-cli takes them
   int frames = 5;    // frames to render before it
   int wait_s = 300;  // seconds to wait for the first result
 };
@@ -67,6 +68,8 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
   cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
+  cli.add_option("--ablate", shot.ablate, "heads to start with switched off, layer:head pairs, e.g. 1:4,1:7");
+  cli.add_option("--ablate-mode", shot.ablate_mode, "zero (default) or mean");
   cli.add_option("--screenshot", shot.path, "render, save the window as this PNG and exit");
   cli.add_option("--frames", shot.frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
@@ -160,6 +163,14 @@ int main(int argc, char** argv) {
   add_options(cli, opt, shot);
   CLI11_PARSE(cli, argc, argv);
   opt.text_given = cli.count("--text") > 0;
+  try {  // checked for form here; heads the model does not have are dropped once it is loaded
+    attnviz::ModelConfig any;
+    any.n_layer = any.n_head = 1 << 20;
+    opt.ablation = attnviz::parse_ablation(shot.ablate, shot.ablate_mode, any);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
   opt.screenshot = !shot.path.empty();
 
   GLFWwindow* win = open_window(opt.screenshot);

@@ -41,6 +41,14 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
 }
 
+void add_ablation_options(CLI::App* cmd, InputOptions& o) {
+  cmd->add_option("--ablate", o.ablate,
+                  "heads to switch off, layer:head pairs, e.g. 0:1,1:4: their output is replaced before the output "
+                  "projection");
+  cmd->add_option("--ablate-mode", o.ablate_mode,
+                  "zero (the head's output set to 0, default) or mean (its mean over the window's positions)");
+}
+
 Engine open_engine(const InputOptions& o, std::ostream& err) {
   auto model = load_model(o.model);
   std::string note;
@@ -48,6 +56,7 @@ Engine open_engine(const InputOptions& o, std::ostream& err) {
   if (!note.empty()) err << "note: " << note << "\n";
   for (const std::string& w : model->warnings) err << "warning: " << w << "\n";
   if (o.block_size) engine.set_block_size(o.block_size);
+  engine.set_ablation(parse_ablation(o.ablate, o.ablate_mode, engine.model().config));
   return engine;
 }
 

@@ -111,7 +111,13 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"export_head_range", {"export", "--model", "{M}", "--tokens", "1,2", "--head", "4", "--out", "{O}.png"}, 2, "heads are 0 … 3"},
         Bad{"export_kv_head_range", {"export", "--model", "{M}", "--tokens", "1,2", "--stage", "k", "--head", "2", "--out", "{O}.png"}, 2, "KV heads are 0 … 1"},
         Bad{"export_bad_layer", {"export", "--model", "{M}", "--tokens", "1,2", "--layer", "x", "--out", "{O}.png"}, 2, "not a number or 'all'"},
-        Bad{"export_unwritable", {"export", "--model", "{M}", "--tokens", "1,2", "--out", "/no/such/dir/a.png"}, 1, "cannot write"}),
+        Bad{"export_unwritable", {"export", "--model", "{M}", "--tokens", "1,2", "--out", "/no/such/dir/a.png"}, 1, "cannot write"},
+        Bad{"ablate_layer_range", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "2:0", "--out", "{O}"}, 2, "out of range"},
+        Bad{"ablate_head_range", {"export", "--model", "{M}", "--tokens", "1,2", "--ablate", "0:4", "--out", "{O}.png"}, 2, "out of range"},
+        Bad{"ablate_malformed", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0-1", "--out", "{O}"}, 2, "is not layer:head"},
+        Bad{"ablate_duplicate", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "1:1,0:2,1:1", "--out", "{O}"}, 2, "listed twice"},
+        Bad{"ablate_trailing_comma", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0:1,", "--out", "{O}"}, 2, "is not a list"},
+        Bad{"ablate_bad_mode", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0:1", "--ablate-mode", "half", "--out", "{O}"}, 2, "is not a mode"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(Cli, ModelWithoutTokenizerNeedsTokens) {
@@ -137,6 +143,54 @@ TEST_F(Cli, InfoShowsHeadSizeAndGrouping) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("n_embd      32 = n_head 4 x head_size 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("query head h reads KV head h / 2"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, DumpRecordsTheAblatedRunEvenWithAWholeLayerAblated) {
+  const auto r = cli({"dump", "--model", *model_, "--tokens", "1,2,3,4", "--ablate", "0:0,0:1,0:2,0:3", "--out", out_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto f = SafetensorsFile::open(out_);
+  EXPECT_EQ(f.metadata().at("ablate"), "0:0,0:1,0:2,0:3");
+  EXPECT_EQ(f.metadata().at("ablate_mode"), "zero");
+  const auto out = f.read_f32(*f.find("layers.0.out"));  // (H, T, d): every head's output replaced by 0
+  for (float v : out) EXPECT_EQ(v, 0.f);
+}
+
+TEST_F(Cli, EvalWithAnAblationReportsItAndAHigherLoss) {
+  const std::string text = test::temp_dir("cli-eval") + "/t.txt";
+  test::write_bytes(text, "attention attention attention");
+  const auto clean = cli({"eval", "--model", *model_, "--text-file", text, "--json"});
+  const auto ablated = cli({"eval", "--model", *model_, "--text-file", text, "--json", "--ablate", "1:2", "--ablate-mode", "mean"});
+  ASSERT_EQ(clean.code, 0) << clean.err;
+  ASSERT_EQ(ablated.code, 0) << ablated.err;
+  const auto a = nlohmann::json::parse(ablated.out), c = nlohmann::json::parse(clean.out);
+  EXPECT_EQ(a["ablate"], "1:2");
+  EXPECT_EQ(a["ablate_mode"], "mean");
+  EXPECT_FALSE(c.contains("ablate"));
+  EXPECT_NE(a["loss_nats"].get<double>(), c["loss_nats"].get<double>());
+}
+
+TEST_F(Cli, HeadsJsonKeepsItsKeysAndAddsTheStatistics) {
+  const auto r = cli({"heads", "--model", *model_, "--tokens", "1,2,3,1,2,3", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["heads"].size(), 8u);
+  for (const char* key : {"layer", "head", "kv_head", "previous_token", "induction", "first_token", "self", "label",
+                          "entropy_bits", "mean_distance", "sink", "diagonal"})
+    EXPECT_TRUE(j["heads"][0].contains(key)) << key;
+}
+
+TEST_F(Cli, HeadsImportanceGivesAnLByHGridPerMode) {
+  const auto r = cli({"heads", "--model", *model_, "--tokens", "1,2,3,1,2,3", "--importance", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["targets"], 5);
+  EXPECT_GT(j["base_loss_nats"].get<double>(), 0.0);
+  ASSERT_EQ(j["heads"].size(), 8u);
+  for (const char* grid : {"grid_zero", "grid_mean"}) {
+    ASSERT_EQ(j[grid].size(), 2u) << grid;
+    EXPECT_EQ(j[grid][1].size(), 4u) << grid;
+  }
+  EXPECT_EQ(j["grid_zero"][1][2], j["heads"][6]["zero"]);
 }
 
 }  // namespace

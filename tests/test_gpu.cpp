@@ -359,6 +359,24 @@ TEST_P(GpuForward, CacheThatDisagreesWithTheTraceIsReloaded) {
   EXPECT_EQ(test::compare_traces(tb, want, kTol), "");
 }
 
+TEST_P(GpuForward, AblatedHeadsMatchTheCpuWhileTyping) {
+  // Both modes; `mean` recomputes the whole window on every run, `zero` stays incremental.
+  const int L = model->config.n_layer, H = model->config.n_head;
+  const std::vector<std::pair<int, int>> heads = {{0, H - 1}, {L - 1, 0}};
+  Engine g(model, std::move(gpu));
+  for (AblationMode mode : {AblationMode::Zero, AblationMode::Mean}) {
+    const Ablation a{mode, heads};
+    g.set_ablation(a);
+    std::vector<int> ids = random_ids(7, V, 11);
+    for (int step = 0; step < 3; ++step) {
+      Engine c(model, make_cpu_backend());
+      c.set_ablation(a);
+      EXPECT_EQ(test::compare_traces(g.run(ids), c.run(ids), kTol), "") << ablation_mode_name(mode) << ", step " << step;
+      ids.push_back((step * 5 + 1) % V);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RandomModels, GpuForward,
                          ::testing::Values(ForwardCase{"gpt2_odd", gpt2_odd}, ForwardCase{"llama_gqa", llama_gqa},
                                            ForwardCase{"qwen2_mqa_odd", qwen_mqa_odd}),

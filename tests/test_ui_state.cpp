@@ -9,9 +9,11 @@
 #include <filesystem>
 
 #include "core/model/model.h"
+#include "core/engine/importance.h"
 #include "core/model/random_model.h"
 #include "test_util.h"
 #include "ui/app_state.h"
+#include "ui/importance_job.h"
 #include "ui/settings.h"
 #include "ui/typing_probe.h"
 #include "ui/worker.h"
@@ -316,4 +318,80 @@ TEST(UiWorker, PublishesTracesAndKeepsTheLastGoodOne) {
   s = w.latest();
   EXPECT_NE(s->error.find("could not load model"), std::string::npos);
   EXPECT_TRUE(s->trace);
+}
+
+TEST(UiState, AblationComparisonAndClamp) {
+  const float ablated[] = {0.f, 2.f, 1.f, -1.f}, clean[] = {3.f, 0.f, 0.f, 0.f};
+  const auto top = compare_top_k(ablated, clean, 4, 1.f, 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, 1);  // ordered by the ablated distribution
+  const double zc = std::exp(3.0) + 3.0;
+  EXPECT_NEAR(top[0].p_clean, 1.0 / zc, 1e-6);
+  EXPECT_NEAR(top[1].p_clean, 1.0 / zc, 1e-6);
+  EXPECT_NEAR(top[0].p, top_k_probs(ablated, 4, 1.f, 1)[0].p, 1e-7);
+
+  AppState s;
+  s.ablation.toggle(1, 3);
+  ModelDims m;
+  m.n_layer = 2, m.n_head = 4;
+  clamp_ablation(s, m);
+  EXPECT_EQ(s.ablation.heads.size(), 1u);
+  m.n_head = 2;  // a smaller model: the list no longer applies
+  clamp_ablation(s, m);
+  EXPECT_TRUE(s.ablation.empty());
+}
+
+TEST(UiWorker, AblatedRequestsPublishTheAblatedTraceAndTheCleanPrediction) {
+  ModelConfig c = preset_config("tiny");
+  c.n_layer = 2;
+  const std::string dir = test::make_model_dir(c, 6, "worker-ablate");
+  const auto model = load_model(dir);
+  Worker w;
+  Request r;
+  r.model_spec = dir;
+  r.text = "hello hello";
+  r.ablation = Ablation{AblationMode::Zero, {{0, 0}, {1, 1}}};
+  ASSERT_TRUE(w.wait_for(w.post(r), 60000));
+  auto s = w.latest();
+  ASSERT_TRUE(s->error.empty()) << s->error;
+  EXPECT_EQ(s->trace->ablation, r.ablation);
+  // The clean side is the plain model's run; the loss is the ablated trace's.
+  Engine plain(model, make_cpu_backend()), ablated(model, make_cpu_backend());
+  ablated.set_ablation(r.ablation);
+  const Trace& pt = plain.run_text(r.text);
+  const int V = c.vocab_size, T = pt.T();
+  ASSERT_EQ(s->clean_logits.size(), static_cast<size_t>(V));
+  for (int v = 0; v < V; ++v) EXPECT_NEAR(s->clean_logits[v], pt.logits.data[static_cast<size_t>(T - 1) * V + v], 1e-5);
+  EXPECT_NEAR(s->clean_loss, mean_next_token_loss(pt), 1e-6);
+  EXPECT_NEAR(s->loss, mean_next_token_loss(ablated.run_text(r.text)), 1e-6);
+  EXPECT_NE(s->loss, s->clean_loss);
+
+  // Switching the ablation off: a new trace, no comparison.
+  r.ablation = {};
+  ASSERT_TRUE(w.wait_for(w.post(r), 60000));
+  s = w.latest();
+  EXPECT_TRUE(s->trace->ablation.empty());
+  EXPECT_TRUE(s->clean_logits.empty());
+  EXPECT_NEAR(s->loss, mean_next_token_loss(pt), 1e-6);
+}
+
+TEST(UiImportanceJob, ComputesTheGridInTheBackgroundAndCancelsOnANewRequest) {
+  const auto model = load_model(test::make_model_dir(test::small_config("llama", 2, 16, 2, 1, 20, 16), 8, "job"));
+  const std::vector<int> a = test::random_ids(9, 20, 1), b = test::random_ids(11, 20, 2);
+  ImportanceJob job;
+  job.request(model, a);
+  job.request(model, b);  // replaces the first
+  for (int i = 0; i < 6000 && !job.idle(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(job.idle());
+  const auto st = job.status();
+  ASSERT_TRUE(st.grid) << st.error;
+  EXPECT_EQ(st.grid_window, b);
+  EXPECT_EQ(st.done, st.total);
+  Engine e(model, make_cpu_backend());
+  const ImportanceGrid want = head_importance(e, b);
+  ASSERT_EQ(st.grid->heads.size(), want.heads.size());
+  for (size_t i = 0; i < want.heads.size(); ++i) {
+    EXPECT_NEAR(st.grid->heads[i].zero, want.heads[i].zero, 1e-9);
+    EXPECT_NEAR(st.grid->heads[i].mean, want.heads[i].mean, 1e-9);
+  }
 }

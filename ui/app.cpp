@@ -10,7 +10,9 @@
 
 #include "ui/gqa_panel.h"
 #include "ui/head_grid_panel.h"
+#include "ui/head_stats_panel.h"
 #include "ui/heatmap_panel.h"
+#include "ui/importance_panel.h"
 #include "ui/model_panel.h"
 #include "ui/next_token_panel.h"
 #include "ui/status_bar.h"
@@ -60,6 +62,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (!opt.backend.empty()) state_.backend = opt.backend;
   if (opt.block_size > 0) state_.block_size = opt.block_size;
   if (opt.presentation) state_.presentation = true;
+  if (!opt.ablation.empty()) state_.ablation = opt.ablation;
   if (state_.backend != "cpu" && state_.backend != "gpu") state_.backend = "cpu";
 
   text_ = std::make_unique<TextPanel>(random_dir_);
@@ -71,8 +74,10 @@ App::App(const AppOptions& opt) : opt_(opt) {
   model_ = std::make_unique<ModelPanel>();
   training_ = std::make_unique<TrainingPanel>();
   status_ = std::make_unique<StatusBar>();
+  importance_ = std::make_unique<ImportancePanel>();
+  stats_ = std::make_unique<HeadStatsPanel>();
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get(),
-             training_.get()};
+             training_.get(), importance_.get(), stats_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end() && p != status_.get()) *p->p_open() = it->second;
 
@@ -98,7 +103,8 @@ bool App::first_answer() const { return worker_.latest()->request_serial >= firs
 bool App::wait_first_answer(int timeout_ms) const { return worker_.wait_for(first_serial_, timeout_ms); }
 bool App::settled() const {
   return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished()) &&
-         (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model()));
+         (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model())) &&
+         (!importance_->open() || importance_->idle());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -114,6 +120,7 @@ void App::post_if_changed() {
   r.text = state_.text;
   r.block_size = state_.block_size;
   if ((r.model = training_->shown_model())) r.model_spec = r.model->name;  // the weights as they learn
+  r.ablation = state_.ablation;
   posted_this_frame_ = r != posted_;
   if (r != posted_) {
     posted_ = r;
@@ -158,13 +165,19 @@ void App::layout(bool force) {
   const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
   text_->place(ImVec2(0, top), ImVec2(lw, std::round(body * text_share)), force);
   next_->place(ImVec2(0, top + std::round(body * text_share)), ImVec2(lw, std::round(body * (0.70f - text_share))), force);
-  model_->place(ImVec2(0, top + std::round(body * 0.70f)), ImVec2(lw, body - std::round(body * 0.70f)), force);
+  // The bottom left: the model, and beside it (a tab's width to the right) the head statistics.
+  const float model_y = top + std::round(body * 0.70f), model_h = body - std::round(body * 0.70f);
+  model_->place(ImVec2(0, model_y), ImVec2(lw, std::round(model_h * 0.4f)), force);
+  stats_->place(ImVec2(0, model_y + std::round(model_h * 0.4f)), ImVec2(lw, model_h - std::round(model_h * 0.4f)), force);
   tokens_->place(ImVec2(lw, top), ImVec2(d.x - lw, strip_h), force);
   heatmap_->place(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
   const float rh = bottom - top - strip_h;
   const float grid_share = state_.presentation ? 0.46f : 0.40f;  // big labels need more room around the thumbnails
-  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, std::round(rh * grid_share)), force);
-  gqa_->place(ImVec2(d.x - rw, top + strip_h + std::round(rh * grid_share)), ImVec2(rw, rh - std::round(rh * grid_share)), force);
+  const float imp_share = 0.27f;  // head importance under the grid, then the GQA panel
+  const float grid_h = std::round(rh * grid_share), imp_h = std::round(rh * imp_share);
+  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, grid_h), force);
+  importance_->place(ImVec2(d.x - rw, top + strip_h + grid_h), ImVec2(rw, imp_h), force);
+  gqa_->place(ImVec2(d.x - rw, top + strip_h + grid_h + imp_h), ImVec2(rw, rh - grid_h - imp_h), force);
   status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
   // Training, when opened, covers the left column below the text box: the heatmap and the
   // head grid stay in view while the model learns.
@@ -197,7 +210,8 @@ void App::menu_bar() {
   // Where we are, on the right of the menu bar.
   const Snapshot& snap = *snap_;
   char where[160];
-  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head, stage_label(state_.stage));
+  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head,
+                heatmap_->showing_rollout() ? "rollout" : stage_label(state_.stage));
   ImGui::SameLine(ImGui::GetWindowWidth() - ImGui::CalcTextSize(where).x - ImGui::GetFontSize() * (snap.random_weights ? 9.f : 1.f));
   ImGui::TextUnformatted(where);
   if (snap.random_weights) {
@@ -218,6 +232,7 @@ void App::help_window() {
         {"1 \xE2\x80\xA6 8", "pick a stage (when the text box is not focused)"},
         {"arrows, PgUp/PgDn", "as above without Alt, when the text box is not focused"},
         {"Alt+N", "generate one token"},
+        {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
         {"Ctrl+wheel", "zoom the heatmap"},
         {"F2", "presentation mode (large fonts, high contrast)"},
         {"F5", "reset the layout"},
@@ -257,6 +272,7 @@ void App::shortcuts() {
     if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1);
     if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1);
   }
+  if (nav && pressed(GLFW_KEY_X)) state_.ablation.toggle(state_.layer, state_.head);
   if (!typing && !io.KeyCtrl)
     for (int k = 0; k < 8; ++k)
       if (pressed(GLFW_KEY_1 + k)) state_.stage = stage_tab_order()[k];
@@ -276,6 +292,7 @@ void App::frame() {
   const Snapshot& snap = *snap_;
   if (snap.model) {
     clamp_selection(state_, ModelDims::of(snap.model->config));
+    clamp_ablation(state_, ModelDims::of(snap.model->config));
     if (state_.head != last_head_ || snap.model.get() != seen_model_)
       state_.kv_group = snap.model->config.kv_head_of(state_.head);
     last_head_ = state_.head;
@@ -314,6 +331,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["heatmap"] = rect(heatmap_->image_rect());
   j["rects"]["token_strip"] = rect(tokens_->strip_rect());
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
+  j["rects"]["importance_grid"] = rect(importance_->grid_rect());
+  j["ablate"] = state_.ablation.to_string();
   j["model"] = snap.model ? snap.model->name : state_.model_spec;
   j["random_weights"] = snap.random_weights;
   j["forward_ms"] = snap.forward_ms;

@@ -25,6 +25,8 @@ class GqaPanel;
 class NextTokenPanel;
 class ModelPanel;
 class TrainingPanel;
+class ImportancePanel;
+class HeadStatsPanel;
 class StatusBar;
 
 struct AppOptions {
@@ -39,6 +41,7 @@ struct AppOptions {
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
   int train_steps = 0;       // > 0: open the Training panel and train the classroom preset this many steps
+  Ablation ablation;         // heads switched off at the start
 };
 
 class App {
@@ -121,6 +124,8 @@ class App {
   std::unique_ptr<ModelPanel> model_;
   std::unique_ptr<TrainingPanel> training_;
   std::unique_ptr<StatusBar> status_;
+  std::unique_ptr<ImportancePanel> importance_;
+  std::unique_ptr<HeadStatsPanel> stats_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

@@ -181,6 +181,22 @@ std::vector<TokenProb> top_k_probs(const float* logits, int V, float temperature
   return out;
 }
 
+std::vector<TokenShift> compare_top_k(const float* ablated, const float* clean, int V, float temperature, int k) {
+  const std::vector<double> pc = softmax_t(clean, V, temperature);
+  std::vector<TokenShift> out;
+  for (const TokenProb& tp : top_k_probs(ablated, V, temperature, k))
+    out.push_back({tp.id, tp.p, static_cast<float>(pc[static_cast<size_t>(tp.id)])});
+  return out;
+}
+
+void clamp_ablation(AppState& s, const ModelDims& m) {
+  for (const auto& [l, h] : s.ablation.heads)
+    if (l >= m.n_layer || h >= m.n_head) {
+      s.ablation.heads.clear();
+      return;
+    }
+}
+
 int sample_token(const float* logits, int V, float temperature, double u) {
   const std::vector<double> p = softmax_t(logits, V, temperature);
   double acc = 0.0;

@@ -34,6 +34,7 @@ struct AppState {
   std::string backend = "cpu";  // "cpu" or "gpu"
   std::string text;             // everything typed
   int block_size = 0;           // 1 … n_ctx; 0 = the model's context
+  Ablation ablation;            // heads switched off (head grid: right-click or X), and zero | mean
 
   // --- selection
   int layer = 0;                 // 0 … L-1
@@ -124,5 +125,18 @@ std::vector<TokenProb> top_k_probs(const float* logits, int V, float temperature
 // Samples from softmax(logits / temperature) with u uniform in [0, 1); temperature ≤ 0 is
 // the argmax.
 int sample_token(const float* logits, int V, float temperature, double u);
+
+// The effect of an ablation on the next token: the k most likely tokens of the ablated
+// distribution, with their probability with and without the ablation (both after
+// temperature), most likely first.
+struct TokenShift {
+  int id = 0;
+  float p = 0.f;        // with the ablation
+  float p_clean = 0.f;  // without
+};
+std::vector<TokenShift> compare_top_k(const float* ablated, const float* clean, int V, float temperature, int k);
+
+// Clears the ablation when it names heads outside the model (after a model change).
+void clamp_ablation(AppState& s, const ModelDims& m);
 
 }  // namespace attnviz::ui

@@ -41,6 +41,7 @@ void GqaPanel::draw_diagram(FrameContext& ctx) {
     dl->AddLine(ImVec2(0.5f * (a.x + b.x), b.y), k, group_color(g, KV, 0.8f), std::max(1.f, ctx.scale * 1.5f));
     dl->AddRectFilled(a, b, group_color(g, KV, h == s.head ? 1.f : 0.55f), 3.f);
     if (h == s.head) dl->AddRect(a, b, IM_COL32(255, 255, 255, 255), 3.f, 0, 2.f);
+    if (s.ablation.has(s.layer, h)) draw_ablated_mark(dl, a, b, std::max(1.f, ctx.scale * 1.5f));
     if (qw >= fs * 1.2f) text_centered(dl, a, b, IM_COL32(0, 0, 0, 255), std::to_string(h));
     ImGui::SetCursorScreenPos(a);
     ImGui::PushID(h);
@@ -139,6 +140,7 @@ void GqaPanel::draw_group(FrameContext& ctx) {
     ImGui::PopID();
     dl->AddRect(a - ImVec2(1, 1), a + ImVec2(side + 1, side + 1), group_color(s.kv_group, c.n_kv_head), 0.f, 0, 2.f);
     if (hs[i] == s.head) dl->AddRect(a - ImVec2(4, 4), a + ImVec2(side + 4, side + 4), IM_COL32(255, 255, 255, 255), 0.f, 0, 2.f);
+    if (s.ablation.has(s.layer, hs[i])) draw_ablated_mark(dl, a, a + ImVec2(side, side), 2.f);
     ImGui::EndGroup();
   }
 }

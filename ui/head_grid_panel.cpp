@@ -41,6 +41,7 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
     ImGui::TextWrapped("%d layers \xC3\x97 %d heads \xC2\xB7 click one to select it \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
                        L, H, KV, G);
   ImGui::PopStyleColor();
+  draw_ablation_controls(ctx);
   ExportOptions what;  // every layer and head, as this grid shows them
   what.stage = Stage::Probs;
   what.colormap = s.probs_colormap;
@@ -70,6 +71,30 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   ImGui::Dummy(size);
   grid_rect_ = ImVec4(g.o.x + g.row_label, g.o.y + g.head_row + fs * 0.3f, size.x - g.row_label, size.y - g.head_row - fs * 0.3f);
   ImGui::EndChild();
+}
+
+// The ablation: how (zero | mean), how many heads, and a reset.
+void HeadGridPanel::draw_ablation_controls(FrameContext& ctx) {
+  Ablation& a = ctx.state.ablation;
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("ablate:");
+  ImGui::SameLine();
+  int mode = a.mode == AblationMode::Mean ? 1 : 0;
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 5.f);
+  const char* modes[] = {"zero", "mean"};
+  if (ImGui::Combo("##mode", &mode, modes, 2)) a.mode = mode == 1 ? AblationMode::Mean : AblationMode::Zero;
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  if (a.empty()) {
+    ImGui::TextDisabled("right-click a head (or X) to switch it off");
+  } else {
+    ImGui::TextColored(ImVec4(0.95f, 0.3f, 0.3f, 1.f), "%zu off", a.heads.size());
+    ImGui::SameLine();
+    if (ImGui::SmallButton("reset")) a.heads.clear();
+  }
+  help_marker("Ablation switches a head off: its output (before the output projection) is replaced by 0 (zero) or by "
+              "its mean over the positions of the window (mean), and every later layer and the prediction follow. "
+              "The next-token panel then shows the prediction with and without, and the loss change.");
 }
 
 // Head numbers on top, with one bar per KV group under the query heads that share it.
@@ -109,10 +134,13 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
     s.head = h;
     s.kv_group = g;
   }
+  if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) s.ablation.toggle(l, h);
   ImGui::PopID();
   dl->AddRect(a - ImVec2(1, 1), b + ImVec2(1, 1), group_color(g, KV), 0.f, 0, th);
   if (l == s.layer && h == s.head)
     dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
+  const bool ablated = s.ablation.has(l, h);
+  if (ablated) draw_ablated_mark(dl, a, b, th);
   const HeadScore& sc = scores_[l * H + h];
   const std::string role = head_label(sc);
   if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
@@ -123,10 +151,14 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   }
   if (hov) {
     dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
-    ImGui::SetTooltip("layer %d, head %d (KV head %d)\non this text, mean weight on: previous token %.2f, first token %.2f, "
-                      "itself %.2f, after an earlier occurrence (induction) %s\nclick to show it in the heatmap",
-                      l, h, g, sc.previous_token, sc.first_token, sc.self,
-                      sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str());
+    ImGui::SetTooltip("layer %d, head %d (KV head %d)%s\non this text, mean weight on: previous token %.2f, first token "
+                      "(sink) %.2f, itself (diagonal) %.2f, after an earlier occurrence (induction) %s\n"
+                      "entropy of the rows %.2f bits, mean distance %.2f tokens back\n"
+                      "click to show it in the heatmap; right-click (or X) to %s it",
+                      l, h, g, ablated ? (s.ablation.mode == AblationMode::Mean ? " ABLATED (mean)" : " ABLATED (zero)") : "",
+                      sc.previous_token, sc.first_token, sc.self,
+                      sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str(), sc.entropy_bits,
+                      sc.mean_distance, ablated ? "restore" : "ablate");
   }
 }
 

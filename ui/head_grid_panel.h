@@ -1,5 +1,6 @@
-// Every layer × head as a small softmax heatmap; click one to select it. Query heads that
-// share one KV head (GQA) carry the same frame colour and sit under one group bar.
+// Every layer × head as a small softmax heatmap; click one to select it, right-click to
+// ablate it (marked with a red cross). Query heads that share one KV head (GQA) carry the
+// same frame colour and sit under one group bar.
 #pragma once
 #include <vector>
 
@@ -26,6 +27,7 @@ class HeadGridPanel : public Panel {
   };
   void refresh(const FrameContext& ctx);  // thumbnails and scores of a new trace or colormap
   void draw_header(const FrameContext& ctx, const GridLayout& g) const;
+  void draw_ablation_controls(FrameContext& ctx);
   void draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side);
 
   uint64_t serial_ = 0;            // trace the textures show

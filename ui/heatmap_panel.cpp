@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/engine/rollout.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -23,6 +24,12 @@ const char* stage_explanation(Stage s) {
   }
   return "";
 }
+
+const char* kRolloutExplanation =
+    "attention rollout up to this layer (an APPROXIMATION, Abnar & Zuidema 2020): each layer's weights averaged over "
+    "its heads, plus the identity for the residual path, rows renormalised, multiplied through the layers. It "
+    "ignores the values, the output projections and the MLPs, so read it as a rough picture of how much each token "
+    "(column) flows into each position (row), not as an attribution.";
 }  // namespace
 
 void HeatmapPanel::draw_controls(FrameContext& ctx) {
@@ -35,6 +42,12 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::PopItemWidth();
   ImGui::SameLine();
   ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
+  if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "ablated (%s)", ablation_mode_name(s.ablation.mode));
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("this head's weights are as computed, but its output is replaced before the output projection");
+  }
   ImGui::SameLine();
   ImGui::PushItemWidth(ImGui::GetFontSize() * 6.f);
   int cm = s.probs_colormap == Colormap::Magma ? 1 : 0;
@@ -60,6 +73,12 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
         ImGui::EndTabItem();
       }
     }
+    rollout_ = false;
+    if (ImGui::BeginTabItem("rollout ~")) {
+      rollout_ = true;
+      ImGui::EndTabItem();
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kRolloutExplanation);
     ImGui::EndTabBar();
   }
   if (!pending) s.stage = selected;  // a click on a tab
@@ -71,14 +90,14 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   draw_controls(ctx);
   draw_tabs(ctx);
   ImGui::PushTextWrapPos(0.f);
-  ImGui::TextDisabled("%s", stage_explanation(ctx.state.stage));
+  ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
   ImGui::PopTextWrapPos();
   ExportOptions what;  // this layer, head and stage, as on screen
   what.stage = ctx.state.stage;
   what.layer = ctx.state.layer;
   what.head = stage_is_kv(ctx.state.stage) ? ctx.model->config.kv_head_of(ctx.state.head) : ctx.state.head;
   if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
-  if (!ctx.state.presentation) export_.draw(ctx, what);  // presenting: the room goes to the matrix
+  if (!ctx.state.presentation && !rollout_) export_.draw(ctx, what);  // presenting: the room goes to the matrix
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bar_w = ImGui::GetFontSize() * 5.5f;
@@ -92,6 +111,18 @@ void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
   const AppState& s = ctx.state;
   const LayerTrace& lt = ctx.trace.layers[s.layer];
   const Stage stage = s.stage;
+  if (rollout_) {
+    const Key key{ctx.snap.trace_serial, s.layer, -1, Stage::Probs, s.probs_colormap, true};
+    if (key == key_ && tex_.valid()) return;
+    const int T = ctx.trace.T();
+    values_ = attention_rollout(ctx.trace, s.layer);  // (T, T)
+    range_ = ValueRange{0.f, 1.f, true};
+    colorize_rgba(s.probs_colormap, values_.data(), T, T, range_, rgba_, /*causal_mask=*/true);
+    tex_.upload(T, T, rgba_);
+    key_ = key;
+    cmap_ = s.probs_colormap;
+    return;
+  }
   const std::vector<int64_t> shape = lt.shape(stage);
   const int hi = stage_is_kv(stage) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
   const int rows = static_cast<int>(shape[1]), cols = static_cast<int>(shape[2]);
@@ -110,10 +141,10 @@ void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
 void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
-  const std::vector<int64_t> shape = tr.layers[s.layer].shape(s.stage);
+  const std::vector<int64_t> shape = tr.layers[s.layer].shape(rollout_ ? Stage::Probs : s.stage);
   MatrixLayout m;
   m.rows = static_cast<int>(shape[1]), m.cols = static_cast<int>(shape[2]);
-  m.square = stage_is_square(s.stage);
+  m.square = rollout_ || stage_is_square(s.stage);
   upload_if_changed(ctx);
 
   // Labels: token text down the left (rows = tokens), token text or dimension on top.
@@ -223,7 +254,11 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   const Stage stage = s.stage;
   auto tok = [&](int p) { return chip_label_in_window(ctx.snap.labels, tr, p, ctx.model); };
   ImGui::BeginTooltip();
-  if (stage_is_square(stage)) {
+  if (rollout_) {
+    ImGui::Text("query i = %d '%s'  \xE2\x86\x90  token j = %d '%s'", i, tok(i).c_str(), j, tok(j).c_str());
+    ImGui::Text("rollout through layers 0 \xE2\x80\xA6 %d = %.5f", s.layer, values_[static_cast<size_t>(i) * tr.T() + j]);
+    ImGui::TextDisabled("an approximation: head-averaged weights + identity, multiplied through the layers");
+  } else if (stage_is_square(stage)) {
     const int h = s.head;
     const float d = static_cast<float>(c.head_size);
     const float score = lt.scores.at(h, i, j), scaled = lt.value(Stage::Scaled, h, i, j);
@@ -287,7 +322,7 @@ void HeatmapPanel::draw_colorbar(FrameContext& ctx, float height) {
   dl->AddText(ImVec2(p.x + fs * 1.5f, p.y + h * 0.5f - fs * 0.5f), tc, buf);
   std::snprintf(buf, sizeof buf, "%.3g", range_.lo);
   dl->AddText(ImVec2(p.x + fs * 1.5f, p.y + h - fs), tc, buf);
-  if (ctx.state.stage == Stage::Masked || ctx.state.stage == Stage::Probs) {
+  if (rollout_ || ctx.state.stage == Stage::Masked || ctx.state.stage == Stage::Probs) {
     ImGui::Dummy(ImVec2(0, fs * 0.3f));
     const ImVec2 q = ImGui::GetCursorScreenPos();
     dl->AddRectFilled(q, q + ImVec2(fs * 1.2f, fs), to_u32(masked_rgb()));

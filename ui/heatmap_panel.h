@@ -2,7 +2,9 @@
 // scaled (/√d), masked, softmax, and Q, K, V, head output. The matrix is a texture
 // (uploaded once per change, drawn with ImGui::Image), with token labels on both axes,
 // a colorbar with the value range, a distinct colour for masked (−inf) cells, a tooltip
-// with the exact numbers of the hovered cell, zoom (Ctrl+wheel) and scrolling.
+// with the exact numbers of the hovered cell, zoom (Ctrl+wheel) and scrolling. An extra
+// tab shows attention rollout up to the selected layer (core/engine/rollout.h), an
+// approximation of how the tokens mix through the layers.
 #pragma once
 #include "ui/export_box.h"
 #include "ui/panel.h"
@@ -15,6 +17,7 @@ class HeatmapPanel : public Panel {
   HeatmapPanel() : Panel("Attention heatmap") {}
   // Screen rectangle (x, y, w, h) of the matrix drawn last frame; w = 0 when none.
   ImVec4 image_rect() const { return image_rect_; }
+  bool showing_rollout() const { return rollout_; }
 
  protected:
   void draw_content(FrameContext& ctx) override;
@@ -42,8 +45,10 @@ class HeatmapPanel : public Panel {
     int layer = -1, head = -1;
     Stage stage = Stage::Probs;
     Colormap cmap = Colormap::Viridis;
+    bool rollout = false;
     bool operator==(const Key& o) const {
-      return trace_serial == o.trace_serial && layer == o.layer && head == o.head && stage == o.stage && cmap == o.cmap;
+      return trace_serial == o.trace_serial && layer == o.layer && head == o.head && stage == o.stage && cmap == o.cmap &&
+             rollout == o.rollout;
     }
   };
   Key key_;                   // what tex_ shows
@@ -56,6 +61,7 @@ class HeatmapPanel : public Panel {
   std::vector<float> values_;  // a derived stage (scaled, masked) of the head on screen
   Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
   bool tabs_synced_ = false;        // false until ImGui's tab bar shows state.stage (first frames)
+  bool rollout_ = false;            // the rollout tab is shown instead of a stage
   float fit_cell_ = 8.f;      // cell size that fits the panel (zoom starts from it)
   ImVec4 image_rect_{0, 0, 0, 0};
 };

@@ -18,6 +18,13 @@ ImU32 chip_color(int id) {
   return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.f));
 }
 
+void draw_ablated_mark(ImDrawList* dl, ImVec2 a, ImVec2 b, float thickness) {
+  const ImU32 red = IM_COL32(235, 50, 50, 230);
+  dl->AddRect(a, b, red, 0.f, 0, thickness);
+  dl->AddLine(a, b, red, thickness);
+  dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y), red, thickness);
+}
+
 void help_marker(const char* text) {
   ImGui::SameLine();
   ImGui::TextDisabled("(?)");

@@ -24,6 +24,9 @@ ImU32 chip_color(int id);
 // "(?)" with a wrapped tooltip.
 void help_marker(const char* text);
 
+// The mark of an ablated head on its box [a, b]: a red frame and a red cross.
+void draw_ablated_mark(ImDrawList* dl, ImVec2 a, ImVec2 b, float thickness);
+
 // Text centred in [p0, p1] on a draw list (clipped to the box).
 void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::string& s);
 

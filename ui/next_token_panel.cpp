@@ -53,13 +53,29 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
     step(ctx, false);
   if (!ctx.snap.error.empty()) playing_ = false;
 
+  // With heads ablated: the prediction with and without them (the grey bar), and the loss.
+  const bool compare = !tr.ablation.empty() && static_cast<int>(ctx.snap.clean_logits.size()) == V;
+  if (compare) {
+    ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "heads %s ablated (%s)", tr.ablation.to_string().c_str(),
+                       ablation_mode_name(tr.ablation.mode));
+    ImGui::Text("loss over the text: %.3f \xE2\x86\x92 %.3f nats (%+.3f)", ctx.snap.clean_loss, ctx.snap.loss,
+                ctx.snap.loss - ctx.snap.clean_loss);
+    help_marker("Mean next-token loss over the tokens in the window, in nats: without the ablation \xE2\x86\x92 with it. "
+                "Below, the coloured bar is the prediction with the heads ablated, the grey bar under it the "
+                "prediction of the whole model, and the number in brackets the change in probability.");
+  } else {
+    ImGui::TextDisabled("loss over the text %.3f nats", ctx.snap.loss);
+  }
   ImGui::Text("after '%s' (position %d) the model predicts:", after.c_str(), tr.T() - 1);
-  const std::vector<TokenProb> top = top_k_probs(last, V, s.temperature, s.top_k);
+  std::vector<TokenShift> top;
+  if (compare) top = compare_top_k(last, ctx.snap.clean_logits.data(), V, s.temperature, s.top_k);
+  else
+    for (const TokenProb& tp : top_k_probs(last, V, s.temperature, s.top_k)) top.push_back({tp.id, tp.p, tp.p});
   const float fs = ImGui::GetFontSize();
   const float label_w = fs * 3.5f;
-  const float bar_w = std::max(fs * 4.f, ImGui::GetContentRegionAvail().x - label_w - fs * 4.f);
+  const float bar_w = std::max(fs * 4.f, ImGui::GetContentRegionAvail().x - label_w - fs * (compare ? 8.f : 4.f));
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  for (const TokenProb& tp : top) {
+  for (const TokenShift& tp : top) {
     const std::string lab = chip_label(token_text(ctx.model, tp.id));
     const ImVec2 a = ImGui::GetCursorScreenPos();
     const float h = fs * 1.25f;
@@ -68,12 +84,22 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
     const ImVec2 b0 = a + ImVec2(label_w, fs * 0.1f);
     dl->AddRectFilled(b0, b0 + ImVec2(bar_w, h - fs * 0.2f), ImGui::GetColorU32(ImGuiCol_FrameBg));
     dl->AddRectFilled(b0, b0 + ImVec2(std::max(1.f, bar_w * tp.p), h - fs * 0.2f), to_u32(colormap_rgb(Colormap::Viridis, 0.35f + 0.65f * tp.p)));
-    char pct[32];
-    std::snprintf(pct, sizeof pct, "%5.1f%%", 100.f * tp.p);
+    if (compare)  // the whole model's probability, a thin grey bar along the bottom
+      dl->AddRectFilled(b0 + ImVec2(0, h * 0.62f), b0 + ImVec2(std::max(1.f, bar_w * tp.p_clean), h - fs * 0.2f),
+                        IM_COL32(200, 200, 200, 200));
+    char pct[48];
+    if (compare) std::snprintf(pct, sizeof pct, "%5.1f%% (%+.1f)", 100.f * tp.p, 100.f * (tp.p - tp.p_clean));
+    else std::snprintf(pct, sizeof pct, "%5.1f%%", 100.f * tp.p);
     dl->AddText(b0 + ImVec2(bar_w + fs * 0.3f, 0), ImGui::GetColorU32(ImGuiCol_Text), pct);
     ImGui::PushID(tp.id);
     ImGui::InvisibleButton("bar", ImVec2(label_w + bar_w + fs * 3.5f, h));
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("'%s' (id %d): p = %.5f\nclick to append it", lab.c_str(), tp.id, tp.p);
+    if (ImGui::IsItemHovered()) {
+      if (compare)
+        ImGui::SetTooltip("'%s' (id %d): p = %.5f with the ablation, %.5f without\nclick to append it", lab.c_str(), tp.id,
+                          tp.p, tp.p_clean);
+      else
+        ImGui::SetTooltip("'%s' (id %d): p = %.5f\nclick to append it", lab.c_str(), tp.id, tp.p);
+    }
     if (ImGui::IsItemClicked()) s.text = ctx.snap.trace_text + token_text(ctx.model, tp.id);
     ImGui::PopID();
   }

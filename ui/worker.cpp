@@ -1,9 +1,11 @@
 #include "ui/worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "core/engine/backend.h"
+#include "core/engine/importance.h"
 #include "core/error.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
@@ -123,6 +125,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();
       engine_ = std::make_unique<Engine>(model, std::move(backend));
+      clean_engine_.reset();
       engine_model_ = r.model_spec;
       engine_backend_ = r.backend;
       backend_note_ = note;
@@ -161,17 +164,25 @@ void Worker::handle(const Request& r, uint64_t serial) {
       publish();
       return;
     }
+    Ablation ablation = r.ablation;  // heads the model has (the request may predate a model change)
+    const ModelConfig& c = engine_->model().config;
+    ablation.heads.erase(std::remove_if(ablation.heads.begin(), ablation.heads.end(),
+                                        [&c](const auto& lh) { return lh.first >= c.n_layer || lh.second >= c.n_head; }),
+                         ablation.heads.end());
+    engine_->set_ablation(ablation);
     const auto t0 = std::chrono::steady_clock::now();
     const Trace& t = engine_->run(ids);
     const double ms = ms_since(t0);
     const bool unchanged = next.trace && next.trace->tokens == t.tokens && next.trace->dropped == t.dropped &&
-                           next.trace->block_size == t.block_size && next.trace->backend == t.backend;
+                           next.trace->block_size == t.block_size && next.trace->backend == t.backend &&
+                           next.trace->ablation == t.ablation;
     if (!unchanged) {
       next.trace = std::make_shared<const Trace>(t);
       next.trace_serial = ++trace_serial_;
       next.forward_ms = ms;
       next.device_ms = engine_->backend().last_device_ms();
       next.recomputed_from = engine_->last_recomputed_from();
+      compare_with_clean(ids, next);
     }
     next.trace_text = r.text;
     next.all_ids = ids;
@@ -181,6 +192,22 @@ void Worker::handle(const Request& r, uint64_t serial) {
     if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it
   }
   publish();
+}
+
+void Worker::compare_with_clean(const std::vector<int>& ids, Snapshot& next) {
+  const Trace& t = *next.trace;
+  next.loss = mean_next_token_loss(t);
+  next.clean_logits.clear();
+  next.clean_loss = next.loss;
+  if (t.ablation.empty()) return;
+  if (!clean_engine_ || clean_engine_->model_ptr() != engine_->model_ptr())
+    clean_engine_ = std::make_unique<Engine>(engine_->model_ptr(), make_cpu_backend());
+  if (clean_engine_->block_size() != engine_->block_size()) clean_engine_->set_block_size(engine_->block_size());
+  const Trace& c = clean_engine_->run(ids);
+  next.clean_loss = mean_next_token_loss(c);
+  const int V = static_cast<int>(c.logits.dim(1));
+  const float* last = c.logits.data.data() + static_cast<size_t>(c.T() - 1) * V;
+  next.clean_logits.assign(last, last + V);
 }
 
 void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
@@ -204,6 +231,7 @@ void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
     next.device_ms = engine_->backend().last_device_ms();
     next.trace_serial = ++trace_serial_;
     next.recomputed_from = engine_->last_recomputed_from();
+    compare_with_clean(ids, next);
     next.trace_text = prefix;
     next.all_ids = ids;
     next.labels = label_tokens(engine_->model(), ids);

@@ -28,9 +28,10 @@ struct Request {
   // A model already in memory (the Training panel's weights as they learn): used instead of
   // loading model_spec, which then only names it.
   std::shared_ptr<const Model> model;
+  Ablation ablation;            // heads whose output is replaced (none: the plain model)
   bool operator==(const Request& o) const {
     return model_spec == o.model_spec && backend == o.backend && text == o.text && block_size == o.block_size &&
-           model == o.model;
+           model == o.model && ablation == o.ablation;
   }
   bool operator!=(const Request& o) const { return !(*this == o); }
 };
@@ -54,6 +55,13 @@ struct Snapshot {
   double device_ms = -1.0;   // its GPU time (GL timer queries); −1 on the CPU
   double load_ms = 0.0;      // time to load the model (last load)
   int recomputed_from = 0;   // first position the last run computed (KV cache reuse)
+
+  // Mean next-token loss over the window (nats) of `trace`, which is the ablated run when
+  // trace->ablation is not empty; then the same without the ablation (a second engine on
+  // the CPU) for comparison, and the last row of its logits.
+  double loss = 0.0;
+  double clean_loss = 0.0;
+  std::vector<float> clean_logits;  // (V) last position without the ablation; empty when none
 };
 
 class Worker {
@@ -81,6 +89,8 @@ class Worker {
   // After an encoding error with no trace to keep: runs the text up to the first character
   // the tokenizer does not know, so the first screen is not empty.
   void run_known_prefix(const std::string& text, Snapshot& next);
+  // The loss of the published trace, and with an ablation the clean run beside it.
+  void compare_with_clean(const std::vector<int>& ids, Snapshot& next);
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;       // wakes the worker
@@ -94,6 +104,7 @@ class Worker {
 
   // Owned by the worker thread only.
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Engine> clean_engine_;  // the same model without ablation, made when one is asked for
   std::string engine_model_, engine_backend_;
   std::string backend_note_;
   bool random_weights_ = false;

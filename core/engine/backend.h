@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/ablation.h"
 #include "core/model/model.h"
 #include "core/engine/trace.h"
 
@@ -24,9 +25,28 @@ class Backend {
   // are not stored but derived from scores on request, see LayerTrace).
   virtual void forward(const Model& m, const std::vector<int>& window, int from, Trace& trace) = 0;
 
+  // Recomputes every position of layers [layer, L) and the logits for `window`, which must be
+  // what `trace` holds: the layers before `layer` are kept, and their output comes from
+  // trace.layers[layer].resid. For a changed ablation whose first affected layer is
+  // `layer`. Returns false, touching nothing, when the backend cannot (the trace lacks the
+  // residual stream, or the backend does not keep it): then run a full forward.
+  virtual bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& trace) {
+    (void)m, (void)window, (void)layer, (void)trace;
+    return false;
+  }
+
   // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
   // backend does not measure one (the CPU).
   virtual double last_device_ms() const { return -1; }
+
+  // Heads whose output is replaced before the output projection in every later forward
+  // (none by default); forward records it in Trace::ablation. With a `mean` ablation a
+  // forward computes every position whatever `from` says (see needs_full_recompute).
+  void set_ablation(Ablation a) { ablation_ = std::move(a); }
+  const Ablation& ablation() const { return ablation_; }
+
+ protected:
+  Ablation ablation_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -38,7 +38,9 @@ int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T
 // are the full matrix), then per row, while it is in cache, the visible part scaled into P
 // and normalised there (scaled and masked are not stored: see LayerTrace), then O = P·V
 // over the first r1 keys only (P is 0 past the diagonal).
-void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
+// An ablated head's output rows are replaced (see ablate_head_output) before they enter
+// `att`, the input of the output projection.
+void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, const AblationMode* ablate, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
   const float scale = lt.scale;
   const LayerTrace& in = lt;
@@ -59,6 +61,7 @@ void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, Mat& att) {
     }
     O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
   }
+  if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p);
   att.middleCols(h * d, d) = O.bottomRows(n);
 }
 
@@ -79,6 +82,7 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     jobs.push_back({&lt.k, {KV, T, d}, d});
     jobs.push_back({&lt.v, {KV, T, d}, d});
     jobs.push_back({&lt.out, {H, T, d}, d});
+    jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
     for (Tensor* t : {&lt.scores, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
     bytes += 2.0 * H * T * T * sizeof(float);
   }
@@ -117,23 +121,47 @@ class CpuBackend : public Backend {
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
-    const int T = static_cast<int>(window.size()), p = from, n = T - p;
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
-    const int max_threads = omp_get_max_threads();
-    const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
+    const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
+    const int C = c.n_embd;
     tr.tokens = window;
+    tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
-    resize_trace(c, T, p, max_threads, tr);
+    resize_trace(c, T, p, omp_get_max_threads(), tr);
 
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {
       x.row(r) = w.tok_emb.row(window[p + r]);
       if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
     }
+    run_layers(m, T, p, 0, x, tr);
+  }
+
+  bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& tr) override {
+    const ModelConfig& c = m.config;
+    const int T = static_cast<int>(window.size());
+    if (tr.tokens != window || static_cast<int>(tr.layers.size()) != c.n_layer || layer < 0 || layer >= c.n_layer ||
+        tr.layers[layer].resid.shape != std::vector<int64_t>{T, c.n_embd})
+      return false;
+    tr.ablation = ablation_;
+    Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd);  // (T, C)
+    run_layers(m, T, 0, layer, x, tr);
+    return true;
+  }
+
+ private:
+  // Layers [l0, L) and the logits for rows [p, T), x (T − p, C) entering layer l0; the
+  // trace is laid out for T already and holds rows [0, p).
+  void run_layers(const Model& m, int T, int p, int l0, Mat& x, Trace& tr) {
+    const ModelConfig& c = m.config;
+    const ModelWeights& w = m.weights;
+    const int n = T - p;
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
+    const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     Mat h, q, k, v, y, up, att(n, H * d);
-    for (int l = 0; l < c.n_layer; ++l) {
+    for (int l = l0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
       LayerTrace& lt = tr.layers[l];
+      MapMat(lt.resid.data.data(), T, c.n_embd).bottomRows(n) = x;  // (n, C) what enters the layer
       lt.scale = 1.f / std::sqrt(static_cast<float>(d));
       norm(c, x, lw.norm1_w, lw.norm1_b, h);
       linear(h, lw.wq, lw.bq, q);  // (n, H·d)
@@ -147,7 +175,7 @@ class CpuBackend : public Backend {
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
 #pragma omp parallel for schedule(static)
-      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, att);
+      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       x += y;
       norm(c, x, lw.norm2_w, lw.norm2_b, h);

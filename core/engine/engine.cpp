@@ -1,5 +1,7 @@
 #include "core/engine/engine.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/limits.h"
 
@@ -50,6 +52,13 @@ void Engine::set_block_size(int block_size) {
   block_size_ = block_size;
 }
 
+void Engine::set_ablation(const Ablation& a) {
+  if (a == backend_->ablation()) return;
+  const int L = model_->config.n_layer;
+  stale_from_layer_ = std::min({stale_from_layer_, a.first_layer(L), backend_->ablation().first_layer(L)});
+  backend_->set_ablation(a);
+}
+
 void Engine::clear_cache() { cache_valid_ = false; }
 
 const Trace& Engine::run(const std::vector<int>& ids) {
@@ -59,6 +68,20 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const std::vector<int> window(ids.begin() + dropped, ids.end());
   check_trace_memory(model_->config, static_cast<int64_t>(window.size()));
 
+  last_from_layer_ = 0;
+  if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run
+    const int layer = stale_from_layer_;
+    stale_from_layer_ = 1 << 30;
+    const bool same = cache_valid_ && dropped == trace_.dropped && window == trace_.tokens;
+    cache_valid_ = false;  // stays false if the backend throws half-way: the next run starts over
+    if (same && backend_->forward_from_layer(*model_, window, layer, trace_)) {
+      last_from_ = 0;
+      last_from_layer_ = layer;
+      cache_valid_ = true;
+      return trace_;
+    }
+  }
+  stale_from_layer_ = 1 << 30;
   // Reuse the cache for the common prefix, if the window still starts at the same token.
   int from = 0;
   if (cache_valid_ && dropped == trace_.dropped) {
@@ -72,6 +95,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
     }
     // The last row must be recomputed even when the new window is a prefix of the old.
     if (from == static_cast<int>(window.size())) --from;
+    if (backend_->ablation().needs_full_recompute()) from = 0;
   }
   cache_valid_ = false;  // stays false if the backend throws half-way
   trace_.block_size = block_size_;

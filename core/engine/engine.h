@@ -28,7 +28,17 @@ class Engine {
   // Encodes `text` with the model's tokenizer, then run().
   const Trace& run_text(const std::string& text);
 
+  // Heads to ablate from the next run on (see ablation.h). A change recomputes the window
+  // once, from the first layer it affects when the tokens are the same and the backend
+  // keeps the residual stream (else all of it); with `zero` later runs stay incremental,
+  // with `mean` every run computes the whole window (the mean changes with every token).
+  void set_ablation(const Ablation& a);
+  const Ablation& ablation() const { return backend_->ablation(); }
+
   int last_recomputed_from() const { return last_from_; }  // first position the last run computed
+  // First layer the last run computed: > 0 when only the ablation changed and the backend
+  // could start at its first affected layer (the CPU backend can).
+  int last_recomputed_from_layer() const { return last_from_layer_; }
   void clear_cache();
 
   const Trace& trace() const { return trace_; }
@@ -41,6 +51,8 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   int block_size_ = 0;
   int last_from_ = 0;
+  int last_from_layer_ = 0;
+  int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
   bool cache_valid_ = false;
   Trace trace_;
 };

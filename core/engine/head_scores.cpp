@@ -1,6 +1,7 @@
 #include "core/engine/head_scores.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace attnviz {
@@ -19,12 +20,17 @@ std::vector<HeadScore> score_heads(const Trace& t) {
       HeadScore s;
       s.layer = static_cast<int>(l);
       s.head = h;
-      double prev = 0, first = 0, self = 0, ind = 0;
+      double prev = 0, first = 0, self = 0, ind = 0, entropy = 0, distance = 0;
       int rows = 0, ind_rows = 0;
       for (int i = 1; i < T; ++i) {
         prev += P.at(h, i, i - 1);
         first += P.at(h, i, 0);
         self += P.at(h, i, i);
+        for (int j = 0; j <= i; ++j) {
+          const double p = P.at(h, i, j);
+          if (p > 0) entropy -= p * std::log2(p);
+          distance += p * (i - j);
+        }
         ++rows;
         if (!targets[i].empty()) {
           double w = 0;
@@ -37,6 +43,8 @@ std::vector<HeadScore> score_heads(const Trace& t) {
         s.previous_token = static_cast<float>(prev / rows);
         s.first_token = static_cast<float>(first / rows);
         s.self = static_cast<float>(self / rows);
+        s.entropy_bits = static_cast<float>(entropy / rows);
+        s.mean_distance = static_cast<float>(distance / rows);
       }
       s.induction = ind_rows ? static_cast<float>(ind / ind_rows) : -1.f;
       out.push_back(s);

@@ -4,7 +4,9 @@
 // For query row i of head (l, h) with weights P = layers[l].probs[h] (T, T):
 //   previous_token = mean over i ≥ 1 of P[i][i-1]
 //   first_token    = mean over i ≥ 1 of P[i][0]             (attention sink)
-//   self           = mean over i ≥ 1 of P[i][i]
+//   self           = mean over i ≥ 1 of P[i][i]                  (the diagonal)
+//   entropy_bits   = mean over i ≥ 1 of −Σ_j P[i][j] · log2 P[i][j]  (0 · log 0 = 0)
+//   mean_distance  = mean over i ≥ 1 of Σ_j P[i][j] · (i − j)     (tokens back)
 //   induction      = mean over the rows i whose token occurred before at some j with
 //                    j + 1 < i, of Σ_j P[i][j+1]  (the token just after each earlier
 //                    occurrence); −1 when no row qualifies. On a random string repeated
@@ -22,6 +24,7 @@ namespace attnviz {
 struct HeadScore {
   int layer = 0, head = 0;
   float previous_token = 0, induction = -1, first_token = 0, self = 0;
+  float entropy_bits = 0, mean_distance = 0;
 };
 
 // One entry per (layer, head), layer-major.

@@ -61,7 +61,7 @@ void store(const Rows& x, Tensor& t, int head) {
 
 }  // namespace
 
-Trace reference_forward(const Model& m, const std::vector<int>& window) {
+Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation) {
   const ModelConfig& cfg = m.config;
   const ModelWeights& w = m.weights;
   const int T = static_cast<int>(window.size()), C = cfg.n_embd, H = cfg.n_head, KV = cfg.n_kv_head,
@@ -72,6 +72,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window) {
   tr.backend = "reference";
   tr.block_size = T;
   tr.tokens = window;
+  tr.ablation = ablation;
 
   Rows x = zeros(T, C);
   for (int t = 0; t < T; ++t)
@@ -113,6 +114,13 @@ Trace reference_forward(const Model& m, const std::vector<int>& window) {
       for (int i = 0; i < T; ++i)  // wei @ v
         for (int e = 0; e < d; ++e)
           for (int j = 0; j < T; ++j) out[i][e] += probs[i][j] * v[j][e];
+      if (ablation.has(l, head)) {  // the head switched off: its output replaced
+        std::vector<double> mean(static_cast<size_t>(d), 0.0);
+        for (int t = 0; t < T; ++t)
+          for (int e = 0; e < d; ++e) mean[e] += out[t][e] / T;
+        for (int t = 0; t < T; ++t)
+          for (int e = 0; e < d; ++e) out[t][e] = ablation.mode == AblationMode::Mean ? mean[e] : 0.0;
+      }
       for (int t = 0; t < T; ++t)
         for (int e = 0; e < d; ++e) concat[t][head * d + e] = out[t][e];  // torch.cat(heads)
       store(q, lt.q, head);

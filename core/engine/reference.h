@@ -5,12 +5,15 @@
 #pragma once
 #include <vector>
 
+#include "core/engine/ablation.h"
 #include "core/model/model.h"
 #include "core/engine/trace.h"
 
 namespace attnviz {
 
-// Full forward of `window` (positions 0…T-1), recording every matrix.
-Trace reference_forward(const Model& m, const std::vector<int>& window);
+// Full forward of `window` (positions 0…T-1), recording every matrix. The heads in
+// `ablation` have their output (T, d) replaced before the projection: by zeros, or by the
+// mean of its T rows.
+Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation = {});
 
 }  // namespace attnviz

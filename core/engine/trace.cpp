@@ -166,6 +166,7 @@ size_t Trace::bytes() const {
   for (const auto& l : layers)
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
+  for (const auto& l : layers) n += l.resid.data.size();
   return n * sizeof(float);
 }
 

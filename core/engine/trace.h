@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/ablation.h"
+
 namespace attnviz {
 
 // A float32 array, row-major, with its shape. A 3-D (heads, rows, cols) tensor may be
@@ -61,6 +63,9 @@ struct LayerTrace {
   Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix
   Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i
   Tensor out;     // (H, T, d)  probs · v, before the output projection
+  Tensor resid;   // (T, C)     the residual stream entering the layer, kept by the CPU backend so
+                  //            that a changed ablation recomputes from its first layer; empty
+                  //            when a backend does not keep it (not a dump stage)
   float scale = 1.f;  // 1/√d, as the backend applied it
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Masked; }
@@ -83,6 +88,7 @@ struct Trace {
   std::vector<int> tokens;  // (T) the ids in the window
   std::vector<LayerTrace> layers;  // (L)
   Tensor logits;  // (T, V) next-token logits
+  Ablation ablation;  // heads whose output this pass replaced (empty: none)
 
   int T() const { return static_cast<int>(tokens.size()); }
   size_t bytes() const;  // memory held by all tensors

@@ -10,7 +10,7 @@ std::string dump_tensor_name(int layer, Stage s) {
   return "layers." + std::to_string(layer) + "." + stage_name(s);
 }
 
-void write_dump(const Trace& tr, const std::string& path) {
+void write_dump(const Trace& tr, const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& extra) {
   SafetensorsWriter w;
   const std::vector<int32_t> tokens(tr.tokens.begin(), tr.tokens.end());
   w.add_i32("tokens", {tr.T()}, tokens.data());
@@ -32,10 +32,15 @@ void write_dump(const Trace& tr, const std::string& path) {
       }
     }
   w.add_f32_ref("logits", tr.logits.shape, tr.logits.data.data());
+  for (const auto& [name, t] : extra) w.add_f32_ref(name, t->shape, t->data.data());
   w.set_metadata("model", tr.model);
   w.set_metadata("backend", tr.backend);
   w.set_metadata("block_size", std::to_string(tr.block_size));
   w.set_metadata("dropped", std::to_string(tr.dropped));
+  if (!tr.ablation.empty()) {  // the heads this run replaced, "L:H,..." and zero|mean
+    w.set_metadata("ablate", tr.ablation.to_string());
+    w.set_metadata("ablate_mode", ablation_mode_name(tr.ablation.mode));
+  }
   w.set_metadata("n_layer", std::to_string(tr.layers.size()));
   w.set_metadata("format", "attnviz-dump-1");
   w.write(path);

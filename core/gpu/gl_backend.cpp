@@ -90,13 +90,14 @@ class GlBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = m.config;
-    const int T = static_cast<int>(window.size()), p = from, n = T - p;
+    const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
     check_request(c, T, p, tr);
 
     GlContext::Current cur(*ctx_);
     k_->timer_discard();  // in case an earlier forward stopped half-way
     prepare(m, window, p, tr);
     tr.tokens = window;
+    tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
 
     k_->timer_begin();
@@ -187,6 +188,8 @@ class GlBackend : public Backend {
     lt.out.resize_keep({H, T, d}, p, d);
     for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
     gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
+    for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
+      if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
 
     GemmArgs o;  // x += att · Wo (+ bo)
     o.M = n, o.N = C, o.K = H * d;

@@ -101,7 +101,8 @@ GlKernels::GlKernels(const GlContext& ctx, const ShaderSources& src)
       rope_(src, "rope.comp"),
       softmax_(src, "attn_softmax.comp"),
       gelu_(src, "gelu.comp"),
-      swiglu_(src, "swiglu.comp") {
+      swiglu_(src, "swiglu.comp"),
+      ablate_(src, "ablate_head.comp") {
   dummy_.ensure(16, limit(), "a placeholder");
   if (const char* v = std::getenv("ATTNVIZ_GL_PROFILE")) profile_ = *v && *v != '0';
 }
@@ -194,6 +195,14 @@ void GlKernels::gelu(GlBuffer& x, int rows, int cols, int ld) {
   gelu_.set("rows", rows), gelu_.set("cols", cols), gelu_.set("ld", ld);
   bind(0, x);
   dispatch(gelu_, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
+void GlKernels::ablate_head(GlBuffer& x, int rows, int d, int ld, int col0, bool mean) {
+  ablate_.use();
+  ablate_.set("rows", rows), ablate_.set("d", d), ablate_.set("ld", ld), ablate_.set("col0", col0);
+  ablate_.set("mean_mode", mean ? 1 : 0);
+  bind(0, x);
+  dispatch(ablate_, groups(d, 64), 1, 1);
 }
 
 void GlKernels::swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y) {

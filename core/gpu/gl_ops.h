@@ -80,6 +80,9 @@ class GlKernels {
   // in full, rows < p only the columns ≥ p.
   void attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs);
   void gelu(GlBuffer& x, int rows, int cols, int ld);
+  // One head's output columns [col0, col0 + d) of x (rows, ld) set to 0, or (mean) to each
+  // column's mean over the rows.
+  void ablate_head(GlBuffer& x, int rows, int d, int ld, int col0, bool mean);
   // y (rows, I) ← silu(gate) ⊙ up, gu (rows, 2·I) = gate | up.
   void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y);
 
@@ -100,7 +103,7 @@ class GlKernels {
   void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
   const GlContext& ctx_;
   bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
-  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_;
+  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_, ablate_;
   GlBuffer dummy_;  // bound where a kernel's optional input is absent
   std::vector<unsigned> queries_;
   size_t queries_used_ = 0;

@@ -55,6 +55,13 @@ Comparison rule (per tensor)
     block_size and dropped equal to the expected decimal values.
 Extra tensors in the dump are reported but not failed.
 
+Ablation cases (Case.ablate = "L:H,...", Case.ablate_mode = "zero" | "mean") pass
+--ablate/--ablate-mode to the CLI; the reference then replaces those heads' `out` (H,T,d)
+rows by 0 or by the head's mean over the T positions before the output projection, so
+every later layer and the logits follow from the replaced outputs. The metadata must then
+carry ablate and ablate_mode. (--selftest skips them: its second implementation has no
+ablation.)
+
 --selftest needs no CLI: for each case it writes the model directory, computes the
 reference, cross-checks it against a second, vectorised implementation (torch.nn.functional,
 complex-number RoPE, repeat_interleave GQA), checks invariants (probs rows sum to 1, -inf
@@ -176,6 +183,8 @@ class Case:
     block_size: Optional[int]     # passed as --block-size when not None
     seed: int
     prefix: str = ""              # gpt2 only: "" or "transformer."
+    ablate: str = ""              # "L:H,..." heads ablated (--ablate), "" for none
+    ablate_mode: str = "zero"     # --ablate-mode
     tokens: List[int] = field(default_factory=list)
 
     def __post_init__(self):
@@ -234,7 +243,32 @@ CASES = [
     Case("qwen2_bias_window", "qwen2",
          llama_config("qwen2", 19, 32, 40, 2, 4, 2, 24, 1000000.0, False, 1e-6),
          n_tokens=30, block_size=None, seed=505),
+    Case("gpt2_ablate_zero", "gpt2", gpt2_config(37, 32, 48, 3, 4), n_tokens=12, block_size=None,
+         seed=606, ablate="0:1,2:3", ablate_mode="zero"),
+    Case("llama_gqa_ablate_mean", "llama",
+         llama_config("llama", 41, 64, 96, 2, 8, 2, 64, 10000.0, False, 1e-5, head_dim=8),
+         n_tokens=15, block_size=None, seed=707, ablate="0:5,1:0,1:1", ablate_mode="mean"),
 ]
+
+
+def case_ablation(case: Case):
+    """(set of (layer, head), mode) of an ablation case, or None."""
+    if not case.ablate:
+        return None
+    return ({tuple(int(x) for x in item.split(":")) for item in case.ablate.split(",")}, case.ablate_mode)
+
+
+def ablate_out(out, layer: int, ablation):
+    """out (H,T,d) of `layer`: the ablated heads' rows set to 0 (zero) or to the head's
+    mean over the T positions (mean)."""
+    if not ablation:
+        return out
+    heads, mode = ablation
+    out = out.clone()
+    for (l, h) in heads:
+        if l == layer:
+            out[h] = 0.0 if mode == "zero" else out[h].mean(dim=0, keepdim=True).expand_as(out[h])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,7 +432,7 @@ def attention_per_head(q, k, v) -> Dict[str, torch.Tensor]:
     return {name: torch.stack(vals) for name, vals in res.items()}
 
 
-def reference_gpt2(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
+def reference_gpt2(cfg, weights, toks: List[int], ablation=None) -> Dict[str, torch.Tensor]:
     W = _f64(weights)
     T, C, H = len(toks), cfg["n_embd"], cfg["n_head"]
     d, eps = C // H, cfg["layer_norm_epsilon"]
@@ -412,6 +446,7 @@ def reference_gpt2(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
         q, k, v = (qkv[:, j * C:(j + 1) * C].reshape(T, H, d).permute(1, 0, 2)
                    for j in range(3))                                   # (H,T,d) each
         att = attention_per_head(q, k, v)
+        att["out"] = ablate_out(att["out"], l, ablation)
         res.update({f"layers.{l}.{n}": t for n, t in
                     [("q", q), ("k", k), ("v", v)] + list(att.items())})
         merged = att["out"].permute(1, 0, 2).reshape(T, C)               # (T,C)
@@ -423,7 +458,7 @@ def reference_gpt2(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
     return res
 
 
-def reference_llama(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
+def reference_llama(cfg, weights, toks: List[int], ablation=None) -> Dict[str, torch.Tensor]:
     W = _f64(weights)
     C, H, KV, d = _llama_dims(cfg)
     T, eps, theta = len(toks), cfg["rms_norm_eps"], float(cfg["rope_theta"])
@@ -444,6 +479,7 @@ def reference_llama(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
         k = rope_rotate_half(linear(h, p + "self_attn.k_proj", KV), theta)  # (KV,T,d)
         v = linear(h, p + "self_attn.v_proj", KV)                           # (KV,T,d)
         att = attention_per_head(q, k, v)
+        att["out"] = ablate_out(att["out"], l, ablation)
         res.update({f"layers.{l}.{n}": t for n, t in
                     [("q", q), ("k", k), ("v", v)] + list(att.items())})
         merged = att["out"].permute(1, 0, 2).reshape(T, H * d)           # (T,H*d)
@@ -456,10 +492,10 @@ def reference_llama(cfg, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
     return res
 
 
-def reference(arch, cfg, weights, toks) -> Dict[str, np.ndarray]:
+def reference(arch, cfg, weights, toks, ablation=None) -> Dict[str, np.ndarray]:
     """Expected dump tensors: float64 arrays (tokens int32), in dump order."""
     fn = reference_gpt2 if arch == "gpt2" else reference_llama
-    return {k: v.numpy() for k, v in fn(cfg, weights, toks).items()}
+    return {k: v.numpy() for k, v in fn(cfg, weights, toks, ablation).items()}
 
 
 def expected_metadata(block_size: int, dropped: int) -> Dict[str, str]:
@@ -619,6 +655,8 @@ def check_metadata(meta: dict, want: Dict[str, str]) -> List[str]:
     for key, val in want.items():
         if key in meta and meta[key] != val:
             problems.append(f"{key}={meta[key]!r}, expected {val!r}")
+        elif key.startswith("ablate") and key not in meta:  # an ablated run must say so
+            problems.append(f"missing key {key!r}")
     return problems
 
 
@@ -660,8 +698,11 @@ def prepare_case(case: Case, workdir: str):
     weights = build_weights(case)
     write_model_dir(case, model_dir, weights)
     toks, dropped = window_tokens(case.tokens, case.effective_block_size)
-    expected = reference(case.arch, case.config, weights, toks)
-    return model_dir, expected, expected_metadata(case.effective_block_size, dropped)
+    expected = reference(case.arch, case.config, weights, toks, case_ablation(case))
+    meta = expected_metadata(case.effective_block_size, dropped)
+    if case.ablate:
+        meta.update({"ablate": case.ablate, "ablate_mode": case.ablate_mode})
+    return model_dir, expected, meta
 
 
 CLI_BACKEND: Optional[str] = None  # --backend, passed on to the CLI when given
@@ -673,6 +714,8 @@ def cli_command(cli: str, case: Case, model_dir: str, out: str) -> List[str]:
         cmd += ["--block-size", str(case.block_size)]
     if CLI_BACKEND:
         cmd += ["--backend", CLI_BACKEND]
+    if case.ablate:
+        cmd += ["--ablate", case.ablate, "--ablate-mode", case.ablate_mode]
     return cmd + ["--out", out]
 
 
@@ -1003,6 +1046,8 @@ def main(argv: List[str]) -> int:
         if unknown:
             ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
         cases = [c for c in CASES if c.name in wanted]
+    if args.selftest:
+        cases = [c for c in cases if not c.ablate]
 
     workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="attnviz-parity-"))
     os.makedirs(workdir, exist_ok=True)
