@@ -1,4 +1,5 @@
-// config.json: the bytes as the loader sees them (NUL refused, JSON parsed), then the
+// config.json: the bytes as the loader sees them (NUL refused, JSON parsed; the loader turns
+// every JSON exception into an attnviz::Error), then the
 // config parsed and its parameter counts and memory estimate computed.
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -13,7 +14,7 @@ ATTNVIZ_FUZZ_TARGET(config_json) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(data, data + size);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse errors, number overflow: the loader reports them
     return;
   }
   try {
