@@ -31,6 +31,21 @@ using test::cli;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// A safetensors file whose JSON header is `header` (its length in front) and 4 data bytes;
+// returns the message SafetensorsFile::open throws, or "accepted".
+std::string safetensors_error(const std::string& tag, const std::string& header) {
+  const std::string dir = test::temp_dir(tag);
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  test::write_bytes(dir + "/x.safetensors", bytes + header + std::string(4, '\0'));
+  try {
+    SafetensorsFile::open(dir + "/x.safetensors");
+    return "accepted";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 // A copy of a small random llama model whose config.json `edit` may change.
 std::string model_with_config(const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
   const std::string dir = test::make_model_dir(test::small_config("llama", 1, 16, 2, 1, 96, 16), 5, tag);
@@ -165,19 +180,10 @@ TEST(Messages, DeeplyNestedConfigValueDoesNotOverflowTheStack) {
 }
 
 TEST(Messages, DeeplyNestedDtypeDoesNotOverflowTheStack) {
-  const std::string dir = test::temp_dir("deepdtype");
-  const std::string header = "{\"a\":{\"dtype\":" + std::string(200000, '[') + std::string(200000, ']') +
-                             ",\"shape\":[1],\"data_offsets\":[0,4]}}";
-  std::string bytes;
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
-  test::write_bytes(dir + "/x.safetensors", bytes + header + std::string(4, '\0'));
-  try {
-    SafetensorsFile::open(dir + "/x.safetensors");
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "unknown dtype an array")) << std::string(e.what()).substr(0, 300);
-    EXPECT_LT(std::string(e.what()).size(), 400u);
-  }
+  const std::string msg = safetensors_error("deepdtype", "{\"a\":{\"dtype\":" + std::string(200000, '[') +
+                                                             std::string(200000, ']') + ",\"shape\":[1],\"data_offsets\":[0,4]}}");
+  EXPECT_TRUE(has(msg, "unknown dtype an array")) << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 400u);
 }
 
 // --- files: regular only, never blocking, bounded
@@ -217,18 +223,10 @@ TEST(Files, JunkAfterConfigJsonIsRefused) {
 }
 
 TEST(Files, NulInSafetensorsHeaderIsRefused) {
-  const std::string dir = test::temp_dir("nulheader");
-  const std::string header = std::string("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}") +
-                             std::string("\0junk!!!", 8);
-  std::string bytes;
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
-  test::write_bytes(dir + "/x.safetensors", bytes + header + std::string(4, '\0'));
-  try {
-    SafetensorsFile::open(dir + "/x.safetensors");
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "NUL")) << e.what();
-  }
+  const std::string msg = safetensors_error(
+      "nulheader", std::string("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}") +
+                       std::string("\0junk!!!", 8));
+  EXPECT_TRUE(has(msg, "NUL")) << msg;
 }
 
 // --- values

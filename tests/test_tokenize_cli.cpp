@@ -10,6 +10,7 @@
 
 #include "app/cli.h"
 #include "core/model/safetensors.h"
+#include "tests/cli_run.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -20,19 +21,8 @@ using nlohmann::json;
 
 const std::string kData = ATTNVIZ_TOKENIZER_TEST_DATA;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "attnviz-cli");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = CliResult;
+using test::cli;
 
 TEST(TokenizeCli, JsonIdsArePinnedAndPiecesReadable) {
   // Ids from Hugging Face (tests/data/tokenizers/expected.json, spm32k, "  two leading spaces").
