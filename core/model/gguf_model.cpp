@@ -175,14 +175,7 @@ void load_gpt2(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
     LayerWeights l;
     l.norm1_w = s.vec(p + "attn_norm.weight", C);
     l.norm1_b = s.vec(p + "attn_norm.bias", C);
-    const Mat qkv = s.linear(p + "attn_qkv.weight", 3 * C, C);  // (C, 3C): q | k | v
-    const Vec qkv_b = s.vec(p + "attn_qkv.bias", 3 * C);
-    l.wq = qkv.middleCols(0, C);
-    l.wk = qkv.middleCols(C, C);
-    l.wv = qkv.middleCols(2 * C, C);
-    l.bq = qkv_b.segment(0, C);
-    l.bk = qkv_b.segment(C, C);
-    l.bv = qkv_b.segment(2 * C, C);
+    split_packed_qkv(s.linear(p + "attn_qkv.weight", 3 * C, C), s.vec(p + "attn_qkv.bias", 3 * C), l);
     l.wo = s.linear(p + "attn_output.weight", C, C);
     l.bo = s.vec(p + "attn_output.bias", C);
     l.norm2_w = s.vec(p + "ffn_norm.weight", C);

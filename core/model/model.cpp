@@ -121,14 +121,7 @@ void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, 
     LayerWeights l;
     l.norm1_w = s.vec(p + "ln_1.weight", C);
     l.norm1_b = s.vec(p + "ln_1.bias", C);
-    const Mat qkv = s.mat(p + "attn.c_attn.weight", C, C3);  // (C, 3C): q | k | v
-    const Vec qkv_b = s.vec(p + "attn.c_attn.bias", C3);
-    l.wq = qkv.middleCols(0, C);
-    l.wk = qkv.middleCols(C, C);
-    l.wv = qkv.middleCols(2 * C, C);
-    l.bq = qkv_b.segment(0, C);
-    l.bk = qkv_b.segment(C, C);
-    l.bv = qkv_b.segment(2 * C, C);
+    split_packed_qkv(s.mat(p + "attn.c_attn.weight", C, C3), s.vec(p + "attn.c_attn.bias", C3), l);
     l.wo = s.mat(p + "attn.c_proj.weight", C, C);
     l.bo = s.vec(p + "attn.c_proj.bias", C);
     l.norm2_w = s.vec(p + "ln_2.weight", C);
@@ -188,6 +181,16 @@ bool is_dir(const std::string& p) {
 }
 
 }  // namespace
+
+void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l) {
+  const Eigen::Index C = qkv.rows();
+  l.wq = qkv.middleCols(0, C);
+  l.wk = qkv.middleCols(C, C);
+  l.wv = qkv.middleCols(2 * C, C);
+  l.bq = qkv_b.segment(0, C);
+  l.bk = qkv_b.segment(C, C);
+  l.bv = qkv_b.segment(2 * C, C);
+}
 
 std::shared_ptr<const Model> load_model(const std::string& spec) {
   auto m = std::make_shared<Model>();

@@ -81,4 +81,8 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass 
 // tensor, the expected and the found shape when something is wrong.
 std::shared_ptr<const Model> load_model(const std::string& spec);
 
+// GPT-2's packed attention input: qkv (C, 3C) = q | k | v side by side and its bias (3C)
+// into l.wq, l.wk, l.wv (C, C) and l.bq, l.bk, l.bv (C).
+void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l);
+
 }  // namespace attnviz
