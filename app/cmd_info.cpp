@@ -19,10 +19,15 @@ std::string format_bytes(long long b) {
 }
 
 std::string tokenizer_str(const Model& m) {
-  if (m.tokenizer) return "character-level";
-  if (m.gguf_tokenizer)
-    return "GGUF metadata (" + m.gguf_tokenizer->model + ", " + std::to_string(m.gguf_tokenizer->tokens.size()) +
-           " tokens) read, not yet used for --text (use --tokens)";
+  if (m.gguf_tokenizer) {
+    const std::string what = "GGUF metadata (" + m.gguf_tokenizer->model +
+                             (m.gguf_tokenizer->pre.empty() ? "" : ", pre " + m.gguf_tokenizer->pre) + ", " +
+                             std::to_string(m.gguf_tokenizer->tokens.size()) + " tokens)";
+    return m.tokenizer ? what : what + " not used: " + m.no_tokenizer_reason + " (use --tokens)";
+  }
+  if (m.tokenizer)
+    return (m.tokenizer->kind() == "char" ? std::string("character-level") : m.tokenizer->kind()) + ", " +
+           std::to_string(m.tokenizer->vocab_size()) + " tokens";
   return "none (use --tokens)";
 }
 

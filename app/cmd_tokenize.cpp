@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/model/config.h"
 #include "core/model/paths.h"
+#include "core/model/gguf.h"
 #include "core/tokenize/hf_tokenizer.h"
 #include "core/tokenize/labels.h"
 
@@ -16,8 +17,19 @@ namespace attnviz {
 
 namespace {
 
-// The tokenizer of a model directory (or builtin:NAME), checked against its config.json.
+// The tokenizer of a model directory (or builtin:NAME), checked against its config.json, or
+// the one in a GGUF file's metadata (read without loading the weights).
 std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string* file) {
+  if (looks_like_gguf(spec)) {
+    *file = spec;
+    const GgufFile f = GgufFile::open(spec);
+    const auto data = read_gguf_tokenizer(f);
+    if (!data)
+      throw Error("GGUF file '" + spec + "' has no tokenizer (tokenizer.ggml.tokens)\n  HINT: pass a tokenizer file with --tokenizer FILE.");
+    if (const std::string why = gguf_tokenizer_unsupported(*data); !why.empty())
+      throw Error("model '" + spec + "': text cannot be encoded: " + why + "\n  HINT: pass token ids with --tokens 1,2,3 to the other subcommands.");
+    return make_gguf_tokenizer(*data, "GGUF file '" + spec + "'");
+  }
   const std::string dir = resolve_model_dir(spec);
   *file = tokenizer_file_in(dir);
   if (file->empty())
@@ -46,7 +58,7 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "Text to token ids and readable pieces, as Hugging Face's tokenizer gives them");
-  auto* m = cmd->add_option("--model", o->model, "model directory or builtin:NAME (its tokenizer.json or tokenizer.model)");
+  auto* m = cmd->add_option("--model", o->model, "model directory, FILE.gguf or builtin:NAME (its tokenizer.json, tokenizer.model or GGUF tokenizer)");
   auto* t = cmd->add_option("--tokenizer", o->tokenizer, "a tokenizer.json (Hugging Face or attnviz's char format) or tokenizer.model (SentencePiece)");
   m->excludes(t);
   auto* tx = cmd->add_option("--text", o->text, "the text");

@@ -1,5 +1,7 @@
 #include "tests/gguf_writer.h"
 
+#include "core/tokenize/hf_tokenizer.h"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -260,30 +262,54 @@ struct PairWriter {
   }
 };
 
-void tokenizer_metadata(GgufWriter& g, int vocab) {
-  // Byte-level pieces for the first 256 ids, "<id>" for the rest.
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  std::vector<float> scores;
-  for (int i = 0; i < vocab; ++i) {
-    tokens.push_back(i < 256 ? std::string(1, static_cast<char>(i)) : "<" + std::to_string(i) + ">");
-    types.push_back(1);
-    scores.push_back(-static_cast<float>(i));
-  }
-  g.set_string("tokenizer.ggml.model", "gpt2");
-  g.set_string("tokenizer.ggml.pre", "default");
-  g.set_strings("tokenizer.ggml.tokens", tokens);
-  g.set_i32s("tokenizer.ggml.token_type", types);
-  g.set_f32s("tokenizer.ggml.scores", scores);
-  g.set_strings("tokenizer.ggml.merges", {});
-  g.set_u32("tokenizer.ggml.bos_token_id", 0);
-  g.set_bool("tokenizer.ggml.add_bos_token", false);
-}
-
 }  // namespace
 
+void set_tokenizer(GgufWriter& g, const GgufTokenizerData& t) {
+  g.set_string("tokenizer.ggml.model", t.model);
+  if (!t.pre.empty()) g.set_string("tokenizer.ggml.pre", t.pre);
+  g.set_strings("tokenizer.ggml.tokens", t.tokens);
+  if (!t.token_type.empty()) g.set_i32s("tokenizer.ggml.token_type", t.token_type);
+  if (!t.scores.empty()) g.set_f32s("tokenizer.ggml.scores", t.scores);
+  if (!t.merges.empty() || t.model == "gpt2") g.set_strings("tokenizer.ggml.merges", t.merges);
+  const std::pair<const char*, int64_t> ids[] = {{"tokenizer.ggml.bos_token_id", t.bos_id},
+                                                 {"tokenizer.ggml.eos_token_id", t.eos_id},
+                                                 {"tokenizer.ggml.unknown_token_id", t.unk_id},
+                                                 {"tokenizer.ggml.padding_token_id", t.pad_id}};
+  for (const auto& [key, id] : ids)
+    if (id >= 0) g.set_u32(key, static_cast<uint32_t>(id));
+  const std::pair<const char*, int> flags[] = {{"tokenizer.ggml.add_bos_token", t.add_bos},
+                                               {"tokenizer.ggml.add_eos_token", t.add_eos},
+                                               {"tokenizer.ggml.add_space_prefix", t.add_space_prefix}};
+  for (const auto& [key, v] : flags)
+    if (v >= 0) g.set_bool(key, v != 0);
+}
+
+GgufTokenizerData small_byte_level_tokenizer(int vocab) {
+  GgufTokenizerData t;
+  t.model = "gpt2";
+  t.pre = "default";
+  // Ids 0-255: the byte characters of GPT-2's table (byte b at id b); then merges making
+  // "Ġt", "he", "Ġthe", "Ġa"; placeholders "<id>"; the last id is <|endoftext|> (control).
+  for (int b = 0; b < 256; ++b) t.tokens.push_back(hf::bytes_to_unicode(std::string(1, static_cast<char>(b))));
+  const std::vector<std::string> merges = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "\xC4\xA0 a"};
+  for (const std::string& m : merges) {
+    t.merges.push_back(m);
+    std::string merged = m;
+    merged.erase(merged.find(' '), 1);
+    t.tokens.push_back(merged);
+  }
+  while (static_cast<int>(t.tokens.size()) < vocab - 1) t.tokens.push_back("<" + std::to_string(t.tokens.size()) + ">");
+  t.tokens.push_back("<|endoftext|>");
+  t.token_type.assign(t.tokens.size(), kGgufNormal);
+  t.token_type.back() = kGgufControl;
+  for (size_t i = 0; i < t.tokens.size(); ++i) t.scores.push_back(-static_cast<float>(i));
+  t.bos_id = t.eos_id = static_cast<int64_t>(t.tokens.size()) - 1;
+  t.add_bos = 0;
+  return t;
+}
+
 std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& dir,
-                                  bool with_hf, bool with_tokenizer) {
+                                  bool with_hf, bool with_tokenizer, const GgufTokenizerData* tokenizer) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   PairWriter w{c, type, std::mt19937_64(seed), {}, {}, with_hf};
@@ -306,7 +332,8 @@ std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t 
     g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.head_size));
     if (c.head_size * c.n_head != c.n_embd) g.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_size));
   }
-  if (with_tokenizer) tokenizer_metadata(g, c.vocab_size);
+  if (tokenizer) set_tokenizer(g, *tokenizer);
+  else if (with_tokenizer) set_tokenizer(g, small_byte_level_tokenizer(c.vocab_size));
 
   const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, d = c.head_size;
   const int64_t Hd = c.n_head * d, KVd = c.n_kv_head * d;
@@ -362,6 +389,10 @@ std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t 
     fs::create_directories(dir + "/hf");
     std::ofstream(dir + "/hf/config.json") << config_to_json(c).dump(2) << "\n";
     w.hf.write(dir + "/hf/model.safetensors");
+    // The same tokenizer as the Hugging Face tokenizer.json it stands for.
+    if (tokenizer || with_tokenizer)
+      std::ofstream(dir + "/hf/tokenizer.json")
+          << gguf_tokenizer_json(tokenizer ? *tokenizer : small_byte_level_tokenizer(c.vocab_size), "test").dump() << "\n";
   }
   return path;
 }

@@ -69,13 +69,21 @@ std::string gguf_str(const std::string& s);  // u64 length + bytes
 // that keep the values within about ±0.2.
 std::string random_tensor_bytes(GgmlType type, int64_t n, uint64_t seed);
 
+// Writes t as tokenizer.ggml.* metadata (ids and add_* flags only where set).
+void set_tokenizer(GgufWriter& g, const GgufTokenizerData& t);
+// A small byte-level BPE tokenizer of `vocab` (>= 261) ids: GPT-2's 256 byte characters
+// (byte b at id b), merges making "Ġt", "he", "Ġthe", "Ġa", placeholders, and
+// <|endoftext|> (control, BOS and EOS, not added) at the last id.
+GgufTokenizerData small_byte_level_tokenizer(int vocab);
+
 // A random model for `c` written as DIR/model.gguf (2-D weights stored as `type`, or as
 // a fallback type where rows are not whole blocks of it, see PairWriter::weight; 1-D
 // norms and biases as F32, llama.cpp's names, metadata and Q/K row order, a small byte-level
-// tokenizer in the metadata when `with_tokenizer`) and as DIR/hf/ (config.json +
+// tokenizer in the metadata when `with_tokenizer`: `tokenizer`, else small_byte_level_tokenizer) and as DIR/hf/ (config.json +
 // model.safetensors, float32) holding exactly the GGUF weights after dequantization, in
 // Hugging Face's names and layout. Returns DIR/model.gguf.
 std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& dir,
-                                  bool with_hf = true, bool with_tokenizer = true);
+                                  bool with_hf = true, bool with_tokenizer = true,
+                                  const GgufTokenizerData* tokenizer = nullptr);
 
 }  // namespace attnviz::test

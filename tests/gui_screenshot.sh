@@ -50,10 +50,12 @@ check "error names the character" grep -q '猫' "$work/unknown.png.json"
 check "bad model runs" xrun "$app" --screenshot "$work/badmodel.png" --frames 3 --wait 60 --model "$work/nope"
 check "bad model error" grep -q 'could not load model' "$work/badmodel.png.json"
 
-# A GGUF file opens as a model (its text stays unencoded until its tokenizer is used).
-check "gguf model made" "$build/tests/gguf_make_model" tiny Q4_K "$work/gguf" --no-hf
-check "gguf model runs" xrun "$app" --screenshot "$work/gguf.png" --frames 3 --model "$work/gguf/model.gguf" --text "hi"
-check "gguf model loaded" grep -q "text cannot be encoded yet with a GGUF" "$work/gguf.png.json"
+# A GGUF file opens as a model and its own tokenizer (tokenizer.ggml.*) encodes the text:
+# "the theater" is t, he, Ġthe, a, t, e, r with the test writer's merges.
+check "gguf model made" "$build/tests/gguf_make_model" tiny Q4_K "$work/gguf" --no-hf --vocab 300
+check "gguf model runs" xrun "$app" --screenshot "$work/gguf.png" --frames 3 --model "$work/gguf/model.gguf" --text "the theater"
+check "gguf text encoded" grep -q '"T": 7' "$work/gguf.png.json"
+check "gguf pixels" "$checker" "$work/gguf.png"
 
 # Typing: 12 keys, one at a time, each shown before the next; the final text is the
 # start plus every key, and each key has its keystroke-to-frame time.

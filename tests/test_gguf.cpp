@@ -151,7 +151,7 @@ TEST(Gguf, LoadsASmallMixedTypeModel) {
   EXPECT_EQ(m->weight_bytes(), m->parameter_count() * 4);
 }
 
-TEST(Gguf, DumpRunsOnTokensAndSaysWhyTextDoesNot) {
+TEST(Gguf, DumpRunsOnTokensAndSaysWhyTextCannotWithoutATokenizer) {
   const std::string p = write(tiny_writer(), "cli");
   const std::string out = test::temp_dir("cli-out") + "/d.safetensors";
   std::ostringstream o, e;
@@ -159,7 +159,7 @@ TEST(Gguf, DumpRunsOnTokensAndSaysWhyTextDoesNot) {
   EXPECT_EQ(run_cli(8, ok, o, e), 0) << e.str();
   const char* text[] = {"attnviz-cli", "dump", "--model", p.c_str(), "--text", "hi", "--out", out.c_str()};
   EXPECT_EQ(run_cli(8, text, o, e), 1);
-  EXPECT_NE(e.str().find("GGUF file's own tokenizer"), std::string::npos) << e.str();
+  EXPECT_NE(e.str().find("the GGUF file has no tokenizer (tokenizer.ggml.tokens)"), std::string::npos) << e.str();
   const char* info[] = {"attnviz-cli", "info", "--model", p.c_str()};
   EXPECT_EQ(run_cli(4, info, o, e), 0);
   EXPECT_NE(o.str().find("weights     gguf: F32 4 tensors, Q8_0 2, F16 1"), std::string::npos) << o.str();
@@ -174,11 +174,14 @@ TEST(Gguf, ReadsTheTokenizerMetadata) {
   EXPECT_EQ(t.pre, "default");
   ASSERT_EQ(t.tokens.size(), 300u);
   EXPECT_EQ(t.tokens[65], "A");
-  EXPECT_EQ(t.tokens[299], "<299>");
+  EXPECT_EQ(t.tokens[298], "<298>");
+  EXPECT_EQ(t.tokens[299], "<|endoftext|>");
+  EXPECT_EQ(t.token_type[299], 3);
   EXPECT_EQ(t.scores[3], -3.f);
   EXPECT_EQ(t.token_type[10], 1);
-  EXPECT_EQ(t.bos_id, 0);
-  EXPECT_FALSE(t.add_bos);
+  EXPECT_EQ(t.bos_id, 299);
+  EXPECT_EQ(t.add_bos, 0);
+  EXPECT_EQ(t.add_space_prefix, -1);  // absent
 }
 
 // --- bad input: each a clear Error naming what is wrong.

@@ -23,9 +23,10 @@
 namespace attnviz {
 namespace {
 
-std::string dump(const std::string& model, const std::string& out) {
-  const char* argv[] = {"attnviz-cli", "dump", "--model", model.c_str(), "--tokens", "5,1,250,7,7,42,3,99,0,255,17",
-                        "--out", out.c_str()};
+// Dumps `model` on `input` ("--tokens" ids by default, or "--text" and a text).
+std::string dump(const std::string& model, const std::string& out,
+                 std::pair<const char*, const char*> input = {"--tokens", "5,1,250,7,7,42,3,99,0,255,17"}) {
+  const char* argv[] = {"attnviz-cli", "dump", "--model", model.c_str(), input.first, input.second, "--out", out.c_str()};
   std::ostringstream o, e;
   const int code = run_cli(8, argv, o, e);
   return code == 0 ? "" : e.str();
@@ -111,6 +112,27 @@ TEST(GgufParityCheck, ADifferentRowOrderIsNoticed) {
   ASSERT_EQ(dump(gguf, a), "");
   ASSERT_EQ(dump(dir + "/hf", b), "");
   EXPECT_NE(compare_dumps(a, b, 1e-5), "");
+}
+
+// Text through the GGUF file's own tokenizer (tokenizer.ggml.*) and through the Hugging Face
+// tokenizer.json beside the directory: the same ids (the dump's token tensor) and tensors.
+TEST(GgufParityText, TextThroughTheFilesOwnTokenizer) {
+  for (const std::string arch : {"llama", "qwen2", "gpt2"}) {
+    const std::string dir = test::temp_dir("gguf-text-" + arch);
+    const std::string gguf = test::write_gguf_model_pair(config_for(arch), GgmlType::Q8_0, 5, dir);
+    const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
+    const std::pair<const char*, const char*> text = {"--text", "the theater<|endoftext|> a"};
+    ASSERT_EQ(dump(gguf, a, text), "") << arch;
+    ASSERT_EQ(dump(dir + "/hf", b, text), "") << arch;
+    EXPECT_EQ(compare_dumps(a, b, 0.0), "") << arch;
+    // "the" → t, he; " theater" → Ġthe, a, t, e, r; <|endoftext|> is one control token; " a".
+    const auto f = SafetensorsFile::open(a);
+    const TensorInfo* ids = f.find("tokens");
+    ASSERT_TRUE(ids) << arch;
+    const std::vector<int32_t> got = f.read_i32(*ids);
+    const int V = config_for(arch).vocab_size;
+    EXPECT_EQ(got, (std::vector<int32_t>{'t', 257, 258, 'a', 't', 'e', 'r', V - 1, 259})) << arch;
+  }
 }
 
 std::string name_of(const ::testing::TestParamInfo<GgufParity::ParamType>& i) {

@@ -18,8 +18,10 @@ void check_token_ids(const std::vector<int>& ids, int vocab_size) {
 
 std::vector<int> encode_text(const Model& m, const std::string& text) {
   if (!m.tokenizer && m.format == "gguf")
-    throw Error("model '" + m.name + "': text cannot be encoded yet with a GGUF file's own tokenizer\n"
-                "  HINT: pass token ids with --tokens 1,2,3.");
+    throw Error("model '" + m.name + "': text cannot be encoded: " +
+                (m.no_tokenizer_reason.empty() ? std::string("the GGUF file has no tokenizer (tokenizer.ggml.tokens)")
+                                               : m.no_tokenizer_reason) +
+                "\n  HINT: pass token ids with --tokens 1,2,3.");
   if (!m.tokenizer)
     throw Error("model '" + m.name + "' has no tokenizer.json or tokenizer.model, so text cannot be encoded\n"
                 "  HINT: pass token ids with --tokens 1,2,3.");

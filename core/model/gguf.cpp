@@ -422,8 +422,10 @@ std::unique_ptr<GgufTokenizerData> read_gguf_tokenizer(const GgufFile& f) {
   t->eos_id = id("tokenizer.ggml.eos_token_id");
   t->unk_id = id("tokenizer.ggml.unknown_token_id");
   t->pad_id = id("tokenizer.ggml.padding_token_id");
-  t->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);
-  t->add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
+  auto tri = [&](const char* key) { return f.find_key(key) ? static_cast<int>(f.get_bool(key, false)) : -1; };
+  t->add_bos = tri("tokenizer.ggml.add_bos_token");
+  t->add_eos = tri("tokenizer.ggml.add_eos_token");
+  t->add_space_prefix = tri("tokenizer.ggml.add_space_prefix");
   return t;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/model/gguf_quant.h"
+#include "core/tokenize/gguf_tokenizer.h"
 
 namespace attnviz {
 
@@ -110,19 +111,8 @@ class GgufFile {
 // reported as a missing file), or is a regular file that starts with the GGUF magic.
 bool looks_like_gguf(const std::string& path);
 
-// The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as plain data for the
-// tokenizer classes. Arrays are checked to agree in length with `tokens`.
-struct GgufTokenizerData {
-  std::string model;                // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
-  std::string pre;                  // tokenizer.ggml.pre: names the pre-tokenizer regex ("" when absent)
-  std::vector<std::string> tokens;  // id → piece
-  std::vector<float> scores;        // id → score (empty when absent)
-  std::vector<int32_t> token_type;  // id → type (1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte); empty when absent
-  std::vector<std::string> merges;  // "a b" BPE merges in rank order (empty when absent)
-  int64_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;  // -1 when absent
-  bool add_bos = false, add_eos = false;
-};
-// nullptr when the file has no tokenizer.ggml.tokens; Error when what is there is inconsistent.
+// The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*) as plain data
+// (core/tokenize/gguf_tokenizer.h turns it into a Tokenizer). nullptr when the file has no tokenizer.ggml.tokens; Error when what is there is inconsistent.
 std::unique_ptr<GgufTokenizerData> read_gguf_tokenizer(const GgufFile& f);
 
 }  // namespace attnviz

@@ -246,6 +246,11 @@ void load_gguf_model(const GgufFile& f, Model& m) {
     throw Error("GGUF file '" + f.path() + "': 'tokenizer.ggml.tokens' has " +
                 std::to_string(m.gguf_tokenizer->tokens.size()) + " tokens but the model's vocabulary is " +
                 std::to_string(m.config.vocab_size));
+  if (m.gguf_tokenizer) {
+    m.no_tokenizer_reason = gguf_tokenizer_unsupported(*m.gguf_tokenizer);
+    if (m.no_tokenizer_reason.empty()) m.tokenizer = make_gguf_tokenizer(*m.gguf_tokenizer, "GGUF file '" + f.path() + "'");
+    else m.warnings.push_back("the file's tokenizer is not used: " + m.no_tokenizer_reason);
+  }
 }
 
 }  // namespace attnviz

@@ -43,7 +43,7 @@ struct ModelWeights {
   const Mat& unembedding() const { return lm_head.size() ? lm_head : tok_emb; }  // (V, C)
 };
 
-struct GgufTokenizerData;  // core/model/gguf.h
+struct GgufTokenizerData;  // core/tokenize/gguf_tokenizer.h
 
 struct Model {
   std::string name;  // what the user passed: a directory, a FILE.gguf or builtin:NAME
@@ -51,6 +51,9 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the directory has none
+  // Why `tokenizer` is null although the file has one (a GGUF tokenizer of a kind attnviz
+  // does not run), for the message that refuses --text; "" otherwise.
+  std::string no_tokenizer_reason;
   // Problems that do not stop the model from loading, one line each (e.g. a tensor holding
   // NaN or infinite values). The CLI prints them, the GUI shows them in its status bar.
   std::vector<std::string> warnings;
@@ -58,7 +61,8 @@ struct Model {
   // Element types as stored in the file with their tensor counts, most tensors first,
   // e.g. {{"Q4_K", 192}, {"F32", 49}}. The weights in memory are float32 whatever these are.
   std::vector<std::pair<std::string, int>> stored_types;
-  // A GGUF file's tokenizer metadata as plain data (null otherwise, or when it has none).
+  // A GGUF file's tokenizer metadata as plain data (null otherwise, or when it has none);
+  // `tokenizer` runs it.
   std::shared_ptr<const GgufTokenizerData> gguf_tokenizer;
   long long parameter_count() const;
   long long weight_bytes() const { return parameter_count() * static_cast<long long>(sizeof(float)); }

@@ -1,0 +1,212 @@
+// GGUF tokenizer metadata → the equivalent Hugging Face tokenizer.json → HfTokenizer.
+#include "core/tokenize/gguf_tokenizer.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/limits.h"
+#include "core/tokenize/hf_tokenizer.h"
+
+namespace attnviz {
+
+using nlohmann::json;
+
+namespace {
+
+// Regexes of the byte-level pre-tokenizers, by tokenizer.ggml.pre. The patterns are those
+// of each family's tokenizer.json (which llama.cpp's converter names by these strings).
+const std::string kLlama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const std::string kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json split_isolated(const std::string& regex) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+json byte_level(bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", use_regex}};
+}
+
+struct PreSpec {
+  json pre_tokenizer;
+  json normalizer;  // null when none
+  bool ignore_merges = false;
+};
+
+// The pre-tokenizer (and normalizer) of a byte-level BPE family, by tokenizer.ggml.pre.
+bool byte_level_family(const std::string& pre, PreSpec& out) {
+  if (pre.empty() || pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "olmo" || pre == "phi-2" ||
+      pre == "jais" || pre == "mpt" || pre == "codeshell" || pre == "exaone") {
+    out.pre_tokenizer = byte_level(true);  // GPT-2's own regex
+    return true;
+  }
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact") {
+    // Every digit on its own, then GPT-2's byte-level regex.
+    out.pre_tokenizer = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
+    return true;
+  }
+  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "falcon3" || pre == "pixtral" ||
+      pre == "tekken" || pre == "smaug-bpe" || pre == "dbrx") {
+    out.pre_tokenizer = {{"type", "Sequence"},
+                         {"pretokenizers", json::array({split_isolated(kLlama3), byte_level(false)})}};
+    out.ignore_merges = pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3";
+    return true;
+  }
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "qwen35") {
+    out.pre_tokenizer = {{"type", "Sequence"},
+                         {"pretokenizers", json::array({split_isolated(kQwen2), byte_level(false)})}};
+    out.normalizer = {{"type", "NFC"}};
+    return true;
+  }
+  return false;
+}
+
+// Byte boundaries of the code points of s (valid UTF-8 or not: a continuation byte never
+// starts one).
+std::vector<size_t> char_starts(const std::string& s) {
+  std::vector<size_t> at;
+  for (size_t i = 1; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
+  return at;
+}
+
+// SentencePiece BPE merges from the scores, as Hugging Face's SentencePiece converter makes
+// them: every split of a piece into two pieces of the vocabulary is a merge; merges are
+// ordered by the merged piece's score (highest first, ties by id), and one piece's splits by
+// the ids of their left and right parts.
+json merges_from_scores(const GgufTokenizerData& t, const std::unordered_map<std::string, int>& id_of) {
+  const size_t n = t.tokens.size();
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (!t.scores.empty())
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return t.scores[static_cast<size_t>(a)] > t.scores[static_cast<size_t>(b)]; });
+  json merges = json::array();
+  std::vector<std::pair<int, int>> splits;
+  for (int id : order) {
+    if (!t.token_type.empty() &&
+        (t.token_type[static_cast<size_t>(id)] == kGgufByte || t.token_type[static_cast<size_t>(id)] == kGgufUnused))
+      continue;
+    const std::string& piece = t.tokens[static_cast<size_t>(id)];
+    splits.clear();
+    for (size_t at : char_starts(piece)) {
+      auto l = id_of.find(piece.substr(0, at)), r = id_of.find(piece.substr(at));
+      if (l != id_of.end() && r != id_of.end()) splits.emplace_back(l->second, r->second);
+    }
+    std::sort(splits.begin(), splits.end());
+    for (auto [l, r] : splits)
+      merges.push_back(json::array({t.tokens[static_cast<size_t>(l)], t.tokens[static_cast<size_t>(r)]}));
+  }
+  return merges;
+}
+
+// TemplateProcessing with BOS and/or EOS around the sequence; null when neither is added.
+json bos_eos_template(const GgufTokenizerData& t, bool bos, bool eos) {
+  bos = bos && t.bos_id >= 0;
+  eos = eos && t.eos_id >= 0;
+  if (!bos && !eos) return nullptr;
+  json single = json::array(), special = json::object();
+  auto add_special = [&](int64_t id) {
+    const std::string& s = t.tokens[static_cast<size_t>(id)];
+    single.push_back({{"SpecialToken", {{"id", s}, {"type_id", 0}}}});
+    special[s] = {{"id", s}, {"ids", {id}}, {"tokens", {s}}};
+  };
+  if (bos) add_special(t.bos_id);
+  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  if (eos) add_special(t.eos_id);
+  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", single}, {"special_tokens", special}};
+}
+
+}  // namespace
+
+std::vector<std::string> gguf_pre_tokenizer_names() {
+  return {"default",          "gpt-2",   "gpt2",    "olmo",      "phi-2",     "jais",   "mpt",
+          "codeshell",        "exaone",  "smollm",  "starcoder", "refact",    "llama3", "llama-bpe",
+          "llama-v3",         "falcon3", "pixtral", "tekken",    "smaug-bpe", "dbrx",   "qwen2",
+          "deepseek-r1-qwen", "qwen35"};
+}
+
+std::string gguf_tokenizer_unsupported(const GgufTokenizerData& t) {
+  PreSpec spec;
+  if (t.model != "gpt2" && t.model != "llama")
+    return "tokenizer.ggml.model '" + excerpt(t.model, 40) +
+           "' is a tokenizer kind attnviz does not read (it reads gpt2, byte-level BPE, and llama, SentencePiece)";
+  if (t.model == "gpt2" && !byte_level_family(t.pre, spec)) {
+    std::string known;
+    for (const std::string& n : gguf_pre_tokenizer_names()) known += (known.empty() ? "" : ", ") + n;
+    return "tokenizer.ggml.pre '" + excerpt(t.pre, 40) + "' names a pre-tokenizer attnviz does not know (it knows " +
+           known + ")";
+  }
+  return "";
+}
+
+json gguf_tokenizer_json(const GgufTokenizerData& t, const std::string& name) {
+  if (const std::string why = gguf_tokenizer_unsupported(t); !why.empty())
+    throw Error(name + ": " + why + "\n  HINT: pass token ids with --tokens 1,2,3.");
+  const std::string where = name + ": tokenizer.ggml.";
+  const bool spm = t.model == "llama";
+  PreSpec spec;
+  if (!spm) byte_level_family(t.pre, spec);
+  if (!spm && t.merges.empty() && t.tokens.size() > 256)
+    throw Error(where + "merges is missing or empty, but a byte-level BPE tokenizer needs its merges");
+
+  // Vocabulary: the first id of each piece (some files repeat a piece; later copies stay holes).
+  std::unordered_map<std::string, int> id_of;
+  json vocab = json::object();
+  json added = json::array();
+  for (size_t i = 0; i < t.tokens.size(); ++i) {
+    const int id = static_cast<int>(i);
+    const int32_t type = t.token_type.empty() ? kGgufNormal : t.token_type[i];
+    if (!id_of.emplace(t.tokens[i], id).second) continue;
+    vocab[t.tokens[i]] = id;
+    if (type == kGgufControl || type == kGgufUnknown || type == kGgufUser)
+      added.push_back({{"id", id},
+                       {"content", t.tokens[i]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", type != kGgufUser}});
+  }
+  json model = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"dropout", nullptr}};
+  json j = {{"version", "1.0"}, {"added_tokens", std::move(added)}};
+  if (spm) {
+    model["merges"] = merges_from_scores(t, id_of);
+    model["byte_fallback"] = true;
+    model["fuse_unk"] = true;
+    if (t.unk_id >= 0) model["unk_token"] = t.tokens[static_cast<size_t>(t.unk_id)];
+    const bool prefix = t.add_space_prefix != 0;  // llama.cpp's default: a space prefix
+    json norm = json::array();
+    if (prefix) norm.push_back({{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}});
+    norm.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}});
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", norm}};
+    j["pre_tokenizer"] = nullptr;
+    json dec = json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
+                            {{"type", "ByteFallback"}},
+                            {{"type", "Fuse"}}});
+    if (prefix) dec.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", dec}};
+    j["post_processor"] = bos_eos_template(t, t.add_bos != 0, t.add_eos == 1);
+  } else {
+    model["merges"] = t.merges;
+    model["ignore_merges"] = spec.ignore_merges;
+    j["normalizer"] = spec.normalizer;
+    j["pre_tokenizer"] = spec.pre_tokenizer;
+    j["decoder"] = byte_level(true);
+    json post = bos_eos_template(t, t.add_bos == 1, t.add_eos == 1);
+    j["post_processor"] = post.is_null() ? byte_level(true) : post;
+  }
+  j["model"] = std::move(model);
+  return j;
+}
+
+std::unique_ptr<Tokenizer> make_gguf_tokenizer(const GgufTokenizerData& t, const std::string& name) {
+  return std::make_unique<HfTokenizer>(gguf_tokenizer_json(t, name), name);
+}
+
+}  // namespace attnviz
