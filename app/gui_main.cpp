@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ui/app.h"
+#include "ui/input_queue.h"
 
 namespace {
 
@@ -36,7 +37,41 @@ constexpr int kWidth = 1600, kHeight = 1000;  // the normal window size (screen 
 // edit is then the first one presented: one render per keystroke instead of two.
 constexpr int kFreshResultWaitMs = 25;
 
+// After the loop wakes for an event, how many frames to draw before it may sleep again:
+// ImGui settles hover, focus and window moves over a frame or two.
+constexpr int kFramesAfterWake = 3;
+
 void glfw_error(int code, const char* msg) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, msg); }
+
+// Keys and characters go through an InputQueue (ui/input_queue.h), so a press shorter than
+// a frame is not lost; the mouse, scroll, focus and monitor events go straight to ImGui's
+// GLFW backend, which handles quick clicks itself.
+attnviz::ui::InputQueue g_input;
+void install_input_callbacks(GLFWwindow* win) {
+  glfwSetKeyCallback(win, [](GLFWwindow*, int key, int scancode, int action, int mods) {
+    attnviz::ui::InputEvent e;
+    e.key = key, e.scancode = scancode, e.action = action, e.mods = mods;
+    g_input.push(e);
+  });
+  glfwSetCharCallback(win, [](GLFWwindow*, unsigned int c) {
+    attnviz::ui::InputEvent e;
+    e.kind = attnviz::ui::InputEvent::Char;
+    e.codepoint = c;
+    g_input.push(e);
+  });
+  glfwSetWindowFocusCallback(win, ImGui_ImplGlfw_WindowFocusCallback);
+  glfwSetCursorEnterCallback(win, ImGui_ImplGlfw_CursorEnterCallback);
+  glfwSetMouseButtonCallback(win, ImGui_ImplGlfw_MouseButtonCallback);
+  glfwSetScrollCallback(win, ImGui_ImplGlfw_ScrollCallback);
+  glfwSetMonitorCallback(ImGui_ImplGlfw_MonitorCallback);
+}
+// This frame's share of the queued keys and characters, handed to ImGui's backend.
+void feed_input(GLFWwindow* win) {
+  for (const attnviz::ui::InputEvent& e : g_input.take_frame()) {
+    if (e.kind == attnviz::ui::InputEvent::Char) ImGui_ImplGlfw_CharCallback(win, e.codepoint);
+    else ImGui_ImplGlfw_KeyCallback(win, e.key, e.scancode, e.action, e.mods);
+  }
+}
 
 // Reads the back buffer (after rendering, before the swap) and writes it as PNG, top row first.
 bool save_png(const std::string& path, int w, int h) {
@@ -119,11 +154,26 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
   const bool screenshot = !shot.path.empty();
   ImGuiIO& io = ImGui::GetIO();
   int shot_frames = 0;
+  int frames_left = kFramesAfterWake;
   while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
-    // Idle politely: wake for input or a result (or every 50 ms). Screenshots run flat
-    // out, except while a typed key waits for its result, as a real session would.
-    if (screenshot && !app.typing_waits()) glfwPollEvents();
-    else glfwWaitEventsTimeout(0.05);
+    // Idle politely. Screenshots run flat out, except while a typed key waits for its
+    // result, as a real session would. Otherwise: draw while queued input or the last
+    // wake-up needs frames; while work runs (a result, training, head importance) wake at
+    // least 4 times a second for the progress; else sleep until an event (input, a resize,
+    // or the worker's glfwPostEmptyEvent when it publishes).
+    if (screenshot && !app.typing_waits()) {
+      glfwPollEvents();
+    } else if (!opt.type.empty()) {
+      glfwWaitEventsTimeout(0.05);
+    } else if (!g_input.empty() || frames_left > 0) {
+      glfwPollEvents();
+      --frames_left;
+    } else {
+      if (app.animating()) glfwWaitEventsTimeout(0.25);
+      else glfwWaitEvents();
+      frames_left = kFramesAfterWake;
+    }
+    feed_input(win);
     const auto t_frame = std::chrono::steady_clock::now();
     float sx = 1.f, sy = 1.f;
     glfwGetWindowContentScale(win, &sx, &sy);
@@ -183,7 +233,9 @@ int main(int argc, char** argv) {
     attnviz::ui::App app(opt);
     ini_path = app.imgui_ini_path();
     ImGui::GetIO().IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
-    ImGui_ImplGlfw_InitForOpenGL(win, true);
+    ImGui_ImplGlfw_InitForOpenGL(win, false);  // our callbacks: install_input_callbacks
+    install_input_callbacks(win);
+    ImGui::GetIO().ConfigInputTextCursorBlink = false;  // a blinking caret would need frames while idle
     ImGui_ImplOpenGL3_Init("#version 330 core");
     if (opt.screenshot && !app.wait_first_answer(shot.wait_s * 1000))
       std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", shot.wait_s);

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -109,6 +110,11 @@ bool App::settled() const {
 
 void App::after_present(double ui_ms, double draw_ms) {
   if (typing_) typing_->presented(shown_request_, snap_->forward_ms, ui_ms, draw_ms, TypingProbe::Clock::now());
+}
+
+bool App::animating() const {
+  return !first_answer() || worker_.busy() || typing_ || (training_->open() && !training_->settled()) ||
+         (importance_->open() && !importance_->idle());
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
@@ -302,6 +308,10 @@ void App::frame() {
                            ? *snap.trace
                            : empty_trace_;
   FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_};
+  const auto now = std::chrono::steady_clock::now();
+  if (!worker_.busy()) busy_since_.reset();
+  else if (!busy_since_) busy_since_ = now;
+  if (busy_since_) ctx.busy_s = std::chrono::duration<double>(now - *busy_since_).count();
 
   const ImVec2 d = ImGui::GetIO().DisplaySize;
   if (d.x != last_w_ || d.y != last_h_) {  // the window was resized: lay the panels out again

@@ -3,8 +3,10 @@
 // request to the worker when the text or settings change. GLFW and the GL context stay in
 // app/gui_main.cpp.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,10 @@ class App {
   // After the frame was presented (swap + finish): the typing probe's clock stops here.
   // ui_ms / draw_ms: how long the frame took to build (CPU) and to draw and present (GL).
   void after_present(double ui_ms, double draw_ms);
+  // True while something changes on its own and needs frames to show it: a request being
+  // computed, a training run, the head-importance job, the typing probe. When false the
+  // event loop sleeps until an event.
+  bool animating() const;
   // True while a typed key waits for its result: the loop may sleep until woken.
   bool typing_waits() const;
   // True when this frame posted a new request (the text or a setting changed): the frame
@@ -110,6 +116,7 @@ class App {
   float scale_ = 0.f;                  // content scale the theme was built for
   bool theme_presentation_ = false;
   bool force_layout_ = true;
+  std::optional<std::chrono::steady_clock::time_point> busy_since_;  // when the worker last became busy
   bool show_help_ = false;
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;

@@ -21,7 +21,11 @@ void Panel::draw(FrameContext& ctx) {
     if (needs_trace() && !ctx.has_trace()) {
       ImGui::TextDisabled("%s", ctx.snap.error.empty() ? "computing…" : "no result yet (see the error in Text & model)");
     } else {
+      // A result older than what was asked for, while the new one computes: greyed.
+      const bool grey = needs_trace() && ctx.stale();
+      if (grey) ImGui::PushStyleVar(ImGuiStyleVar_Alpha, ImGui::GetStyle().Alpha * 0.55f);
       draw_content(ctx);
+      if (grey) ImGui::PopStyleVar();
     }
   }
   ImGui::End();

@@ -24,6 +24,11 @@ struct FrameContext {
   AppState& state;       // selection, written by panels
   const Fonts& fonts;
   float scale = 1.f;     // DPI × presentation scale, for sizes in pixels
+  // Seconds the newest request has been computing (−1 when the shown result is current):
+  // past kStaleAfterS the panels grey what they show and the status bar says so.
+  double busy_s = -1.0;
+  static constexpr double kStaleAfterS = 0.3;
+  bool stale() const { return busy_s >= kStaleAfterS; }
   bool has_trace() const { return trace.T() > 0 && model != nullptr; }
 };
 

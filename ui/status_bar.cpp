@@ -8,6 +8,13 @@ namespace attnviz::ui {
 void StatusBar::draw_content(FrameContext& ctx) {
   const Snapshot& snap = ctx.snap;
   const Trace& tr = ctx.trace;
+  if (ctx.stale()) {  // the panels show the previous result, greyed, until this one is done
+    ImGui::TextColored(ImVec4(1.f, 0.85f, 0.3f, 1.f), "computing\xE2\x80\xA6 (%.1f s)", ctx.busy_s);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The panels show the previous result (greyed) until the new one is ready.\nTyping goes on; "
+                        "only the newest text is computed.");
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  }
   ImGui::Text("forward %.2f ms (from position %d)", snap.forward_ms, snap.recomputed_from);
   if (snap.device_ms >= 0) {
     ImGui::SameLine();
