@@ -15,7 +15,7 @@ packages=(
   # GPU backend: OpenGL 4.3 compute through EGL (Mesa's llvmpipe works without a GPU)
   libepoxy-dev libegl-dev libgl-dev libegl-mesa0 libgl1-mesa-dri
   # tests: GoogleTest, Google Benchmark, PyTorch reference, a virtual X server for screenshots
-  googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch xvfb xauth
+  googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch xvfb xauth xdotool
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, LLVM's OpenMP for clang builds
   clang libclang-rt-14-dev libomp-dev
   # an optimised BLAS for PyTorch (the reference timings); Debian picks it over netlib

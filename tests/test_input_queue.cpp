@@ -119,5 +119,23 @@ TEST(InputQueue, DifferentKeysShareAFrameAndRepeatsAreDropped) {
   EXPECT_TRUE(q.take_frame().empty());
 }
 
+// A fast Ctrl+Q, as X delivers it: Ctrl down (one frame), then Q down, Ctrl up, Q up
+// together. The frame that sees Q pressed must still see Ctrl down.
+TEST(InputQueue, AShortcutTypedFastKeepsItsModifier) {
+  constexpr int kCtrl = 341, kQ = 81;  // GLFW_KEY_LEFT_CONTROL, GLFW_KEY_Q
+  InputQueue q;
+  SimulatedTextBox box;
+  q.push(key(kCtrl, InputQueue::kPress));
+  box.frame(q.take_frame());
+  for (const InputEvent& e :
+       {key(kQ, InputQueue::kPress), key(kCtrl, InputQueue::kRelease), key(kQ, InputQueue::kRelease)})
+    q.push(e);
+  box.frame(q.take_frame());
+  EXPECT_TRUE(box.down[kQ] && box.down[kCtrl]) << "Q pressed without Ctrl";
+  box.frame(q.take_frame());
+  EXPECT_FALSE(box.down[kQ] || box.down[kCtrl]);
+  EXPECT_TRUE(q.empty());
+}
+
 }  // namespace
 }  // namespace attnviz::ui

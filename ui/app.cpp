@@ -45,7 +45,9 @@ App::App(const AppOptions& opt) : opt_(opt) {
   const fs::path rnd = fs::path(cache_dir()) / "random-tiny";
   if (!opt.model.empty()) {
     state_.model_spec = opt.model;
-  } else if (state_.model_spec.empty() || opt.screenshot) {
+  } else if (!state_.model_spec.empty() && !opt.screenshot) {
+    model_from_settings_ = true;
+  } else {
     try {
       state_.model_spec = default_model_spec(nullptr);
     } catch (const std::exception& e) {
@@ -90,7 +92,26 @@ App::App(const AppOptions& opt) : opt_(opt) {
 }
 
 App::~App() {
-  if (!opt_.screenshot) save_settings(state_, visibility());
+  if (opt_.screenshot) return;
+  // A model that failed to load is never saved: the next start opens the last one that worked.
+  if (!good_model_.empty()) state_.model_spec = good_model_;
+  else if (model_failed_) state_.model_spec.clear();  // the next start opens the default model
+  save_settings(state_, visibility());
+}
+
+void App::fall_back_from_saved_model(const Snapshot& snap) {
+  if (!model_from_settings_ || snap.request_serial < first_serial_) return;
+  model_from_settings_ = false;  // decided once, on the first answer
+  if (snap.model || snap.error.empty()) return;
+  std::string fallback;
+  try {
+    fallback = default_model_spec(nullptr);
+  } catch (const std::exception&) {
+    return;  // nothing to fall back to: the error stays in view
+  }
+  if (fallback == state_.model_spec) return;
+  notice_ = "the saved model '" + state_.model_spec + "' did not load (see Text & model); opened " + fallback + " instead";
+  state_.model_spec = fallback;
 }
 
 PanelVisibility App::visibility() const {
@@ -296,6 +317,9 @@ void App::frame() {
   }
   snap_ = worker_.latest();
   const Snapshot& snap = *snap_;
+  fall_back_from_saved_model(snap);
+  if (snap.model && !snap.request.model) good_model_ = snap.model->name;  // loaded from its spec, not in training
+  model_failed_ = !snap.model && !snap.error.empty();
   if (snap.model) {
     clamp_selection(state_, ModelDims::of(snap.model->config));
     clamp_ablation(state_, ModelDims::of(snap.model->config));
@@ -308,6 +332,7 @@ void App::frame() {
                            ? *snap.trace
                            : empty_trace_;
   FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_};
+  ctx.notice = notice_;
   const auto now = std::chrono::steady_clock::now();
   if (!worker_.busy()) busy_since_.reset();
   else if (!busy_since_) busy_since_ = now;

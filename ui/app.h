@@ -93,6 +93,8 @@ class App {
   void shortcuts();
   void help_window();
   void post_if_changed();
+  // At the start: when the saved model no longer loads, opens the default one instead.
+  void fall_back_from_saved_model(const Snapshot& snap);
   PanelVisibility visibility() const;
 
   AppOptions opt_;
@@ -117,6 +119,11 @@ class App {
   bool theme_presentation_ = false;
   bool force_layout_ = true;
   std::optional<std::chrono::steady_clock::time_point> busy_since_;  // when the worker last became busy
+  // The last model that loaded (what the settings save: a path that fails is never saved).
+  std::string good_model_;
+  bool model_failed_ = false;         // the newest answer: the model did not load and none is kept
+  bool model_from_settings_ = false;  // the start opened the saved model (may fall back once)
+  std::string notice_;                // one line for the status bar (e.g. the start's fallback)
   bool show_help_ = false;
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;

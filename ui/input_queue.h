@@ -4,8 +4,9 @@
 // Dear ImGui 1.86 (Debian's) keeps only whether a key is down (io.KeysDown), sampled once a
 // frame: a key pressed and released within one frame is never seen as pressed. The GLFW
 // callbacks push every event here instead; each frame takes the events up to the first one
-// that would change a key a second time (a quick tap's release waits for the next frame),
-// and characters after a key press in that frame wait too, so the text box applies them in
+// that would change a key a second time (a quick tap's release waits for the next frame);
+// a modifier released after a key press waits too (Ctrl+Q typed fast), and so do characters
+// after a key press, so the text box applies them in
 // the order they were typed (ImGui applies a frame's characters before its key presses).
 // No GLFW or ImGui: keys are plain ints (GLFW's codes), unit-tested in
 // tests/test_input_queue.cpp.

@@ -28,6 +28,7 @@ struct FrameContext {
   // past kStaleAfterS the panels grey what they show and the status bar says so.
   double busy_s = -1.0;
   static constexpr double kStaleAfterS = 0.3;
+  std::string notice;  // one line for the status bar ("" for none)
   bool stale() const { return busy_s >= kStaleAfterS; }
   bool has_trace() const { return trace.T() > 0 && model != nullptr; }
 };

@@ -8,6 +8,10 @@ namespace attnviz::ui {
 void StatusBar::draw_content(FrameContext& ctx) {
   const Snapshot& snap = ctx.snap;
   const Trace& tr = ctx.trace;
+  if (!ctx.notice.empty()) {
+    ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "%s", ctx.notice.c_str());
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  }
   if (ctx.stale()) {  // the panels show the previous result, greyed, until this one is done
     ImGui::TextColored(ImVec4(1.f, 0.85f, 0.3f, 1.f), "computing\xE2\x80\xA6 (%.1f s)", ctx.busy_s);
     if (ImGui::IsItemHovered())
