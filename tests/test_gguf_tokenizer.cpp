@@ -145,6 +145,22 @@ TEST(GgufTokenizer, EveryKnownPreTokenizerNameBuilds) {
   }
 }
 
+// llama.cpp's defaults when tokenizer.ggml.add_bos_token is absent: BOS for Llama 3's
+// pre-tokenizer, none for GPT-2's; the key, when there, wins.
+TEST(GgufTokenizer, BosDefaultsFollowTheFamily) {
+  GgufTokenizerData t = test::small_byte_level_tokenizer(300);
+  t.add_bos = -1;
+  t.pre = "llama-bpe";
+  EXPECT_EQ(make_gguf_tokenizer(t, "l3")->encode("the"), (std::vector<int>{299, 't', 257}));
+  t.pre = "gpt-2";
+  EXPECT_EQ(make_gguf_tokenizer(t, "g2")->encode("the"), (std::vector<int>{'t', 257}));
+  t.add_bos = 1;
+  EXPECT_EQ(make_gguf_tokenizer(t, "g2")->encode("the"), (std::vector<int>{299, 't', 257}));
+  t.pre = "llama-bpe";
+  t.add_bos = 0;
+  EXPECT_EQ(make_gguf_tokenizer(t, "l3")->encode("the"), (std::vector<int>{'t', 257}));
+}
+
 // A tokenizer kind or pre-tokenizer attnviz does not run: the model still opens (ids work),
 // `info` says why, and --text is refused with the reason and a hint.
 TEST(GgufTokenizer, UnknownKindsOpenTheModelButRefuseText) {

@@ -34,30 +34,44 @@ struct PreSpec {
   json pre_tokenizer;
   json normalizer;  // null when none
   bool ignore_merges = false;
+  bool add_bos = false;  // the family's default when tokenizer.ggml.add_bos_token is absent
 };
 
 // The pre-tokenizer (and normalizer) of a byte-level BPE family, by tokenizer.ggml.pre.
+// The names and the regex each stands for are llama.cpp's (src/llama-vocab.cpp), written as
+// the family's tokenizer.json writes them.
 bool byte_level_family(const std::string& pre, PreSpec& out) {
-  if (pre.empty() || pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "olmo" || pre == "phi-2" ||
-      pre == "jais" || pre == "mpt" || pre == "codeshell" || pre == "exaone") {
-    out.pre_tokenizer = byte_level(true);  // GPT-2's own regex
+  auto one_of = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (pre == n) return true;
+    return false;
+  };
+  if (pre.empty() || one_of({"default", "gpt-2", "gpt2", "olmo", "phi-2", "jais", "mpt"})) {
+    // GPT-2's regex. (For a missing or "default" name llama.cpp falls back to a regex of its
+    // own; such files name no family, and GPT-2's is the byte-level BPE tokenizer.json default.)
+    out.pre_tokenizer = byte_level(true);
     return true;
   }
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact") {
+  if (one_of({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone"})) {
     // Every digit on its own, then GPT-2's byte-level regex.
     out.pre_tokenizer = {
         {"type", "Sequence"},
         {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
     return true;
   }
-  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "falcon3" || pre == "pixtral" ||
-      pre == "tekken" || pre == "smaug-bpe" || pre == "dbrx") {
+  if (one_of({"llama3", "llama-bpe", "llama-v3", "falcon3", "pixtral"})) {
     out.pre_tokenizer = {{"type", "Sequence"},
                          {"pretokenizers", json::array({split_isolated(kLlama3), byte_level(false)})}};
-    out.ignore_merges = pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3";
+    out.ignore_merges = true;  // a piece that is a token is taken whole
+    out.add_bos = true;        // BOS unless add_bos_token says otherwise
     return true;
   }
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "qwen35") {
+  if (one_of({"dbrx", "smaug-bpe"})) {
+    out.pre_tokenizer = {{"type", "Sequence"},
+                         {"pretokenizers", json::array({split_isolated(kLlama3), byte_level(false)})}};
+    return true;
+  }
+  if (one_of({"qwen2", "deepseek-r1-qwen"})) {
     out.pre_tokenizer = {{"type", "Sequence"},
                          {"pretokenizers", json::array({split_isolated(kQwen2), byte_level(false)})}};
     out.normalizer = {{"type", "NFC"}};
@@ -125,10 +139,10 @@ json bos_eos_template(const GgufTokenizerData& t, bool bos, bool eos) {
 }  // namespace
 
 std::vector<std::string> gguf_pre_tokenizer_names() {
-  return {"default",          "gpt-2",   "gpt2",    "olmo",      "phi-2",     "jais",   "mpt",
-          "codeshell",        "exaone",  "smollm",  "starcoder", "refact",    "llama3", "llama-bpe",
-          "llama-v3",         "falcon3", "pixtral", "tekken",    "smaug-bpe", "dbrx",   "qwen2",
-          "deepseek-r1-qwen", "qwen35"};
+  return {"default",         "gpt-2",     "gpt2",    "olmo",      "phi-2",     "jais",      "mpt",
+          "smollm",          "starcoder", "refact",  "command-r", "codeshell", "exaone",    "llama3",
+          "llama-bpe",       "llama-v3",  "falcon3", "pixtral",   "dbrx",      "smaug-bpe", "qwen2",
+          "deepseek-r1-qwen"};
 }
 
 std::string gguf_tokenizer_unsupported(const GgufTokenizerData& t) {
@@ -198,7 +212,7 @@ json gguf_tokenizer_json(const GgufTokenizerData& t, const std::string& name) {
     j["normalizer"] = spec.normalizer;
     j["pre_tokenizer"] = spec.pre_tokenizer;
     j["decoder"] = byte_level(true);
-    json post = bos_eos_template(t, t.add_bos == 1, t.add_eos == 1);
+    json post = bos_eos_template(t, t.add_bos == 1 || (t.add_bos == -1 && spec.add_bos), t.add_eos == 1);
     j["post_processor"] = post.is_null() ? byte_level(true) : post;
   }
   j["model"] = std::move(model);

@@ -36,7 +36,8 @@ struct GgufTokenizerData {
   std::vector<std::string> merges;                             // "a b" BPE merges in rank order (empty when absent)
   int64_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;  // -1 when absent
   // tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix; -1 when absent (the
-  // family's default applies: BOS for "llama", none for "gpt2"; a space prefix for "llama").
+  // family's default applies, as llama.cpp's: BOS for "llama" and for "gpt2" with Llama 3's
+  // pre-tokenizer, none for other "gpt2"; a space prefix for "llama").
   int add_bos = -1, add_eos = -1, add_space_prefix = -1;
 };
 
