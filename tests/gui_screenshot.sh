@@ -41,10 +41,16 @@ check "small block_size" xrun "$app" --screenshot "$work/window.png" --frames 3 
 check "window pixels" "$checker" "$work/window.png"
 check "dropped reported" grep -q '"dropped": 10' "$work/window.png.json"
 
-# 猫 is not in the English model's vocabulary: an error in the UI, no crash, exit 0.
+# 猫 is not in the English model's vocabulary: left out (and listed), the rest runs, exit 0.
 check "unknown character runs" xrun "$app" --screenshot "$work/unknown.png" --frames 3 --text "The cat sat on the mat and looked at the 猫"
-check "unknown character shown" "$checker" "$work/unknown.png" --expect-error
-check "error names the character" grep -q '猫' "$work/unknown.png.json"
+check "unknown character skipped" /usr/bin/python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); assert j["skipped"] == ["猫"] and not j["showing_sample"], j' "$work/unknown.png.json"
+check "the rest computed" grep -q '"T": 41' "$work/unknown.png.json"
+check "unknown character pixels" "$checker" "$work/unknown.png"
+# English typed into poems-zh: no character is in its vocabulary, so its sample text runs
+# (never blank panels) and the English stays in the text box.
+check "all unknown runs" xrun "$app" --screenshot "$work/allunknown.png" --frames 3 --model builtin:poems-zh --text "hello"
+check "all unknown pixels" "$checker" "$work/allunknown.png"
+check "sample shown instead" /usr/bin/python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); assert j["showing_sample"] and j["T"] == 24 and j["skipped"] == ["h", "e", "l", "o"], j' "$work/allunknown.png.json"
 
 # A model directory that does not exist: an error, exit 0.
 check "bad model runs" xrun "$app" --screenshot "$work/badmodel.png" --frames 3 --wait 60 --model "$work/nope"

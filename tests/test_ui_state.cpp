@@ -289,15 +289,25 @@ TEST(UiWorker, PublishesTracesAndKeepsTheLastGoodOne) {
   EXPECT_EQ(s->recomputed_from, 5);
   EXPECT_GT(s->trace_serial, good_serial);
 
-  // A character the tokenizer does not know: an error naming it, the last good trace stays.
-  const auto before = s->trace;
-  r.text = "hello!\xE7\x8C\xAB";  // 猫
+  // Characters the tokenizer does not know: left out and listed, the rest runs (no blank
+  // panels); the text stays as typed.
+  r.text = "he\xE7\x8C\xAB" "llo!\xE7\x8C\xAB\xE2\x82\xAC";  // he猫llo!猫€
   id = w.post(r);
   ASSERT_TRUE(w.wait_for(id, 60000));
   s = w.latest();
-  EXPECT_NE(s->error.find("\xE7\x8C\xAB"), std::string::npos) << s->error;
-  EXPECT_EQ(s->trace, before);
-  EXPECT_EQ(s->trace_text, "hello!");
+  EXPECT_TRUE(s->error.empty()) << s->error;
+  EXPECT_EQ(s->trace->T(), 6);  // h e l l o !
+  EXPECT_EQ(s->skipped, (std::vector<std::string>{"\xE7\x8C\xAB", "\xE2\x82\xAC"}));
+  EXPECT_EQ(s->skipped_count, 3);
+  EXPECT_EQ(s->trace_text, r.text);
+  // Nothing it knows: an error that says so, and what to do.
+  const auto before = s->trace;
+  r.text = "\xE7\x8C\xAB\xE7\x8C\xAB";
+  id = w.post(r);
+  ASSERT_TRUE(w.wait_for(id, 60000));
+  s = w.latest();
+  EXPECT_NE(s->error.find("none of the characters typed is in this model's vocabulary"), std::string::npos) << s->error;
+  EXPECT_EQ(s->trace, before);  // the last good result stays
 
   // block_size 4: the window slides, 2 dropped.
   r.text = "hello!";

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/model/paths.h"
 #include "ui/gqa_panel.h"
 #include "ui/head_grid_panel.h"
 #include "ui/head_stats_panel.h"
@@ -28,8 +29,12 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string default_text(const std::string& model_spec) {
-  if (model_spec.find("zh") != std::string::npos) return "\xE5\xBA\x8A\xE5\x89\x8D\xE6\x98\x8E\xE6\x9C\x88\xE5\x85\x89\xEF\xBC\x8C\xE7\x96\x91\xE6\x98\xAF\xE5\x9C\xB0\xE4\xB8\x8A\xE9\x9C\x9C\xE3\x80\x82";  // 床前明月光，疑是地上霜。
-  return "The cat sat on the mat. The cat ate the fish.";
+  std::string text;
+  try {
+    text = sample_text(resolve_model_dir(model_spec));  // every built-in model brings one
+  } catch (const std::exception&) {
+  }
+  return text.empty() ? "The cat sat on the mat. The cat ate the fish." : text;
 }
 }  // namespace
 
@@ -380,6 +385,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["T"] = snap.trace ? snap.trace->T() : 0;
   j["dropped"] = snap.trace ? snap.trace->dropped : 0;
   j["text"] = snap.trace_text;
+  j["skipped"] = snap.skipped;
+  j["showing_sample"] = snap.showing_sample;
   j["fonts"] = fonts_.fonts().note;
   if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
   if (training_->open()) {

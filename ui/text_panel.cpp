@@ -3,6 +3,7 @@
 #include <imgui_stdlib.h>
 
 #include "core/model/paths.h"
+#include "ui/app_state.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -60,14 +61,36 @@ void TextPanel::draw_content(FrameContext& ctx) {
   }
 
   // --- text
-  ImGui::TextUnformatted("text (type here; every keystroke recomputes):");
+  ImGui::TextUnformatted("text (each keystroke recomputes):");
+  const std::string sample = ctx.model ? sample_text(ctx.model->dir) : std::string();
+  if (!sample.empty()) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("sample")) s.text = sample;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Replace the text with this model's own example:\n%s", sample.c_str());
+  }
   if (focus_) {
     ImGui::SetKeyboardFocusHere();
     focus_ = false;
   }
-  const float err_h = snap.error.empty() ? 0.f : fs * 4.5f;
+  const float err_h = (snap.error.empty() ? 0.f : fs * 4.5f) + (snap.skipped.empty() ? 0.f : fs * (snap.showing_sample ? 3.8f : 2.6f));
   ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, std::max(fs * 3.f, ImGui::GetContentRegionAvail().y - err_h)));
 
+  if (!snap.skipped.empty()) {  // characters the vocabulary lacks: left out, the rest still runs
+    std::string chars;
+    for (size_t i = 0; i < snap.skipped.size() && i < 12; ++i) chars += (i ? " " : "") + chip_label(snap.skipped[i]);
+    if (snap.skipped.size() > 12) chars += " \xE2\x80\xA6";
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.7f, 0.3f, 1.f));
+    if (snap.showing_sample)
+      ImGui::TextWrapped("none of these characters is in the vocabulary: %s. Showing the model's sample text; "
+                         "press \"sample\" to type into it.", chars.c_str());
+    else
+      ImGui::TextWrapped("skipped %d character%s not in the vocabulary: %s", snap.skipped_count,
+                         snap.skipped_count == 1 ? "" : "s", chars.c_str());
+    ImGui::PopStyleColor();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("This model has no token for these characters, so they are left out of the tokens\n"
+                        "(the text box keeps them). Type text in the model's language, or press \"sample\".");
+  }
   if (!snap.error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.45f, 0.4f, 1.f));
     ImGui::TextWrapped("%s", snap.error.c_str());

@@ -157,10 +157,30 @@ void Worker::handle(const Request& r, uint64_t serial) {
     if (bs != engine_->block_size()) engine_->set_block_size(bs);
     // Re-tokenizes only from the pre-token the edit touched (where the tokenizer allows it).
     const Model& model = engine_->model();
-    const std::vector<int> ids =
-        model.tokenizer ? model.tokenizer->encode_incremental(r.text, true, encode_cache_) : encode_text(model, r.text);
+    next.skipped.clear();
+    next.skipped_count = 0;
+    next.showing_sample = false;
+    std::vector<int> ids;
+    try {
+      ids = model.tokenizer ? model.tokenizer->encode_incremental(r.text, true, encode_cache_) : encode_text(model, r.text);
+    } catch (const Error&) {
+      if (!model.tokenizer) throw;
+      ids = encode_known(*model.tokenizer, r.text, next);  // characters it has no token for are left out
+    }
+    std::string ran_text = r.text;
+    if (ids.empty() && !next.skipped.empty() && model.tokenizer) {
+      // Nothing typed is in the vocabulary (English typed into poems-zh): show the model's
+      // own sample instead of blank panels.
+      if (std::string sample = sample_text(model.dir); !sample.empty()) {
+        ids = model.tokenizer->encode(sample);
+        ran_text = sample;
+        next.showing_sample = true;
+      }
+    }
     if (ids.empty()) {
-      next.error = "type some text: the model needs at least one token";
+      next.error = next.skipped.empty() ? "type some text: the model needs at least one token"
+                                        : "none of the characters typed is in this model's vocabulary: type text in "
+                                          "its language, or press \"sample\" for the model's own example";
       publish();
       return;
     }
@@ -184,7 +204,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       next.recomputed_from = engine_->last_recomputed_from();
       compare_with_clean(ids, next);
     }
-    next.trace_text = r.text;
+    next.trace_text = ran_text;
     next.all_ids = ids;
     next.labels = label_tokens(engine_->model(), ids);
   } catch (const std::exception& e) {
@@ -208,6 +228,21 @@ void Worker::compare_with_clean(const std::vector<int>& ids, Snapshot& next) {
   const int V = static_cast<int>(c.logits.dim(1));
   const float* last = c.logits.data.data() + static_cast<size_t>(c.T() - 1) * V;
   next.clean_logits.assign(last, last + V);
+}
+
+std::vector<int> Worker::encode_known(const Tokenizer& tok, const std::string& text, Snapshot& next) {
+  std::string known;
+  for (const std::string& ch : utf8_split(text)) {
+    try {
+      tok.encode_with(ch, false);
+      known += ch;
+    } catch (const Error&) {
+      ++next.skipped_count;
+      if (std::find(next.skipped.begin(), next.skipped.end(), ch) == next.skipped.end()) next.skipped.push_back(ch);
+    }
+  }
+  encode_cache_ = EncodeCache();  // the cache holds the last text that encoded whole
+  return tok.encode_with(known, true);
 }
 
 void Worker::run_known_prefix(const std::string& text, Snapshot& next) {

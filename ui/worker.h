@@ -43,7 +43,15 @@ struct Snapshot {
 
   std::shared_ptr<const Model> model;  // null until a model loaded
   std::shared_ptr<const Trace> trace;  // the last GOOD trace (kept when the newest request failed)
-  std::string trace_text;              // the text `trace` was computed from
+  std::string trace_text;              // the text `trace` was computed from (as typed: see `skipped`)
+  // Characters of the text the tokenizer has no token for (each once, in order of first
+  // appearance; e.g. English typed into poems-zh): left out of the tokens, so the rest still
+  // runs. skipped_count counts every occurrence.
+  std::vector<std::string> skipped;
+  int skipped_count = 0;
+  // None of the typed characters is in the vocabulary, so the model's sample text
+  // (sample_text) runs instead of nothing: trace_text is then the sample.
+  bool showing_sample = false;
   std::vector<int> all_ids;            // every token of trace_text (dropped + window)
   std::vector<TokenLabel> labels;      // one per all_ids: readable text, bytes (token_labels)
 
@@ -89,6 +97,9 @@ class Worker {
   // After an encoding error with no trace to keep: runs the text up to the first character
   // the tokenizer does not know, so the first screen is not empty.
   void run_known_prefix(const std::string& text, Snapshot& next);
+  // The ids of `text` with the characters the tokenizer cannot encode left out (they go to
+  // next.skipped); throws when the text is not valid UTF-8.
+  std::vector<int> encode_known(const Tokenizer& tok, const std::string& text, Snapshot& next);
   // The loss of the published trace, and with an ablation the clean run beside it.
   void compare_with_clean(const std::vector<int>& ids, Snapshot& next);
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
 
@@ -61,6 +62,20 @@ std::string resolve_model_dir(const std::string& spec) {
   for (const auto& n : builtin_models()) have += (have.empty() ? "" : ", ") + ("builtin:" + n);
   throw Error("unknown built-in model '" + excerpt(spec) + "'; looked in:" + searched +
               "\n  HINT: available: " + (have.empty() ? "none yet (generate one with attnviz-cli random)" : have));
+}
+
+std::string sample_text(const std::string& model_dir) {
+  const std::string path = model_dir + "/sample.txt";
+  std::error_code ec;
+  if (model_dir.empty() || !fs::is_regular_file(path, ec)) return "";
+  try {
+    std::string text = read_regular_file(path, 64 * 1024, "sample.txt", false);
+    utf8_validate(text);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    return text;
+  } catch (const Error&) {
+    return "";  // unreadable: the model simply has no sample
+  }
 }
 
 }  // namespace attnviz

@@ -17,4 +17,8 @@ std::string resolve_model_dir(const std::string& spec);
 // Names of the built-in models that can be found.
 std::vector<std::string> builtin_models();
 
+// The model's sample text: DIR/sample.txt (at most 64 kB of UTF-8) where `model_dir` is a
+// directory that has one (every built-in model does); "" otherwise.
+std::string sample_text(const std::string& model_dir);
+
 }  // namespace attnviz
