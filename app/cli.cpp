@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "attnviz_version.h"
 #include "core/error.h"
 
 namespace attnviz {
@@ -11,6 +12,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   Io io{out, err};
   CLI::App app{"attnviz-cli: run a causal transformer and record every step of attention"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "attnviz-cli " ATTNVIZ_VERSION);
   const std::vector<Action> actions = {add_info_command(app, io), add_dump_command(app, io),
                                        add_bench_command(app, io), add_random_command(app, io),
                                        add_export_command(app, io), add_train_command(app, io),
