@@ -3,7 +3,7 @@
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
-//           [--train-steps N]
+//           [--train-steps N] [--size WxH]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "attnviz_version.h"
 #include "ui/app.h"
 #include "ui/input_queue.h"
 
@@ -92,6 +93,7 @@ struct ShotOptions {
   std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, as attnviz-cli takes them
   int frames = 5;    // frames to render before it
   int wait_s = 300;  // seconds to wait for the first result
+  std::string size;  // --size WxH: the window size (default kWidth x kHeight)
 };
 
 void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
@@ -109,12 +111,20 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--frames", shot.frames, "frames to render before the screenshot (default 5)")->check(CLI::PositiveNumber);
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
   cli.add_option("--train-steps", opt.train_steps, "open the Training panel and train the classroom preset (induction head) this many steps; a screenshot waits for the run to end")->check(CLI::PositiveNumber);
+  cli.add_option("--size", shot.size, "window size in screen coordinates, WxH (default 1600x1000), e.g. 1280x720 for a projector")
+      ->check([](const std::string& v) {
+        int w = 0, h = 0;
+        char x = 0;
+        return std::sscanf(v.c_str(), "%d%c%d", &w, &x, &h) == 3 && x == 'x' && w >= 640 && h >= 400 && w <= 16384 && h <= 16384
+                   ? std::string()
+                   : std::string("expected WxH with W >= 640 and H >= 400, e.g. 1280x720");
+      });
   cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
 }
 
-// A kWidth × kHeight window with an OpenGL 3.3 core context, current; nullptr (and the
+// A width × height window with an OpenGL 3.3 core context, current; nullptr (and the
 // reason on stderr) when there is none.
-GLFWwindow* open_window(bool screenshot) {
+GLFWwindow* open_window(bool screenshot, int width, int height) {
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
     std::fprintf(stderr, "attnviz: cannot open a window (no display?)\n  HINT: run it in a desktop session, or under xvfb-run for screenshots.\n");
@@ -125,7 +135,7 @@ GLFWwindow* open_window(bool screenshot) {
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
   glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
-  GLFWwindow* win = glfwCreateWindow(kWidth, kHeight, "attnviz", nullptr, nullptr);
+  GLFWwindow* win = glfwCreateWindow(width, height, "attnviz", nullptr, nullptr);
   if (!win) {
     std::fprintf(stderr, "attnviz: cannot create an OpenGL 3.3 core window\n  HINT: check the graphics driver (glxinfo | grep 'core profile').\n");
     glfwTerminate();
@@ -211,6 +221,7 @@ int main(int argc, char** argv) {
   attnviz::ui::AppOptions opt;
   ShotOptions shot;
   add_options(cli, opt, shot);
+  cli.set_version_flag("--version", "attnviz " ATTNVIZ_VERSION);
   CLI11_PARSE(cli, argc, argv);
   opt.text_given = cli.count("--text") > 0;
   try {  // checked for form here; heads the model does not have are dropped once it is loaded
@@ -223,7 +234,9 @@ int main(int argc, char** argv) {
   }
   opt.screenshot = !shot.path.empty();
 
-  GLFWwindow* win = open_window(opt.screenshot);
+  int width = kWidth, height = kHeight;
+  if (!shot.size.empty()) std::sscanf(shot.size.c_str(), "%dx%d", &width, &height);
+  GLFWwindow* win = open_window(opt.screenshot, width, height);
   if (!win) return 1;
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();

@@ -35,6 +35,24 @@ check "random model runs" xrun "$app" --screenshot "$work/random.png" --frames 3
 check "says random weights" grep -q '"random_weights": true' "$work/random.png.json"
 check "default view is the softmax" grep -q '"stage": "probs"' "$work/shot.png.json"
 
+# Presentation mode on a projector's 1280x720 and on 1920x1080: the heatmap window takes at
+# least half of the window, its matrix is drawn large, the secondary panels are folded away.
+for size in 1280x720 1920x1080; do
+  check "presentation $size runs" xrun "$app" --screenshot "$work/present-$size.png" --frames 5 --presentation \
+    --size "$size" --layer 1 --head 4 --text "The cat sat on the mat. The cat sat on the mat."
+  check "presentation $size pixels" "$checker" "$work/present-$size.png"
+  check "presentation $size layout" /usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+W, H = j["window"]
+x, y, w, h = j["rects"]["heatmap_window"]
+assert j["presentation"] and (W, H) == tuple(map(int, sys.argv[2].split("x"))), j
+assert w * h >= 0.5 * W * H, ("heatmap window", w * h / (W * H))
+assert j["rects"]["heatmap"][3] >= 0.45 * H, ("matrix height", j["rects"]["heatmap"])
+assert j["rects"]["head_grid"][2] == 0, "the head grid should be folded away"
+' "$work/present-$size.png.json" "$size"
+done
+
 # Text longer than block_size: the window slides, tokens drop.
 check "small block_size" xrun "$app" --screenshot "$work/window.png" --frames 3 --block-size 8 --stage masked \
   --text "to be or not to be"

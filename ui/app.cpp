@@ -119,6 +119,11 @@ void App::fall_back_from_saved_model(const Snapshot& snap) {
   state_.model_spec = fallback;
 }
 
+bool App::folded(const Panel* p) const {
+  return folded_layout() && (p == grid_.get() || p == importance_.get() || p == gqa_.get() || p == model_.get() ||
+                             p == stats_.get());
+}
+
 PanelVisibility App::visibility() const {
   PanelVisibility v;
   for (Panel* p : panels_)
@@ -162,7 +167,10 @@ void App::post_if_changed() {
 
 void App::before_frame(float content_scale) {
   const float scale = std::max(0.5f, content_scale);
-  const float size = std::round((state_.presentation ? 26.f : 16.f) * scale);
+  // Presentation: large type that still fits the window (about 19 px at 720 px high, 28 at 1080).
+  const float win_h = ImGui::GetIO().DisplaySize.y;
+  const float present_px = win_h > 0.f ? std::clamp(std::round(win_h / (38.f * scale)), 18.f, 30.f) : 26.f;
+  const float size = std::round((state_.presentation ? present_px : 16.f) * scale);
   // Characters of the model's vocabulary and of the text join the font atlas.
   const Snapshot& snap = *worker_.latest();
   if (snap.model.get() != seen_model_ && snap.model && snap.model->tokenizer) {
@@ -176,7 +184,11 @@ void App::before_frame(float content_scale) {
     scanned_text_ = state_.text;
   }
   fonts_.request(size, "");
-  if (fonts_.needs_rebuild()) fonts_.rebuild();
+  if (fonts_.needs_rebuild()) {
+    fonts_.rebuild();
+    if (fonts_.fonts().size_px != laid_out_px_) force_layout_ = true;  // sizes follow the font
+    laid_out_px_ = fonts_.fonts().size_px;
+  }
   if (scale != scale_ || state_.presentation != theme_presentation_) {
     apply_theme(state_.presentation, scale);
     scale_ = scale;
@@ -194,6 +206,21 @@ void App::layout(bool force) {
   const float lw = std::round(d.x * 0.25f), rw = std::round(d.x * 0.29f);
   const float strip_h = std::round(fs * 5.2f + ImGui::GetFrameHeight() * 2.f + ImGui::GetStyle().ScrollbarSize);
   const float body = bottom - top;
+  status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
+  if (folded_layout()) {
+    // Presentation: the text, the next token and the token strip around a heatmap that takes
+    // most of the window; the other panels are folded away (F4 brings them back).
+    const float plw = std::round(d.x * 0.22f);
+    const ImGuiStyle& st = ImGui::GetStyle();  // the strip's title, block_size row and chips, no slack
+    const float strip_h = std::round(ImGui::GetFrameHeight() * 2.f + fs * 4.2f + st.ScrollbarSize + st.WindowPadding.y * 2.f +
+                                     st.ItemSpacing.y * 2.f);
+    text_->place(ImVec2(0, top), ImVec2(plw, std::round(body * 0.45f)), force);
+    next_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
+    tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
+    heatmap_->place(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
+    training_->place(ImVec2(0, top), ImVec2(std::max(plw, fs * 28.f), body), force);
+    return;
+  }
   const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
   text_->place(ImVec2(0, top), ImVec2(lw, std::round(body * text_share)), force);
   next_->place(ImVec2(0, top + std::round(body * text_share)), ImVec2(lw, std::round(body * (0.70f - text_share))), force);
@@ -210,7 +237,6 @@ void App::layout(bool force) {
   grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, grid_h), force);
   importance_->place(ImVec2(d.x - rw, top + strip_h + grid_h), ImVec2(rw, imp_h), force);
   gqa_->place(ImVec2(d.x - rw, top + strip_h + grid_h + imp_h), ImVec2(rw, rh - grid_h - imp_h), force);
-  status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
   // Training, when opened, covers the left column below the text box: the heatmap and the
   // head grid stay in view while the model learns.
   const float train_top = top + std::round(body * text_share);
@@ -232,6 +258,7 @@ void App::menu_bar() {
       if (p != status_.get()) ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open());
     ImGui::Separator();
     ImGui::MenuItem("Presentation mode", "F2", &state_.presentation);
+    if (ImGui::MenuItem("Show all panels while presenting", "F4", &show_secondary_, state_.presentation)) force_layout_ = true;
     if (ImGui::MenuItem("Reset layout", "F5")) force_layout_ = true;
     ImGui::EndMenu();
   }
@@ -266,7 +293,8 @@ void App::help_window() {
         {"Alt+N", "generate one token"},
         {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
         {"Ctrl+wheel", "zoom the heatmap"},
-        {"F2", "presentation mode (large fonts, high contrast)"},
+        {"F2", "presentation mode (large fonts, high contrast, the heatmap large)"},
+        {"F4", "presenting: show or fold the other panels"},
         {"F5", "reset the layout"},
         {"Esc", "leave the text box"},
         {"Ctrl+Q", "quit"},
@@ -292,6 +320,10 @@ void App::shortcuts() {
   auto pressed = [](int glfw_key) { return ImGui::IsKeyPressed(glfw_key); };
   if (pressed(GLFW_KEY_F1)) show_help_ = !show_help_;
   if (pressed(GLFW_KEY_F2)) state_.presentation = !state_.presentation;
+  if (pressed(GLFW_KEY_F4) && state_.presentation) {
+    show_secondary_ = !show_secondary_;
+    force_layout_ = true;
+  }
   if (pressed(GLFW_KEY_F5)) force_layout_ = true;
   if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
   if (!snap_->model) return;
@@ -354,7 +386,8 @@ void App::frame() {
   menu_bar();
   layout(force_layout_);
   force_layout_ = false;
-  for (Panel* p : panels_) p->draw(ctx);
+  for (Panel* p : panels_)
+    if (!folded(p)) p->draw(ctx);
   help_window();
   shown_serial_ = snap.trace_serial;
   shown_request_ = snap.request_serial;
@@ -372,6 +405,9 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["token_strip"] = rect(tokens_->strip_rect());
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
+  j["rects"]["heatmap_window"] = rect(heatmap_->window_rect());
+  j["presentation"] = state_.presentation;
+  j["window"] = {std::lround(ImGui::GetIO().DisplaySize.x * sx), std::lround(ImGui::GetIO().DisplaySize.y * sy)};
   j["ablate"] = state_.ablation.to_string();
   j["model"] = snap.model ? snap.model->name : state_.model_spec;
   j["random_weights"] = snap.random_weights;

@@ -96,6 +96,10 @@ class App {
   // At the start: when the saved model no longer loads, opens the default one instead.
   void fall_back_from_saved_model(const Snapshot& snap);
   PanelVisibility visibility() const;
+  // Presentation mode with the secondary panels folded away (F4 shows them).
+  bool folded_layout() const { return state_.presentation && !show_secondary_; }
+  // A panel that the folded presentation layout does not draw.
+  bool folded(const Panel* p) const;
 
   AppOptions opt_;
   AppState state_;
@@ -118,6 +122,7 @@ class App {
   float scale_ = 0.f;                  // content scale the theme was built for
   bool theme_presentation_ = false;
   bool force_layout_ = true;
+  float laid_out_px_ = 0.f;  // font size the panels were last laid out for
   std::optional<std::chrono::steady_clock::time_point> busy_since_;  // when the worker last became busy
   // The last model that loaded (what the settings save: a path that fails is never saved).
   std::string good_model_;
@@ -125,6 +130,7 @@ class App {
   bool model_from_settings_ = false;  // the start opened the saved model (may fall back once)
   std::string notice_;                // one line for the status bar (e.g. the start's fallback)
   bool show_help_ = false;
+  bool show_secondary_ = false;  // presenting: the other panels shown too (F4)
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;
   int last_head_ = -1;  // the KV group follows the selected head when it changes

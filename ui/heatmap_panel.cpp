@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/engine/rollout.h"
+#include "ui/fonts.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -35,11 +36,23 @@ const char* kRolloutExplanation =
 void HeatmapPanel::draw_controls(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
+  if (s.presentation) {  // number fields with − / + buttons: a slider's large grab would hide the number
+    ImGui::PushItemWidth(ImGui::GetFontSize() * 5.f);
+    if (ImGui::InputInt("layer", &s.layer)) s.layer = std::clamp(s.layer, 0, c.n_layer - 1);
+    ImGui::SameLine();
+    if (ImGui::InputInt("head", &s.head)) {
+      s.head = std::clamp(s.head, 0, c.n_head - 1);
+      s.kv_group = c.kv_head_of(s.head);
+    }
+    ImGui::PopItemWidth();
+    return;  // the caption says the rest; leaving presentation (F2) brings the colormap and zoom
+  }
   ImGui::PushItemWidth(ImGui::GetFontSize() * 7.f);
   ImGui::SliderInt("layer", &s.layer, 0, c.n_layer - 1);
   ImGui::SameLine();
   if (ImGui::SliderInt("head", &s.head, 0, c.n_head - 1)) s.kv_group = c.kv_head_of(s.head);
   ImGui::PopItemWidth();
+  if (false) return;  // presenting: the caption says the rest; F2 leaves for the colormap and zoom
   ImGui::SameLine();
   ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced
@@ -65,7 +78,8 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
   AppState& s = ctx.state;
   const bool pending = !tabs_synced_ || s.stage != shown_tab_;  // a shortcut (or the start) set the stage
   Stage selected = shown_tab_;
-  if (ImGui::BeginTabBar("stages")) {
+  // Presenting: whole tab names, scrolled when they do not fit (never "softm…").
+  if (ImGui::BeginTabBar("stages", ctx.state.presentation ? ImGuiTabBarFlags_FittingPolicyScroll : 0)) {
     for (Stage st : stage_tab_order()) {
       const ImGuiTabItemFlags f = pending && st == s.stage ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(stage_label(st), nullptr, f)) {
@@ -87,11 +101,25 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
 }
 
 void HeatmapPanel::draw_content(FrameContext& ctx) {
+  if (ctx.state.presentation) {  // what is shown, large enough to read from the back of a room
+    char caption[160];
+    std::snprintf(caption, sizeof caption, "layer %d \xC2\xB7 head %d \xC2\xB7 %s%s", ctx.state.layer, ctx.state.head,
+                  rollout_ ? "rollout" : stage_label(ctx.state.stage),
+                  ctx.state.ablation.has(ctx.state.layer, ctx.state.head) ? " (ablated)" : "");
+    if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
+    ImGui::TextUnformatted(caption);
+    if (ctx.fonts.big) ImGui::PopFont();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
+    ImGui::SameLine(0, ImGui::GetFontSize());  // the layer and head sliders beside it; the rest when not presenting
+  }
   draw_controls(ctx);
   draw_tabs(ctx);
-  ImGui::PushTextWrapPos(0.f);
-  ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
-  ImGui::PopTextWrapPos();
+  if (!ctx.state.presentation) {  // presenting: the caption's tooltip, the room goes to the matrix
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
+    ImGui::PopTextWrapPos();
+  }
   ExportOptions what;  // this layer, head and stage, as on screen
   what.stage = ctx.state.stage;
   what.layer = ctx.state.layer;
@@ -158,7 +186,8 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   m.top = fs * 1.4f;
 
   fit_cell_ = std::min((width - m.left - fs) / static_cast<float>(m.cols), (height - m.top - fs) / static_cast<float>(m.rows));
-  fit_cell_ = std::clamp(fit_cell_ >= 3.f ? std::floor(fit_cell_) : fit_cell_, 0.5f, 64.f);
+  // Whole pixels per cell keep the cells even; presenting, the matrix fills its room instead.
+  fit_cell_ = std::clamp(fit_cell_ >= 3.f && !s.presentation ? std::floor(fit_cell_) : fit_cell_, 0.5f, 64.f);
   m.cell = s.cell_px > 0.f ? s.cell_px : fit_cell_;
   m.img = ImVec2(m.cell * static_cast<float>(m.cols), m.cell * static_cast<float>(m.rows));
 
@@ -194,7 +223,8 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   const ImU32 hover_col = IM_COL32(255, 220, 0, 255);
   const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
   ImFont* font = ImGui::GetFont();
-  const float lfs = std::clamp(m.cell * 0.95f, fs * 0.6f, fs);
+  // Presenting, labels stay at least 80 % of the (large) font: fewer of them, all readable.
+  const float lfs = std::clamp(m.cell * 0.95f, fs * (s.presentation ? 0.8f : 0.6f), fs);
   const float shrink = lfs / fs;
   const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / m.cell)));
   for (int i = 0; i < m.rows; i += row_step) {

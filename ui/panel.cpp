@@ -10,6 +10,7 @@ void Panel::place(ImVec2 pos, ImVec2 size, bool force) {
 }
 
 void Panel::draw(FrameContext& ctx) {
+  window_rect_ = ImVec4(0, 0, 0, 0);
   if (!open_) return;
   if (has_place_) {
     const ImGuiCond cond = force_place_ ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
@@ -17,7 +18,9 @@ void Panel::draw(FrameContext& ctx) {
     ImGui::SetNextWindowSize(size_, cond);
     force_place_ = false;
   }
-  if (ImGui::Begin(title_.c_str(), &open_, window_flags())) {
+  const bool visible = ImGui::Begin(title_.c_str(), &open_, window_flags());
+  window_rect_ = ImVec4(ImGui::GetWindowPos().x, ImGui::GetWindowPos().y, ImGui::GetWindowSize().x, ImGui::GetWindowSize().y);
+  if (visible) {
     if (needs_trace() && !ctx.has_trace()) {
       ImGui::TextDisabled("%s", ctx.snap.error.empty() ? "computing…" : "no result yet (see the error in Text & model)");
     } else {

@@ -45,6 +45,8 @@ class Panel {
 
   const std::string& title() const { return title_; }
   bool* p_open() { return &open_; }
+  // Where the window was drawn last (x, y, w, h in screen coordinates); zero when not drawn.
+  ImVec4 window_rect() const { return window_rect_; }
   bool open() const { return open_; }
 
   // The fixed layout: where the window goes next frame. `force` moves it even when the
@@ -63,6 +65,7 @@ class Panel {
   bool has_place_ = false;
   bool force_place_ = false;
   ImVec2 pos_{0, 0}, size_{0, 0};
+  ImVec4 window_rect_{0, 0, 0, 0};
 };
 
 }  // namespace attnviz::ui
