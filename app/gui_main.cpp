@@ -204,12 +204,10 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     if (screenshot && app.settled() && ++shot_frames >= shot.frames) return write_screenshot(app, shot, fw, fh);
     glfwSwapBuffers(win);
-    if (!opt.type.empty()) {
-      glFinish();  // presented, not just queued
-      const auto t_done = std::chrono::steady_clock::now();
-      using ms = std::chrono::duration<double, std::milli>;
-      app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
-    }
+    if (!opt.type.empty()) glFinish();  // timing keystrokes: presented, not just queued
+    const auto t_done = std::chrono::steady_clock::now();
+    using ms = std::chrono::duration<double, std::milli>;
+    app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
   }
   return 0;
 }

@@ -140,6 +140,7 @@ bool App::settled() const {
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
+  last_frame_ms_ = ui_ms + draw_ms;
   if (typing_) typing_->presented(shown_request_, snap_->forward_ms, ui_ms, draw_ms, TypingProbe::Clock::now());
 }
 
@@ -282,7 +283,9 @@ void App::menu_bar() {
 
 void App::help_window() {
   if (!show_help_) return;
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 30.f, 0), ImGuiCond_Appearing);
+  // Wide enough for the keys, the descriptions wrap (never clipped); height follows the rows.
+  ImGui::SetNextWindowSize(ImVec2(std::min(ImGui::GetFontSize() * 36.f, ImGui::GetIO().DisplaySize.x * 0.9f), 0),
+                           ImGuiCond_Always);
   if (ImGui::Begin("Keyboard shortcuts", &show_help_, ImGuiWindowFlags_NoSavedSettings)) {
     const char* rows[][2] = {
         {"Alt+\xE2\x86\x91 / Alt+\xE2\x86\x93", "previous / next layer"},
@@ -299,13 +302,15 @@ void App::help_window() {
         {"Esc", "leave the text box"},
         {"Ctrl+Q", "quit"},
     };
-    if (ImGui::BeginTable("keys", 2)) {
+    if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableSetupColumn("key", ImGuiTableColumnFlags_WidthFixed);
+      ImGui::TableSetupColumn("what", ImGuiTableColumnFlags_WidthStretch);
       for (auto& r : rows) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(r[0]);
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(r[1]);
+        ImGui::TextWrapped("%s", r[1]);
       }
       ImGui::EndTable();
     }
@@ -370,6 +375,7 @@ void App::frame() {
                            : empty_trace_;
   FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_};
   ctx.notice = notice_;
+  ctx.frame_ms = last_frame_ms_;
   const auto now = std::chrono::steady_clock::now();
   if (!worker_.busy()) busy_since_.reset();
   else if (!busy_since_) busy_since_ = now;

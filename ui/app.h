@@ -122,7 +122,8 @@ class App {
   float scale_ = 0.f;                  // content scale the theme was built for
   bool theme_presentation_ = false;
   bool force_layout_ = true;
-  float laid_out_px_ = 0.f;  // font size the panels were last laid out for
+  float laid_out_px_ = 0.f;
+  double last_frame_ms_ = 0.0;  // the last frame's build + draw time (not the idle wait before it)  // font size the panels were last laid out for
   std::optional<std::chrono::steady_clock::time_point> busy_since_;  // when the worker last became busy
   // The last model that loaded (what the settings save: a path that fails is never saved).
   std::string good_model_;

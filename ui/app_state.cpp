@@ -53,19 +53,6 @@ void step_stage(AppState& s, int delta) {
   s.stage = order[wrap_index(at + delta, n)];
 }
 
-const char* stage_label(Stage s) {
-  switch (s) {
-    case Stage::Scores: return "scores q\xC2\xB7k\xE1\xB5\x80";      // q·kᵀ
-    case Stage::Scaled: return "scaled /\xE2\x88\x9A" "d";            // /√d
-    case Stage::Masked: return "masked";
-    case Stage::Probs: return "softmax";
-    case Stage::Q: return "Q";
-    case Stage::K: return "K";
-    case Stage::V: return "V";
-    case Stage::Out: return "head output";
-  }
-  return "?";
-}
 
 bool stage_is_square(Stage s) {
   return s == Stage::Scores || s == Stage::Scaled || s == Stage::Masked || s == Stage::Probs;

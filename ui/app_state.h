@@ -72,7 +72,6 @@ void step_stage(AppState& s, int delta);
 
 // Stages in the order the heatmap tabs show them (scores … probs, then Q, K, V, out).
 const std::vector<Stage>& stage_tab_order();
-const char* stage_label(Stage s);     // "scores  q·kᵀ", ...
 bool stage_is_square(Stage s);         // (T, T) per head: scores, scaled, masked, probs
 bool stage_is_signed(Stage s);         // everything but probs
 bool stage_is_kv(Stage s);             // K and V live on KV heads

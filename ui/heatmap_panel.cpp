@@ -61,7 +61,9 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("this head's weights are as computed, but its output is replaced before the output projection");
   }
-  ImGui::SameLine();
+  // The colormap, "fit" and help on this line when they fit, else on the next (never cut).
+  const float line_end = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (line_end - ImGui::GetItemRectMax().x > ImGui::GetFontSize() * 14.f) ImGui::SameLine();
   ImGui::PushItemWidth(ImGui::GetFontSize() * 6.f);
   int cm = s.probs_colormap == Colormap::Magma ? 1 : 0;
   const char* cms[] = {"viridis", "magma"};

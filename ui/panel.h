@@ -29,6 +29,7 @@ struct FrameContext {
   double busy_s = -1.0;
   static constexpr double kStaleAfterS = 0.3;
   std::string notice;  // one line for the status bar ("" for none)
+  double frame_ms = 0.0;  // the previous frame's build + draw time (the window sleeps between frames when idle)
   bool stale() const { return busy_s >= kStaleAfterS; }
   bool has_trace() const { return trace.T() > 0 && model != nullptr; }
 };

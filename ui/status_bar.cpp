@@ -25,7 +25,8 @@ void StatusBar::draw_content(FrameContext& ctx) {
     ImGui::TextDisabled("GPU %.2f ms", snap.device_ms);
   }
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
-  ImGui::Text("frame %.1f ms", 1000.f / std::max(1.f, ImGui::GetIO().Framerate));
+  ImGui::Text("frame %.1f ms", ctx.frame_ms);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("time to build and draw the last frame; the window sleeps while nothing changes");
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   ImGui::Text("T %d / block %d", tr.T(), tr.block_size);
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);

@@ -45,7 +45,8 @@ void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
   ImGui::SameLine();
   if (ImGui::SmallButton("+")) s.block_size = std::min(n_ctx, bs + 1);
   ImGui::SameLine();
-  ImGui::Text("  %d tokens typed \xC2\xB7 window T = %d of block_size %d \xC2\xB7 ", w.total, tr.T(), tr.block_size);
+  ImGui::Text("  %d token%s typed \xC2\xB7 window T = %d of block_size %d \xC2\xB7 ", w.total, w.total == 1 ? "" : "s",
+              tr.T(), tr.block_size);
   ImGui::SameLine(0, 0);
   if (tr.dropped > 0)
     ImGui::TextColored(ImVec4(1.f, 0.65f, 0.3f, 1.f), "%d fell out of the window (greyed)", tr.dropped);
@@ -132,6 +133,15 @@ void TokenStripPanel::draw_bracket(const FrameContext& ctx, const ChipsDrawn& ch
   char lab[96];
   std::snprintf(lab, sizeof lab, " window: last %d of block_size %d ", tr.T(), tr.block_size);
   const float lw = ImGui::CalcTextSize(lab).x;
+  if (lw + fs * 2.f > win_x1 - win_x0) {
+    // A narrow window (small block_size): the label goes beside the bracket, which stays visible.
+    const float right = win_x1 + fs * 0.3f;
+    const float lx = right + lw <= ImGui::GetWindowPos().x + ImGui::GetWindowSize().x || win_x0 - lw - fs * 0.3f < 0.f
+                         ? right
+                         : win_x0 - lw - fs * 0.3f;
+    dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);
+    return;
+  }
   const float lx = std::max(win_x0, std::min(0.5f * (win_x0 + win_x1) - lw * 0.5f, win_x1 - lw));
   dl->AddRectFilled(ImVec2(lx, y - fs * 0.5f), ImVec2(lx + lw, y + fs * 0.6f), ImGui::GetColorU32(ImGuiCol_WindowBg));
   dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);

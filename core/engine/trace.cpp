@@ -103,6 +103,20 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
   head_pitch = rows_new * ld_new;
 }
 
+const char* stage_label(Stage s) {
+  switch (s) {
+    case Stage::Scores: return "scores q\xC2\xB7k\xE1\xB5\x80";      // q·kᵀ
+    case Stage::Scaled: return "scaled /\xE2\x88\x9A" "d";            // /√d
+    case Stage::Masked: return "masked";
+    case Stage::Probs: return "softmax";
+    case Stage::Q: return "Q";
+    case Stage::K: return "K";
+    case Stage::V: return "V";
+    case Stage::Out: return "head output";
+  }
+  return "?";
+}
+
 const char* stage_name(Stage s) {
   static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "masked", "probs", "out"};
   return names[static_cast<int>(s)];

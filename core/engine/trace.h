@@ -48,6 +48,7 @@ struct Tensor {
 enum class Stage { Q, K, V, Scores, Scaled, Masked, Probs, Out };
 constexpr int kStageCount = 8;
 const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
+const char* stage_label(Stage s);  // what people read: "scores q·kᵀ", "scaled /√d", "masked", "softmax", "Q", …, "head output"
 
 // Cells a causal mask hides: query i may not see key j > i.
 inline bool causally_masked(int64_t i, int64_t j) { return j > i; }

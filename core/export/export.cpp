@@ -225,7 +225,7 @@ std::string npy_bytes(const std::vector<MatrixView>& views, const std::vector<in
 
 std::string MatrixView::name() const {
   return "layer " + std::to_string(layer) + (kv_stage(stage) ? " · KV head " : " · head ") + std::to_string(head) +
-         " · " + stage_name(stage);
+         " · " + stage_label(stage);
 }
 
 Stage parse_stage(const std::string& s) {
@@ -324,11 +324,13 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
       throw Error("a CSV file holds one matrix: choose one --layer and one --head (or export a grid as .png, .svg or .npy)",
                   ErrorKind::Usage);
     const MatrixView& v = views.front();
+    // Headers carry the position: "3:t", so a repeated token stays distinguishable.
     std::string out = csv_field(square_stage(v.stage) ? "query \\ key" : "token \\ dim");
-    for (const auto& c : v.col_labels) out += "," + csv_field(c);
+    for (size_t c = 0; c < v.col_labels.size(); ++c)
+      out += "," + csv_field(square_stage(v.stage) ? std::to_string(c) + ":" + v.col_labels[c] : v.col_labels[c]);
     out += "\n";
     for (int i = 0; i < v.rows; ++i) {
-      out += csv_field(v.row_labels[static_cast<size_t>(i)]);
+      out += csv_field(std::to_string(i) + ":" + v.row_labels[static_cast<size_t>(i)]);
       for (int j = 0; j < v.cols; ++j) out += "," + fmt(v.values[static_cast<size_t>(i) * v.cols + j]);
       out += "\n";
     }
@@ -338,7 +340,7 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
   // one row of tiles per layer: every head of it side by side
   const int per_row = o.head < 0 ? static_cast<int>(views.size()) / (o.layer < 0 ? static_cast<int>(tr.layers.size()) : 1) : 1;
   const std::string title = m.name + " · " + (views.size() == 1 ? views.front().name()
-                                                                 : std::string(stage_name(o.stage)) +
+                                                                 : std::string(stage_label(o.stage)) +
                                                                        (o.layer < 0 ? " · all layers" : " · layer " + std::to_string(o.layer)) +
                                                                        (o.head < 0 ? " · all heads" : " · head " + std::to_string(o.head)));
   return render_views(views, title, per_row, cm, o.cell_px, f);
