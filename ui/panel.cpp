@@ -22,7 +22,9 @@ void Panel::draw(FrameContext& ctx) {
   window_rect_ = ImVec4(ImGui::GetWindowPos().x, ImGui::GetWindowPos().y, ImGui::GetWindowSize().x, ImGui::GetWindowSize().y);
   if (visible) {
     if (needs_trace() && !ctx.has_trace()) {
-      ImGui::TextDisabled("%s", ctx.snap.error.empty() ? "computing…" : "no result yet (see the error in Text & model)");
+      if (!ctx.snap.error.empty()) ImGui::TextDisabled("no result yet (see the error in Text & model)");
+      else if (ctx.busy_s >= 0.0) ImGui::TextDisabled("%s (%.1f s)", ctx.model ? "computing\xE2\x80\xA6" : "loading the model\xE2\x80\xA6", ctx.busy_s);
+      else ImGui::TextDisabled("computing\xE2\x80\xA6");
     } else {
       // A result older than what was asked for, while the new one computes: greyed.
       const bool grey = needs_trace() && ctx.stale();
