@@ -27,11 +27,7 @@ namespace {
 using nlohmann::json;
 const std::string kData = ATTNVIZ_TOKENIZER_TEST_DATA;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return json::parse(in);
-}
+using test::read_json;
 
 // A Hugging Face tokenizer.json as llama.cpp's converter would store it in a GGUF file.
 GgufTokenizerData from_hf(const json& j, const std::string& model, const std::string& pre) {

@@ -24,11 +24,7 @@ using nlohmann::json;
 
 const std::string kData = ATTNVIZ_TOKENIZER_TEST_DATA;
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return json::parse(in);
-}
+using test::read_json;
 
 // A tokenizer of variants.json: its base file with the listed keys set.
 json variant_json(const std::string& name) {

@@ -117,4 +117,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
+nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
 }  // namespace attnviz::test

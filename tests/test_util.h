@@ -1,5 +1,6 @@
 // Helpers shared by the tests: temporary directories, random models, tensor comparison.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ std::string compare_traces(const Trace& a, const Trace& ref, double tol);
 std::vector<int> random_ids(int n, int vocab, unsigned seed);
 
 std::string read_file(const std::string& path);
+// The JSON file at `path`, parsed (std::runtime_error when it cannot be read).
+nlohmann::json read_json(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
 
 }  // namespace attnviz::test

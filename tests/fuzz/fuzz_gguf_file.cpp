@@ -10,11 +10,8 @@
 #include "tests/fuzz/fuzz_target.h"
 
 ATTNVIZ_FUZZ_TARGET(gguf_file) {
-  const std::string path = attnviz::fuzz::scratch_dir() + "/input.gguf";
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return;
-  if (size) std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  const std::string path = attnviz::fuzz::write_scratch_file("input.gguf", data, size);
+  if (path.empty()) return;
   try {
     const attnviz::GgufFile g = attnviz::GgufFile::open(path);
     if (const auto t = attnviz::read_gguf_tokenizer(g); t && attnviz::gguf_tokenizer_unsupported(*t).empty()) {

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -23,6 +24,15 @@ bool register_target(const char* name, TargetFn fn) {
 TargetFn find_target(const std::string& name) {
   const auto it = registry().find(name);
   return it == registry().end() ? nullptr : it->second;
+}
+
+std::string write_scratch_file(const char* name, const uint8_t* data, size_t size) {
+  const std::string path = scratch_dir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return "";
+  if (size) std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  return path;
 }
 
 const std::string& scratch_dir() {

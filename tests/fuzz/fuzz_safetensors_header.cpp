@@ -9,11 +9,8 @@
 #include "tests/fuzz/fuzz_target.h"
 
 ATTNVIZ_FUZZ_TARGET(safetensors_header) {
-  const std::string path = attnviz::fuzz::scratch_dir() + "/input.safetensors";
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return;
-  if (size) std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  const std::string path = attnviz::fuzz::write_scratch_file("input.safetensors", data, size);
+  if (path.empty()) return;
   try {
     const auto st = attnviz::SafetensorsFile::open(path);
     for (const auto& t : st.tensors()) {

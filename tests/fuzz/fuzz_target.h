@@ -21,6 +21,9 @@ bool register_target(const char* name, TargetFn fn);
 TargetFn find_target(const std::string& name);
 // A scratch directory for this process (created once, removed at exit).
 const std::string& scratch_dir();
+// Writes the input as scratch_dir()/name and returns the path ("" when it cannot be written),
+// for targets that open files.
+std::string write_scratch_file(const char* name, const uint8_t* data, size_t size);
 
 }  // namespace attnviz::fuzz
 
