@@ -214,36 +214,31 @@ TEST(HfTokenizer, IgnoreMergesTakesWholeWords) {
 }
 
 TEST(HfTokenizer, BadFilesNameFileAndPart) {
-  json j = tiny();
-  j["model"]["type"] = "Unigram";
-  expect_error(j, {"model", "Unigram"});
-  j = tiny();
-  j["normalizer"] = {{"type", "BertNormalizer"}};
-  expect_error(j, {"normalizer", "BertNormalizer"});
-  j = tiny();
-  j["pre_tokenizer"] = {{"type", "Whitespace"}};
-  expect_error(j, {"pre_tokenizer", "Whitespace"});
-  j = tiny();
-  j["decoder"] = {{"type", "WordPiece"}};
-  expect_error(j, {"decoder", "WordPiece"});
-  j = tiny();
-  j["post_processor"] = {{"type", "RobertaProcessing"}};
-  expect_error(j, {"post_processor", "RobertaProcessing"});
-  j = tiny();
-  j["model"]["merges"] = {"a c"};
-  expect_error(j, {"merges[0]", "\"c\""});
-  j = tiny();
-  j["model"]["merges"] = {"b a"};
-  expect_error(j, {"merges[0]", "\"ba\""});
-  j = tiny();
-  j["model"]["vocab"]["c"] = 1;
-  expect_error(j, {"id 1", "\"b\"", "\"c\""});
-  j = tiny();
-  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "(\\p{L}+"}, "behavior": "Isolated"})");
-  expect_error(j, {"pre_tokenizer", "regex", "(\\p{L}+"});
-  j = tiny();
-  j["model"]["unk_token"] = "<unk>";
-  expect_error(j, {"unk_token", "<unk>"});
+  // Each case: a JSON pointer into tiny(), the value put there, what the message must name.
+  struct Case {
+    const char* where;
+    json value;
+    std::vector<std::string> expect;
+  };
+  const Case cases[] = {
+      {"/model/type", "Unigram", {"model", "Unigram"}},
+      {"/normalizer", {{"type", "BertNormalizer"}}, {"normalizer", "BertNormalizer"}},
+      {"/pre_tokenizer", {{"type", "Whitespace"}}, {"pre_tokenizer", "Whitespace"}},
+      {"/decoder", {{"type", "WordPiece"}}, {"decoder", "WordPiece"}},
+      {"/post_processor", {{"type", "RobertaProcessing"}}, {"post_processor", "RobertaProcessing"}},
+      {"/model/merges", json::array({"a c"}), {"merges[0]", "\"c\""}},
+      {"/model/merges", json::array({"b a"}), {"merges[0]", "\"ba\""}},
+      {"/model/vocab/c", 1, {"id 1", "\"b\"", "\"c\""}},
+      {"/pre_tokenizer",
+       json::parse(R"({"type": "Split", "pattern": {"Regex": "(\\p{L}+"}, "behavior": "Isolated"})"),
+       {"pre_tokenizer", "regex", "(\\p{L}+"}},
+      {"/model/unk_token", "<unk>", {"unk_token", "<unk>"}},
+  };
+  for (const Case& c : cases) {
+    json j = tiny();
+    j[json::json_pointer(c.where)] = c.value;
+    expect_error(j, c.expect);
+  }
 }
 
 TEST(HfTokenizer, LoadTokenizerPicksTheFile) {

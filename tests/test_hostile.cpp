@@ -55,14 +55,7 @@ std::string model_with_config(const std::string& tag, const std::function<void(n
   return dir;
 }
 
-std::string error_of_load(const std::string& dir) {
-  try {
-    load_model(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of_load(const std::string& dir) { return test::load_error(dir); }
 
 // --- sizes
 

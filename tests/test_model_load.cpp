@@ -36,14 +36,7 @@ void edit_config(const std::string& dir, const std::function<void(nlohmann::json
   test::write_bytes(dir + "/config.json", j.dump());
 }
 
-std::string load_error(const std::string& spec) {
-  try {
-    load_model(spec);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::load_error;
 
 TEST(ModelLoad, LlamaGqaLoadsWithTransposedShapes) {
   const auto c = test::small_config("llama", 2, 32, 4, 2, 50, 16);

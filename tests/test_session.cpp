@@ -18,15 +18,7 @@
 namespace attnviz {
 namespace {
 
-std::string write_corpus(const std::string& dir) {
-  std::string text;
-  const char* words[] = {"cat", "dog", "bird", "fish"};
-  std::mt19937 r(7);
-  for (int i = 0; i < 300; ++i) text += std::string("a ") + words[r() % 4] + " sat on the mat. ";
-  const std::string path = dir + "/corpus.txt";
-  test::write_bytes(path, text);
-  return path;
-}
+std::string write_corpus(const std::string& dir) { return test::write_sentence_corpus(dir, "a", 300, 7); }
 
 TrainOptions tiny(const std::string& corpus, int steps) {
   TrainOptions o;

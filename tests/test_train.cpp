@@ -343,16 +343,8 @@ TEST(Optimizer, AdamWFirstStepAndDecoupledDecay) {
 // ---------------------------------------------------------------------------------------
 // Training end to end: loss falls, checkpoints reload, resume continues exactly.
 
-std::string write_corpus(const std::string& dir) {
-  // A small, learnable text: repeated sentences with a few variations.
-  std::string text;
-  const char* words[] = {"cat", "dog", "bird", "fish"};
-  std::mt19937 r(4);
-  for (int i = 0; i < 400; ++i) text += std::string("the ") + words[r() % 4] + " sat on the mat. ";
-  const std::string path = dir + "/corpus.txt";
-  test::write_bytes(path, text);
-  return path;
-}
+// A small, learnable text: repeated sentences with a few variations.
+std::string write_corpus(const std::string& dir) { return test::write_sentence_corpus(dir, "the", 400, 4); }
 
 TrainOptions small_run(const std::string& arch, const std::string& corpus, const std::string& out) {
   TrainOptions o;

@@ -10,6 +10,7 @@
 
 #include "core/export/dump.h"
 #include "core/error.h"
+#include "core/model/model.h"
 #include "core/model/random_model.h"
 
 namespace attnviz::test {
@@ -118,5 +119,24 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+std::string write_sentence_corpus(const std::string& dir, const std::string& first, int n, unsigned seed) {
+  std::string text;
+  const char* words[] = {"cat", "dog", "bird", "fish"};
+  std::mt19937 r(seed);
+  for (int i = 0; i < n; ++i) text += first + " " + words[r() % 4] + " sat on the mat. ";
+  const std::string path = dir + "/corpus.txt";
+  write_bytes(path, text);
+  return path;
+}
+
+std::string load_error(const std::string& spec) {
+  try {
+    load_model(spec);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace attnviz::test

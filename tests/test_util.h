@@ -30,6 +30,11 @@ std::string compare_traces(const Trace& a, const Trace& ref, double tol);
 std::vector<int> random_ids(int n, int vocab, unsigned seed);
 
 std::string read_file(const std::string& path);
+// DIR/corpus.txt: `n` sentences "<first> cat|dog|bird|fish sat on the mat. " (the animal
+// drawn with `seed`), a small learnable training text; returns its path.
+std::string write_sentence_corpus(const std::string& dir, const std::string& first, int n, unsigned seed);
+// The message of the attnviz::Error that load_model(spec) throws ("" when it loads).
+std::string load_error(const std::string& spec);
 // The JSON file at `path`, parsed (std::runtime_error when it cannot be read).
 nlohmann::json read_json(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
