@@ -53,6 +53,18 @@ assert j["rects"]["head_grid"][2] == 0, "the head grid should be folded away"
 ' "$work/present-$size.png.json" "$size"
 done
 
+# The guided lesson opened at step 5 (exp and the row sum): the heatmap shows the masked
+# scores, row i = the last token is outlined, and the panels are drawn.
+check "lesson runs" env ATTNVIZ_LESSON_STEP=5 xvfb-run -a -s "-screen 0 1920x1200x24" "$app" --screenshot "$work/lesson.png" \
+  --frames 5 --layer 1 --head 4 --text "The cat sat on the mat. The cat sat on the mat."
+check "lesson pixels" "$checker" "$work/lesson.png"
+check "lesson state" /usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["lesson"]["open"] and j["lesson"]["row"] == j["T"] - 1 and 0 <= j["lesson"]["col"] <= j["lesson"]["row"], j["lesson"]
+assert j["stage"] == "masked", j["stage"]
+' "$work/lesson.png.json"
+
 # Text longer than block_size: the window slides, tokens drop.
 check "small block_size" xrun "$app" --screenshot "$work/window.png" --frames 3 --block-size 8 --stage masked \
   --text "to be or not to be"

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "ui/head_stats_panel.h"
 #include "ui/heatmap_panel.h"
 #include "ui/importance_panel.h"
+#include "ui/lesson_panel.h"
 #include "ui/model_panel.h"
 #include "ui/next_token_panel.h"
 #include "ui/status_bar.h"
@@ -84,12 +86,14 @@ App::App(const AppOptions& opt) : opt_(opt) {
   status_ = std::make_unique<StatusBar>();
   importance_ = std::make_unique<ImportancePanel>();
   stats_ = std::make_unique<HeadStatsPanel>();
+  lesson_ = std::make_unique<LessonPanel>();
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get(),
-             training_.get(), importance_.get(), stats_.get()};
+             training_.get(), importance_.get(), stats_.get(), lesson_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end() && p != status_.get()) *p->p_open() = it->second;
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
+  if (const char* step = std::getenv("ATTNVIZ_LESSON_STEP"); step && *step) lesson_->open_at(std::atoi(step) - 1);
   snap_ = worker_.latest();
   post_if_changed();
   first_serial_ = 1;  // the first post() gets serial 1
@@ -220,6 +224,7 @@ void App::layout(bool force) {
     tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
     heatmap_->place(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
     training_->place(ImVec2(0, top), ImVec2(std::max(plw, fs * 28.f), body), force);
+    lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(std::max(plw, fs * 30.f), body - std::round(body * 0.45f)), force);
     return;
   }
   const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
@@ -242,6 +247,7 @@ void App::layout(bool force) {
   // head grid stay in view while the model learns.
   const float train_top = top + std::round(body * text_share);
   training_->place(ImVec2(0, train_top), ImVec2(std::max(lw, fs * 28.f), bottom - train_top), force);
+  lesson_->place(ImVec2(0, train_top), ImVec2(lw, bottom - train_top), force);
 }
 
 void App::menu_bar() {
@@ -265,6 +271,7 @@ void App::menu_bar() {
   }
   if (ImGui::BeginMenu("Help")) {
     ImGui::MenuItem("Keyboard shortcuts", "F1", &show_help_);
+    if (ImGui::MenuItem("Guided lesson", "F3", lesson_->open())) *lesson_->p_open() = !lesson_->open();
     ImGui::EndMenu();
   }
   // Where we are, on the right of the menu bar.
@@ -297,6 +304,7 @@ void App::help_window() {
         {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
         {"Ctrl+wheel", "zoom the heatmap"},
         {"F2", "presentation mode (large fonts, high contrast, the heatmap large)"},
+        {"F3", "the guided lesson: q\xC2\xB7k, \xC3\xB7\xE2\x88\x9A" "d, the mask, softmax, \xCE\xA3 p\xC2\xB7v, GQA, block_size, the KV cache, step by step on your text"},
         {"F4", "presenting: show or fold the other panels"},
         {"F5", "reset the layout"},
         {"Esc", "leave the text box"},
@@ -330,6 +338,7 @@ void App::shortcuts() {
     force_layout_ = true;
   }
   if (pressed(GLFW_KEY_F5)) force_layout_ = true;
+  if (pressed(GLFW_KEY_F3)) *lesson_->p_open() = !lesson_->open();
   if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
   if (!snap_->model) return;
   const ModelDims dims = ModelDims::of(snap_->model->config);
@@ -394,6 +403,7 @@ void App::frame() {
   force_layout_ = false;
   for (Panel* p : panels_)
     if (!folded(p)) p->draw(ctx);
+  if (!lesson_->open()) state_.lesson.active = false;  // no outline once the lesson is closed
   help_window();
   shown_serial_ = snap.trace_serial;
   shown_request_ = snap.request_serial;
@@ -413,6 +423,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
   j["rects"]["heatmap_window"] = rect(heatmap_->window_rect());
   j["presentation"] = state_.presentation;
+  j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};
   j["window"] = {std::lround(ImGui::GetIO().DisplaySize.x * sx), std::lround(ImGui::GetIO().DisplaySize.y * sy)};
   j["ablate"] = state_.ablation.to_string();
   j["model"] = snap.model ? snap.model->name : state_.model_spec;

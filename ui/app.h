@@ -29,6 +29,7 @@ class ModelPanel;
 class TrainingPanel;
 class ImportancePanel;
 class HeadStatsPanel;
+class LessonPanel;
 class StatusBar;
 
 struct AppOptions {
@@ -147,6 +148,7 @@ class App {
   std::unique_ptr<StatusBar> status_;
   std::unique_ptr<ImportancePanel> importance_;
   std::unique_ptr<HeadStatsPanel> stats_;
+  std::unique_ptr<LessonPanel> lesson_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

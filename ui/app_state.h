@@ -59,6 +59,12 @@ struct AppState {
   float cell_px = 0.f;  // heatmap zoom: pixels per cell; 0 = fit the panel
   Colormap probs_colormap = Colormap::Viridis;
   bool presentation = false;  // large fonts, high-contrast theme
+
+  // The guided lesson's row i and key j, outlined in the heatmap while the lesson is open.
+  struct LessonFocus {
+    bool active = false;
+    int row = -1, col = -1;
+  } lesson;
 };
 
 // Clamps layer, head, kv_group and block_size into the model's ranges (after a model

@@ -268,6 +268,15 @@ void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, boo
       dl->AddRect(ImVec2(x, m.p0.y - 1), ImVec2(x + m.cell, m.p0.y + m.img.y + 1), hl, 0.f, 0, th);
     }
   }
+  if (s.lesson.active && s.lesson.row >= 0 && s.lesson.row < m.rows) {  // the guided lesson's row i and cell (i, j)
+    const ImU32 lc = IM_COL32(80, 220, 255, 255);
+    const float y = m.p0.y + static_cast<float>(s.lesson.row) * m.cell;
+    dl->AddRect(ImVec2(m.p0.x - 2, y - 1), ImVec2(m.p0.x + m.img.x + 2, y + m.cell + 1), lc, 0.f, 0, th);
+    if (m.square && s.lesson.col >= 0 && s.lesson.col < m.cols) {
+      const ImVec2 c0 = m.p0 + ImVec2(static_cast<float>(s.lesson.col) * m.cell, y - m.p0.y);
+      dl->AddRect(c0 - ImVec2(th, th), c0 + ImVec2(m.cell + th, m.cell + th), lc, 0.f, 0, th * 2.f);
+    }
+  }
   if (!hovered) return;
   const ImVec2 mouse = ImGui::GetIO().MousePos - m.p0;
   const int i = std::clamp(static_cast<int>(mouse.y / m.cell), 0, m.rows - 1);

@@ -1,0 +1,122 @@
+// The guided lesson: both shipped lesson files (English, Chinese) have the same steps and
+// fill every placeholder; each step's numbers for a row of a real trace equal what the
+// engine recorded (its own kernels: scores, softmax, head output) within a stated
+// tolerance; malformed lesson files are errors naming the file and the step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/engine/backend.h"
+#include "core/engine/engine.h"
+#include "core/error.h"
+#include "core/model/model.h"
+#include "tests/test_util.h"
+#include "ui/lesson.h"
+
+namespace attnviz::ui {
+namespace {
+
+// A trace of the built-in GQA model (8 query heads, 2 KV heads) on a repeated sentence.
+struct Run {
+  std::shared_ptr<const Model> model = load_model("builtin:fortunes-en");
+  Engine engine{model, make_cpu_backend()};
+  const Trace& trace = engine.run_text("The cat sat on the mat. The cat sat on the mat.");
+};
+const Run& run() {
+  static const Run r;
+  return r;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-6); }
+
+TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
+  const std::string en = lesson_file("en"), zh = lesson_file("zh");
+  ASSERT_FALSE(en.empty());
+  ASSERT_FALSE(zh.empty());
+  const Lesson a = load_lesson(en), b = load_lesson(zh);
+  ASSERT_EQ(a.steps.size(), 10u);
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  const Trace& tr = run().trace;
+  const ModelConfig& c = run().model->config;
+  const RowNumbers n = row_numbers(tr, c, 1, 5, tr.T() - 1, 3);
+  for (size_t k = 0; k < a.steps.size(); ++k) {
+    EXPECT_EQ(a.steps[k].id, b.steps[k].id);
+    EXPECT_EQ(a.steps[k].stage, b.steps[k].stage) << a.steps[k].id;
+    EXPECT_EQ(a.steps[k].show, b.steps[k].show) << a.steps[k].id;
+    for (const Lesson* l : {&a, &b}) {  // walk every step: no placeholder left unfilled
+      const std::string text = fill_placeholders(l->steps[k].title + l->steps[k].body, n);
+      EXPECT_EQ(text.find('{'), std::string::npos) << l->language << " " << l->steps[k].id << ": " << text;
+    }
+  }
+  // The steps the issue names, in order.
+  const char* want[] = {"qk", "dot", "scale", "mask", "exp", "softmax", "weighted_v", "gqa", "window", "kv_cache"};
+  for (size_t k = 0; k < 10; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
+  EXPECT_NE(fill_placeholders("{score} and {shared_heads}", n).find(", "), std::string::npos);
+}
+
+// The lesson's plain loops against the engine's kernels, for several rows, keys and heads:
+// q·k against `scores` (1e-4 relative), the softmax weights against `probs` (1e-5 absolute),
+// Σ p·v against the head output `out` (1e-4 relative to the row's largest value).
+TEST(Lesson, RowNumbersMatchTheRecordedTrace) {
+  const Trace& tr = run().trace;
+  const ModelConfig& c = run().model->config;
+  for (int layer : {0, 1})
+    for (int head : {0, 3, 4, 7})
+      for (int i : {0, 5, tr.T() - 1}) {
+        const int j = i / 2;
+        const RowNumbers n = row_numbers(tr, c, layer, head, i, j);
+        const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
+        EXPECT_EQ(n.kv_head, c.kv_head_of(head));
+        EXPECT_LT(rel(n.score, lt.scores.at(head, i, j)), 1e-4) << layer << "," << head << "," << i;
+        EXPECT_NEAR(n.scaled, n.score / std::sqrt(static_cast<double>(c.head_size)), 1e-9);
+        EXPECT_EQ(n.masked_count, tr.T() - 1 - i);
+        double sum = 0.0, out_max = 0.0;
+        for (int jj = 0; jj <= i; ++jj) {
+          EXPECT_NEAR(n.weights[static_cast<size_t>(jj)], lt.probs.at(head, i, jj), 1e-5);
+          sum += n.weights[static_cast<size_t>(jj)];
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-9);
+        EXPECT_NEAR(n.row_sum * n.weights[static_cast<size_t>(j)], n.exp_row[static_cast<size_t>(j)], 1e-9);
+        for (int x = 0; x < c.head_size; ++x)
+          out_max = std::max(out_max, std::abs(static_cast<double>(lt.out.at(head, i, x))));
+        for (int x = 0; x < c.head_size; ++x)
+          EXPECT_LT(std::abs(n.out_i[static_cast<size_t>(x)] - lt.out.at(head, i, x)), 1e-4 * std::max(out_max, 1e-6));
+      }
+  const RowNumbers n = row_numbers(tr, c, 0, 5, 2, 1);
+  EXPECT_EQ(n.shared_heads, (std::vector<int>{4, 5, 6, 7}));  // h / (8 / 2) = 1
+  EXPECT_EQ(n.kv_cache_floats, 2LL * c.n_layer * tr.T() * c.n_kv_head * c.head_size);
+  EXPECT_THROW(row_numbers(tr, c, 0, 0, 3, 4), Error);  // the key after the row is masked
+  EXPECT_THROW(row_numbers(tr, c, 2, 0, 3, 1), Error);  // no layer 2
+}
+
+TEST(Lesson, MalformedFilesNameTheFileAndTheStep) {
+  const std::string dir = test::temp_dir("lesson");
+  const std::string ok = R"({"id": "dot", "title": "t", "body": "b {score}", "stage": "scores", "show": "dot"})";
+  const std::pair<std::string, std::string> cases[] = {
+      {"{ not json", "not valid JSON"},
+      {R"({"steps": []})", "at least one step"},
+      {R"({"steps": [)" + ok + R"(, {"id": "x", "body": "b"}]})", "step 2 (x): \"title\" must be a non-empty string"},
+      {R"({"steps": [{"id": "x", "title": "t", "body": "b", "stage": "softmax"}]})",
+       "step 1 (x): unknown stage 'softmax'"},
+      {R"({"steps": [{"id": "x", "title": "t", "body": "{nope}"}]})", "step 1 (x): unknown placeholder {nope}"},
+      {R"({"steps": [{"id": "x", "title": "t", "body": "b", "show": "pie"}]})", "step 1 (x): unknown \"show\" 'pie'"},
+      {R"({"steps": [)" + ok + "," + ok + "]}", "step 2 (dot): the id 'dot' is used twice"},
+  };
+  int k = 0;
+  for (const auto& [text, expect] : cases) {
+    const std::string path = dir + "/lesson." + std::to_string(k++) + ".json";
+    test::write_bytes(path, text);
+    try {
+      load_lesson(path);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+  test::write_bytes(dir + "/good.json", R"({"language": "test", "steps": [)" + ok + "]}");
+  EXPECT_EQ(load_lesson(dir + "/good.json").steps.size(), 1u);
+}
+
+}  // namespace
+}  // namespace attnviz::ui

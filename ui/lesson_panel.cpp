@@ -1,0 +1,197 @@
+#include "ui/lesson_panel.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "ui/fonts.h"
+
+namespace attnviz::ui {
+
+LessonPanel::LessonPanel() : Panel("Guided lesson", false) {
+  files_ = lesson_files();
+  for (const std::string& f : files_) {  // the language each file names, English first
+    try {
+      names_.push_back(load_lesson(f).language);
+    } catch (const std::exception&) {
+      names_.push_back(f);
+    }
+  }
+  for (size_t k = 0; k < files_.size(); ++k)
+    if (files_[k].size() >= 8 && files_[k].compare(files_[k].size() - 8, 8, ".en.json") == 0) file_ = k;
+  if (!files_.empty())
+    load(file_);
+  else
+    error_ = "no lesson files found (assets/lesson/lesson.*.json next to the program)";
+}
+
+void LessonPanel::open_at(int index) {
+  *p_open() = true;
+  step_ = std::max(0, index);
+  shown_step_ = -1;
+}
+
+void LessonPanel::load(size_t file_index) {
+  file_ = file_index;
+  try {
+    lesson_ = load_lesson(files_[file_]);
+    error_.clear();
+  } catch (const std::exception& e) {
+    lesson_ = Lesson();
+    error_ = e.what();
+  }
+}
+
+void LessonPanel::draw_header(FrameContext& ctx) {
+  const int n = static_cast<int>(lesson_.steps.size());
+  if (ImGui::Button("\xE2\x97\x80 Back") && step_ > 0) --step_;
+  ImGui::SameLine();
+  if (ImGui::Button("Next \xE2\x96\xB6") && step_ + 1 < n) ++step_;
+  ImGui::SameLine();
+  ImGui::Text("step %d of %d", step_ + 1, n);
+  if (!names_.empty()) {
+    ImGui::SameLine();
+    ImGui::PushItemWidth(ImGui::GetFontSize() * 6.f);
+    if (ImGui::BeginCombo("##lang", names_[file_].c_str())) {
+      for (size_t k = 0; k < names_.size(); ++k)
+        if (ImGui::Selectable(names_[k].c_str(), k == file_)) load(k);
+      ImGui::EndCombo();
+    }
+    ImGui::PopItemWidth();
+  }
+  // Row i and key j ≤ i.
+  const int T = ctx.trace.T();
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 8.f);
+  ImGui::SliderInt("row i", &row_, 0, T - 1);
+  ImGui::SameLine();
+  ImGui::SliderInt("key j", &key_, 0, row_);
+  ImGui::PopItemWidth();
+  row_ = std::clamp(row_, 0, T - 1);
+  key_ = std::clamp(key_, 0, row_);
+}
+
+void LessonPanel::draw_content(FrameContext& ctx) {
+  AppState& s = ctx.state;
+  if (!error_.empty()) {
+    ImGui::TextWrapped("%s", error_.c_str());
+    return;
+  }
+  if (lesson_.steps.empty()) return;
+  step_ = std::clamp(step_, 0, static_cast<int>(lesson_.steps.size()) - 1);
+  const ModelConfig& c = ctx.model->config;
+  const int T = ctx.trace.T();
+  if (ctx.snap.trace_serial != trace_serial_ || row_ < 0 || row_ >= T) {
+    // A new result: the last row, and the key it attends to most in this head.
+    trace_serial_ = ctx.snap.trace_serial;
+    row_ = T - 1;
+    const RowNumbers n = row_numbers(ctx.trace, c, s.layer, s.head, row_, 0);
+    key_ = static_cast<int>(std::max_element(n.weights.begin(), n.weights.end()) - n.weights.begin());
+  }
+  draw_header(ctx);
+  const LessonStep& step = lesson_.steps[static_cast<size_t>(step_)];
+  if (shown_step_ != step_) {  // a new step shows its stage; the tabs stay free to click after
+    s.stage = step.stage;
+    shown_step_ = step_;
+  }
+  RowNumbers n;
+  try {
+    n = row_numbers(ctx.trace, c, s.layer, s.head, row_, key_);
+  } catch (const Error& e) {
+    ImGui::TextWrapped("%s", e.what());
+    return;
+  }
+  s.lesson.active = true;
+  s.lesson.row = row_;
+  s.lesson.col = key_;
+  ImGui::Separator();
+  if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
+  ImGui::TextWrapped("%s", fill_placeholders(step.title, n).c_str());
+  if (ctx.fonts.big) ImGui::PopFont();
+  ImGui::TextWrapped("%s", fill_placeholders(step.body, n).c_str());
+  ImGui::Separator();
+  draw_numbers(step, n, ctx);
+}
+
+namespace {
+// "a, b, c, …" of the first `most` values.
+template <class V>
+std::string list(const V& v, size_t most) {
+  std::string s;
+  char b[32];
+  for (size_t k = 0; k < v.size() && k < most; ++k) {
+    std::snprintf(b, sizeof b, "%s%+.3f", k ? ", " : "", static_cast<double>(v[k]));
+    s += b;
+  }
+  if (v.size() > most) s += ", \xE2\x80\xA6";
+  return s;
+}
+}  // namespace
+
+void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, FrameContext& ctx) {
+  const ImVec4 hi(1.f, 0.85f, 0.3f, 1.f);
+  const std::string& k = step.show;
+  auto tok = [&](int p) { return chip_label_in_window(ctx.snap.labels, ctx.trace, p, ctx.model); };
+  if (k == "qk" || k == "dot") {
+    ImGui::Text("q_%d ('%s') = [%s]", n.i, tok(n.i).c_str(), list(n.q_i, 6).c_str());
+    ImGui::Text("k_%d ('%s') = [%s]", n.j, tok(n.j).c_str(), list(n.k_j, 6).c_str());
+    if (k == "dot") {
+      std::string terms;
+      char b[64];
+      for (int x = 0; x < n.d && x < 3; ++x) {
+        std::snprintf(b, sizeof b, "%s(%+.3f)(%+.3f)", x ? " + " : "", n.q_i[static_cast<size_t>(x)],
+                      n.k_j[static_cast<size_t>(x)]);
+        terms += b;
+      }
+      ImGui::TextColored(hi, "q\xC2\xB7k = %s + \xE2\x80\xA6 = %.4f", terms.c_str(), n.score);
+    }
+  } else if (k == "scale") {
+    ImGui::TextColored(hi, "%.4f \xC3\xB7 \xE2\x88\x9A%d = %.4f \xC3\xB7 %.4f = %.4f", n.score, n.d, n.score, n.sqrt_d,
+                       n.scaled);
+  } else if (k == "mask") {
+    ImGui::Text(
+        "row %d: keys 0 \xE2\x80\xA6 %d kept, keys %d \xE2\x80\xA6 %d \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (%d "
+        "masked)",
+        n.i, n.i, n.i + 1, n.T - 1, n.masked_count);
+  } else if (k == "exp" || k == "softmax") {
+    if (ImGui::BeginTable("row", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableSetupColumn("key j");
+      ImGui::TableSetupColumn(
+          "q\xC2\xB7k/\xE2\x88\x9A"
+          "d");
+      ImGui::TableSetupColumn("exp(x \xE2\x88\x92 max)");
+      ImGui::TableSetupColumn("weight");
+      ImGui::TableHeadersRow();
+      // The keys in order, up to 8 around the chosen one.
+      const int first = std::max(0, std::min(n.j - 3, n.i - 7));
+      for (int jj = first; jj <= n.i && jj < first + 8; ++jj) {
+        const size_t u = static_cast<size_t>(jj);
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        if (jj == n.j)
+          ImGui::TextColored(hi, "%d '%s'", jj, tok(jj).c_str());
+        else
+          ImGui::Text("%d '%s'", jj, tok(jj).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%+.4f", n.scaled_row[u]);
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", n.exp_row[u]);
+        ImGui::TableNextColumn();
+        ImGui::Text("%.4f", n.weights[u]);
+      }
+      ImGui::EndTable();
+    }
+    ImGui::Text("row max %.4f   \xCE\xA3 exp = %.4f   \xCE\xA3 weights = 1", n.row_max, n.row_sum);
+  } else if (k == "weighted_v") {
+    ImGui::TextColored(hi, "out_%d = [%s]", n.i, list(n.out_i, 6).c_str());
+  } else if (k == "gqa") {
+    ImGui::Text("query head %d \xE2\x86\x92 KV head %d = %d \xC3\xB7 %d; heads sharing it: %s", n.head, n.kv_head,
+                n.head, n.group, fill_placeholders("{shared_heads}", n).c_str());
+  } else if (k == "window") {
+    ImGui::Text("T = %d of block_size %d, dropped %d", n.T, n.block_size, n.dropped);
+  } else if (k == "kv_cache") {
+    ImGui::Text("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head, n.d,
+                n.kv_cache_floats);
+  }
+}
+
+}  // namespace attnviz::ui
