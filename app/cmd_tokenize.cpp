@@ -8,8 +8,8 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/model/config.h"
-#include "core/model/paths.h"
 #include "core/model/gguf.h"
+#include "core/model/paths.h"
 #include "core/tokenize/hf_tokenizer.h"
 #include "core/tokenize/labels.h"
 
@@ -17,18 +17,26 @@ namespace attnviz {
 
 namespace {
 
+// The tokenizer in a GGUF file's metadata, read without loading any weights (so a
+// vocabulary-only GGUF file works too).
+std::unique_ptr<Tokenizer> gguf_file_tokenizer(const std::string& spec) {
+  const GgufFile f = GgufFile::open(spec);
+  const auto data = read_gguf_tokenizer(f);
+  if (!data)
+    throw Error("GGUF file '" + spec +
+                "' has no tokenizer (tokenizer.ggml.tokens)\n  HINT: pass a tokenizer file with --tokenizer FILE.");
+  if (const std::string why = gguf_tokenizer_unsupported(*data); !why.empty())
+    throw Error("model '" + spec + "': text cannot be encoded: " + why +
+                "\n  HINT: pass token ids with --tokens 1,2,3 to the other subcommands.");
+  return make_gguf_tokenizer(*data, "GGUF file '" + spec + "'");
+}
+
 // The tokenizer of a model directory (or builtin:NAME), checked against its config.json, or
-// the one in a GGUF file's metadata (read without loading the weights).
+// the one in a GGUF file's metadata.
 std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string* file) {
   if (looks_like_gguf(spec)) {
     *file = spec;
-    const GgufFile f = GgufFile::open(spec);
-    const auto data = read_gguf_tokenizer(f);
-    if (!data)
-      throw Error("GGUF file '" + spec + "' has no tokenizer (tokenizer.ggml.tokens)\n  HINT: pass a tokenizer file with --tokenizer FILE.");
-    if (const std::string why = gguf_tokenizer_unsupported(*data); !why.empty())
-      throw Error("model '" + spec + "': text cannot be encoded: " + why + "\n  HINT: pass token ids with --tokens 1,2,3 to the other subcommands.");
-    return make_gguf_tokenizer(*data, "GGUF file '" + spec + "'");
+    return gguf_file_tokenizer(spec);
   }
   const std::string dir = resolve_model_dir(spec);
   *file = tokenizer_file_in(dir);
@@ -57,9 +65,14 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
     bool no_special = false, json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("tokenize", "Text to token ids and readable pieces, as Hugging Face's tokenizer gives them");
-  auto* m = cmd->add_option("--model", o->model, "model directory, FILE.gguf or builtin:NAME (its tokenizer.json, tokenizer.model or GGUF tokenizer)");
-  auto* t = cmd->add_option("--tokenizer", o->tokenizer, "a tokenizer.json (Hugging Face or attnviz's char format) or tokenizer.model (SentencePiece)");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Text to token ids and readable pieces, as Hugging Face's tokenizer gives them");
+  auto* m = cmd->add_option(
+      "--model", o->model,
+      "model directory, FILE.gguf or builtin:NAME (its tokenizer.json, tokenizer.model or GGUF tokenizer)");
+  auto* t = cmd->add_option("--tokenizer", o->tokenizer,
+                            "a tokenizer.json (Hugging Face or attnviz's char format), tokenizer.model (SentencePiece) "
+                            "or FILE.gguf (its tokenizer metadata)");
   m->excludes(t);
   auto* tx = cmd->add_option("--text", o->text, "the text");
   auto* tf = cmd->add_option("--text-file", o->text_file, "a UTF-8 text file, read byte for byte");
@@ -67,10 +80,13 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
   cmd->add_flag("--no-special", o->no_special, "do not add BOS/EOS (add_special_tokens=False)");
   cmd->add_flag("--json", o->json, "print one JSON object: ids, pieces, bytes, tokenizer, kind");
   return [o, &io, m, t, tx, tf] {
-    if (!m->count() && !t->count()) throw Error("give the tokenizer with --model M or --tokenizer FILE", ErrorKind::Usage);
+    if (!m->count() && !t->count())
+      throw Error("give the tokenizer with --model M or --tokenizer FILE", ErrorKind::Usage);
     if (!tx->count() && !tf->count()) throw Error("give the text with --text S or --text-file F", ErrorKind::Usage);
     std::string file = o->tokenizer;
-    const std::unique_ptr<Tokenizer> tok = m->count() ? model_tokenizer(o->model, &file) : load_tokenizer_file(o->tokenizer);
+    const std::unique_ptr<Tokenizer> tok = m->count()                      ? model_tokenizer(o->model, &file)
+                                           : looks_like_gguf(o->tokenizer) ? gguf_file_tokenizer(o->tokenizer)
+                                                                           : load_tokenizer_file(o->tokenizer);
     std::string text = o->text;
     if (tf->count()) {
       std::ifstream f(o->text_file, std::ios::binary);
@@ -106,7 +122,8 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
     io.out << "\n";
     for (size_t i = 0; i < ids.size(); ++i) {
       io.out << std::setw(6) << i << std::setw(9) << ids[i] << "  " << display_piece(labels[i].text);
-      if (labels[i].continues || labels[i].bytes != labels[i].text) io.out << "   [" << hex_bytes(labels[i].bytes) << "]";
+      if (labels[i].continues || labels[i].bytes != labels[i].text)
+        io.out << "   [" << hex_bytes(labels[i].bytes) << "]";
       io.out << "\n";
     }
   };

@@ -141,6 +141,18 @@ TEST(GgufTokenizer, EveryKnownPreTokenizerNameBuilds) {
   }
 }
 
+// A vocabulary-only GGUF file (tokenizer metadata, no tensors) works as --tokenizer.
+TEST(GgufTokenizer, VocabularyOnlyFileIsATokenizer) {
+  test::GgufWriter w;
+  test::set_tokenizer(w, from_hf(read_json(kData + "/gpt2.tokenizer.json"), "gpt2", "gpt-2"));
+  const std::string path = test::temp_dir("vocab-only") + "/gpt2-vocab.gguf";
+  w.write(path);
+  std::ostringstream o, e;
+  const char* argv[] = {"attnviz-cli", "tokenize", "--tokenizer", path.c_str(), "--text", "Hello world!", "--json"};
+  ASSERT_EQ(run_cli(7, argv, o, e), 0) << e.str();
+  EXPECT_EQ(json::parse(o.str()).at("ids").get<std::vector<int>>(), (std::vector<int>{15496, 995, 0}));
+}
+
 // llama.cpp's defaults when tokenizer.ggml.add_bos_token is absent: BOS for Llama 3's
 // pre-tokenizer, none for GPT-2's; the key, when there, wins.
 TEST(GgufTokenizer, BosDefaultsFollowTheFamily) {
