@@ -2,6 +2,8 @@
 // bad input gives a clear message on stderr with exit code 1 (data) or 2 (usage).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -57,6 +59,46 @@ TEST_F(Cli, DumpWritesEveryPinnedTensorAndMetadata) {
   // the window is the LAST 12 characters: "o, attention!" minus the first → ", attention!"
   const auto toks = f.read_i32(*f.find("tokens"));
   EXPECT_EQ(toks.back(), '!' - ' ' + 1);  // random models' vocab: "\n", then ' '…'~'
+}
+
+// --layers/--heads/--stages write only those tensors, under the pinned names; a selected
+// head's values equal that head in the full dump (k and v: the KV heads the heads read).
+TEST_F(Cli, DumpSelectionsWriteOnlyWhatIsAsked) {
+  const std::string full = test::temp_dir("cli-full") + "/full.safetensors";
+  ASSERT_EQ(cli({"dump", "--model", *model_, "--text", "Hello, attention!", "--out", full}).code, 0);
+  const auto r = cli({"dump", "--model", *model_, "--text", "Hello, attention!", "--layers", "1", "--heads", "3,0",
+                      "--stages", "k,scaled,probs", "--out", out_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto f = SafetensorsFile::open(out_), g = SafetensorsFile::open(full);
+  std::vector<std::string> names;
+  for (const auto& t : f.tensors()) names.push_back(t.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"layers.1.k", "layers.1.probs", "layers.1.scaled", "tokens"}));
+  EXPECT_EQ(f.metadata().at("selection"), "layers=1;heads=3,0;stages=k,scaled,probs");
+  const int T = 16, d = 8;  // window 16 of 17 characters
+  // Two runs agree to float rounding, not always bit for bit (the kernels' sums depend on
+  // where the buffers land in memory): within 1e-5 of the matrix's largest magnitude.
+  auto same = [](const float* x, const float* y, int n) {
+    float scale = 0.f;
+    for (int e = 0; e < n; ++e) scale = std::max(scale, std::abs(y[e]));
+    for (int e = 0; e < n; ++e)
+      if (!(std::abs(x[e] - y[e]) <= 1e-5f * std::max(scale, 1e-6f))) return false;
+    return true;
+  };
+  for (const char* s : {"probs", "scaled"}) {
+    const auto a = f.read_f32(*f.find(std::string("layers.1.") + s)), b = g.read_f32(*g.find(std::string("layers.1.") + s));
+    ASSERT_EQ(a.size(), 2u * T * T) << s;
+    EXPECT_TRUE(same(a.data(), b.data() + 3 * T * T, T * T)) << s << ": head 3 first";
+    EXPECT_TRUE(same(a.data() + T * T, b.data(), T * T)) << s << ": then head 0";
+    EXPECT_FALSE(same(a.data(), b.data(), T * T)) << s << ": head 3 is not head 0";
+  }
+  const auto k = f.read_f32(*f.find("layers.1.k")), kf = g.read_f32(*g.find("layers.1.k"));
+  ASSERT_EQ(k.size(), 2u * T * d);  // heads 3 and 0 read KV heads 1 and 0 (group 2)
+  EXPECT_TRUE(same(k.data(), kf.data() + T * d, T * d));
+  EXPECT_TRUE(same(k.data() + T * d, kf.data(), T * d));
+  // Only logits, and a range of layers.
+  ASSERT_EQ(cli({"dump", "--model", *model_, "--tokens", "1,2,3", "--layers", "0-1", "--stages", "logits", "--out", out_}).code, 0);
+  EXPECT_EQ(SafetensorsFile::open(out_).tensors().size(), 2u);  // tokens, logits
 }
 
 TEST_F(Cli, DumpAcceptsTokensForAnyModel) {
@@ -117,6 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"ablate_malformed", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0-1", "--out", "{O}"}, 2, "is not layer:head"},
         Bad{"ablate_duplicate", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "1:1,0:2,1:1", "--out", "{O}"}, 2, "listed twice"},
         Bad{"ablate_trailing_comma", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0:1,", "--out", "{O}"}, 2, "is not a list"},
+        Bad{"dump_layers_range", {"dump", "--model", "{M}", "--tokens", "1,2", "--layers", "0,2", "--out", "{O}"}, 2, "2 is out of range"},
+        Bad{"dump_heads_backwards", {"dump", "--model", "{M}", "--tokens", "1,2", "--heads", "3-1", "--out", "{O}"}, 2, "runs backwards"},
+        Bad{"dump_heads_twice", {"dump", "--model", "{M}", "--tokens", "1,2", "--heads", "0-2,1", "--out", "{O}"}, 2, "1 is listed twice"},
+        Bad{"dump_heads_not_index", {"dump", "--model", "{M}", "--tokens", "1,2", "--heads", "a", "--out", "{O}"}, 2, "'a' is not an index"},
+        Bad{"dump_stage_unknown", {"dump", "--model", "{M}", "--tokens", "1,2", "--stages", "probs,attn", "--out", "{O}"}, 2, "unknown stage 'attn'"},
         Bad{"ablate_bad_mode", {"dump", "--model", "{M}", "--tokens", "1,2", "--ablate", "0:1", "--ablate-mode", "half", "--out", "{O}"}, 2, "is not a mode"}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -1,6 +1,10 @@
 #include "core/export/dump.h"
 
 #include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/limits.h"
 
 #include "core/model/safetensors.h"
 
@@ -10,29 +14,118 @@ std::string dump_tensor_name(int layer, Stage s) {
   return "layers." + std::to_string(layer) + "." + stage_name(s);
 }
 
-void write_dump(const Trace& tr, const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& extra) {
+std::string DumpSelection::to_string() const {
+  auto join = [](const auto& v) {
+    std::string s;
+    for (const auto& x : v) {
+      if (!s.empty()) s += ",";
+      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) s += x;
+      else s += std::to_string(x);
+    }
+    return s.empty() ? std::string("all") : s;
+  };
+  return "layers=" + join(layers) + ";heads=" + join(heads) + ";stages=" + join(stages);
+}
+
+std::vector<int> parse_index_list(const std::string& list, int count, const std::string& what) {
+  std::vector<int> out;
+  if (list.empty()) return out;
+  auto bad = [&](const std::string& why) {
+    return Error(what + " '" + excerpt(list, 60) + "': " + why + " (comma-separated indices or ranges a-b, each in 0 … " +
+                     std::to_string(count - 1) + ")",
+                 ErrorKind::Usage);
+  };
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    const size_t dash = item.find('-', 1);
+    auto number = [&](const std::string& s) {
+      if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+        throw bad("'" + excerpt(s, 20) + "' is not an index");
+      const int v = std::stoi(s);
+      if (v >= count) throw bad(s + " is out of range");
+      return v;
+    };
+    const int a = number(dash == std::string::npos ? item : item.substr(0, dash));
+    const int b = dash == std::string::npos ? a : number(item.substr(dash + 1));
+    if (b < a) throw bad("the range " + item + " runs backwards");
+    for (int v = a; v <= b; ++v) {
+      if (std::find(out.begin(), out.end(), v) != out.end()) throw bad(std::to_string(v) + " is listed twice");
+      out.push_back(v);
+    }
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> parse_stage_list(const std::string& list) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (!list.empty() && at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    bool known = name == "logits";
+    for (int s = 0; s < kStageCount && !known; ++s) known = name == stage_name(static_cast<Stage>(s));
+    if (!known)
+      throw Error("--stages: unknown stage '" + excerpt(name, 30) + "' (q, k, v, scores, scaled, masked, probs, out, logits)",
+                  ErrorKind::Usage);
+    if (std::find(out.begin(), out.end(), name) != out.end())
+      throw Error("--stages: '" + name + "' is listed twice", ErrorKind::Usage);
+    out.push_back(name);
+    at = comma + 1;
+  }
+  return out;
+}
+
+namespace {
+bool selected(const std::vector<std::string>& stages, const std::string& name) {
+  return stages.empty() || std::find(stages.begin(), stages.end(), name) != stages.end();
+}
+}  // namespace
+
+void write_dump(const Trace& tr, const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& extra,
+                const DumpSelection& sel) {
   SafetensorsWriter w;
   const std::vector<int32_t> tokens(tr.tokens.begin(), tr.tokens.end());
   w.add_i32("tokens", {tr.T()}, tokens.data());
-  for (size_t l = 0; l < tr.layers.size(); ++l)
+  std::vector<int> layers = sel.layers;
+  if (layers.empty())
+    for (size_t l = 0; l < tr.layers.size(); ++l) layers.push_back(static_cast<int>(l));
+  for (int l : layers) {
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
     for (int s = 0; s < kStageCount; ++s) {
-      const LayerTrace& lt = tr.layers[l];
       const Stage st = static_cast<Stage>(s);
-      if (const Tensor* t = lt.stored(st); t && t->dense()) {
-        w.add_f32_ref(dump_tensor_name(static_cast<int>(l), st), t->shape, t->data.data());
-      } else {
-        // Derived, or stored with room to grow: written one head at a time, never held whole.
-        const std::vector<int64_t> shape = lt.shape(st);
-        const int64_t per_head = shape[1] * shape[2];
-        w.add_f32_generated(dump_tensor_name(static_cast<int>(l), st), shape, [&lt, st, per_head](int64_t h, float* dst) {
-          std::vector<float> scratch;
-          const float* src = lt.head_values(st, h, scratch);
-          std::copy(src, src + per_head, dst);
-        });
+      if (!selected(sel.stages, stage_name(st))) continue;
+      std::vector<int64_t> shape = lt.shape(st);
+      // The heads written, in order: the selected query heads, or for k and v the KV heads they read.
+      std::vector<int64_t> heads;
+      if (!sel.heads.empty()) {
+        const int64_t group = lt.q.dim(0) / std::max<int64_t>(1, lt.k.dim(0));
+        const bool kv = st == Stage::K || st == Stage::V;
+        for (int h : sel.heads) {
+          const int64_t x = kv ? h / group : h;
+          if (std::find(heads.begin(), heads.end(), x) == heads.end()) heads.push_back(x);
+        }
+        shape[0] = static_cast<int64_t>(heads.size());
       }
+      const Tensor* t = lt.stored(st);
+      if (heads.empty() && t && t->dense()) {
+        w.add_f32_ref(dump_tensor_name(l, st), t->shape, t->data.data());
+        continue;
+      }
+      // Derived, stored with room to grow, or a head selection: written one head at a time.
+      const int64_t per_head = shape[1] * shape[2];
+      w.add_f32_generated(dump_tensor_name(l, st), shape, [&lt, st, per_head, heads](int64_t h, float* dst) {
+        std::vector<float> scratch;
+        const float* src = lt.head_values(st, heads.empty() ? h : heads[static_cast<size_t>(h)], scratch);
+        std::copy(src, src + per_head, dst);
+      });
     }
-  w.add_f32_ref("logits", tr.logits.shape, tr.logits.data.data());
+  }
+  if (selected(sel.stages, "logits")) w.add_f32_ref("logits", tr.logits.shape, tr.logits.data.data());
   for (const auto& [name, t] : extra) w.add_f32_ref(name, t->shape, t->data.data());
+  if (!sel.empty()) w.set_metadata("selection", sel.to_string());
   w.set_metadata("model", tr.model);
   w.set_metadata("backend", tr.backend);
   w.set_metadata("block_size", std::to_string(tr.block_size));
