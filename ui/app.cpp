@@ -94,6 +94,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
   if (const char* step = std::getenv("ATTNVIZ_LESSON_STEP"); step && *step) lesson_->open_at(std::atoi(step) - 1);
+  if (const char* lang = std::getenv("ATTNVIZ_LESSON_LANG"); lang && *lang) lesson_->choose_language(lang);
   snap_ = worker_.latest();
   post_if_changed();
   first_serial_ = 1;  // the first post() gets serial 1
@@ -183,6 +184,10 @@ void App::before_frame(float content_scale) {
     for (int i = 0; i < snap.model->tokenizer->vocab_size() && chars.size() < (1u << 20); ++i)
       chars += snap.model->tokenizer->piece(i);
     fonts_.request(size, chars);
+  }
+  if (!lesson_chars_requested_) {  // the lesson's words in every language (CJK included)
+    fonts_.request(size, lesson_->text_for_fonts());
+    lesson_chars_requested_ = true;
   }
   if (state_.text != scanned_text_) {
     fonts_.request(size, state_.text);

@@ -12,7 +12,10 @@ LessonPanel::LessonPanel() : Panel("Guided lesson", false) {
   files_ = lesson_files();
   for (const std::string& f : files_) {  // the language each file names, English first
     try {
-      names_.push_back(load_lesson(f).language);
+      const Lesson l = load_lesson(f);
+      names_.push_back(l.language);
+      font_text_ += l.language;
+      for (const LessonStep& s : l.steps) font_text_ += s.title + s.body;
     } catch (const std::exception&) {
       names_.push_back(f);
     }
@@ -29,6 +32,16 @@ void LessonPanel::open_at(int index) {
   *p_open() = true;
   step_ = std::max(0, index);
   shown_step_ = -1;
+}
+
+bool LessonPanel::choose_language(const std::string& code) {
+  const std::string f = lesson_file(code);
+  for (size_t k = 0; k < files_.size(); ++k)
+    if (files_[k] == f) {
+      load(k);
+      return true;
+    }
+  return false;
 }
 
 void LessonPanel::load(size_t file_index) {
@@ -148,7 +161,7 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
     ImGui::TextColored(hi, "%.4f \xC3\xB7 \xE2\x88\x9A%d = %.4f \xC3\xB7 %.4f = %.4f", n.score, n.d, n.score, n.sqrt_d,
                        n.scaled);
   } else if (k == "mask") {
-    ImGui::Text(
+    ImGui::TextWrapped(
         "row %d: keys 0 \xE2\x80\xA6 %d kept, keys %d \xE2\x80\xA6 %d \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (%d "
         "masked)",
         n.i, n.i, n.i + 1, n.T - 1, n.masked_count);
@@ -184,13 +197,13 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
   } else if (k == "weighted_v") {
     ImGui::TextColored(hi, "out_%d = [%s]", n.i, list(n.out_i, 6).c_str());
   } else if (k == "gqa") {
-    ImGui::Text("query head %d \xE2\x86\x92 KV head %d = %d \xC3\xB7 %d; heads sharing it: %s", n.head, n.kv_head,
-                n.head, n.group, fill_placeholders("{shared_heads}", n).c_str());
+    ImGui::TextWrapped("query head %d \xE2\x86\x92 KV head %d = %d \xC3\xB7 %d; heads sharing it: %s", n.head,
+                       n.kv_head, n.head, n.group, fill_placeholders("{shared_heads}", n).c_str());
   } else if (k == "window") {
-    ImGui::Text("T = %d of block_size %d, dropped %d", n.T, n.block_size, n.dropped);
+    ImGui::TextWrapped("T = %d of block_size %d, dropped %d", n.T, n.block_size, n.dropped);
   } else if (k == "kv_cache") {
-    ImGui::Text("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head, n.d,
-                n.kv_cache_floats);
+    ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head,
+                       n.d, n.kv_cache_floats);
   }
 }
 

@@ -18,6 +18,10 @@ class LessonPanel : public Panel {
   LessonPanel();
   // Opens the lesson at step `index` (0-based; clamped once a lesson is loaded).
   void open_at(int index);
+  // Picks the lesson file for a language code ("en", "zh"); false when there is none.
+  bool choose_language(const std::string& code);
+  // Every character of every lesson file's titles and bodies, for the font atlas.
+  const std::string& text_for_fonts() const { return font_text_; }
 
  protected:
   void draw_content(FrameContext& ctx) override;
@@ -31,7 +35,8 @@ class LessonPanel : public Panel {
   std::vector<std::string> names_;  // their languages
   size_t file_ = 0;
   Lesson lesson_;
-  std::string error_;  // why the lesson file could not be read
+  std::string error_;      // why the lesson file could not be read
+  std::string font_text_;  // see text_for_fonts()
   int step_ = 0;
   int shown_step_ = -1;        // the step whose stage was last applied to the heatmap
   int row_ = -1, key_ = -1;    // −1: the last row, and the key it attends to most
