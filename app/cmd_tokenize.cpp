@@ -1,5 +1,7 @@
 // attnviz-cli tokenize: text → ids and readable pieces with a model's tokenizer or a
 // tokenizer file, as Hugging Face's encode(text, add_special_tokens) gives them.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -7,6 +9,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/gguf.h"
 #include "core/model/paths.h"
@@ -44,13 +47,15 @@ std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string*
     throw Error("model '" + spec + "' has no tokenizer.json or tokenizer.model in " + dir +
                 "\n  HINT: pass a tokenizer file with --tokenizer FILE.");
   auto tok = load_tokenizer_file(*file);
-  std::ifstream in(dir + "/config.json");
-  if (in) {
+  struct stat st {};
+  if (stat((dir + "/config.json").c_str(), &st) == 0) {
+    // Bounded, non-blocking (a FIFO is refused, not waited on), no NUL.
+    const std::string text = read_regular_file(dir + "/config.json", kMaxJsonBytes, "config.json", false);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
-      throw Error(dir + "/config.json: not valid JSON: " + e.what());
+      throw Error(dir + "/config.json: not valid JSON: " + excerpt(e.what(), 200));
     }
     check_tokenizer_fits(*tok, parse_config(j, dir + "/config.json").vocab_size, *file);
   }
@@ -88,13 +93,7 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
                                            : looks_like_gguf(o->tokenizer) ? gguf_file_tokenizer(o->tokenizer)
                                                                            : load_tokenizer_file(o->tokenizer);
     std::string text = o->text;
-    if (tf->count()) {
-      std::ifstream f(o->text_file, std::ios::binary);
-      if (!f) throw Error("cannot read --text-file '" + o->text_file + "'");
-      std::stringstream ss;
-      ss << f.rdbuf();
-      text = ss.str();
-    }
+    if (tf->count()) text = read_regular_file(o->text_file, kMaxTextBytes, "--text-file");  // bounded, never blocks
     const std::vector<int> ids = tok->encode_with(text, !o->no_special);
     const std::vector<TokenLabel> labels = token_labels(*tok, ids);
     if (o->json) {

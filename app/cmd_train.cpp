@@ -26,9 +26,6 @@ std::string hms(double s) {
   return buf;
 }
 
-// Trains with the options as given, except a warm-up as long as the run, which becomes a
-// tenth of it. Progress goes to io.err: a redrawn bar on a terminal, a line per percent
-// otherwise, only the evaluations with `quiet`.
 // What --filmstrip asks for: head L:H on `text` every `every` steps, drawn into `out`.
 struct FilmstripOptions {
   std::string head;  // "L:H"; "" = no filmstrip
@@ -122,6 +119,9 @@ class InductionWatch {
   double seconds_ = 0;
 };
 
+// Trains with the options as given, except a warm-up as long as the run, which becomes a
+// tenth of it. Progress goes to io.err: a redrawn bar on a terminal, a line per percent
+// otherwise, only the evaluations with `quiet`.
 void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, Io& io) {
   if (o.corpus.empty()) throw Error("train needs --corpus FILE (or --preset NAME)", ErrorKind::Usage);
   const TrainOptions& opts = o;

@@ -2,6 +2,7 @@
 
 #include "core/tokenize/hf_tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -84,6 +85,11 @@ void GgufWriter::set_i32s(const std::string& k, const std::vector<int32_t>& v) {
   put(k, 9, p);
 }
 void GgufWriter::set_raw(const std::string& k, uint32_t type, const std::string& payload) { put(k, type, payload); }
+void GgufWriter::remove_tensor(const std::string& name) {
+  tensors_.erase(std::remove_if(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.name == name; }),
+                 tensors_.end());
+}
+
 void GgufWriter::remove(const std::string& key) {
   for (auto it = kv_.begin(); it != kv_.end(); ++it)
     if (it->first == key) {

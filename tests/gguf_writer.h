@@ -34,6 +34,7 @@ class GgufWriter {
   // A key whose value type and encoded payload are given as is.
   void set_raw(const std::string& key, uint32_t type, const std::string& payload);
   void remove(const std::string& key);
+  void remove_tensor(const std::string& name);
 
   // `shape` in row-major order (rows, cols); stored reversed as ne. `bytes` already encoded.
   void add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type, std::string bytes);

@@ -184,6 +184,32 @@ TEST(Gguf, ReadsTheTokenizerMetadata) {
   EXPECT_EQ(t.add_space_prefix, -1);  // absent
 }
 
+// Values the safetensors path checks are checked here too: a non-positive RoPE base or
+// epsilon is an error naming the key; NaN or infinite weights load with a warning naming
+// the tensor.
+TEST(Gguf, BadValuesAreRefusedAndNonFiniteWeightsWarn) {
+  GgufWriter w = tiny_writer();
+  w.set_f32("llama.rope.freq_base", -1.f);
+  EXPECT_NE(error_of([&] { load_model(write(w, "theta")); }).find("'llama.rope.freq_base' must be a positive number"),
+            std::string::npos);
+  w = tiny_writer();
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 0.f);
+  EXPECT_NE(error_of([&] { load_model(write(w, "eps")); }).find("norm epsilon must be a positive number"), std::string::npos);
+  w = tiny_writer();
+  w.set_u32("llama.embedding_length", 1u << 30);
+  EXPECT_NE(error_of([&] { load_model(write(w, "dim")); }).find("must be a positive integer up to 16777216"),
+            std::string::npos);
+  w = tiny_writer();
+  w.remove_tensor("blk.0.attn_norm.weight");
+  std::vector<float> norm(32, 1.f);
+  norm[3] = std::nanf("");
+  w.add_f32("blk.0.attn_norm.weight", {32}, norm);
+  const auto m = load_model(write(w, "nan"));
+  ASSERT_EQ(m->warnings.size(), 1u);
+  EXPECT_NE(m->warnings[0].find("tensor 'blk.0.attn_norm.weight' holds 1 NaN or infinite value"), std::string::npos)
+      << m->warnings[0];
+}
+
 // --- bad input: each a clear Error naming what is wrong.
 
 struct BadCase {

@@ -48,7 +48,7 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
       EXPECT_EQ(text.find('{'), std::string::npos) << l->language << " " << l->steps[k].id << ": " << text;
     }
   }
-  // The steps the issue names, in order.
+  // The ten steps, in the order a class meets them.
   const char* want[] = {"qk", "dot", "scale", "mask", "exp", "softmax", "weighted_v", "gqa", "window", "kv_cache"};
   for (size_t k = 0; k < 10; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
   EXPECT_NE(fill_placeholders("{score} and {shared_heads}", n).find(", "), std::string::npos);

@@ -1,5 +1,5 @@
-// The pinned dump format: one safetensors file with every recorded matrix
-// (see ARCHITECTURE.md, "attnviz-cli dump").
+// The pinned dump format: one safetensors file with every recorded matrix (README.md, "Dump
+// tensors", lists the names, shapes and metadata keys).
 #pragma once
 #include <string>
 #include <utility>

@@ -183,7 +183,8 @@ struct GgufFile::Mapping {
 };
 
 GgufFile GgufFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
+  // Non-blocking: a FIFO named x.gguf is refused below instead of waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -368,7 +369,7 @@ bool looks_like_gguf(const std::string& path) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  int fd = ::open(path.c_str(), O_RDONLY);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   char magic[4] = {};
   const bool yes = ::read(fd, magic, 4) == 4 && std::memcmp(magic, "GGUF", 4) == 0;

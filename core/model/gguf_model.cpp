@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/gguf.h"
 
 namespace attnviz {
@@ -28,7 +30,8 @@ Mat transposed(const float* src, int64_t rows, int64_t cols) {
 // Fetches tensors by llama.cpp name, checking shapes against the metadata.
 class GgufTensors {
  public:
-  explicit GgufTensors(const GgufFile& f) : f_(f) {}
+  // `warnings` gets one line per tensor holding NaN or infinite values (as for safetensors).
+  GgufTensors(const GgufFile& f, std::vector<std::string>* warnings) : f_(f), warnings_(warnings) {}
 
   bool has(const std::string& name) const { return f_.find(name) != nullptr; }
 
@@ -37,6 +40,7 @@ class GgufTensors {
     const GgufTensorInfo& t = info(name, std::move(shape));
     auto v = f_.read_f32(t);
     f_.release(t);
+    check_finite(name, v.data(), static_cast<int64_t>(v.size()));
     return v;
   }
   // The tensor's info, after checking that it exists with exactly `shape`.
@@ -55,6 +59,7 @@ class GgufTensors {
     Mat w(rows, cols);
     dequantize(t.type, f_.data(t), t.numel, w.data());
     f_.release(t);
+    check_finite(name, w.data(), w.size());
     return w;
   }
   Mat linear(const std::string& name, int out, int in) const {  // stored (out, in) → (in, out)
@@ -90,15 +95,23 @@ class GgufTensors {
   }
 
  private:
+  void check_finite(const std::string& name, const float* v, int64_t n) const {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(v[i]);
+    if (bad && warnings_)
+      warnings_->push_back("tensor '" + excerpt(name) + "' holds " + std::to_string(bad) + " NaN or infinite value" +
+                           (bad == 1 ? "" : "s") + " (of " + std::to_string(n) + "); its outputs will be NaN");
+  }
   const GgufFile& f_;
+  std::vector<std::string>* warnings_;
 };
 
 // A positive metadata integer that fits an int.
 int positive(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
   const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
-  if (v <= 0 || v > INT_MAX)
+  if (v <= 0 || v > kMaxDim)
     throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) +
-                " must be a positive integer below 2^31");
+                " must be a positive integer up to " + std::to_string(kMaxDim));
   return static_cast<int>(v);
 }
 
@@ -135,6 +148,8 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   }
   c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
+  if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.f))
+    throw Error(where + "'" + a + "rope.freq_base' must be a positive number, found " + std::to_string(c.rope_theta));
   if (f.find_key(a + "attention.key_length")) {
     c.head_size = positive(f, a + "attention.key_length");
   } else {
@@ -234,7 +249,13 @@ void load_gguf_model(const GgufFile& f, Model& m) {
                 "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture llama, qwen2 "
                 "and gpt2.");
   m.config = gguf_config(f, arch);
-  const GgufTensors s(f);
+  if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
+    throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
+                std::to_string(m.config.norm_eps));
+  // The weights are held as float32: refuse before converting when they cannot fit.
+  check_memory(4.0 * static_cast<double>(parameter_counts(m.config).total()), "the model in '" + excerpt(f.path(), kPathExcerptBytes) + "'",
+               "use a smaller model, or free memory.");
+  const GgufTensors s(f, &m.warnings);
   if (m.config.arch == Arch::Gpt2) load_gpt2(m.config, s, m.weights);
   else load_llama(m.config, s, m.weights);
   m.format = "gguf";
