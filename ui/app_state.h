@@ -115,7 +115,7 @@ std::vector<int> query_heads_of(int kv, int n_head, int n_kv_head);  // the head
 int64_t kv_tensor_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t bytes_per_value = 4);
 // The whole KV cache: K and V, every layer: 2 × L × seq × kv_heads × d × bytes_per_value.
 int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t n_layer, int64_t bytes_per_value = 4);
-// Decimal units as the note writes them: "512 B", "3.2 kB", "16.4 MB", "1.20 GB".
+// Decimal units, as the GQA panel shows them: "512 B", "3.2 kB", "16.4 MB", "1.20 GB".
 std::string format_bytes(int64_t bytes);
 
 
