@@ -3,6 +3,8 @@
 // initial weights (step 0) and on the final checkpoint; the PNG decodes with one tile per
 // step side by side; bad filmstrip options are usage errors.
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <stb/stb_image.h>
 
 #include <filesystem>
@@ -98,12 +100,9 @@ TEST_F(Filmstrip, SvgCellsAreTheHeadsWeightsAtEachStep) {
   ASSERT_EQ(tiles.size(), 3u);
   const int T = 16;
   // Step 0: the seed's initial weights, made here from the options.
-  TrainOptions o;
+  TrainOptions o;  // as the run above was asked for: --arch llama --layers 2 --embd 16 --heads 2 --block-size 16 --seed 3
   o.arch = "llama";
-  o.layers = 2;
-  o.embd = 16;
-  o.heads = 2;
-  o.block_size = 16;
+  std::tie(o.layers, o.embd, o.heads, o.block_size) = std::make_tuple(2, 16, 2, 16);
   o.seed = 3;
   const Corpus corpus = load_corpus(corpus_, o.val_frac);
   auto init = std::make_shared<Model>();

@@ -132,8 +132,8 @@ class App {
   bool model_from_settings_ = false;  // the start opened the saved model (may fall back once)
   std::string notice_;                // one line for the status bar (e.g. the start's fallback)
   bool show_help_ = false;
-  bool show_secondary_ = false;
-  bool lesson_chars_requested_ = false;  // the lesson files' characters handed to the fonts  // presenting: the other panels shown too (F4)
+  bool show_secondary_ = false;          // presenting: the other panels shown too (F4)
+  bool lesson_chars_requested_ = false;  // the lesson files' characters handed to the fonts
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;
   int last_head_ = -1;  // the KV group follows the selected head when it changes
