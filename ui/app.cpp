@@ -229,7 +229,8 @@ void App::layout(bool force) {
     tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
     heatmap_->place(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
     training_->place(ImVec2(0, top), ImVec2(std::max(plw, fs * 28.f), body), force);
-    lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(std::max(plw, fs * 30.f), body - std::round(body * 0.45f)), force);
+    // The lesson over the next-token panel, never over the heatmap it points at.
+    lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
     return;
   }
   const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
