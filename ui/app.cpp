@@ -67,8 +67,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   else if (state_.text.empty() || opt.screenshot) state_.text = default_text(state_.model_spec);
   if (opt.layer >= 0) state_.layer = opt.layer;
   if (opt.head >= 0) state_.head = opt.head;
-  for (int i = 0; i < kStageCount; ++i)
-    if (opt.stage == stage_name(static_cast<Stage>(i))) state_.stage = static_cast<Stage>(i);
+  stage_from_name(opt.stage, &state_.stage);  // "" or an unknown name keeps the saved tab
   if (!opt.backend.empty()) state_.backend = opt.backend;
   if (opt.block_size > 0) state_.block_size = opt.block_size;
   if (opt.presentation) state_.presentation = true;

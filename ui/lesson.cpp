@@ -130,10 +130,7 @@ Lesson load_lesson(const std::string& path) {
     st.title = field("title");
     st.body = field("body");
     const std::string stage = s.value("stage", std::string("probs"));
-    bool found = false;
-    for (int i = 0; i < kStageCount; ++i)
-      if (stage == stage_name(static_cast<Stage>(i))) st.stage = static_cast<Stage>(i), found = true;
-    if (!found)
+    if (!stage_from_name(stage, &st.stage))
       throw Error(at + ": unknown stage '" + excerpt(stage, 40) + "' (q, k, v, scores, scaled, masked, probs, out)");
     st.show = s.value("show", std::string("none"));
     if (std::find(kinds.begin(), kinds.end(), st.show) == kinds.end())

@@ -103,6 +103,15 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
   head_pitch = rows_new * ld_new;
 }
 
+bool stage_from_name(const std::string& name, Stage* out) {
+  for (int i = 0; i < kStageCount; ++i)
+    if (name == stage_name(static_cast<Stage>(i))) {
+      *out = static_cast<Stage>(i);
+      return true;
+    }
+  return false;
+}
+
 const char* stage_label(Stage s) {
   switch (s) {
     case Stage::Scores: return "scores q\xC2\xB7k\xE1\xB5\x80";      // q·kᵀ

@@ -49,6 +49,7 @@ enum class Stage { Q, K, V, Scores, Scaled, Masked, Probs, Out };
 constexpr int kStageCount = 8;
 const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
 const char* stage_label(Stage s);  // what people read: "scores q·kᵀ", "scaled /√d", "masked", "softmax", "Q", …, "head output"
+bool stage_from_name(const std::string& name, Stage* out);  // the stage whose stage_name is `name`; false when none
 
 // Cells a causal mask hides: query i may not see key j > i.
 inline bool causally_masked(int64_t i, int64_t j) { return j > i; }

@@ -65,9 +65,8 @@ std::vector<std::string> parse_stage_list(const std::string& list) {
   while (!list.empty() && at <= list.size()) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, comma - at);
-    bool known = name == "logits";
-    for (int s = 0; s < kStageCount && !known; ++s) known = name == stage_name(static_cast<Stage>(s));
-    if (!known)
+    Stage st;
+    if (name != "logits" && !stage_from_name(name, &st))
       throw Error("--stages: unknown stage '" + excerpt(name, 30) + "' (q, k, v, scores, scaled, masked, probs, out, logits)",
                   ErrorKind::Usage);
     if (std::find(out.begin(), out.end(), name) != out.end())

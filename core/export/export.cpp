@@ -229,8 +229,8 @@ std::string MatrixView::name() const {
 }
 
 Stage parse_stage(const std::string& s) {
-  for (int i = 0; i < kStageCount; ++i)
-    if (s == stage_name(static_cast<Stage>(i))) return static_cast<Stage>(i);
+  Stage st;
+  if (stage_from_name(s, &st)) return st;
   throw Error("unknown stage '" + excerpt(s) + "' (choose q, k, v, scores, scaled, masked, probs or out)", ErrorKind::Usage);
 }
 

@@ -96,11 +96,7 @@ class GgufTensors {
 
  private:
   void check_finite(const std::string& name, const float* v, int64_t n) const {
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(v[i]);
-    if (bad && warnings_)
-      warnings_->push_back("tensor '" + excerpt(name) + "' holds " + std::to_string(bad) + " NaN or infinite value" +
-                           (bad == 1 ? "" : "s") + " (of " + std::to_string(n) + "); its outputs will be NaN");
+    if (warnings_) warn_if_not_finite(name, v, n, *warnings_);
   }
   const GgufFile& f_;
   std::vector<std::string>* warnings_;

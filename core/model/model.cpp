@@ -18,6 +18,14 @@
 
 namespace attnviz {
 
+void warn_if_not_finite(const std::string& name, const float* v, int64_t n, std::vector<std::string>& warnings) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(v[i]);
+  if (bad)
+    warnings.push_back("tensor '" + excerpt(name) + "' holds " + std::to_string(bad) + " NaN or infinite value" +
+                       (bad == 1 ? "" : "s") + " (of " + std::to_string(n) + "); its outputs will be NaN");
+}
+
 std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass) {
   std::vector<WeightSpan> out;
   auto add = [&](const auto& m) {
@@ -72,14 +80,7 @@ class TensorSource {
                   shape_str_of(shape) + " from config.json");
     used_.insert(full);
     std::vector<float> v = f_.read_f32(*t);
-    if (warnings_) {
-      size_t bad = 0;
-      for (float x : v) bad += !std::isfinite(x);
-      if (bad)
-        warnings_->push_back("tensor '" + excerpt(full) + "' holds " + std::to_string(bad) +
-                             " NaN or infinite value" + (bad == 1 ? "" : "s") + " (of " + std::to_string(v.size()) +
-                             "); its outputs will be NaN");
-    }
+    if (warnings_) warn_if_not_finite(full, v.data(), static_cast<int64_t>(v.size()), *warnings_);
     return v;
   }
   bool has(const std::string& name) const { return f_.find(prefix_ + name) != nullptr; }

@@ -70,6 +70,10 @@ struct Model {
   void set_stored_types(const std::map<std::string, int>& counts);  // sorted into stored_types
 };
 
+// Appends "tensor 'NAME' holds N NaN or infinite values (of M); its outputs will be NaN" to
+// `warnings` when v[0, n) has any; the loaders (safetensors and GGUF) call it per tensor.
+void warn_if_not_finite(const std::string& name, const float* v, int64_t n, std::vector<std::string>& warnings);
+
 // One weight array as (pointer, number of floats).
 struct WeightSpan {
   const float* data;
