@@ -8,6 +8,12 @@ namespace attnviz::ui {
 
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch) {
   const LayerTrace& lt = tr.layers[layer];
+  if (lt.compact && !lt.thumbs.shape.empty()) {  // no (T, T) matrix: the max-pooled thumbnail (n, n)
+    const int n = static_cast<int>(lt.thumbs.dim(1));
+    colorize_rgba(cmap, lt.thumbs.head(head), n, n, ValueRange{0.f, 1.f, true}, scratch, /*causal_mask=*/true);
+    tex.upload(n, n, scratch);
+    return;
+  }
   const int T = tr.T();
   std::vector<float> dense;
   colorize_rgba(cmap, lt.head_values(Stage::Probs, head, dense), T, T, ValueRange{0.f, 1.f, true}, scratch,

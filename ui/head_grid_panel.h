@@ -39,8 +39,9 @@ class HeadGridPanel : public Panel {
   ExportBox export_{"attnviz-all-heads.png"};
 };
 
-// Uploads the softmax of (layer, head) as a texture, masked cells grey. Shared by the
-// panels that show thumbnails.
+// Uploads the softmax of (layer, head) as a texture, masked cells grey: the whole (T, T)
+// matrix, or for a compact trace its max-pooled thumbnail (LayerTrace::thumbs, at most
+// 64 × 64), so that no head is recomputed. Shared by the panels that show thumbnails.
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch);
 
 }  // namespace attnviz::ui

@@ -302,14 +302,18 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   } else if (stage_is_square(stage)) {
     const int h = s.head;
     const float d = static_cast<float>(c.head_size);
-    const float score = lt.scores.at(h, i, j), scaled = lt.value(Stage::Scaled, h, i, j);
-    const float prob = lt.probs.at(h, i, j);
+    // Row i of the scores and weights (recomputed, one row's work, when the trace is compact).
+    std::vector<float> srow_buf, prow_buf;
+    const float* srow = lt.row_values(Stage::Scores, h, i, srow_buf);  // (T)
+    const float* prow = lt.row_values(Stage::Probs, h, i, prow_buf);   // (T)
+    const float score = srow[j], scaled = score * lt.scale;
+    const float prob = prow[j];
     const bool is_masked = causally_masked(i, j);
     // Row max and sum of exp over the unmasked entries k ≤ i: softmax = exp(x − max) / Σ exp(x − max).
     float mx = -std::numeric_limits<float>::infinity();
-    for (int k = 0; k <= i; ++k) mx = std::max(mx, lt.value(Stage::Masked, h, i, k));
+    for (int k = 0; k <= i; ++k) mx = std::max(mx, srow[k] * lt.scale);
     double sum = 0.0;
-    for (int k = 0; k <= i; ++k) sum += std::exp(static_cast<double>(lt.value(Stage::Masked, h, i, k) - mx));
+    for (int k = 0; k <= i; ++k) sum += std::exp(static_cast<double>(srow[k] * lt.scale - mx));
     ImGui::Text("query i = %d '%s'  \xE2\x86\x92  key j = %d '%s'   (layer %d, head %d)", i, tok(i).c_str(), j,
                 tok(j).c_str(), s.layer, h);
     ImGui::Separator();

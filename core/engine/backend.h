@@ -35,6 +35,10 @@ class Backend {
     return false;
   }
 
+  // Whether forward honours Trace::compact (records no (T, T) matrices; they are
+  // recomputed from q and k through this backend's kernel on request). The CPU's does.
+  virtual bool can_compact() const { return false; }
+
   // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
   // backend does not measure one (the CPU).
   virtual double last_device_ms() const { return -1; }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/engine/backend.h"
+#include "core/engine/head_summary.h"
 #include "core/engine/ops.h"
 
 namespace attnviz {
@@ -28,38 +30,56 @@ void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
   for (int h = 0; h < heads; ++h) head_map(dst, h).middleRows(from, src.rows()) = src.middleCols(h * d, d);
 }
 
-// Rows of the new queries handled together: S for a block stays in cache while it is
-// scaled, masked and normalised, and the block's P·V reads only the columns it can see.
-int row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
-
 // Attention for query head h over all T keys, for new rows [p, T) and for the new columns
 // of the old rows (q·k of old queries against new keys, which the causal mask hides).
-// Per block of new rows: S = Q·Kᵀ (one matrix product over all T keys: the recorded scores
-// are the full matrix), then per row, while it is in cache, the visible part scaled into P
-// and normalised there (scaled and masked are not stored: see LayerTrace), then O = P·V
-// over the first r1 keys only (P is 0 past the diagonal).
+// Per block of new rows: S and P through attention_block (S = Q·Kᵀ over all T keys, the
+// recorded scores; P its masked softmax), the row's summaries (row_stats, thumbnail) while
+// it is in cache, then O = P·V over the first r1 keys only (P is 0 past the diagonal). A
+// compact layer keeps the block's S and P in per-thread scratch instead of the trace.
 // An ablated head's output rows are replaced (see ablate_head_output) before they enter
 // `att`, the input of the output projection.
-void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, const AblationMode* ablate, Mat& att) {
-  const int T = static_cast<int>(lt.q.dim(1)), d = c.head_size, n = T - p, g = c.kv_head_of(h);
-  const float scale = lt.scale;
-  const LayerTrace& in = lt;
-  const auto Q = head_map(in.q, h), K = head_map(in.k, g), V = head_map(in.v, g);  // (T, d)
-  auto S = head_map(lt.scores, h), P = head_map(lt.probs, h);                    // (T, T)
-  auto O = head_map(lt.out, h);                                                  // (T, d)
-  if (p > 0) {
-    S.topRightCorner(p, n).noalias() = Q.topRows(p) * K.bottomRows(n).transpose();  // (p, n)
-    P.topRightCorner(p, n).setZero();  // old query i < p ≤ j: future key
+void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std::vector<int>>& targets,
+                 const Tensor& old_thumbs, int old_bucket, LayerTrace& lt, const AblationMode* ablate, Mat& att) {
+  const int T = static_cast<int>(lt.q.dim(1)), d = static_cast<int>(lt.q.dim(2)), n = T - p;
+  const int g = static_cast<int>(h / (lt.q.dim(0) / lt.k.dim(0)));  // query head h reads KV head g
+  const auto Q = head_map(std::as_const(lt.q), h), V = head_map(std::as_const(lt.v), g);  // (T, d)
+  const Mat& Kt = kt[static_cast<size_t>(g)];                                             // (d, T)
+  auto O = head_map(lt.out, h);                                                          // (T, d)
+  float* stats = lt.row_stats.head(h);  // (T, kRowStats), rows ld() apart
+  const int64_t stats_ld = lt.row_stats.ld();
+  const int tb = lt.thumb_bucket, tn = static_cast<int>(lt.thumbs.dim(1));
+  float* thumb = lt.thumbs.head(h);  // (tn, tn)
+  const int old_n = old_thumbs.shape.empty() ? 0 : static_cast<int>(old_thumbs.dim(1));
+  const int B = attention_row_block(T);
+  thread_local Mat s_block, p_block;  // (B, T) a compact layer's S and P rows
+  if (lt.compact) {
+    s_block.resize(B, T);
+    p_block.resize(B, T);
   }
-  const int B = row_block(T);
+  // Thumbnail rows a kept bucket row lacks: [redo, p), recomputed block by block.
+  for (int r0 = thumb_keep(old_n ? old_thumbs.head(h) : nullptr, old_bucket, old_n, p, tb, tn, thumb); r0 < p;) {
+    const int rb = std::min(B, p - r0);
+    Mat rows(rb, T);
+    lt.attention_rows(h, r0, rb, nullptr, rows.data());
+    for (int r = 0; r < rb; ++r) thumb_add_row(&rows(r, 0), r0 + r, tb, tn, thumb);
+    r0 += rb;
+  }
+  if (p > 0 && !lt.compact) {  // old query i < p ≤ j: a future key
+    auto S = head_map(lt.scores, h);
+    scores_rows(Q.data(), Q.outerStride(), Kt.data() + p, T, p, d, n, &S(0, p), S.outerStride());  // (p, n)
+    head_map(lt.probs, h).topRightCorner(p, n).setZero();
+  }
   for (int r0 = p; r0 < T; r0 += B) {
     const int rb = std::min(B, T - r0), r1 = r0 + rb;
-    S.middleRows(r0, rb).noalias() = Q.middleRows(r0, rb) * K.transpose();  // (rb, T)
-    for (int i = r0; i < r1; ++i) {
-      P.row(i).head(i + 1) = S.row(i).head(i + 1) * scale;  // the visible part of `masked`
-      softmax_causal_row(&P(i, 0), T, i, &P(i, 0));         // in place; zeroes j > i
+    RowsRef S = lt.compact ? RowsRef(s_block.topRows(rb)) : RowsRef(head_map(lt.scores, h).middleRows(r0, rb));
+    RowsRef P = lt.compact ? RowsRef(p_block.topRows(rb)) : RowsRef(head_map(lt.probs, h).middleRows(r0, rb));
+    attention_block(Q, Kt, lt.scale, r0, S, P);  // (rb, T) each
+    for (int r = 0; r < rb; ++r) {
+      const int i = r0 + r;
+      row_stats(&P(r, 0), i, targets[static_cast<size_t>(i - p)], stats + i * stats_ld);
+      thumb_add_row(&P(r, 0), i, tb, tn, thumb);
     }
-    O.middleRows(r0, rb).noalias() = P.block(r0, 0, rb, r1) * V.topRows(r1);  // (rb, d)
+    O.middleRows(r0, rb).noalias() = P.leftCols(r1) * V.topRows(r1);  // (rb, d)
   }
   if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p);
   att.middleCols(h * d, d) = O.bottomRows(n);
@@ -67,7 +87,8 @@ void attend_head(const ModelConfig& c, int h, int p, LayerTrace& lt, const Ablat
 
 // Re-lays out the trace's tensors for T tokens, keeping rows [0, p), in parallel over the
 // tensors (each moves in place inside its own buffer, see Tensor::resize_keep) when
-// there is enough to move to pay for waking the threads.
+// there is enough to move to pay for waking the threads. A compact trace frees its (T, T)
+// matrices.
 void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
   const int64_t H = c.n_head, KV = c.n_kv_head, d = c.head_size;
   struct Job {
@@ -78,13 +99,20 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
   std::vector<Job> jobs;
   double bytes = 0;
   for (LayerTrace& lt : tr.layers) {
+    lt.compact = tr.compact;
     jobs.push_back({&lt.q, {H, T, d}, d});
     jobs.push_back({&lt.k, {KV, T, d}, d});
     jobs.push_back({&lt.v, {KV, T, d}, d});
     jobs.push_back({&lt.out, {H, T, d}, d});
     jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-    for (Tensor* t : {&lt.scores, &lt.probs}) jobs.push_back({t, {H, T, T}, p});
-    bytes += 2.0 * H * T * T * sizeof(float);
+    jobs.push_back({&lt.row_stats, {H, T, kRowStats}, kRowStats});
+    for (Tensor* t : {&lt.scores, &lt.probs}) {
+      if (lt.compact)
+        *t = Tensor{};
+      else
+        jobs.push_back({t, {H, T, T}, p});
+    }
+    bytes += (lt.compact ? 0.0 : 2.0 * H * T * T + 2.0 * (H + KV) * T * d) * sizeof(float);
   }
   jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
   const int threads = bytes > 64e6 ? max_threads : 1;
@@ -117,6 +145,7 @@ class ThreadScope {
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  bool can_compact() const override { return true; }
 
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     const ModelConfig& c = m.config;
@@ -157,6 +186,7 @@ class CpuBackend : public Backend {
     const int n = T - p;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
+    const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
     Mat h, q, k, v, y, up, att(n, H * d);
     for (int l = l0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
@@ -174,8 +204,16 @@ class CpuBackend : public Backend {
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
+      std::vector<Mat> kt(static_cast<size_t>(KV));  // (d, T) each: the keys transposed, for scores_rows
+      for (int g = 0; g < KV; ++g) kt[static_cast<size_t>(g)] = head_map(std::as_const(lt.k), g).transpose();
+      const Tensor old_thumbs = std::move(lt.thumbs);
+      const int old_bucket = lt.thumb_bucket;
+      lt.thumb_bucket = thumb_bucket(T);
+      const int64_t tn = thumb_cells(T, lt.thumb_bucket);
+      lt.thumbs = Tensor{{H, tn, tn}, std::vector<float>(static_cast<size_t>(H * tn * tn))};
 #pragma omp parallel for schedule(static)
-      for (int hh = 0; hh < H; ++hh) attend_head(c, hh, p, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
+      for (int hh = 0; hh < H; ++hh)
+        attend_head(hh, p, kt, targets, old_thumbs, old_bucket, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       x += y;
       norm(c, x, lw.norm2_w, lw.norm2_b, h);

@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -28,12 +29,10 @@ std::vector<int> encode_text(const Model& m, const std::string& text) {
   return m.tokenizer->encode(text);
 }
 
-void check_trace_memory(const ModelConfig& c, int64_t T) {
-  // Every layer holds q, k, v, out (T·d per head) and scores, probs (T·T per head); the
-  // logits are (T, V). Counted in double: no overflow, and exact enough for a refusal.
-  const double t = static_cast<double>(T);
-  const double per_layer = 2.0 * c.n_head * t * t + (2.0 * c.n_head + 2.0 * c.n_kv_head) * t * c.head_size;
-  const double bytes = 4.0 * (c.n_layer * per_layer + t * c.vocab_size);
+void check_trace_memory(const ModelConfig& c, int64_t T, bool compact) {
+  // Counted in double: no overflow, and exact enough for a refusal.
+  const double bytes =
+      Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, compact);
   if (bytes > 64e6)  // small traces need no look at /proc/meminfo
     check_memory(bytes, "recording attention over " + std::to_string(T) + " tokens",
                  "use a smaller --block-size or a shorter text.");
@@ -43,6 +42,25 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     : model_(std::move(model)), backend_(std::move(backend)), block_size_(model_->config.n_ctx) {
   trace_.model = model_->name;
   trace_.backend = backend_->name();
+  if (const char* e = std::getenv("ATTNVIZ_TRACE_MATRICES")) {
+    const std::string v = e;
+    if (v == "keep") matrices_ = Matrices::kKeep;
+    else if (v == "recompute") matrices_ = Matrices::kRecompute;
+    else if (v != "auto" && !v.empty())
+      throw Error("ATTNVIZ_TRACE_MATRICES='" + excerpt(v, 20) + "' is not keep, recompute or auto", ErrorKind::Usage);
+  }
+}
+
+void Engine::set_matrices(Matrices m) {
+  if (m != matrices_) clear_cache();
+  matrices_ = m;
+}
+
+bool Engine::compact_for(int64_t T) const {
+  if (!backend_->can_compact() || matrices_ == Matrices::kKeep) return false;
+  if (matrices_ == Matrices::kRecompute) return true;
+  const ModelConfig& c = model_->config;
+  return 2.0 * c.n_layer * c.n_head * static_cast<double>(T) * T * sizeof(float) > kKeepMatricesBytes;
 }
 
 void Engine::set_block_size(int block_size) {
@@ -68,7 +86,10 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const int total = static_cast<int>(ids.size());
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
-  check_trace_memory(model_->config, static_cast<int64_t>(window.size()));
+  const bool compact = compact_for(static_cast<int64_t>(window.size()));
+  check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact);
+  if (compact != trace_.compact) cache_valid_ = false;  // every layer changes its layout
+  trace_.compact = compact;
 
   last_from_layer_ = 0;
   if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run

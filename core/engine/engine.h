@@ -35,6 +35,16 @@ class Engine {
   void set_ablation(const Ablation& a);
   const Ablation& ablation() const { return backend_->ablation(); }
 
+  // Whether traces keep every head's (T, T) scores and probs (kKeep), or only q, k, v and
+  // the summaries, a head's matrices recomputed when asked for (kRecompute: O(T) memory per
+  // head, see LayerTrace). kAuto keeps them while they take at most kKeepMatricesBytes and
+  // the backend can recompute (the CPU's). The env var ATTNVIZ_TRACE_MATRICES
+  // (keep, recompute, auto) sets the engine's starting policy.
+  enum class Matrices { kAuto, kKeep, kRecompute };
+  void set_matrices(Matrices m);
+  Matrices matrices() const { return matrices_; }
+  bool compact_for(int64_t T) const;  // what run() will record for a window of T tokens
+
   int last_recomputed_from() const { return last_from_; }  // first position the last run computed
   // First layer the last run computed: > 0 when only the ablation changed and the backend
   // could start at its first affected layer (the CPU backend can).
@@ -50,6 +60,7 @@ class Engine {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
   int block_size_ = 0;
+  Matrices matrices_ = Matrices::kAuto;
   int last_from_ = 0;
   int last_from_layer_ = 0;
   int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
@@ -60,9 +71,14 @@ class Engine {
 // Checks ids against the vocabulary; throws an Error naming the first bad id and position.
 void check_token_ids(const std::vector<int>& ids, int vocab_size);
 
+// (T, T) matrices a trace keeps under Engine::Matrices::kAuto: above this (all layers' scores
+// and probs together) a trace is compact. Chosen by measurement: see the README's
+// "Long texts" section.
+constexpr double kKeepMatricesBytes = 256e6;
+
 // Throws a data Error (with the estimate) when recording a window of T tokens of a model
-// with config `c` would not fit in the memory available.
-void check_trace_memory(const ModelConfig& c, int64_t T);
+// with config `c` (compact: without the (T, T) matrices) would not fit in the memory available.
+void check_trace_memory(const ModelConfig& c, int64_t T, bool compact = false);
 
 // Encodes with the model's tokenizer; a clear Error when the model has none.
 std::vector<int> encode_text(const Model& m, const std::string& text);

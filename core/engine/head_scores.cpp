@@ -1,5 +1,7 @@
 #include "core/engine/head_scores.h"
 
+#include "core/engine/head_summary.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -9,44 +11,39 @@ namespace attnviz {
 std::vector<HeadScore> score_heads(const Trace& t) {
   std::vector<HeadScore> out;
   const int T = t.T();
-  // For each row i, the positions j+1 (< i) just after earlier occurrences of tokens[i].
-  std::vector<std::vector<int>> targets(static_cast<size_t>(T));
-  for (int i = 0; i < T; ++i)
-    for (int j = 0; j + 1 < i; ++j)
-      if (t.tokens[j] == t.tokens[i]) targets[i].push_back(j + 1);
+  std::vector<std::vector<int>> targets;  // made only for a layer without row_stats
+  std::vector<float> scratch, computed(static_cast<size_t>(T) * kRowStats);
   for (size_t l = 0; l < t.layers.size(); ++l) {
-    const Tensor& P = t.layers[l].probs;  // (H, T, T)
-    for (int h = 0; h < static_cast<int>(P.dim(0)); ++h) {
+    const LayerTrace& lt = t.layers[l];
+    const bool have = lt.row_stats.shape == std::vector<int64_t>{lt.heads(), T, kRowStats};
+    if (!have && targets.empty()) targets = induction_targets(t.tokens, 0);
+    for (int h = 0; h < static_cast<int>(lt.heads()); ++h) {
+      // (T, kRowStats): the backend's, or computed here from the head's probs.
+      const float* rs = have ? lt.row_stats.head(h) : computed.data();
+      const int64_t ld = have ? lt.row_stats.ld() : kRowStats;
+      if (!have) {
+        const float* P = lt.head_values(Stage::Probs, h, scratch);  // (T, T)
+        for (int i = 0; i < T; ++i) row_stats(P + static_cast<int64_t>(i) * T, i, targets[i], &computed[i * kRowStats]);
+      }
+      double sum[kRowStats] = {};
+      int rows = 0, ind_rows = 0;
+      for (int i = 1; i < T; ++i) {
+        const float* r = rs + i * ld;
+        for (int k = 0; k < kInduction; ++k) sum[k] += r[k];
+        ++rows;
+        if (!std::isnan(r[kInduction])) sum[kInduction] += r[kInduction], ++ind_rows;
+      }
       HeadScore s;
       s.layer = static_cast<int>(l);
       s.head = h;
-      double prev = 0, first = 0, self = 0, ind = 0, entropy = 0, distance = 0;
-      int rows = 0, ind_rows = 0;
-      for (int i = 1; i < T; ++i) {
-        prev += P.at(h, i, i - 1);
-        first += P.at(h, i, 0);
-        self += P.at(h, i, i);
-        for (int j = 0; j <= i; ++j) {
-          const double p = P.at(h, i, j);
-          if (p > 0) entropy -= p * std::log2(p);
-          distance += p * (i - j);
-        }
-        ++rows;
-        if (!targets[i].empty()) {
-          double w = 0;
-          for (int j : targets[i]) w += P.at(h, i, j);
-          ind += w;
-          ++ind_rows;
-        }
-      }
       if (rows) {
-        s.previous_token = static_cast<float>(prev / rows);
-        s.first_token = static_cast<float>(first / rows);
-        s.self = static_cast<float>(self / rows);
-        s.entropy_bits = static_cast<float>(entropy / rows);
-        s.mean_distance = static_cast<float>(distance / rows);
+        s.previous_token = static_cast<float>(sum[kPrevious] / rows);
+        s.first_token = static_cast<float>(sum[kFirst] / rows);
+        s.self = static_cast<float>(sum[kSelf] / rows);
+        s.entropy_bits = static_cast<float>(sum[kEntropyBits] / rows);
+        s.mean_distance = static_cast<float>(sum[kDistance] / rows);
       }
-      s.induction = ind_rows ? static_cast<float>(ind / ind_rows) : -1.f;
+      s.induction = ind_rows ? static_cast<float>(sum[kInduction] / ind_rows) : -1.f;
       out.push_back(s);
     }
   }

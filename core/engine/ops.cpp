@@ -97,22 +97,61 @@ void rope_inplace(Mat& x, int heads, int d, int pos0, float theta) {
 
 void softmax_causal_row(const float* masked, int len, int last, float* probs) {
   // Vectorised through Eigen (its exp is a SIMD polynomial, within a few ulp of std::exp).
-  // The exp runs over whole SIMD packets: the row is padded with −inf (exp → 0) up to a
-  // multiple of the packet size, since Eigen would do the remainder with a scalar expf
-  // (6 % of the tiny model's forward pass, for rows averaging 128 entries).
-  using ArrC = Eigen::Map<const Eigen::ArrayXf>;
-  using Arr = Eigen::Map<Eigen::ArrayXf>;
+  // The exp runs over whole SIMD packets, in an aligned buffer of its own, padded with −inf
+  // (exp → 0) up to a multiple of the packet size: Eigen would take a remainder, and on
+  // the row in place the elements before the first aligned one, through the scalar expf,
+  // which is slower (6 % of the tiny model's forward pass) and rounds differently. So every
+  // element goes through the same exp wherever the row lies and however long it is (a
+  // compact trace recomputes rows elsewhere and at a later T; see LayerTrace).
   constexpr int kPacket = 16;
   const int n = last + 1;
-  const int padded = std::min(len, (n + kPacket - 1) / kPacket * kPacket);
-  const float mx = ArrC(masked, n).maxCoeff();
-  Arr p(probs, padded);
-  p.head(n) = ArrC(masked, n) - mx;  // masked may be probs (in place): element by element
-  p.tail(padded - n).setConstant(-INFINITY);
-  p = p.exp();
-  p.tail(padded - n).setZero();  // exactly 0 where masked, whatever exp(−inf) rounds to
-  p.head(n) *= 1.f / p.head(n).sum();
-  if (len > padded) Arr(probs + padded, len - padded).setZero();
+  const int padded = (n + kPacket - 1) / kPacket * kPacket;
+  const Eigen::Map<const Eigen::ArrayXf> x(masked, n);
+  const float mx = x.maxCoeff();  // a max is the same in any order
+  thread_local Eigen::ArrayXf buf;
+  if (buf.size() < padded) buf.resize(std::max<Eigen::Index>(padded, 2 * buf.size()));
+  auto e = buf.head(padded);
+  e.head(n) = x - mx;
+  e.tail(padded - n).setConstant(-INFINITY);
+  e = e.exp();
+  const float inv = 1.f / e.head(n).sum();  // from element 0 of an aligned buffer: always the same order
+  Eigen::Map<Eigen::ArrayXf>(probs, n) = e.head(n) * inv;  // masked may be probs (in place): read above
+  std::fill(probs + n, probs + len, 0.f);  // exactly 0 where masked
+}
+
+int attention_row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
+
+void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
+                 int64_t lds) {
+  // Four query rows share each load of a row of Kᵀ; keys in chunks that stay in L1.
+  constexpr int kRows = 4, kChunk = 256;
+  for (int r0 = 0; r0 < rows; r0 += kRows) {
+    const int nr = std::min(kRows, rows - r0);
+    for (int j0 = 0; j0 < T; j0 += kChunk) {
+      const int nj = std::min(kChunk, T - j0);
+      float acc[kRows][kChunk];
+      for (int r = 0; r < nr; ++r) std::fill_n(acc[r], nj, 0.f);
+      for (int k = 0; k < d; ++k) {
+        const float* kr = kt + k * ldk + j0;
+        for (int r = 0; r < nr; ++r) {
+          const float a = q[(r0 + r) * ldq + k];
+          for (int j = 0; j < nj; ++j) acc[r][j] += a * kr[j];
+        }
+      }
+      for (int r = 0; r < nr; ++r) std::copy_n(acc[r], nj, s + (r0 + r) * lds + j0);
+    }
+  }
+}
+
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P) {
+  const int rb = static_cast<int>(S.rows()), T = static_cast<int>(Kt.cols()), d = static_cast<int>(Kt.rows());
+  scores_rows(Q.data() + r0 * Q.outerStride(), Q.outerStride(), Kt.data(), Kt.outerStride(), rb, d, T, S.data(),
+              S.outerStride());  // (rb, T)
+  for (int r = 0; r < rb; ++r) {
+    const int i = r0 + r;
+    P.row(r).head(i + 1) = S.row(r).head(i + 1) * scale;  // the visible part of `masked`
+    softmax_causal_row(&P(r, 0), T, i, &P(r, 0));         // in place; zeroes j > i
+  }
 }
 
 }  // namespace attnviz

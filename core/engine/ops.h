@@ -28,7 +28,31 @@ void swiglu_inplace(Mat& gate, const Mat& up);
 void rope_inplace(Mat& x, int heads, int d, int pos0, float theta);
 
 // Softmax of one row whose entries past `last` are −inf (masked): reads masked[0..last],
-// writes probs[0..len), zeros after `last`. probs may be masked (in place).
+// writes probs[0..len), zeros after `last`. probs may be masked (in place). The result does
+// not depend on where the row lies in memory (its sum is taken in a fixed order).
 void softmax_causal_row(const float* masked, int len, int last, float* probs);
+
+// A head's (T, d) queries or keys, rows ld apart; a block of (rows, T) attention rows.
+using ConstRowsRef = Eigen::Ref<const Mat, 0, Eigen::OuterStride<>>;
+using RowsRef = Eigen::Ref<Mat, 0, Eigen::OuterStride<>>;
+
+// Query rows handled together, for T keys: a block's S and P stay in cache while it is
+// scaled, masked and normalised.
+int attention_row_block(int T);
+
+// S (rows, T) = Q (rows, d) · Kᵀ, with K given transposed: Kt (d, T). Each element is summed
+// over k = 0 … d−1 in that order whatever the shapes, so a row of scores has the same bits
+// whether it was computed alone (an appended token), as the new columns of an old row, or
+// in a block of a full pass (Eigen's products choose kernels by shape and differ in the
+// last bit). Vectorised across keys.
+void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
+                 int64_t lds);
+
+// Rows [r0, r0 + rb) of one head's attention, rb = S.rows(): S = Q[r0 : r0+rb] · Kᵀ over all
+// T = Kt.cols() keys (unscaled: the recorded `scores`, through scores_rows), and P = softmax
+// of S · scale with keys j > i masked (the recorded `probs`). Q (T, d), Kt (d, T); S and P
+// are (rb, T). The CPU backend computes its blocks through this and a compact trace
+// recomputes a head, or one row, through it, so both give the same bits.
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P);
 
 }  // namespace attnviz

@@ -10,18 +10,19 @@ std::vector<std::vector<double>> rollout_layers(const Trace& t, int last) {
   std::vector<double> R(static_cast<size_t>(T) * T, 0.0), A(R.size()), next(R.size());  // (T, T) each
   for (int i = 0; i < T; ++i) R[static_cast<size_t>(i) * T + i] = 1.0;  // before layer 0: the identity
   std::vector<std::vector<double>> out;
+  std::vector<float> head;  // one head's probs, when the trace is compact
   for (int l = 0; l <= last; ++l) {
-    const Tensor& P = t.layers[l].probs;  // (H, T, T)
-    const int H = static_cast<int>(P.dim(0));
+    const LayerTrace& lt = t.layers[l];
+    const int H = static_cast<int>(lt.heads());
+    for (size_t e = 0; e < A.size(); ++e) A[e] = e % (T + 1) == 0 ? 1.0 : 0.0;  // I
+    for (int h = 0; h < H; ++h) {  // + the head-averaged weights, one head at a time
+      const float* P = lt.head_values(Stage::Probs, h, head);  // (T, T)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j <= i; ++j) A[static_cast<size_t>(i) * T + j] += P[static_cast<size_t>(i) * T + j] / H;
+    }
     for (int i = 0; i < T; ++i) {
       double sum = 0;
-      for (int j = 0; j < T; ++j) {
-        double a = i == j ? 1.0 : 0.0;  // + I
-        if (j <= i)
-          for (int h = 0; h < H; ++h) a += P.at(h, i, j) / H;
-        A[static_cast<size_t>(i) * T + j] = a;
-        sum += a;
-      }
+      for (int j = 0; j < T; ++j) sum += A[static_cast<size_t>(i) * T + j];
       for (int j = 0; j < T; ++j) A[static_cast<size_t>(i) * T + j] /= sum;
     }
     for (int i = 0; i < T; ++i)  // next = Â_l · R

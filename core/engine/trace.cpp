@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/engine/head_summary.h"
+#include "core/engine/ops.h"
 #include "core/limits.h"
 
 namespace attnviz {
@@ -136,8 +138,8 @@ const Tensor* LayerTrace::stored(Stage s) const {
     case Stage::Q: return &q;
     case Stage::K: return &k;
     case Stage::V: return &v;
-    case Stage::Scores: return &scores;
-    case Stage::Probs: return &probs;
+    case Stage::Scores: return compact ? nullptr : &scores;
+    case Stage::Probs: return compact ? nullptr : &probs;
     case Stage::Out: return &out;
     case Stage::Scaled:
     case Stage::Masked: return nullptr;
@@ -146,41 +148,84 @@ const Tensor* LayerTrace::stored(Stage s) const {
 }
 Tensor* LayerTrace::stored(Stage s) { return const_cast<Tensor*>(static_cast<const LayerTrace*>(this)->stored(s)); }
 
-std::vector<int64_t> LayerTrace::shape(Stage s) const { return derived(s) ? scores.shape : stored(s)->shape; }
+std::vector<int64_t> LayerTrace::shape(Stage s) const {
+  if (matrix(s)) return {heads(), T(), T()};
+  return stored(s)->shape;
+}
+
+void LayerTrace::attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const {
+  using Map = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+  using Out = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+  const int64_t n = T(), d = q.dim(2), g = h / (heads() / k.dim(0));  // query head h reads KV head g
+  const Map Q(q.head(h), n, d, Eigen::OuterStride<>(q.ld()));
+  const Mat Kt = Map(k.head(g), n, d, Eigen::OuterStride<>(k.ld())).transpose();  // (d, T)
+  Mat s_tmp, p_tmp;
+  if (!S) s_tmp.resize(rb, n);
+  if (!P) p_tmp.resize(rb, n);
+  Out Sm(S ? S : s_tmp.data(), rb, n, Eigen::OuterStride<>(n)), Pm(P ? P : p_tmp.data(), rb, n, Eigen::OuterStride<>(n));
+  attention_block(Q, Kt, scale, static_cast<int>(r0), Sm, Pm);
+}
 
 namespace {
 
-// Row-major (rows, cols) head of scaled or masked, from the scores.
-void derive_head(const LayerTrace& lt, Stage s, int64_t h, float* dst) {
-  const int64_t rows = lt.scores.dim(1), cols = lt.scores.dim(2);
-  const float* src = lt.scores.head(h);
-  const int64_t ld = lt.scores.ld();
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      dst[i * cols + j] = s == Stage::Masked && causally_masked(i, j) ? -INFINITY : src[i * ld + j] * lt.scale;
+// Rows [r0, r0 + rows) of a head of stage s (a matrix stage) into dst (rows, T), from the
+// stored matrices or, compact, through the kernel.
+void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t rows, float* dst) {
+  const int64_t T = lt.T();
+  if (lt.compact) {
+    // Block by block as the forward pass does, so a head costs (B, T) of extra memory.
+    const int64_t B = attention_row_block(static_cast<int>(T));
+    std::vector<float> other(static_cast<size_t>(std::min(B, rows) * T));
+    for (int64_t a = r0; a < r0 + rows; a += B) {
+      const int64_t rb = std::min(B, r0 + rows - a);
+      float* at = dst + (a - r0) * T;
+      if (s == Stage::Probs)
+        lt.attention_rows(h, a, rb, nullptr, at);
+      else
+        lt.attention_rows(h, a, rb, at, s == Stage::Scores ? nullptr : other.data());
+    }
+  } else {
+    const Tensor& src = s == Stage::Probs ? lt.probs : lt.scores;
+    for (int64_t i = 0; i < rows; ++i) std::copy_n(src.head(h) + (r0 + i) * src.ld(), T, dst + i * T);
+  }
+  if (!LayerTrace::derived(s)) return;
+  for (int64_t i = 0; i < rows; ++i)  // scaled, masked from the scores
+    for (int64_t j = 0; j < T; ++j) {
+      float& x = dst[i * T + j];
+      x = s == Stage::Masked && causally_masked(r0 + i, j) ? -INFINITY : x * lt.scale;
+    }
 }
 
 }  // namespace
 
 const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
-  if (!derived(s)) return stored(s)->head_dense(h, scratch);
-  scratch.resize(scores.dim(1) * scores.dim(2));
-  derive_head(*this, s, h, scratch.data());
+  if (const Tensor* t = stored(s)) return t->head_dense(h, scratch);
+  scratch.resize(static_cast<size_t>(T() * T()));
+  matrix_rows(*this, s, h, 0, T(), scratch.data());
+  return scratch.data();
+}
+
+const float* LayerTrace::row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const {
+  if (const Tensor* t = stored(s)) return t->head(h) + i * t->ld();
+  scratch.resize(static_cast<size_t>(T()));
+  matrix_rows(*this, s, h, i, 1, scratch.data());
   return scratch.data();
 }
 
 float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
-  if (!derived(s)) return stored(s)->at(h, i, j);
+  if (const Tensor* t = stored(s)) return t->at(h, i, j);
   if (s == Stage::Masked && causally_masked(i, j)) return -INFINITY;
-  return scores.at(h, i, j) * scale;
+  if (derived(s) && !compact) return scores.at(h, i, j) * scale;
+  std::vector<float> row;
+  return row_values(s, h, i, row)[j];
 }
 
 Tensor LayerTrace::materialize(Stage s) const {
-  if (!derived(s)) return stored(s)->dense_copy();
+  if (const Tensor* t = stored(s)) return t->dense_copy();
   Tensor t;
-  t.shape = scores.shape;
-  t.data.resize(scores.numel());
-  for (int64_t h = 0; h < (scores.shape.empty() ? 0 : scores.dim(0)); ++h) derive_head(*this, s, h, t.head(h));
+  t.shape = shape(s);
+  t.data.resize(static_cast<size_t>(t.numel()));
+  for (int64_t h = 0; h < t.dim(0); ++h) matrix_rows(*this, s, h, 0, T(), t.head(h));
   return t;
 }
 
@@ -189,8 +234,18 @@ size_t Trace::bytes() const {
   for (const auto& l : layers)
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
-  for (const auto& l : layers) n += l.resid.data.size();
+  for (const auto& l : layers) n += l.resid.data.size() + l.row_stats.data.size() + l.thumbs.data.size();
   return n * sizeof(float);
+}
+
+double Trace::estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
+                             bool compact) {
+  const double t = static_cast<double>(T);
+  // Per layer: q, out (H·T·d), k, v (KV·T·d), resid (T·C), row stats, thumbnails; scores
+  // and probs (H·T·T) unless compact. Then the logits (T·V).
+  double per_layer = (2.0 * H + 2.0 * KV) * t * d + t * C + H * t * kRowStats + H * double(kThumbCells) * kThumbCells;
+  if (!compact) per_layer += 2.0 * H * t * t;
+  return 4.0 * (static_cast<double>(L) * per_layer + t * static_cast<double>(V));
 }
 
 }  // namespace attnviz

@@ -58,28 +58,48 @@ inline bool causally_masked(int64_t i, int64_t j) { return j > i; }
 // for (scaled = scores · scale, masked = scaled with −inf where j > i), never stored: that
 // halves what a trace holds (GPT-2 small at T=1024: 2.4 GB of (T, T) matrices → 1.2 GB) and
 // what every forward pass writes.
+//
+// A compact layer (compact = true) stores no (T, T) matrix at all: scores and probs are
+// empty and head_values / row_values / materialize recompute a head's from q and k through
+// the same kernel the CPU backend ran (attention_block in ops.h), so they are the same
+// numbers. The layer then holds O(T) per head; the per-head summaries (row_stats, thumbs)
+// stand in for the matrices where every head is shown at once.
 struct LayerTrace {
   Tensor q;       // (H, T, d)  queries as used in the dot product (after RoPE)
   Tensor k;       // (KV, T, d) keys as used (after RoPE)
   Tensor v;       // (KV, T, d) values
-  Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix
-  Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i
+  Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix; empty when compact
+  Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i; empty when compact
   Tensor out;     // (H, T, d)  probs · v, before the output projection
   Tensor resid;   // (T, C)     the residual stream entering the layer, kept by the CPU backend so
                   //            that a changed ablation recomputes from its first layer; empty
                   //            when a backend does not keep it (not a dump stage)
+  Tensor row_stats;  // (H, T, kRowStats) per-row terms of the head scores (head_summary.h);
+                     //   empty when the backend does not compute them (score_heads then reads probs)
+  Tensor thumbs;     // (H, n, n) probs max-pooled over thumb_bucket² cells; empty: none
+  int thumb_bucket = 0;
   float scale = 1.f;  // 1/√d, as the backend applied it
+  bool compact = false;
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Masked; }
-  const Tensor* stored(Stage s) const;  // null for a derived stage
+  static bool matrix(Stage s) { return s == Stage::Scores || s == Stage::Probs || derived(s); }  // (T, T) per head
+  const Tensor* stored(Stage s) const;  // null for a derived stage, and for a matrix when compact
   Tensor* stored(Stage s);
+  // Query heads and tokens, from q (or from probs in a trace built by hand without q).
+  int64_t heads() const { return !q.shape.empty() ? q.dim(0) : probs.shape.empty() ? 0 : probs.dim(0); }
+  int64_t T() const { return !q.shape.empty() ? q.dim(1) : probs.shape.empty() ? 0 : probs.dim(1); }
   // (H or KV, rows, cols) of stage s.
   std::vector<int64_t> shape(Stage s) const;
   // Head h of stage s as a row-major (rows, cols) array: inside the trace for a stored
   // stage, else computed into `scratch`.
   const float* head_values(Stage s, int64_t h, std::vector<float>& scratch) const;
-  float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element
+  // Row i of head h of stage s (cols values), the same numbers as head_values'.
+  const float* row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const;
+  float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element (a row's work when compact)
   Tensor materialize(Stage s) const;  // the whole stage as a new tensor
+  // Rows [r0, r0 + rb) of head h's scores S and probs P, each (rb, T) row-major, through
+  // the backend's kernel; S or P may be null.
+  void attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const;
 };
 
 struct Trace {
@@ -91,9 +111,16 @@ struct Trace {
   std::vector<LayerTrace> layers;  // (L)
   Tensor logits;  // (T, V) next-token logits
   Ablation ablation;  // heads whose output this pass replaced (empty: none)
+  // Asked of the backend by the engine: compact layers (no (T, T) matrices, see LayerTrace).
+  // Backends that cannot recompute (the GPU's) store the matrices whatever this says.
+  bool compact = false;
 
   int T() const { return static_cast<int>(tokens.size()); }
   size_t bytes() const;  // memory held by all tensors
+  // Bytes a trace of T tokens holds for config-like sizes: L layers of H query and KV key/
+  // value heads of size d, C wide, V logits per row; `compact` leaves out the (T, T) matrices.
+  static double estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
+                               bool compact);
 };
 
 }  // namespace attnviz

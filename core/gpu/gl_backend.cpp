@@ -187,6 +187,7 @@ class GlBackend : public Backend {
     lt.v.resize_keep({KV, T, d}, p, d);
     lt.out.resize_keep({H, T, d}, p, d);
     for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
+    lt.compact = false;  // this backend always records the matrices (can_compact() is false)
     gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);

@@ -1,0 +1,71 @@
+#include "core/engine/head_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include <Eigen/Core>
+
+namespace attnviz {
+
+std::vector<std::vector<int>> induction_targets(const std::vector<int>& tokens, int from) {
+  const int T = static_cast<int>(tokens.size());
+  std::vector<std::vector<int>> out(static_cast<size_t>(std::max(0, T - from)));
+  std::unordered_map<int, std::vector<int>> seen;  // token → its positions j, in order
+  for (int i = 0; i < T; ++i) {
+    if (i >= from)
+      if (auto it = seen.find(tokens[i]); it != seen.end())
+        for (int j : it->second)
+          if (j + 1 < i) out[i - from].push_back(j + 1);
+    seen[tokens[i]].push_back(i);
+  }
+  return out;
+}
+
+void row_stats(const float* p, int i, const std::vector<int>& targets, float* out) {
+  // Vectorised (a forward pass calls this for every row of every head): Eigen's SIMD log.
+  // The terms go to an aligned buffer before they are summed, so that the sums do not depend
+  // on where the row lies (a full trace's row and a compact pass's block row give the same).
+  const Eigen::Map<const Eigen::ArrayXf> P(p, i + 1);
+  thread_local Eigen::ArrayXf terms;
+  terms = (P > 0.f).select(P * P.log(), 0.f);
+  const float entropy = -terms.sum() / std::log(2.f);
+  terms = P * Eigen::ArrayXf::LinSpaced(i + 1, static_cast<float>(i), 0.f);  // P[j]·(i − j)
+  const float distance = terms.sum();
+  out[kPrevious] = i >= 1 ? p[i - 1] : 0.f;
+  out[kFirst] = p[0];
+  out[kSelf] = p[i];
+  out[kEntropyBits] = static_cast<float>(entropy);
+  out[kDistance] = static_cast<float>(distance);
+  double ind = 0;
+  for (int t : targets) ind += p[t];
+  out[kInduction] = targets.empty() ? NAN : static_cast<float>(ind);
+}
+
+int thumb_bucket(int T) {
+  int b = 1;
+  while (thumb_cells(T, b) > kThumbCells) b *= 2;
+  return b;
+}
+
+void thumb_add_row(const float* p, int i, int bucket, int n, float* thumb) {
+  float* row = thumb + static_cast<int64_t>(i / bucket) * n;
+  for (int j = 0; j <= i; ++j) row[j / bucket] = std::max(row[j / bucket], p[j]);
+}
+
+int thumb_keep(const float* old, int bucket_old, int n_old, int from, int bucket, int n, float* out) {
+  std::fill(out, out + static_cast<int64_t>(n) * n, 0.f);
+  // Old cells merge into new ones only when the new bucket is a multiple of the old.
+  if (!old || bucket_old <= 0 || bucket % bucket_old != 0) return 0;
+  const int f = bucket / bucket_old;
+  const int rows_kept = from / bucket;  // new bucket rows made of kept rows only
+  for (int I = 0; I < rows_kept; ++I)
+    for (int a = I * f; a < std::min((I + 1) * f, n_old); ++a)
+      for (int b = 0; b < n_old && b / f < n; ++b) {
+        float& cell = out[static_cast<int64_t>(I) * n + b / f];
+        cell = std::max(cell, old[static_cast<int64_t>(a) * n_old + b]);
+      }
+  return rows_kept * bucket;
+}
+
+}  // namespace attnviz

@@ -1,0 +1,215 @@
+// A compact trace (no (T, T) matrices; heads recomputed on request) against a full one
+// computed side by side: every stage of every head must be the same bits, after one pass
+// and after typing token by token and editing; the per-head summaries (row_stats,
+// thumbnails) must match what they summarise, computed here from the full matrices; and
+// a long compact trace must stay within an O(T) bound computed from the config.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/engine/engine.h"
+#include "core/engine/head_scores.h"
+#include "core/engine/head_summary.h"
+#include "test_util.h"
+
+namespace attnviz {
+namespace {
+using namespace test;
+
+struct Pair {
+  Engine keep, compact;
+  Pair(std::shared_ptr<const Model> m)
+      : keep(m, make_cpu_backend()), compact(m, make_cpu_backend()) {
+    keep.set_matrices(Engine::Matrices::kKeep);
+    compact.set_matrices(Engine::Matrices::kRecompute);
+  }
+};
+
+// Every matrix stage of every head, every stored stage and the logits: equal bits.
+void expect_same(const Trace& full, const Trace& compact, const std::string& when) {
+  ASSERT_EQ(full.T(), compact.T()) << when;
+  ASSERT_EQ(compact.layers.size(), full.layers.size());
+  std::vector<float> a, b;
+  for (size_t l = 0; l < full.layers.size(); ++l) {
+    const LayerTrace &F = full.layers[l], &C = compact.layers[l];
+    ASSERT_FALSE(F.compact) << when;
+    ASSERT_TRUE(C.compact) << when;
+    ASSERT_TRUE(C.scores.data.empty() && C.probs.data.empty()) << "a compact layer holds no (T, T) matrix";
+    for (Stage s : {Stage::Q, Stage::K, Stage::V, Stage::Scores, Stage::Scaled, Stage::Masked, Stage::Probs, Stage::Out}) {
+      ASSERT_EQ(F.shape(s), C.shape(s)) << when;
+      for (int64_t h = 0; h < F.shape(s)[0]; ++h) {
+        const int64_t n = F.shape(s)[1] * F.shape(s)[2];
+        const float* x = F.head_values(s, h, a);
+        const float* y = C.head_values(s, h, b);
+        for (int64_t e = 0; e < n; ++e)
+          if (std::memcmp(&x[e], &y[e], sizeof(float)) != 0) {
+            FAIL() << when << ": layer " << l << " head " << h << " " << stage_name(s) << " element " << e << ": full "
+                   << x[e] << " vs compact " << y[e] << " (diff " << (x[e] - y[e]) << ")";
+          }
+        if (LayerTrace::matrix(s) && h == F.heads() - 1) {  // one row and one element the cheap ways
+          const int64_t i = F.T() - 1, T = F.T();
+          const float* r = C.row_values(s, h, i, b);
+          for (int64_t j = 0; j < T; ++j) ASSERT_EQ(std::memcmp(&r[j], &x[i * T + j], 4), 0) << when << " row_values";
+          ASSERT_EQ(C.value(s, h, i, 0), x[i * T]) << when << " value";
+        }
+      }
+    }
+    const std::vector<float> fr = F.row_stats.dense_copy().data, cr = C.row_stats.dense_copy().data;  // NaN: no target
+    EXPECT_TRUE(fr.size() == cr.size() && std::memcmp(fr.data(), cr.data(), fr.size() * 4) == 0) << when << " row_stats, layer " << l;
+    EXPECT_EQ(F.thumbs.data, C.thumbs.data) << when << " thumbnails, layer " << l;
+  }
+  EXPECT_EQ(full.logits.dense_copy().data, compact.logits.dense_copy().data) << when;
+}
+
+// The summaries against the full matrices: row_stats within float rounding of a double
+// computation, thumbnails exactly the max over each bucket.
+void expect_summaries(const Trace& t, const std::string& when) {
+  const int T = t.T();
+  const auto targets = induction_targets(t.tokens, 0);
+  std::vector<float> scratch;
+  for (const LayerTrace& lt : t.layers) {
+    const int b = thumb_bucket(T), n = thumb_cells(T, b);
+    ASSERT_EQ(lt.thumb_bucket, b) << when;
+    ASSERT_EQ(lt.thumbs.shape, (std::vector<int64_t>{lt.heads(), n, n})) << when;
+    for (int64_t h = 0; h < lt.heads(); ++h) {
+      const float* P = lt.head_values(Stage::Probs, h, scratch);
+      std::vector<float> want(static_cast<size_t>(n) * n, 0.f);
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j <= i; ++j) want[(i / b) * n + j / b] = std::max(want[(i / b) * n + j / b], P[i * T + j]);
+      for (int c = 0; c < n * n; ++c) ASSERT_EQ(lt.thumbs.head(h)[c], want[c]) << when << " thumbnail cell " << c;
+      for (int i = 0; i < T; ++i) {
+        const float* r = P + static_cast<int64_t>(i) * T;
+        double ent = 0, dist = 0, ind = 0;
+        for (int j = 0; j <= i; ++j) {
+          if (r[j] > 0) ent -= r[j] * std::log2(static_cast<double>(r[j]));
+          dist += static_cast<double>(r[j]) * (i - j);
+        }
+        for (int j : targets[i]) ind += r[j];
+        const float* s = lt.row_stats.head(h) + i * lt.row_stats.ld();
+        ASSERT_EQ(s[kFirst], r[0]);
+        ASSERT_EQ(s[kSelf], r[i]);
+        if (i > 0) ASSERT_EQ(s[kPrevious], r[i - 1]);
+        ASSERT_NEAR(s[kEntropyBits], ent, 1e-5 * std::max(1.0, ent)) << when << " row " << i;
+        ASSERT_NEAR(s[kDistance], dist, 1e-5 * std::max(1.0, dist)) << when << " row " << i;
+        if (targets[i].empty())
+          ASSERT_TRUE(std::isnan(s[kInduction]));
+        else
+          ASSERT_NEAR(s[kInduction], ind, 1e-6);
+      }
+    }
+  }
+}
+
+std::shared_ptr<const Model> gqa_model() {
+  // llama with RoPE and GQA (8 query heads over 2 KV heads), head size 16.
+  return load_model(make_model_dir(small_config("llama", 3, 128, 8, 2, 300, 512), 7, "compact_gqa"));
+}
+
+TEST(CompactTrace, OnePassGivesTheSameBitsAsTheFullTrace) {
+  for (const auto& m : {gqa_model(), load_model(make_model_dir(small_config("gpt2", 2, 64, 4, 4, 200, 512), 3, "compact_gpt2"))}) {
+    for (int T : {1, 2, 7, 64, 200, 300}) {
+      Pair p(m);
+      const auto ids = random_ids(T, m->config.vocab_size, 11 + T);
+      expect_same(p.keep.run(ids), p.compact.run(ids), std::string(m->config.arch == Arch::Llama ? "llama" : "gpt2") + " T=" + std::to_string(T));
+      expect_summaries(p.keep.trace(), "T=" + std::to_string(T));
+    }
+  }
+}
+
+TEST(CompactTrace, TypingAndEditingKeepTheSameBitsAndSummaries) {
+  Pair p(gqa_model());
+  const auto ids = random_ids(260, 300, 5);
+  std::vector<int> typed;
+  for (int i = 0; i < 260; ++i) {  // crosses thumbnail buckets 1 → 2 → 4 (at T = 65 and 129, 257)
+    typed.push_back(ids[static_cast<size_t>(i)]);
+    const Trace& a = p.keep.run(typed);
+    const Trace& b = p.compact.run(typed);
+    ASSERT_EQ(p.compact.last_recomputed_from(), i) << "typing appends";
+    if (i % 37 == 0 || i == 259 || i == 64 || i == 65 || i == 128 || i == 129) {
+      expect_same(a, b, "typed " + std::to_string(i + 1));
+      expect_summaries(b, "typed " + std::to_string(i + 1));
+    }
+  }
+  for (int at : {250, 100, 3}) {  // an edit recomputes from `at`; a deletion shrinks the window
+    typed[static_cast<size_t>(at)] = (typed[static_cast<size_t>(at)] + 1) % 300;
+    expect_same(p.keep.run(typed), p.compact.run(typed), "edit at " + std::to_string(at));
+    expect_summaries(p.compact.trace(), "edit at " + std::to_string(at));
+  }
+  typed.resize(120);  // the bucket shrinks from 8 to 2
+  expect_same(p.keep.run(typed), p.compact.run(typed), "deleted to 120");
+  expect_summaries(p.compact.trace(), "deleted to 120");
+  EXPECT_EQ(score_heads(p.keep.trace()).size(), score_heads(p.compact.trace()).size());
+}
+
+TEST(CompactTrace, HeadScoresFromTheSummariesMatchThoseFromTheMatrices) {
+  Pair p(gqa_model());
+  auto ids = random_ids(40, 300, 9);
+  ids.insert(ids.end(), ids.begin(), ids.end());  // induction rows in the second half
+  const Trace& t = p.compact.run(ids);
+  Trace bare = p.keep.run(ids);
+  for (LayerTrace& lt : bare.layers) lt.row_stats = Tensor{};  // score_heads computes them from probs
+  {
+    std::vector<float> P, mine(kRowStats);
+    const auto tg = induction_targets(ids, 0);
+    const LayerTrace& lt = t.layers[1];
+    for (int i = 0; i < 80; ++i) {
+      lt.head_values(Stage::Probs, 3, P);
+      row_stats(P.data() + i * 80, i, tg[i], mine.data());
+      const float* r = lt.row_stats.head(3) + i * lt.row_stats.ld();
+      for (int k = 0; k < kRowStats; ++k)
+        if (!(std::isnan(r[k]) && std::isnan(mine[k]))) EXPECT_EQ(r[k], mine[k]) << "row " << i << " stat " << k;
+    }
+  }
+  const auto a = score_heads(t), b = score_heads(bare);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FLOAT_EQ(a[i].previous_token, b[i].previous_token);
+    EXPECT_FLOAT_EQ(a[i].induction, b[i].induction);
+    EXPECT_FLOAT_EQ(a[i].entropy_bits, b[i].entropy_bits);
+    EXPECT_FLOAT_EQ(a[i].mean_distance, b[i].mean_distance);
+    EXPECT_GE(a[i].induction, 0.f);
+  }
+}
+
+TEST(CompactTrace, AutoKeepsSmallTracesAndDropsLargeOnes) {
+  const auto m = gqa_model();  // 3 layers × 8 heads: matrices of 2·24·T² floats
+  Engine e(m, make_cpu_backend());
+  int64_t T_switch = 1;
+  while (!e.compact_for(T_switch)) ++T_switch;
+  const double bytes_at = 2.0 * 3 * 8 * double(T_switch) * T_switch * 4;
+  EXPECT_GT(bytes_at, kKeepMatricesBytes);
+  EXPECT_LE(2.0 * 3 * 8 * double(T_switch - 1) * (T_switch - 1) * 4, kKeepMatricesBytes);
+  EXPECT_FALSE(e.run(random_ids(100, 300, 1)).compact);
+}
+
+TEST(CompactTrace, MemoryGrowsWithTNotTSquared) {
+  // T = 4096 with 8 heads: the matrices alone would be 3 × 2 × 8 × 4096² × 4 B = 3.2 GB.
+  const auto m = load_model(make_model_dir(small_config("llama", 3, 64, 8, 2, 300, 4096), 7, "compact_long"));
+  Engine e(m, make_cpu_backend());
+  e.set_matrices(Engine::Matrices::kRecompute);
+  const ModelConfig& c = m->config;
+  for (int T : {1024, 4096}) {
+    const Trace& t = e.run(random_ids(T, 300, 2));
+    // The O(T) bound: per token, every layer's q, k, v, out, resid and row stats, and the
+    // logits; plus the fixed thumbnails.
+    const double per_token = c.n_layer * ((2.0 * c.n_head + 2.0 * c.n_kv_head) * c.head_size + c.n_embd +
+                                          c.n_head * kRowStats) + c.vocab_size;
+    const double bound = 4.0 * (per_token * T + c.n_layer * c.n_head * kThumbCells * kThumbCells);
+    EXPECT_LE(static_cast<double>(t.bytes()), bound * 1.3) << "T=" << T << " (room to grow: a quarter)";
+    EXPECT_LE(static_cast<double>(t.bytes()),
+              Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, true) * 1.3);
+    // A head recomputed on request is the softmax it should be: rows sum to 1.
+    std::vector<float> P;
+    t.layers[2].head_values(Stage::Probs, 5, P);
+    for (int i : {0, T / 2, T - 1}) {
+      double sum = 0;
+      for (int j = 0; j < T; ++j) sum += P[static_cast<size_t>(i) * T + j];
+      EXPECT_NEAR(sum, 1.0, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnviz
