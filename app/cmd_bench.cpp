@@ -1,4 +1,5 @@
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,9 @@
 namespace attnviz {
 
 namespace {
+
+volatile float g_sink = 0;
+void sink_float(float x) { g_sink = g_sink + x; }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -41,11 +45,22 @@ double read_weights_once(const std::vector<WeightSpan>& spans) {
 struct BenchOptions {
   InputOptions in;
   int length = 0, reps = 5;
+  std::string matrices;  // "" leaves the engine's (ATTNVIZ_TRACE_MATRICES or auto)
   bool json = false;
 };
 
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // kilobytes on Linux
+}
+
 void run_bench(const BenchOptions& o, Io& io) {
   Engine engine = open_engine(o.in, io.err);
+  if (!o.matrices.empty())
+    engine.set_matrices(o.matrices == "keep"        ? Engine::Matrices::kKeep
+                        : o.matrices == "recompute" ? Engine::Matrices::kRecompute
+                                                    : Engine::Matrices::kAuto);
   const ModelConfig& c = engine.model().config;
   if (o.length > engine.block_size())
     throw Error("--length " + std::to_string(o.length) + " is longer than the window (" +
@@ -74,6 +89,17 @@ void run_bench(const BenchOptions& o, Io& io) {
       engine.run(ids);  // one new row through the KV cache
       append.push_back(ms(clock::now() - t0));
     }
+  // Showing another head's full heatmap: its (T, T) softmax, recomputed when the trace is
+  // compact (read in place otherwise), one head after another.
+  std::vector<double> head;
+  std::vector<float> scratch;
+  for (int r = 0; r < o.reps; ++r) {
+    const LayerTrace& lt = engine.trace().layers[static_cast<size_t>(r % c.n_layer)];
+    const auto t0 = clock::now();
+    const float* p = lt.head_values(Stage::Probs, (r + 1) % c.n_head, scratch);
+    head.push_back(ms(clock::now() - t0));
+    sink_float(p[0]);
+  }
   // The floor for appending: reading the weights once (largest arrays split over threads).
   std::vector<WeightSpan> spans;
   for (const WeightSpan& w : weight_spans(engine.model().weights, true))
@@ -95,6 +121,10 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
                             {"gflops_per_s", flops / 1e6 / med},
                             {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
+                            {"compact", engine.trace().compact},
+                            {"head_median_ms", median(head)},
+                            {"logits_mb", engine.trace().logits.data.size() * 4.0 / 1e6},
+                            {"peak_rss_mb", peak_rss_mb()},
                             {"weights_mb", weight_floats * 4.0 / 1e6},
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);
@@ -110,7 +140,11 @@ void run_bench(const BenchOptions& o, Io& io) {
          << "reading the " << j["weights_mb"].get<double>() << " MB of weights a one-token pass reads, once: median "
          << j["weights_read_median_ms"].get<double>() << " ms\n"
          << (device.empty() ? "" : "device time (GL timer queries): median " + std::to_string(median(device)) + " ms\n")
-         << "recorded matrices: " << j["trace_mb"].get<double>() << " MB\n";
+         << "one head's softmax for its heatmap" << (engine.trace().compact ? " (recomputed)" : " (stored)")
+         << ": median " << j["head_median_ms"].get<double>() << " ms\n"
+         << "trace: " << j["trace_mb"].get<double>() << " MB" << (engine.trace().compact ? ", compact (no (T, T) matrices)" : "")
+         << ", of which logits " << j["logits_mb"].get<double>() << " MB; peak RSS " << j["peak_rss_mb"].get<double>()
+         << " MB\n";
 }
 
 }  // namespace
@@ -121,6 +155,10 @@ Action add_bench_command(CLI::App& app, Io& io) {
   add_input_options(cmd, o->in, false);
   cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--matrices", o->matrices,
+                  "keep: store every head's (T, T) matrices; recompute: a compact trace; auto (default): "
+                  "compact above 256 MB of matrices (default: ATTNVIZ_TRACE_MATRICES, else auto)")
+      ->check(CLI::IsMember({"keep", "recompute", "auto"}));
   cmd->add_flag("--json", o->json, "print one JSON object");
   return [o, &io] { run_bench(*o, io); };
 }

@@ -39,11 +39,12 @@ void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
 // An ablated head's output rows are replaced (see ablate_head_output) before they enter
 // `att`, the input of the output projection.
 void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std::vector<int>>& targets,
-                 const Tensor& old_thumbs, int old_bucket, LayerTrace& lt, const AblationMode* ablate, Mat& att) {
+                 const Tensor& old_thumbs, int old_bucket, int old_T, LayerTrace& lt, const AblationMode* ablate,
+                 Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = static_cast<int>(lt.q.dim(2)), n = T - p;
   const int g = static_cast<int>(h / (lt.q.dim(0) / lt.k.dim(0)));  // query head h reads KV head g
   const auto Q = head_map(std::as_const(lt.q), h), V = head_map(std::as_const(lt.v), g);  // (T, d)
-  const Mat& Kt = kt[static_cast<size_t>(g)];                                             // (d, T)
+  const Mat& Kt = kt[static_cast<size_t>(g)];                                             // (d, T + padding)
   auto O = head_map(lt.out, h);                                                          // (T, d)
   float* stats = lt.row_stats.head(h);  // (T, kRowStats), rows ld() apart
   const int64_t stats_ld = lt.row_stats.ld();
@@ -57,7 +58,7 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     p_block.resize(B, T);
   }
   // Thumbnail rows a kept bucket row lacks: [redo, p), recomputed block by block.
-  for (int r0 = thumb_keep(old_n ? old_thumbs.head(h) : nullptr, old_bucket, old_n, p, tb, tn, thumb); r0 < p;) {
+  for (int r0 = thumb_keep(old_n ? old_thumbs.head(h) : nullptr, old_bucket, old_n, old_T, p, tb, tn, thumb); r0 < p;) {
     const int rb = std::min(B, p - r0);
     Mat rows(rb, T);
     lt.attention_rows(h, r0, rb, nullptr, rows.data());
@@ -66,7 +67,7 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
   }
   if (p > 0 && !lt.compact) {  // old query i < p ≤ j: a future key
     auto S = head_map(lt.scores, h);
-    scores_rows(Q.data(), Q.outerStride(), Kt.data() + p, T, p, d, n, &S(0, p), S.outerStride());  // (p, n)
+    scores_rows(Q.data(), Q.outerStride(), Kt.data() + p, Kt.outerStride(), p, d, n, &S(0, p), S.outerStride());  // (p, n)
     head_map(lt.probs, h).topRightCorner(p, n).setZero();
   }
   for (int r0 = p; r0 < T; r0 += B) {
@@ -152,6 +153,7 @@ class CpuBackend : public Backend {
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
     const int C = c.n_embd;
+    const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());  // rows the summaries hold
     tr.tokens = window;
     tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
@@ -162,7 +164,7 @@ class CpuBackend : public Backend {
       x.row(r) = w.tok_emb.row(window[p + r]);
       if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
     }
-    run_layers(m, T, p, 0, x, tr);
+    run_layers(m, T, p, 0, old_T, x, tr);
   }
 
   bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& tr) override {
@@ -173,14 +175,14 @@ class CpuBackend : public Backend {
       return false;
     tr.ablation = ablation_;
     Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd);  // (T, C)
-    run_layers(m, T, 0, layer, x, tr);
+    run_layers(m, T, 0, layer, T, x, tr);
     return true;
   }
 
  private:
   // Layers [l0, L) and the logits for rows [p, T), x (T − p, C) entering layer l0; the
-  // trace is laid out for T already and holds rows [0, p).
-  void run_layers(const Model& m, int T, int p, int l0, Mat& x, Trace& tr) {
+  // trace is laid out for T already and holds rows [0, p); its summaries held old_T rows.
+  void run_layers(const Model& m, int T, int p, int l0, int old_T, Mat& x, Trace& tr) {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
     const int n = T - p;
@@ -205,7 +207,7 @@ class CpuBackend : public Backend {
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
       std::vector<Mat> kt(static_cast<size_t>(KV));  // (d, T) each: the keys transposed, for scores_rows
-      for (int g = 0; g < KV; ++g) kt[static_cast<size_t>(g)] = head_map(std::as_const(lt.k), g).transpose();
+      for (int g = 0; g < KV; ++g) kt[static_cast<size_t>(g)] = keys_transposed(head_map(std::as_const(lt.k), g));
       const Tensor old_thumbs = std::move(lt.thumbs);
       const int old_bucket = lt.thumb_bucket;
       lt.thumb_bucket = thumb_bucket(T);
@@ -213,7 +215,7 @@ class CpuBackend : public Backend {
       lt.thumbs = Tensor{{H, tn, tn}, std::vector<float>(static_cast<size_t>(H * tn * tn))};
 #pragma omp parallel for schedule(static)
       for (int hh = 0; hh < H; ++hh)
-        attend_head(hh, p, kt, targets, old_thumbs, old_bucket, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
+        attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       x += y;
       norm(c, x, lw.norm2_w, lw.norm2_b, h);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include <Eigen/Core>
@@ -28,7 +29,9 @@ void row_stats(const float* p, int i, const std::vector<int>& targets, float* ou
   // on where the row lies (a full trace's row and a compact pass's block row give the same).
   const Eigen::Map<const Eigen::ArrayXf> P(p, i + 1);
   thread_local Eigen::ArrayXf terms;
-  terms = (P > 0.f).select(P * P.log(), 0.f);
+  // p·log p with p = 0 → 0: log of max(p, FLT_MIN) keeps it finite, and stays vectorised
+  // (a select around the log makes Eigen call the scalar logf per element).
+  terms = P * P.max(std::numeric_limits<float>::min()).log();
   const float entropy = -terms.sum() / std::log(2.f);
   terms = P * Eigen::ArrayXf::LinSpaced(i + 1, static_cast<float>(i), 0.f);  // P[j]·(i − j)
   const float distance = terms.sum();
@@ -50,22 +53,25 @@ int thumb_bucket(int T) {
 
 void thumb_add_row(const float* p, int i, int bucket, int n, float* thumb) {
   float* row = thumb + static_cast<int64_t>(i / bucket) * n;
-  for (int j = 0; j <= i; ++j) row[j / bucket] = std::max(row[j / bucket], p[j]);
+  for (int J = 0, j0 = 0; j0 <= i; ++J, j0 += bucket)  // cell J: keys [j0, j0 + bucket) ∩ [0, i]
+    row[J] = std::max(row[J], Eigen::Map<const Eigen::ArrayXf>(p + j0, std::min(bucket, i + 1 - j0)).maxCoeff());
 }
 
-int thumb_keep(const float* old, int bucket_old, int n_old, int from, int bucket, int n, float* out) {
+int thumb_keep(const float* old, int bucket_old, int n_old, int old_T, int from, int bucket, int n, float* out) {
   std::fill(out, out + static_cast<int64_t>(n) * n, 0.f);
   // Old cells merge into new ones only when the new bucket is a multiple of the old.
   if (!old || bucket_old <= 0 || bucket % bucket_old != 0) return 0;
   const int f = bucket / bucket_old;
-  const int rows_kept = from / bucket;  // new bucket rows made of kept rows only
+  // New bucket rows made of kept rows only: all of them when nothing old is replaced.
+  const int rows_kept = old_T <= from ? std::min(n, (from + bucket - 1) / bucket) : from / bucket;
+  if (old_T <= from) from = std::min(from, rows_kept * bucket);
   for (int I = 0; I < rows_kept; ++I)
     for (int a = I * f; a < std::min((I + 1) * f, n_old); ++a)
       for (int b = 0; b < n_old && b / f < n; ++b) {
         float& cell = out[static_cast<int64_t>(I) * n + b / f];
         cell = std::max(cell, old[static_cast<int64_t>(a) * n_old + b]);
       }
-  return rows_kept * bucket;
+  return std::min(from, rows_kept * bucket);
 }
 
 }  // namespace attnviz

@@ -30,9 +30,10 @@ inline int thumb_cells(int T, int bucket) { return (T + bucket - 1) / bucket; }
 void thumb_add_row(const float* p_row, int i, int bucket, int n, float* thumb);
 
 // Re-lays out one head's thumbnail for the rows kept by a pass that recomputes rows
-// [from, T): `old` (n_old, n_old, bucket_old) → `out` (n, n, bucket), zero where not kept.
-// Returns the first row whose contribution is missing: rows [ret, from) must be added
-// again with thumb_add_row (a bucket row that also holds recomputed rows was cleared).
-int thumb_keep(const float* old, int bucket_old, int n_old, int from, int bucket, int n, float* out);
+// [from, T), `old` (n_old, n_old, bucket_old) holding rows [0, old_T) → `out` (n, n,
+// bucket), zero where not kept. Returns the first row whose contribution is missing: rows
+// [ret, from) must be added again with thumb_add_row (after an edit, the bucket row that
+// also held replaced rows is cleared; an append, from ≥ old_T, keeps everything).
+int thumb_keep(const float* old, int bucket_old, int n_old, int old_T, int from, int bucket, int n, float* out);
 
 }  // namespace attnviz

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace attnviz {
@@ -121,30 +122,71 @@ void softmax_causal_row(const float* masked, int len, int last, float* probs) {
 
 int attention_row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
 
+namespace {
+
+// 16 floats in one vector register (a zmm with AVX-512; two ymm or four xmm elsewhere).
+typedef float V16 __attribute__((vector_size(64)));
+V16 load16(const float* p) {
+  V16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+Mat keys_transposed(ConstRowsRef K) { return K.transpose(); }
+
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
                  int64_t lds) {
-  // Four query rows share each load of a row of Kᵀ; keys in chunks that stay in L1.
-  constexpr int kRows = 4, kChunk = 256;
-  for (int r0 = 0; r0 < rows; r0 += kRows) {
-    const int nr = std::min(kRows, rows - r0);
-    for (int j0 = 0; j0 < T; j0 += kChunk) {
-      const int nj = std::min(kChunk, T - j0);
-      float acc[kRows][kChunk];
-      for (int r = 0; r < nr; ++r) std::fill_n(acc[r], nj, 0.f);
+  // A 4 × 64 tile of S in 16 registers; per k, four 16-key vectors of Kᵀ and four broadcast
+  // queries make 16 multiply-adds. Past the last whole 64 keys, 16 keys per vector; the
+  // last < 16 keys are copied into a zero-padded 16-key block first. So every element is
+  // the same vector-lane chain acc = acc + q[k]·kᵀ[k] over k in order, whatever the shape
+  // (a scalar loop for the remainder would round differently where the compiler fuses the
+  // vector multiply-add). Rows past the end repeat the last row and are not stored.
+  const int T16 = T / 16 * 16;
+  std::vector<float> tail(T16 < T ? static_cast<size_t>(d) * 16 : 0, 0.f);  // (d, 16): keys [T16, T)
+  for (int k = 0; k < d && T16 < T; ++k) std::copy_n(kt + k * ldk + T16, T - T16, &tail[static_cast<size_t>(k) * 16]);
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const float* qr[4];
+    for (int r = 0; r < 4; ++r) qr[r] = q + std::min(r0 + r, rows - 1) * ldq;
+    const int nr = std::min(4, rows - r0);
+    int j0 = 0;
+    for (; j0 + 64 <= T; j0 += 64) {
+      V16 c[4][4] = {};
       for (int k = 0; k < d; ++k) {
         const float* kr = kt + k * ldk + j0;
-        for (int r = 0; r < nr; ++r) {
-          const float a = q[(r0 + r) * ldq + k];
-          for (int j = 0; j < nj; ++j) acc[r][j] += a * kr[j];
+        const V16 b[4] = {load16(kr), load16(kr + 16), load16(kr + 32), load16(kr + 48)};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const V16 a = V16{} + qr[r][k];
+#pragma GCC unroll 4
+          for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + a * b[v];
         }
       }
-      for (int r = 0; r < nr; ++r) std::copy_n(acc[r], nj, s + (r0 + r) * lds + j0);
+      for (int r = 0; r < nr; ++r) std::memcpy(s + (r0 + r) * lds + j0, c[r], sizeof c[r]);
+    }
+    for (; j0 < T; j0 += 16) {
+      const bool last = j0 == T16;  // the padded block
+      const float* base = last ? tail.data() : kt + j0;
+      const int64_t ld = last ? 16 : ldk;
+      V16 c[4] = {};
+      for (int k = 0; k < d; ++k) {
+        const V16 b = load16(base + k * ld);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) c[r] = c[r] + (V16{} + qr[r][k]) * b;
+      }
+      for (int r = 0; r < nr; ++r) {
+        float out[16];
+        std::memcpy(out, &c[r], sizeof out);
+        std::copy_n(out, std::min(16, T - j0), s + (r0 + r) * lds + j0);
+      }
     }
   }
 }
 
 void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P) {
-  const int rb = static_cast<int>(S.rows()), T = static_cast<int>(Kt.cols()), d = static_cast<int>(Kt.rows());
+  const int rb = static_cast<int>(S.rows()), T = static_cast<int>(S.cols()), d = static_cast<int>(Kt.rows());
   scores_rows(Q.data() + r0 * Q.outerStride(), Q.outerStride(), Kt.data(), Kt.outerStride(), rb, d, T, S.data(),
               S.outerStride());  // (rb, T)
   for (int r = 0; r < rb; ++r) {

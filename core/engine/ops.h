@@ -47,11 +47,13 @@ int attention_row_block(int T);
 // last bit). Vectorised across keys.
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
                  int64_t lds);
+// A head's keys K (T, d) transposed for scores_rows: (d, T).
+Mat keys_transposed(ConstRowsRef K);
 
 // Rows [r0, r0 + rb) of one head's attention, rb = S.rows(): S = Q[r0 : r0+rb] · Kᵀ over all
-// T = Kt.cols() keys (unscaled: the recorded `scores`, through scores_rows), and P = softmax
-// of S · scale with keys j > i masked (the recorded `probs`). Q (T, d), Kt (d, T); S and P
-// are (rb, T). The CPU backend computes its blocks through this and a compact trace
+// T = S.cols() keys (unscaled: the recorded `scores`, through scores_rows), and P = softmax
+// of S · scale with keys j > i masked (the recorded `probs`). Q (T, d), Kt from
+// keys_transposed; S and P are (rb, T). The CPU backend computes its blocks through this and a compact trace
 // recomputes a head, or one row, through it, so both give the same bits.
 void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P);
 

@@ -158,7 +158,7 @@ void LayerTrace::attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, flo
   using Out = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
   const int64_t n = T(), d = q.dim(2), g = h / (heads() / k.dim(0));  // query head h reads KV head g
   const Map Q(q.head(h), n, d, Eigen::OuterStride<>(q.ld()));
-  const Mat Kt = Map(k.head(g), n, d, Eigen::OuterStride<>(k.ld())).transpose();  // (d, T)
+  const Mat Kt = keys_transposed(Map(k.head(g), n, d, Eigen::OuterStride<>(k.ld())));  // (d, T + padding)
   Mat s_tmp, p_tmp;
   if (!S) s_tmp.resize(rb, n);
   if (!P) p_tmp.resize(rb, n);
