@@ -46,6 +46,7 @@ struct BenchOptions {
   InputOptions in;
   int length = 0, reps = 5;
   std::string matrices;  // "" leaves the engine's (ATTNVIZ_TRACE_MATRICES or auto)
+  bool all_logits = false;
   bool json = false;
 };
 
@@ -61,6 +62,7 @@ void run_bench(const BenchOptions& o, Io& io) {
     engine.set_matrices(o.matrices == "keep"        ? Engine::Matrices::kKeep
                         : o.matrices == "recompute" ? Engine::Matrices::kRecompute
                                                     : Engine::Matrices::kAuto);
+  engine.set_all_logits(o.all_logits);
   const ModelConfig& c = engine.model().config;
   if (o.length > engine.block_size())
     throw Error("--length " + std::to_string(o.length) + " is longer than the window (" +
@@ -124,6 +126,7 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"compact", engine.trace().compact},
                             {"head_median_ms", median(head)},
                             {"logits_mb", engine.trace().logits.data.size() * 4.0 / 1e6},
+                            {"all_logits", engine.trace().logits_from == 0},
                             {"peak_rss_mb", peak_rss_mb()},
                             {"weights_mb", weight_floats * 4.0 / 1e6},
                             {"weights_read_median_ms", median(weight_read)}};
@@ -159,6 +162,8 @@ Action add_bench_command(CLI::App& app, Io& io) {
                   "keep: store every head's (T, T) matrices; recompute: a compact trace; auto (default): "
                   "compact above 256 MB of matrices (default: ATTNVIZ_TRACE_MATRICES, else auto)")
       ->check(CLI::IsMember({"keep", "recompute", "auto"}));
+  cmd->add_flag("--all-logits", o->all_logits,
+                "record every row's logits, as dump does (default: the last row's and every row's loss, as the GUI does)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   return [o, &io] { run_bench(*o, io); };
 }

@@ -12,6 +12,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/head_scores.h"
 #include "core/engine/head_summary.h"
+#include "core/engine/importance.h"
 #include "test_util.h"
 
 namespace attnviz {
@@ -209,6 +210,45 @@ TEST(CompactTrace, MemoryGrowsWithTNotTSquared) {
       EXPECT_NEAR(sum, 1.0, 1e-4);
     }
   }
+}
+
+// The last row's logits and every row's loss (what the GUI records) against every row's
+// logits (what dump records), after one pass, typing, and edits: an edit at p changes the
+// target of row p − 1, whose loss must follow. Not bit for bit: the unembedding runs over
+// other row blocks (Eigen's kernels differ in the last bit by shape).
+TEST(LastRowLogits, LossesAndTheLastRowMatchEveryRowsLogits) {
+  const auto m = gqa_model();
+  Engine all(m, make_cpu_backend()), last(m, make_cpu_backend());
+  last.set_all_logits(false);
+  const int V = m->config.vocab_size;
+  auto check = [&](const std::vector<int>& ids, const std::string& when) {
+    const Trace& a = all.run(ids);
+    const Trace& b = last.run(ids);
+    const int T = a.T();
+    ASSERT_EQ(b.logits_from, T - 1) << when;
+    ASSERT_EQ(b.logits.shape, (std::vector<int64_t>{1, V})) << when;
+    EXPECT_EQ(b.logits_row(T - 2), nullptr);
+    const float* x = a.logits_row(T - 1);
+    const float* y = b.logits_row(T - 1);
+    for (int v = 0; v < V; ++v) ASSERT_NEAR(y[v], x[v], 1e-5 * (1 + std::abs(x[v]))) << when;
+    ASSERT_EQ(b.row_loss.size(), static_cast<size_t>(T - 1)) << when;
+    for (int i = 0; i + 1 < T; ++i)
+      ASSERT_NEAR(b.row_loss[i], next_token_loss(a.logits_row(i), V, ids[i + 1]), 1e-5) << when << " row " << i;
+    EXPECT_NEAR(mean_next_token_loss(b), mean_next_token_loss(a), 1e-5) << when;
+    if (T > 1) EXPECT_LT(b.logits.data.size(), a.logits.data.size()) << when;
+  };
+  auto ids = random_ids(150, V, 4);
+  check(ids, "one pass");
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back((i * 7) % V);
+    check(ids, "typed");
+  }
+  ids[100] = (ids[100] + 5) % V;
+  check(ids, "edit at 100");
+  ids.resize(90);
+  check(ids, "deleted to 90");
+  ids.resize(1);
+  check(ids, "one token");
 }
 
 }  // namespace

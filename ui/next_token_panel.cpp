@@ -10,7 +10,7 @@ bool NextTokenPanel::step(FrameContext& ctx, bool greedy) {
   if (!ctx.has_trace()) return false;
   const Trace& tr = ctx.trace;
   const int V = static_cast<int>(tr.logits.dim(1));
-  const float* last = tr.logits.data.data() + static_cast<size_t>(tr.T() - 1) * static_cast<size_t>(V);
+  const float* last = tr.logits_row(tr.T() - 1);
   if (seeded_with_ != ctx.state.seed) {
     rng_.seed(ctx.state.seed);
     seeded_with_ = ctx.state.seed;
@@ -29,7 +29,7 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
   const int V = static_cast<int>(tr.logits.dim(1));
-  const float* last = tr.logits.data.data() + static_cast<size_t>(tr.T() - 1) * static_cast<size_t>(V);
+  const float* last = tr.logits_row(tr.T() - 1);
   const std::string after = chip_label(token_text(ctx.model, tr.tokens.back()));
 
   ImGui::PushItemWidth(ImGui::GetFontSize() * 9.f);

@@ -125,6 +125,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();
       engine_ = std::make_unique<Engine>(model, std::move(backend));
+      engine_->set_all_logits(false);  // the panels show the last row; the loss comes from row_loss
       clean_engine_.reset();
       engine_model_ = r.model_spec;
       engine_backend_ = r.backend;
@@ -222,11 +223,12 @@ void Worker::compare_with_clean(const std::vector<int>& ids, Snapshot& next) {
   if (t.ablation.empty()) return;
   if (!clean_engine_ || clean_engine_->model_ptr() != engine_->model_ptr())
     clean_engine_ = std::make_unique<Engine>(engine_->model_ptr(), make_cpu_backend());
+    clean_engine_->set_all_logits(false);
   if (clean_engine_->block_size() != engine_->block_size()) clean_engine_->set_block_size(engine_->block_size());
   const Trace& c = clean_engine_->run(ids);
   next.clean_loss = mean_next_token_loss(c);
   const int V = static_cast<int>(c.logits.dim(1));
-  const float* last = c.logits.data.data() + static_cast<size_t>(c.T() - 1) * V;
+  const float* last = c.logits_row(c.T() - 1);
   next.clean_logits.assign(last, last + V);
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/head_summary.h"
+#include "core/engine/importance.h"
 #include "core/engine/ops.h"
 
 namespace attnviz {
@@ -115,7 +116,8 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     }
     bytes += (lt.compact ? 0.0 : 2.0 * H * T * T + 2.0 * (H + KV) * T * d) * sizeof(float);
   }
-  jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
+  jobs.push_back({&tr.final_hidden, {T, c.n_embd}, c.n_embd});
+  if (tr.all_logits) jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
   const int threads = bytes > 64e6 ? max_threads : 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t i = 0; i < jobs.size(); ++i) jobs[i].t->resize_keep(std::move(jobs[i].shape), p, jobs[i].keep_cols);
@@ -230,8 +232,39 @@ class CpuBackend : public Backend {
       x += h;
     }
     norm(c, x, w.normf_w, w.normf_b, h);
-    MapMat logits(tr.logits.data.data(), T, V);
-    linear_bt(h, w.unembedding(), logits.bottomRows(n));  // (n, V)
+    MapMat(tr.final_hidden.data.data(), T, c.n_embd).bottomRows(n) = h;  // (n, C)
+    if (tr.all_logits) {
+      tr.logits_from = 0;
+      tr.row_loss.clear();
+      MapMat logits(tr.logits.data.data(), T, V);
+      linear_bt(h, w.unembedding(), logits.bottomRows(n));  // (n, V)
+    } else {
+      last_logits_and_losses(m, T, p, tr);
+    }
+  }
+
+  // Only the last row's logits kept, and every row's loss: rows [max(p − 1, 0), T) in chunks
+  // (row p − 1 has a new target, tokens[p]), from the final hidden state. A chunk's losses
+  // are taken while its logits are at hand, so a long window never holds (T, V).
+  static void last_logits_and_losses(const Model& m, int T, int p, Trace& tr) {
+    const int V = m.config.vocab_size, C = m.config.n_embd;
+    const MapConstMat hidden(tr.final_hidden.data.data(), T, C);  // (T, C)
+    tr.row_loss.resize(static_cast<size_t>(std::max(T - 1, 0)));
+    tr.logits = Tensor{{1, V}, std::vector<float>(static_cast<size_t>(V))};
+    tr.logits_from = T - 1;
+    constexpr int kChunk = 64;
+    Mat rows, chunk;
+    for (int r0 = std::max(p - 1, 0); r0 < T; r0 += kChunk) {
+      const int rn = std::min(kChunk, T - r0);
+      rows = hidden.middleRows(r0, rn);
+      chunk.resize(rn, V);
+      linear_bt(rows, m.weights.unembedding(), chunk);  // (rn, V)
+      const int losses = std::min(rn, T - 1 - r0);      // rows with a next token
+#pragma omp parallel for schedule(static) if (static_cast<double>(losses) * V > 1e6)
+      for (int r = 0; r < losses; ++r)
+        tr.row_loss[static_cast<size_t>(r0 + r)] = static_cast<float>(next_token_loss(&chunk(r, 0), V, tr.tokens[r0 + r + 1]));
+      if (r0 + rn == T) std::copy_n(&chunk(rn - 1, 0), V, tr.logits.data.begin());
+    }
   }
 };
 

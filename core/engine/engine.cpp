@@ -29,10 +29,10 @@ std::vector<int> encode_text(const Model& m, const std::string& text) {
   return m.tokenizer->encode(text);
 }
 
-void check_trace_memory(const ModelConfig& c, int64_t T, bool compact) {
+void check_trace_memory(const ModelConfig& c, int64_t T, bool compact, bool all_logits) {
   // Counted in double: no overflow, and exact enough for a refusal.
-  const double bytes =
-      Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, compact);
+  const double bytes = Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size,
+                                             T, compact, all_logits);
   if (bytes > 64e6)  // small traces need no look at /proc/meminfo
     check_memory(bytes, "recording attention over " + std::to_string(T) + " tokens",
                  "use a smaller --block-size or a shorter text.");
@@ -49,6 +49,11 @@ Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     else if (v != "auto" && !v.empty())
       throw Error("ATTNVIZ_TRACE_MATRICES='" + excerpt(v, 20) + "' is not keep, recompute or auto", ErrorKind::Usage);
   }
+}
+
+void Engine::set_all_logits(bool all) {
+  if (all != all_logits_) clear_cache();
+  all_logits_ = all;
 }
 
 void Engine::set_matrices(Matrices m) {
@@ -87,9 +92,11 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
   const bool compact = compact_for(static_cast<int64_t>(window.size()));
-  check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact);
-  if (compact != trace_.compact) cache_valid_ = false;  // every layer changes its layout
+  const bool all_logits = all_logits_ || !backend_->can_compact();
+  check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact, all_logits);
+  if (compact != trace_.compact || all_logits != trace_.all_logits) cache_valid_ = false;  // another layout
   trace_.compact = compact;
+  trace_.all_logits = all_logits;
 
   last_from_layer_ = 0;
   if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run

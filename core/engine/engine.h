@@ -45,6 +45,12 @@ class Engine {
   Matrices matrices() const { return matrices_; }
   bool compact_for(int64_t T) const;  // what run() will record for a window of T tokens
 
+  // Whether traces hold every row's logits (the default; dump and eval need them) or only
+  // the last row's and every row's next-token loss (the GUI, bench: a long window of a
+  // large vocabulary then never holds (T, V)). Backends that cannot (the GPU's) keep all.
+  void set_all_logits(bool all);
+  bool all_logits() const { return all_logits_; }
+
   int last_recomputed_from() const { return last_from_; }  // first position the last run computed
   // First layer the last run computed: > 0 when only the ablation changed and the backend
   // could start at its first affected layer (the CPU backend can).
@@ -61,6 +67,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   int block_size_ = 0;
   Matrices matrices_ = Matrices::kAuto;
+  bool all_logits_ = true;
   int last_from_ = 0;
   int last_from_layer_ = 0;
   int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
@@ -78,7 +85,7 @@ constexpr double kKeepMatricesBytes = 256e6;
 
 // Throws a data Error (with the estimate) when recording a window of T tokens of a model
 // with config `c` (compact: without the (T, T) matrices) would not fit in the memory available.
-void check_trace_memory(const ModelConfig& c, int64_t T, bool compact = false);
+void check_trace_memory(const ModelConfig& c, int64_t T, bool compact = false, bool all_logits = true);
 
 // Encodes with the model's tokenizer; a clear Error when the model has none.
 std::vector<int> encode_text(const Model& m, const std::string& text);

@@ -3,22 +3,29 @@
 #include <algorithm>
 #include <cmath>
 
+#include <Eigen/Core>
+
 namespace attnviz {
 
 double next_token_loss(const float* row, int V, int target) {
-  double mx = row[0];
-  for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-  double s = 0;
-  for (int v = 0; v < V; ++v) s += std::exp(row[v] - mx);
+  // Vectorised in float (Eigen's SIMD exp; a 151,936-entry row is 0.1 ms, not 1 ms in
+  // double): log-sum-exp with the max subtracted, the sum's terms all ≤ 1.
+  const Eigen::Map<const Eigen::ArrayXf> x(row, V);
+  const float mx = x.maxCoeff();
+  const double s = (x - mx).exp().sum();
   return mx + std::log(s) - row[target];
 }
 
 double mean_next_token_loss(const Trace& t) {
   const int T = t.T();
   if (T < 2) return 0;
-  const int V = static_cast<int>(t.logits.dim(1));
   double sum = 0;
-  for (int i = 0; i + 1 < T; ++i) sum += next_token_loss(t.logits.data.data() + static_cast<size_t>(i) * V, V, t.tokens[i + 1]);
+  if (t.logits_from > 0) {  // only the last row's logits are held: the losses were kept instead
+    for (int i = 0; i + 1 < T; ++i) sum += t.row_loss[static_cast<size_t>(i)];
+    return sum / (T - 1);
+  }
+  const int V = static_cast<int>(t.logits.dim(1));
+  for (int i = 0; i + 1 < T; ++i) sum += next_token_loss(t.logits_row(i), V, t.tokens[i + 1]);
   return sum / (T - 1);
 }
 

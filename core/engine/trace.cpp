@@ -230,7 +230,7 @@ Tensor LayerTrace::materialize(Stage s) const {
 }
 
 size_t Trace::bytes() const {
-  size_t n = logits.data.size();
+  size_t n = logits.data.size() + row_loss.size() + final_hidden.data.size();
   for (const auto& l : layers)
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
@@ -239,13 +239,16 @@ size_t Trace::bytes() const {
 }
 
 double Trace::estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
-                             bool compact) {
+                             bool compact, bool all_logits) {
   const double t = static_cast<double>(T);
   // Per layer: q, out (H·T·d), k, v (KV·T·d), resid (T·C), row stats, thumbnails; scores
   // and probs (H·T·T) unless compact. Then the logits (T·V).
   double per_layer = (2.0 * H + 2.0 * KV) * t * d + t * C + H * t * kRowStats + H * double(kThumbCells) * kThumbCells;
   if (!compact) per_layer += 2.0 * H * t * t;
-  return 4.0 * (static_cast<double>(L) * per_layer + t * static_cast<double>(V));
+  // The logits: every row, or the last row and a chunk of rows being reduced to losses;
+  // and the final hidden state.
+  const double logit_rows = all_logits ? t : 1.0 + std::min(t, 64.0);
+  return 4.0 * (static_cast<double>(L) * per_layer + logit_rows * static_cast<double>(V) + t * (C + 1.0));
 }
 
 }  // namespace attnviz

@@ -109,18 +109,31 @@ struct Trace {
   int dropped = 0;      // tokens that fell out of the window (before tokens[0])
   std::vector<int> tokens;  // (T) the ids in the window
   std::vector<LayerTrace> layers;  // (L)
-  Tensor logits;  // (T, V) next-token logits
+  Tensor logits;  // (T − logits_from, V) next-token logits of rows [logits_from, T)
+  // 0: every row (what dump and eval ask for); T − 1: only the last (Engine::set_all_logits).
+  int logits_from = 0;
+  // (T − 1) when logits_from > 0: next_token_loss of row i for tokens[i + 1], computed while
+  // the row's logits were at hand (mean_next_token_loss reads them). Empty otherwise.
+  std::vector<float> row_loss;
+  Tensor final_hidden;  // (T, C) the normed last hidden state: any row's logits = row · Uᵀ (CPU backend)
+  // Asked of the backend by the engine: logits for every row (false: the last row and
+  // row_loss). Backends that cannot (the GPU's) write every row whatever this says.
+  bool all_logits = true;
   Ablation ablation;  // heads whose output this pass replaced (empty: none)
   // Asked of the backend by the engine: compact layers (no (T, T) matrices, see LayerTrace).
   // Backends that cannot recompute (the GPU's) store the matrices whatever this says.
   bool compact = false;
 
   int T() const { return static_cast<int>(tokens.size()); }
+  // Row i of the logits (V values), or null when the trace does not hold it.
+  const float* logits_row(int i) const {
+    return i >= logits_from && i < T() ? logits.data.data() + static_cast<size_t>(i - logits_from) * logits.dim(1) : nullptr;
+  }
   size_t bytes() const;  // memory held by all tensors
   // Bytes a trace of T tokens holds for config-like sizes: L layers of H query and KV key/
   // value heads of size d, C wide, V logits per row; `compact` leaves out the (T, T) matrices.
   static double estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
-                               bool compact);
+                               bool compact, bool all_logits = true);
 };
 
 }  // namespace attnviz

@@ -244,7 +244,9 @@ class GlBackend : public Backend {
     const int n = T - p, C = c.n_embd, V = c.vocab_size;
     const long long lim = k_->limit();
     k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
-    tr.logits.resize_keep({T, V}, p, V);
+    tr.logits.resize_keep({T, V}, p, V);  // every row, whatever tr.all_logits asks (can_compact() is false)
+    tr.logits_from = 0;
+    tr.row_loss.clear();
     const std::vector<GlBuffer>& U = unemb_.empty() ? tok_ : unemb_;
     const int rb = static_cast<int>(std::max<long long>(1, std::min<long long>(n, lim / (sizeof(float) * V))));
     logits_.ensure(sizeof(float) * rb * V, lim, "logits");
