@@ -150,7 +150,7 @@ void BM_Rope(benchmark::State& st) {
   const int T = static_cast<int>(st.range(0)), heads = static_cast<int>(st.range(1)), d = static_cast<int>(st.range(2));
   Mat x = random_mat(T, heads * d, 1);
   for (auto _ : st) {
-    rope_inplace(x, heads, d, 0, 10000.f);
+    rope_inplace(x, heads, d, 0, rope_inv_freq(10000.f, d));
     benchmark::DoNotOptimize(x.data());
   }
   st.SetItemsProcessed(st.iterations() * x.size());

@@ -175,8 +175,8 @@ TEST(GpuOps, Rope) {
   for (auto [heads, d, pos0] : {std::tuple{3, 10, 0}, std::tuple{4, 16, 37}, std::tuple{1, 2, 1000}}) {
     const Mat x = random_mat(6, heads * d, 13);
     Mat want = x;
-    rope_inplace(want, heads, d, pos0, 10000.f);
-    EXPECT_LE(rel(gl->rope(x, heads, d, pos0, 10000.f), want), kTol) << heads << " heads, d " << d << ", pos " << pos0;
+    rope_inplace(want, heads, d, pos0, rope_inv_freq(10000.f, d));
+    EXPECT_LE(rel(gl->rope(x, heads, d, pos0, rope_inv_freq(10000.f, d)), want), kTol) << heads << " heads, d " << d << ", pos " << pos0;
   }
 }
 

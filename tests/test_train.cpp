@@ -144,18 +144,18 @@ TEST(GradCheck, RopeAndItsInverse) {
   MatD x = rnd(B * T, heads * d), R = rnd(B * T, heads * d);
   auto loss = [&] {
     MatD y = x;
-    rope_rows(y, heads, d, T, 100.f, false);
+    rope_rows(y, heads, d, T, rope_inv_freq(100.f, d), false);
     return dot(y, R);
   };
   MatD dx = R;
-  rope_rows(dx, heads, d, T, 100.f, true);
+  rope_rows(dx, heads, d, T, rope_inv_freq(100.f, d), true);
   EXPECT_LT(fd_error(loss, x.data(), dx.data(), x.size()), kTol);
   // The inverse undoes the forward exactly (up to rounding), and position 0 is untouched.
   MatD y = x;
-  rope_rows(y, heads, d, T, 100.f, false);
+  rope_rows(y, heads, d, T, rope_inv_freq(100.f, d), false);
   EXPECT_LT((y.row(0) - x.row(0)).norm(), 1e-12);
   EXPECT_GT((y.row(1) - x.row(1)).norm(), 1e-3);
-  rope_rows(y, heads, d, T, 100.f, true);
+  rope_rows(y, heads, d, T, rope_inv_freq(100.f, d), true);
   EXPECT_LT((y - x).norm(), 1e-10);
 }
 

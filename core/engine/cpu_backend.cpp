@@ -202,8 +202,9 @@ class CpuBackend : public Backend {
       linear(h, lw.wk, lw.bk, k);  // (n, KV·d)
       linear(h, lw.wv, lw.bv, v);  // (n, KV·d)
       if (c.arch == Arch::Llama) {
-        rope_inplace(q, H, d, p, c.rope_theta);
-        rope_inplace(k, KV, d, p, c.rope_theta);
+        const std::vector<double> inv_freq = rope_inv_freq(c);
+        rope_inplace(q, H, d, p, inv_freq);
+        rope_inplace(k, KV, d, p, inv_freq);
       }
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
@@ -243,28 +244,49 @@ class CpuBackend : public Backend {
     }
   }
 
-  // Only the last row's logits kept, and every row's loss: rows [max(p − 1, 0), T) in chunks
-  // (row p − 1 has a new target, tokens[p]), from the final hidden state. A chunk's losses
-  // are taken while its logits are at hand, so a long window never holds (T, V).
+  // Only the last row's logits kept, and every row's loss. After an append the old last
+  // row's logits are still held: its loss for the new token comes from them. Otherwise row
+  // p − 1 (whose next token an edit at p changed) is recomputed from the final hidden state
+  // with rows [p, T). The unembedding runs over blocks of the vocabulary, each block of
+  // weights read once for all rows, and each row's log-sum-exp is carried across blocks
+  // (max and scaled sum), so no (rows, V) array is ever held.
   static void last_logits_and_losses(const Model& m, int T, int p, Trace& tr) {
     const int V = m.config.vocab_size, C = m.config.n_embd;
-    const MapConstMat hidden(tr.final_hidden.data.data(), T, C);  // (T, C)
+    const int old_from = tr.logits_from;  // the held row: the old last one
     tr.row_loss.resize(static_cast<size_t>(std::max(T - 1, 0)));
+    int r_begin = std::max(p - 1, 0);
+    if (p >= 1 && old_from == p - 1 && !tr.logits.data.empty() && tr.logits.numel() == V) {
+      tr.row_loss[static_cast<size_t>(p - 1)] = static_cast<float>(next_token_loss(tr.logits.data.data(), V, tr.tokens[p]));
+      r_begin = p;
+    }
     tr.logits = Tensor{{1, V}, std::vector<float>(static_cast<size_t>(V))};
     tr.logits_from = T - 1;
-    constexpr int kChunk = 64;
-    Mat rows, chunk;
-    for (int r0 = std::max(p - 1, 0); r0 < T; r0 += kChunk) {
-      const int rn = std::min(kChunk, T - r0);
-      rows = hidden.middleRows(r0, rn);
-      chunk.resize(rn, V);
-      linear_bt(rows, m.weights.unembedding(), chunk);  // (rn, V)
-      const int losses = std::min(rn, T - 1 - r0);      // rows with a next token
-#pragma omp parallel for schedule(static) if (static_cast<double>(losses) * V > 1e6)
-      for (int r = 0; r < losses; ++r)
-        tr.row_loss[static_cast<size_t>(r0 + r)] = static_cast<float>(next_token_loss(&chunk(r, 0), V, tr.tokens[r0 + r + 1]));
-      if (r0 + rn == T) std::copy_n(&chunk(rn - 1, 0), V, tr.logits.data.begin());
+    const int nr = T - r_begin;
+    const Mat rows = MapConstMat(tr.final_hidden.data.data(), T, C).middleRows(r_begin, nr);  // (nr, C)
+    const Mat& U = m.weights.unembedding();                                                  // (V, C)
+    std::vector<float> mx(static_cast<size_t>(nr), -INFINITY), target(static_cast<size_t>(nr), 0.f);
+    std::vector<double> sum(static_cast<size_t>(nr), 0.0);
+    const int VB = std::max(256, static_cast<int>(8'000'000 / nr));  // a block of at most ~32 MB
+    Mat block;
+    for (int v0 = 0; v0 < V; v0 += VB) {
+      const int vb = std::min(VB, V - v0);
+      block.resize(nr, vb);
+      block.noalias() = rows * U.middleRows(v0, vb).transpose();  // (nr, vb)
+#pragma omp parallel for schedule(static) if (static_cast<double>(nr) * vb > 1e6)
+      for (int r = 0; r < nr; ++r) {
+        const Eigen::Map<const Eigen::ArrayXf> x(&block(r, 0), vb);
+        const float m_new = std::max(mx[static_cast<size_t>(r)], x.maxCoeff());
+        sum[static_cast<size_t>(r)] = sum[static_cast<size_t>(r)] * std::exp(static_cast<double>(mx[static_cast<size_t>(r)] - m_new)) +
+                                      static_cast<double>((x - m_new).exp().sum());
+        mx[static_cast<size_t>(r)] = m_new;
+        const int i = r_begin + r;
+        if (i + 1 < T && tr.tokens[i + 1] >= v0 && tr.tokens[i + 1] < v0 + vb) target[static_cast<size_t>(r)] = x[tr.tokens[i + 1] - v0];
+      }
+      std::copy_n(&block(nr - 1, 0), vb, tr.logits.data.begin() + v0);  // the last row
     }
+    for (int r = 0; r + r_begin + 1 < T; ++r)
+      tr.row_loss[static_cast<size_t>(r_begin + r)] =
+          static_cast<float>(mx[static_cast<size_t>(r)] + std::log(sum[static_cast<size_t>(r)]) - target[static_cast<size_t>(r)]);
   }
 };
 

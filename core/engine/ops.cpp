@@ -76,11 +76,9 @@ void swiglu_inplace(Mat& gate, const Mat& up) {
   g = g / (1.f + (-g).exp()) * up.array();
 }
 
-void rope_inplace(Mat& x, int heads, int d, int pos0, float theta) {
+void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d) {
   const int half = d / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i)
-    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
+  std::vector<float> inv_freq(inv_freq_d.begin(), inv_freq_d.end());
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     const double pos = static_cast<double>(pos0 + r);
     for (int i = 0; i < half; ++i) {

@@ -24,8 +24,9 @@ void gelu_tanh_inplace(Mat& x);
 void swiglu_inplace(Mat& gate, const Mat& up);
 
 // Rotary position embedding, rotate-half convention, in place on x (n, heads·d): row r is
-// at position pos0 + r; pairs (i, i + d/2) turn by angle pos · theta^(−2i/d).
-void rope_inplace(Mat& x, int heads, int d, int pos0, float theta);
+// at position pos0 + r; pairs (i, i + d/2) turn by angle pos · inv_freq[i] (rope_inv_freq:
+// theta^(−2i/d), after the model's rope_scaling), the frequency rounded to float.
+void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d);
 
 // Softmax of one row whose entries past `last` are −inf (masked): reads masked[0..last],
 // writes probs[0..len), zeros after `last`. probs may be masked (in place). The result does

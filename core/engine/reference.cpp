@@ -41,12 +41,12 @@ Rows normalize(const ModelConfig& cfg, const Rows& x, const Vec& w, const Vec& b
   return y;
 }
 
-// Rotate-half RoPE on one head's rows (position = row index).
-void rope(Rows& x, int d, double theta) {
+// Rotate-half RoPE on one head's rows (position = row index), frequencies in double.
+void rope(Rows& x, int d, const std::vector<double>& inv_freq) {
   const int half = d / 2;
   for (size_t t = 0; t < x.size(); ++t)
     for (int i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d);
+      const double angle = static_cast<double>(t) * inv_freq[static_cast<size_t>(i)];
       const double a = x[t][i], b = x[t][i + half];
       x[t][i] = a * std::cos(angle) - b * std::sin(angle);
       x[t][i + half] = b * std::cos(angle) + a * std::sin(angle);
@@ -95,8 +95,8 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       Rows k = linear_cols(h, lw.wk, lw.bk, g * d, d);     // (T, d)
       Rows v = linear_cols(h, lw.wv, lw.bv, g * d, d);     // (T, d)
       if (cfg.arch == Arch::Llama) {
-        rope(q, d, cfg.rope_theta);
-        rope(k, d, cfg.rope_theta);
+        rope(q, d, rope_inv_freq(cfg));
+        rope(k, d, rope_inv_freq(cfg));
       }
       Rows wei = zeros(T, T), scaled = zeros(T, T), masked = zeros(T, T), probs = zeros(T, T), out = zeros(T, d);
       for (int i = 0; i < T; ++i)

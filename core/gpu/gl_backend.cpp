@@ -139,7 +139,7 @@ class GlBackend : public Backend {
     ensure_model(m);
     if (c.arch == Arch::Llama && T > rope_positions_) {
       rope_positions_ = T;
-      const std::vector<float> t = rope_table(rope_positions_, c.head_size, c.rope_theta);
+      const std::vector<float> t = rope_table(rope_positions_, rope_inv_freq(c));
       rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
       rope_.upload(t.data(), sizeof(float) * t.size());
     }
@@ -311,7 +311,7 @@ class GlBackend : public Backend {
     if (w.normf_b.size()) put(normf_b_, w.normf_b, "final norm");
     if (c.arch == Arch::Llama) {
       rope_positions_ = std::max(c.n_ctx, 1);
-      const std::vector<float> t = rope_table(rope_positions_, c.head_size, c.rope_theta);
+      const std::vector<float> t = rope_table(rope_positions_, rope_inv_freq(c));
       rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
       rope_.upload(t.data(), sizeof(float) * t.size());
     }

@@ -312,11 +312,9 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   }
 }
 
-std::vector<float> rope_table(int positions, int d, float theta) {
-  const int half = d / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i)
-    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(theta), -2.0 * i / d));
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq_d) {
+  const int half = static_cast<int>(inv_freq_d.size());
+  const std::vector<float> inv_freq(inv_freq_d.begin(), inv_freq_d.end());  // rounded as rope_inplace does
   std::vector<float> t(static_cast<size_t>(positions) * static_cast<size_t>(half) * 2);
   for (int pos = 0; pos < positions; ++pos)
     for (int i = 0; i < half; ++i) {
@@ -445,11 +443,11 @@ Mat GlHostOps::swiglu(const Mat& gate, const Mat& up) {
   return get(by, gate.rows(), gate.cols());
 }
 
-Mat GlHostOps::rope(const Mat& x, int heads, int d, int pos0, float theta) {
+Mat GlHostOps::rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq) {
   GlContext::Current cur(*ctx_);
   GlBuffer bx, bt;
   put(bx, x, k_->limit());
-  const std::vector<float> table = rope_table(pos0 + static_cast<int>(x.rows()), d, theta);
+  const std::vector<float> table = rope_table(pos0 + static_cast<int>(x.rows()), inv_freq);
   bt.ensure(table.size() * sizeof(float), k_->limit(), "rope table");
   bt.upload(table.data(), table.size() * sizeof(float));
   k_->rope(bx, 0, static_cast<int>(x.rows()), static_cast<int>(x.cols()), 0, heads, d, pos0, bt);

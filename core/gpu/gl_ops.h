@@ -128,7 +128,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
 
 // cos/sin table for RoPE, (positions, d/2, 2), computed exactly as core/engine/ops.cpp does
 // (inverse frequencies in float, angles and cos/sin in double).
-std::vector<float> rope_table(int positions, int d, float theta);
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq);
 
 // Every kernel on host matrices, through its own GL context: for the tests, which check
 // each against core/engine/ops.h. Throws an Error when no GL context can be made.
@@ -145,7 +145,7 @@ class GlHostOps {
   Mat linear_bt(const Mat& x, const Mat& wt);           // x · Wtᵀ
   Mat gelu(const Mat& x);
   Mat swiglu(const Mat& gate, const Mat& up);
-  Mat rope(const Mat& x, int heads, int d, int pos0, float theta);
+  Mat rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq);
   // Attention of one layer from q (H, T, d), k and v (KV, T, d): fills scores, probs
   // (H, T, T), scale and out (H, T, d) of `lt` for rows [p, T) and the new columns
   // of rows [0, p) — the rest of those tensors is left as it was.

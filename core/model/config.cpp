@@ -49,7 +49,52 @@ bool get_bool(const nlohmann::json& j, const char* key, bool fallback, const std
   return j[key].get<bool>();
 }
 
+void parse_rope_scaling(const nlohmann::json& r, const std::string& where, ModelConfig& c) {
+  const std::string at = where + ": rope_scaling";
+  if (!r.is_object()) throw Error(at + " must be an object, found " + json_excerpt(r));
+  // Hugging Face writes "rope_type" (older files "type").
+  const std::string type = get_string(r, "rope_type", get_string(r, "type", "", at), at);
+  ModelConfig::RopeScaling& s = c.rope_scaling;
+  if (type == "default") return;
+  if (type != "linear" && type != "llama3")
+    throw Error(at + ": type \"" + excerpt(type) + "\" is not supported\n  HINT: attnviz reads \"linear\" and \"llama3\".");
+  s.type = type;
+  s.factor = get_float(r, "factor", 0.f, at, true);
+  if (!(s.factor >= 1.f)) throw Error(at + ": \"factor\" must be at least 1, found " + json_excerpt(r.value("factor", nlohmann::json())));
+  if (type == "llama3") {
+    s.low_freq_factor = get_float(r, "low_freq_factor", 1.f, at, true);
+    s.high_freq_factor = get_float(r, "high_freq_factor", 4.f, at, true);
+    s.original_max_position = get_int(r, "original_max_position_embeddings", at, 8192);
+    if (!(s.high_freq_factor > s.low_freq_factor))
+      throw Error(at + ": high_freq_factor must be larger than low_freq_factor");
+  }
+}
+
 }  // namespace
+
+std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s) {
+  const int half = d / 2;
+  std::vector<double> f(static_cast<size_t>(std::max(half, 0)));
+  constexpr double kPi = 3.14159265358979323846;
+  for (int i = 0; i < half; ++i) {
+    double x = std::pow(static_cast<double>(theta), -2.0 * i / d);
+    if (s.type == "linear") {
+      x /= s.factor;
+    } else if (s.type == "llama3") {
+      // Wavelengths under old_ctx / high_freq_factor are kept; over old_ctx / low_freq_factor
+      // divided by factor; between, a linear blend in old_ctx / wavelength.
+      const double old_ctx = s.original_max_position, wavelen = 2 * kPi / x;
+      if (wavelen > old_ctx / s.low_freq_factor) {
+        x /= s.factor;
+      } else if (wavelen >= old_ctx / s.high_freq_factor) {
+        const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1 - smooth) * x / s.factor + smooth * x;
+      }
+    }
+    f[static_cast<size_t>(i)] = x;
+  }
+  return f;
+}
 
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
@@ -113,8 +158,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
     const std::string act = get_string(j, "hidden_act", "silu", where);
     if (act != "silu") throw Error(where + ": hidden_act \"" + excerpt(act) + "\" is not supported (silu expected)");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-      throw Error(where + ": rope_scaling is not supported; remove it or use a model without it");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) parse_rope_scaling(j["rope_scaling"], where, c);
   } else {
     throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) +
                 "\"\n  HINT: attnviz reads model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\".");
@@ -183,6 +227,15 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;
   j["rope_theta"] = c.rope_theta;
+  if (!c.rope_scaling.type.empty()) {
+    const ModelConfig::RopeScaling& s = c.rope_scaling;
+    j["rope_scaling"] = {{"rope_type", s.type}, {"factor", s.factor}};
+    if (s.type == "llama3") {
+      j["rope_scaling"]["low_freq_factor"] = s.low_freq_factor;
+      j["rope_scaling"]["high_freq_factor"] = s.high_freq_factor;
+      j["rope_scaling"]["original_max_position_embeddings"] = s.original_max_position;
+    }
+  }
   j["tie_word_embeddings"] = c.tie_embeddings;
   j["hidden_act"] = "silu";
   if (c.model_type == "llama") j["attention_bias"] = c.qkv_bias;

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attnviz {
 
@@ -29,6 +30,13 @@ struct ModelConfig {
   int n_ctx = 0;       // longest context the model was built for (n_positions / max_position_embeddings)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  // config.json's rope_scaling: "" (none), "linear" (every frequency / factor) or "llama3"
+  // (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between).
+  struct RopeScaling {
+    std::string type;
+    float factor = 1.f, low_freq_factor = 1.f, high_freq_factor = 4.f;
+    int original_max_position = 8192;
+  } rope_scaling;
   bool tie_embeddings = true;
   bool qkv_bias = false;   // q/k/v projections have biases (gpt2, qwen2, llama attention_bias)
   bool o_bias = false;     // output projection has a bias (gpt2, llama attention_bias)
@@ -56,5 +64,12 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where);
 
 // The Hugging Face config.json for `c` (used when writing generated models).
 nlohmann::json config_to_json(const ModelConfig& c);
+
+// The RoPE frequencies θ^(−2i/d), i < d/2, after rope_scaling, in double (the backends
+// round them to float where they always did). Every RoPE in attnviz reads them here.
+std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s = {});
+inline std::vector<double> rope_inv_freq(const ModelConfig& c) {
+  return rope_inv_freq(c.rope_theta, c.head_size, c.rope_scaling);
+}
 
 }  // namespace attnviz

@@ -234,12 +234,12 @@ void swiglu_bwd(const MatT<S>& dy, const MatT<S>& gate, const MatT<S>& up, MatT<
 }
 
 template <class S>
-void rope_rows(MatT<S>& x, int heads, int d, int T, float theta, bool inverse) {
+void rope_rows(MatT<S>& x, int heads, int d, int T, const std::vector<double>& inv_freq_d, bool inverse) {
   const int half = d / 2;
   // The same frequencies and angles as core/engine/ops.cpp rope_inplace (in double for S=double).
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
-    const double f = std::pow(static_cast<double>(theta), -2.0 * i / d);
+    const double f = inv_freq_d[static_cast<size_t>(i)];
     inv_freq[i] = std::is_same<S, float>::value ? static_cast<double>(static_cast<float>(f)) : f;
   }
   std::vector<S> cs(static_cast<size_t>(T) * half), sn(static_cast<size_t>(T) * half);
@@ -373,8 +373,8 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
     linear_fwd(a.h1, lp.wk, lp.bk, a.k);
     linear_fwd(a.h1, lp.wv, lp.bv, a.v);
     if (!gpt2) {
-      rope_rows(a.q, H, d, T, c.rope_theta, false);
-      rope_rows(a.k, KV, d, T, c.rope_theta, false);
+      rope_rows(a.q, H, d, T, rope_inv_freq(c), false);
+      rope_rows(a.k, KV, d, T, rope_inv_freq(c), false);
     }
     attention_fwd(a.q, a.k, a.v, B, T, H, KV, d, a.att, a.probs);
     linear_fwd(a.att, lp.wo, lp.bo, y);
@@ -429,8 +429,8 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
     linear_bwd(dx2, a.att, lp.wo, &datt, false, lg.wo, &lg.bo);
     attention_bwd(datt, a.q, a.k, a.v, a.probs, B, T, H, KV, d, dq, dk, dv);
     if (!gpt2) {
-      rope_rows(dq, H, d, T, c.rope_theta, true);
-      rope_rows(dk, KV, d, T, c.rope_theta, true);
+      rope_rows(dq, H, d, T, rope_inv_freq(c), true);
+      rope_rows(dk, KV, d, T, rope_inv_freq(c), true);
     }
     linear_bwd(dq, a.h1, lp.wq, &dh1, false, lg.wq, &lg.bq);
     linear_bwd(dk, a.h1, lp.wk, &dh1, true, lg.wk, &lg.bk);
@@ -464,7 +464,7 @@ S model_loss(const ModelConfig& c, const Params<S>& p, const std::vector<int>& i
   template void gelu_bwd(const MatT<S>&, const MatT<S>&, MatT<S>&);                                                 \
   template void swiglu_fwd(const MatT<S>&, const MatT<S>&, MatT<S>&);                                               \
   template void swiglu_bwd(const MatT<S>&, const MatT<S>&, const MatT<S>&, MatT<S>&, MatT<S>&);                     \
-  template void rope_rows(MatT<S>&, int, int, int, float, bool);                                                    \
+  template void rope_rows(MatT<S>&, int, int, int, const std::vector<double>&, bool);                                                    \
   template void attention_fwd(const MatT<S>&, const MatT<S>&, const MatT<S>&, int, int, int, int, int, MatT<S>&,    \
                               std::vector<S>&);                                                                     \
   template void attention_bwd(const MatT<S>&, const MatT<S>&, const MatT<S>&, const MatT<S>&,                       \

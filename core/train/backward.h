@@ -119,7 +119,7 @@ void swiglu_bwd(const MatT<S>& dy, const MatT<S>& gate, const MatT<S>& up, MatT<
 // inverse = rotate by the opposite angle, which is the backward pass (rotations are
 // orthogonal: ∂L/∂x = Rᵀ ∂L/∂y).
 template <class S>
-void rope_rows(MatT<S>& x, int heads, int d, int T, float theta, bool inverse);
+void rope_rows(MatT<S>& x, int heads, int d, int T, const std::vector<double>& inv_freq, bool inverse);
 
 // Causal attention of B sequences of T tokens. q (N, H*d), k and v (N, KV*d) (after RoPE);
 // query head h reads KV head h / (H/KV). Writes att (N, H*d) and probs (B, H, T, T).

@@ -245,6 +245,17 @@ CASES = [
          n_tokens=30, block_size=None, seed=505),
     Case("gpt2_ablate_zero", "gpt2", gpt2_config(37, 32, 48, 3, 4), n_tokens=12, block_size=None,
          seed=606, ablate="0:1,2:3", ablate_mode="zero"),
+    # rope_scaling: llama3 with d = 16 puts frequencies in all three bands (kept, blended,
+    # divided by factor); linear divides them all.
+    Case("llama3_rope_scaling", "llama",
+         dict(llama_config("llama", 41, 64, 96, 2, 4, 2, 256, 10000.0, True, 1e-5, head_dim=16),
+              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+         n_tokens=40, block_size=None, seed=808),
+    Case("llama_linear_rope_scaling", "llama",
+         dict(llama_config("llama", 41, 64, 96, 1, 4, 4, 128, 500.0, False, 1e-5),
+              rope_scaling={"type": "linear", "factor": 2.0}),
+         n_tokens=25, block_size=None, seed=909),
     Case("llama_gqa_ablate_mean", "llama",
          llama_config("llama", 41, 64, 96, 2, 8, 2, 64, 10000.0, False, 1e-5, head_dim=8),
          n_tokens=15, block_size=None, seed=707, ablate="0:5,1:0,1:1", ablate_mode="mean"),
@@ -401,11 +412,32 @@ def silu(x):
     return x / (1.0 + torch.exp(-x))
 
 
-def rope_rotate_half(x, theta):
+def rope_inv_freq(cfg, d):
+    """(d/2,) float64: theta^(-2i/d) after config.json's rope_scaling, written the way
+    Hugging Face's _compute_llama3_parameters / linear scaling describe it (torch.where
+    over the bands), not as attnviz's loop."""
+    theta = float(cfg["rope_theta"])
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    rs = cfg.get("rope_scaling") or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "linear":
+        return inv_freq / rs["factor"]
+    if kind == "llama3":
+        factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, smoothed, scaled)
+    return inv_freq
+
+
+def rope_rotate_half(x, inv_freq):
     """x: (N,T,d) -> RoPE with positions 0..T-1, HF rotate-half convention."""
     _, T, d = x.shape
     half = d // 2
-    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)   # (d/2,)
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T,d/2)
     cos = torch.cat([torch.cos(angle), torch.cos(angle)], dim=-1)              # (T,d)
     sin = torch.cat([torch.sin(angle), torch.sin(angle)], dim=-1)              # (T,d)
@@ -475,8 +507,8 @@ def reference_llama(cfg, weights, toks: List[int], ablation=None) -> Dict[str, t
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = rope_rotate_half(linear(h, p + "self_attn.q_proj", H), theta)   # (H,T,d)
-        k = rope_rotate_half(linear(h, p + "self_attn.k_proj", KV), theta)  # (KV,T,d)
+        q = rope_rotate_half(linear(h, p + "self_attn.q_proj", H), rope_inv_freq(cfg, d))   # (H,T,d)
+        k = rope_rotate_half(linear(h, p + "self_attn.k_proj", KV), rope_inv_freq(cfg, d))  # (KV,T,d)
         v = linear(h, p + "self_attn.v_proj", KV)                           # (KV,T,d)
         att = attention_per_head(q, k, v)
         att["out"] = ablate_out(att["out"], l, ablation)
@@ -546,11 +578,10 @@ def alt_gpt2(cfg, weights, toks):
     return {k: v.numpy() for k, v in res.items()}
 
 
-def _alt_rope(x, theta):
+def _alt_rope(x, freqs):
     """Complex-number RoPE: (x1 + i x2) * e^{i pos w}, halves as real / imaginary parts."""
     _, T, d = x.shape
     half = d // 2
-    freqs = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     angle = torch.outer(torch.arange(T, dtype=torch.float64), freqs)
     z = torch.complex(x[..., :half], x[..., half:]) * torch.polar(torch.ones_like(angle), angle)
     return torch.cat([z.real, z.imag], dim=-1)
@@ -573,8 +604,8 @@ def alt_llama(cfg, weights, toks):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}.self_attn."
         h = norm(x, W[f"model.layers.{l}.input_layernorm.weight"])
-        q = _alt_rope(proj(h, p + "q_proj", H), theta)
-        k = _alt_rope(proj(h, p + "k_proj", KV), theta)
+        q = _alt_rope(proj(h, p + "q_proj", H), rope_inv_freq(cfg, d))
+        k = _alt_rope(proj(h, p + "k_proj", KV), rope_inv_freq(cfg, d))
         v = proj(h, p + "v_proj", KV)
         att = _alt_attention(q, k, v)
         res.update({f"layers.{l}.{n}": t for n, t in
