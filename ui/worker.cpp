@@ -23,7 +23,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 bool has_random_weights(const Model& m) {
   if (m.dir.empty()) return false;  // made in memory, not read from a directory
   try {
-    const auto f = SafetensorsFile::open((std::filesystem::path(m.dir) / "model.safetensors").string());
+    const auto f = SafetensorsSet::open_dir(m.dir);
     const auto it = f.metadata().find("generator");
     return it != f.metadata().end() && it->second.rfind("attnviz random", 0) == 0;
   } catch (const std::exception&) {

@@ -65,7 +65,7 @@ namespace {
 // Fetches tensors by Hugging Face name, checking shapes, and remembers which were used.
 class TensorSource {
  public:
-  TensorSource(const SafetensorsFile& f, std::string prefix, std::vector<std::string>* warnings = nullptr)
+  TensorSource(const SafetensorsSet& f, std::string prefix, std::vector<std::string>* warnings = nullptr)
       : f_(f), prefix_(std::move(prefix)), warnings_(warnings) {}
 
   // Reads `name` (prefix added) with exactly `shape`, as float32.
@@ -105,13 +105,13 @@ class TensorSource {
   }
 
  private:
-  const SafetensorsFile& f_;
+  const SafetensorsSet& f_;
   std::string prefix_;
   std::vector<std::string>* warnings_;
   std::set<std::string> used_;
 };
 
-void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, std::vector<std::string>& warnings) {
+void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
   const std::string prefix = f.find("transformer.wte.weight") ? "transformer." : "";
   TensorSource s(f, prefix, &warnings);
   const int C = c.n_embd, I = c.n_inner, C3 = checked_dim(3, C, "c_attn width");
@@ -142,7 +142,7 @@ void load_gpt2(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, 
   }
 }
 
-void load_llama(const ModelConfig& c, const SafetensorsFile& f, ModelWeights& w, std::vector<std::string>& warnings) {
+void load_llama(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
   TensorSource s(f, "", &warnings);
   const int C = c.n_embd, I = c.n_inner, Hd = checked_dim(c.n_head, c.head_size, "query width"),
             KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
@@ -221,7 +221,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   // The weights are held as float32: refuse before allocating when they cannot fit.
   check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
                "use a smaller model, or free memory.");
-  const auto f = SafetensorsFile::open(m->dir + "/model.safetensors");
+  const auto f = SafetensorsSet::open_dir(m->dir);  // model.safetensors, or the shards of its index
   std::map<std::string, int> types;
   for (const auto& t : f.tensors()) ++types[dtype_name(t.dtype)];
   m->set_stored_types(types);

@@ -348,4 +348,73 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   write_atomic(path, [&](FILE* fp) { return bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size(); });
 }
 
+SafetensorsSet SafetensorsSet::open_dir(const std::string& dir) {
+  SafetensorsSet set;
+  const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
+  struct stat st {};
+  if (stat(single.c_str(), &st) == 0 || stat(index.c_str(), &st) != 0) {  // no index: the one file (or its error)
+    set.path_ = single;
+    set.files_.push_back(SafetensorsFile::open(single));
+  } else {
+    set.path_ = index;
+    set.index_ = true;
+    const std::string where = excerpt(index, kPathExcerptBytes);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_regular_file(index, kMaxJsonBytes, "model.safetensors.index.json", false));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(where + ": not valid JSON: " + excerpt(e.what(), 200));
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
+      throw Error(where + ": no \"weight_map\" object (tensor name → shard file)\n  HINT: the index Hugging Face "
+                  "writes beside sharded weights; re-download it.");
+    std::map<std::string, std::string> wanted;  // tensor → shard, as the index says
+    std::vector<std::string> shards;            // in first-named order
+    for (const auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string())
+        throw Error(where + ": weight_map[\"" + excerpt(name) + "\"] must be a file name, found " + json_excerpt(file));
+      const std::string f = file.get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+        throw Error(where + ": shard '" + excerpt(f) + "' is not a plain file name in the model directory");
+      wanted[name] = f;
+      if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+    }
+    std::map<std::string, std::string> seen;  // tensor → the shard that holds it
+    for (const std::string& f : shards) {
+      const std::string path = dir + "/" + f;
+      if (stat(path.c_str(), &st) != 0)
+        throw Error(where + " names shard '" + excerpt(f) + "', which is not in '" + excerpt(dir, kPathExcerptBytes) +
+                    "'\n  HINT: download every model-XXXXX-of-YYYYY.safetensors file the index lists.");
+      set.files_.push_back(SafetensorsFile::open(path));
+      for (const TensorInfo& t : set.files_.back().tensors()) {
+        if (auto it = seen.find(t.name); it != seen.end())
+          throw Error("tensor '" + excerpt(t.name) + "' is in two shards, '" + excerpt(it->second) + "' and '" +
+                      excerpt(f) + "'\n  HINT: the shards do not belong together; re-download them.");
+        seen[t.name] = f;
+      }
+    }
+    for (const auto& [name, f] : wanted)
+      if (auto it = seen.find(name); it == seen.end() || it->second != f)
+        throw Error(where + " places tensor '" + excerpt(name) + "' in '" + excerpt(f) + "', " +
+                    (it == seen.end() ? std::string("but no shard holds it") : "but it is in '" + excerpt(it->second) + "'"));
+  }
+  for (size_t i = 0; i < set.files_.size(); ++i)
+    for (const TensorInfo& t : set.files_[i].tensors()) {
+      set.owner_[t.name] = i;
+      set.all_.push_back(t);
+    }
+  return set;
+}
+
+const TensorInfo* SafetensorsSet::find(const std::string& name) const {
+  const auto it = owner_.find(name);
+  return it == owner_.end() ? nullptr : files_[it->second].find(name);
+}
+
+std::vector<float> SafetensorsSet::read_f32(const TensorInfo& t) const {
+  const TensorInfo* own = find(t.name);
+  if (!own) throw Error(path_ + ": no tensor '" + excerpt(t.name) + "'");
+  return files_[owner_.at(t.name)].read_f32(*own);
+}
+
 }  // namespace attnviz

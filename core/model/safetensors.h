@@ -51,6 +51,30 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// The weights of a model directory: DIR/model.safetensors, or when there is none, the
+// shards that DIR/model.safetensors.index.json lists ({"weight_map": {tensor name: file
+// name}}), each opened and checked as a SafetensorsFile. A shard named in the index but
+// missing, a file name that leaves the directory, a tensor in two shards, or a tensor the
+// index places in a shard that lacks it: an Error naming the file.
+class SafetensorsSet {
+ public:
+  static SafetensorsSet open_dir(const std::string& dir);
+
+  const std::string& path() const { return path_; }  // model.safetensors or the index
+  bool sharded() const { return files_.size() > 1 || index_; }
+  const std::vector<TensorInfo>& tensors() const { return all_; }  // every shard's, in file order
+  const TensorInfo* find(const std::string& name) const;           // nullptr when absent
+  std::vector<float> read_f32(const TensorInfo& t) const;           // t from find() or tensors()
+  const std::map<std::string, std::string>& metadata() const { return files_.front().metadata(); }
+
+ private:
+  std::string path_;
+  bool index_ = false;
+  std::vector<SafetensorsFile> files_;
+  std::vector<TensorInfo> all_;
+  std::map<std::string, size_t> owner_;  // tensor name → index in files_
+};
+
 // Collects tensors and writes them in one go, through a temporary file renamed into place,
 // so a failure never leaves a partial file behind.
 // Tensors are written in the order they were added.
