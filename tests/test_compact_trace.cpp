@@ -253,3 +253,54 @@ TEST(LastRowLogits, LossesAndTheLastRowMatchEveryRowsLogits) {
 
 }  // namespace
 }  // namespace attnviz
+
+namespace attnviz {
+namespace {
+using namespace test;
+
+// A forward stopped half-way (RunControl::cancel, as the GUI's worker sets it for a newer
+// edit) keeps the KV cache of the positions before it; the next run starts there and gives
+// the same bits as an engine that was never stopped.
+TEST(Cancel, AStoppedRunKeepsItsPrefixAndTheNextRunMatches) {
+  const auto m = gqa_model();
+  for (bool compact : {false, true}) {
+    Engine a(m, make_cpu_backend()), b(m, make_cpu_backend());
+    for (Engine* e : {&a, &b}) {
+      e->set_matrices(compact ? Engine::Matrices::kRecompute : Engine::Matrices::kKeep);
+      e->set_all_logits(!compact);
+    }
+    RunControl ctl;
+    b.set_control(&ctl);
+    auto ids = random_ids(120, 300, 8);
+    const std::vector<int> prefix(ids.begin(), ids.begin() + 100);
+    a.run(prefix);
+    b.run(prefix);
+    ctl.reset(3);
+    ctl.cancel = true;  // stops after the first of 3 layers
+    EXPECT_THROW(b.run(ids), Cancelled);
+    EXPECT_EQ(ctl.layers_done, 1);
+    ctl.reset(3);
+    const Trace& tb = b.run(ids);
+    EXPECT_EQ(b.last_recomputed_from(), 100) << "the prefix's KV cache survived";
+    EXPECT_EQ(ctl.layers_done, 3);
+    const Trace& ta = a.run(ids);
+    EXPECT_EQ(compare_traces(tb, ta, 0.0), "") << "compact " << compact;  // every stage, through materialize
+    EXPECT_EQ(tb.row_loss, ta.row_loss);
+    // Stopped again, then asked for exactly the kept prefix: it must run, not return the
+    // half-written trace.
+    ctl.cancel = true;
+    auto more = ids;
+    more.push_back(5);
+    EXPECT_THROW(b.run(more), Cancelled);
+    ctl.reset(3);
+    const Trace& again = b.run(ids);
+    EXPECT_EQ(again.T(), 120);
+    EXPECT_EQ(b.last_recomputed_from(), 119) << "the last row runs again";
+    // Row 119 alone goes through one-row projections (Eigen's matrix-vector kernel), not the
+    // block `a` computed it in: equal within float rounding, not bit for bit.
+    EXPECT_EQ(compare_traces(again, a.run(ids), 1e-5), "");
+  }
+}
+
+}  // namespace
+}  // namespace attnviz

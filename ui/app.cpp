@@ -394,6 +394,7 @@ void App::frame() {
   if (!worker_.busy()) busy_since_.reset();
   else if (!busy_since_) busy_since_ = now;
   if (busy_since_) ctx.busy_s = std::chrono::duration<double>(now - *busy_since_).count();
+  std::tie(ctx.layers_done, ctx.layers_total) = worker_.progress();
 
   const ImVec2 d = ImGui::GetIO().DisplaySize;
   if (d.x != last_w_ || d.y != last_h_) {  // the window was resized: lay the panels out again

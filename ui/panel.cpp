@@ -23,7 +23,7 @@ void Panel::draw(FrameContext& ctx) {
   if (visible) {
     if (needs_trace() && !ctx.has_trace()) {
       if (!ctx.snap.error.empty()) ImGui::TextDisabled("no result yet (see the error in Text & model)");
-      else if (ctx.busy_s >= 0.0) ImGui::TextDisabled("%s (%.1f s)", ctx.model ? "computing\xE2\x80\xA6" : "loading the model\xE2\x80\xA6", ctx.busy_s);
+      else if (ctx.busy_s >= 0.0) ImGui::TextDisabled("%s (%.1f s)", ctx.model || ctx.layers_total > 0 ? "computing\xE2\x80\xA6" : "loading the model\xE2\x80\xA6", ctx.busy_s);
       else ImGui::TextDisabled("computing\xE2\x80\xA6");
     } else {
       // A result older than what was asked for, while the new one computes: greyed.

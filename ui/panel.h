@@ -30,6 +30,7 @@ struct FrameContext {
   static constexpr double kStaleAfterS = 0.3;
   std::string notice;  // one line for the status bar ("" for none)
   double frame_ms = 0.0;  // the previous frame's build + draw time (the window sleeps between frames when idle)
+  int layers_done = 0, layers_total = 0;  // the running forward's progress (Worker::progress); total 0: none
   bool stale() const { return busy_s >= kStaleAfterS; }
   bool has_trace() const { return trace.T() > 0 && model != nullptr; }
 };

@@ -14,9 +14,19 @@ void StatusBar::draw_content(FrameContext& ctx) {
   }
   if (ctx.stale()) {  // the panels show the previous result, greyed, until this one is done
     ImGui::TextColored(ImVec4(1.f, 0.85f, 0.3f, 1.f), "computing\xE2\x80\xA6 (%.1f s)", ctx.busy_s);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("The panels show the previous result (greyed) until the new one is ready.\nTyping goes on; "
-                        "only the newest text is computed.");
+    const bool hovered = ImGui::IsItemHovered();
+    bool bar_hovered = false;
+    if (ctx.layers_total > 0) {  // layers done of the forward in flight
+      ImGui::SameLine();
+      const std::string label = "layer " + std::to_string(ctx.layers_done) + " / " + std::to_string(ctx.layers_total);
+      ImGui::ProgressBar(static_cast<float>(ctx.layers_done) / static_cast<float>(ctx.layers_total),
+                         ImVec2(ImGui::GetFontSize() * 9.f, 0.f), label.c_str());
+      bar_hovered = ImGui::IsItemHovered();
+    }
+    if (hovered || bar_hovered)
+      ImGui::SetTooltip("The panels show the previous result (greyed) until the new one is ready.\nTyping goes on: "
+                        "a newer edit stops this computation after its current layer, and only the newest text is "
+                        "computed.");
     ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   }
   ImGui::Text("forward %.2f ms (from position %d)", snap.forward_ms, snap.recomputed_from);

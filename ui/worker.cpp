@@ -49,9 +49,16 @@ uint64_t Worker::post(Request r) {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = std::move(r);
     serial = ++posted_;
+    control_.cancel = true;  // a forward in flight stops after its current layer
   }
   cv_.notify_all();
   return serial;
+}
+
+std::pair<int, int> Worker::progress() const {
+  if (!running_) return {0, 0};
+  const int total = control_.layers_total;
+  return {std::min<int>(control_.layers_done, total), total};
 }
 
 std::shared_ptr<const Snapshot> Worker::latest() const {
@@ -192,6 +199,17 @@ void Worker::handle(const Request& r, uint64_t serial) {
                          ablation.heads.end());
     engine_->set_ablation(ablation);
     const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (serial != posted_) return;  // a newer request came while this one was prepared: it answers
+      control_.reset(engine_->model().config.n_layer);
+    }
+    engine_->set_control(&control_);
+    running_ = true;
+    struct Done {  // running_ off however run() ends
+      std::atomic<bool>& r;
+      ~Done() { r = false; }
+    } done{running_};
     const Trace& t = engine_->run(ids);
     const double ms = ms_since(t0);
     const bool unchanged = next.trace && next.trace->tokens == t.tokens && next.trace->dropped == t.dropped &&
@@ -208,6 +226,8 @@ void Worker::handle(const Request& r, uint64_t serial) {
     next.trace_text = ran_text;
     next.all_ids = ids;
     next.labels = label_tokens(engine_->model(), ids);
+  } catch (const Cancelled&) {
+    return;  // a newer request is pending; it will publish (nothing of this one is shown)
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
     if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it

@@ -5,6 +5,7 @@
 // (std::shared_ptr<const Snapshot>, swapped under a mutex) that the UI reads each frame.
 // No ImGui.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <cstdint>
@@ -87,6 +88,9 @@ class Worker {
   bool busy() const;
   // Blocks until the answer to `serial` is published or `timeout_ms` passes; true if done.
   bool wait_for(uint64_t serial, int timeout_ms) const;
+  // The running forward's layers done and its layers ({0, 0} when nothing runs; the GPU's
+  // backend does not count). Lock-free: read every frame.
+  std::pair<int, int> progress() const;
   // Called on the worker thread after each answer is published: the GUI wakes its event
   // loop with it (glfwPostEmptyEvent), so a result is drawn at once, not at the next poll.
   void set_on_publish(std::function<void()> f);
@@ -107,6 +111,8 @@ class Worker {
   mutable std::condition_variable cv_;       // wakes the worker
   mutable std::condition_variable done_cv_;  // wakes wait_for()
   std::optional<Request> pending_;
+  RunControl control_;  // the running forward's progress; post() cancels it for a newer request
+  std::atomic<bool> running_{false};
   uint64_t posted_ = 0;     // serial of the newest post
   uint64_t answered_ = 0;   // serial of the newest published answer
   bool stop_ = false;

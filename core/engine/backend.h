@@ -2,6 +2,8 @@
 // (engine/cpu_backend.cpp, Eigen + OpenMP) and the OpenGL 4.3 compute backend
 // (gpu/gl_backend.cpp, built with the ATTNVIZ_GPU option).
 #pragma once
+#include <atomic>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,23 @@
 #include "core/engine/trace.h"
 
 namespace attnviz {
+
+// Shared between a running forward and the thread that may stop it: a backend that can
+// (the CPU's) counts finished layers into `layers_done` and, when `cancel` is set, stops
+// after the layer in hand by throwing Cancelled.
+struct RunControl {
+  std::atomic<bool> cancel{false};
+  std::atomic<int> layers_done{0};
+  std::atomic<int> layers_total{0};
+  void reset(int total) {
+    cancel = false;
+    layers_done = 0;
+    layers_total = total;
+  }
+};
+struct Cancelled : std::exception {
+  const char* what() const noexcept override { return "the computation was cancelled for a newer request"; }
+};
 
 class Backend {
  public:
@@ -49,8 +68,12 @@ class Backend {
   void set_ablation(Ablation a) { ablation_ = std::move(a); }
   const Ablation& ablation() const { return ablation_; }
 
+  // Progress and cancellation of the forwards that follow (null: none).
+  void set_control(RunControl* c) { control_ = c; }
+
  protected:
   Ablation ablation_;
+  RunControl* control_ = nullptr;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

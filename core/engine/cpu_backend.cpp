@@ -231,6 +231,10 @@ class CpuBackend : public Backend {
       }
       linear(y, lw.w_down, lw.b_down, h);  // (n, C)
       x += h;
+      if (control_) {
+        ++control_->layers_done;
+        if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
+      }
     }
     norm(c, x, w.normf_w, w.normf_b, h);
     MapMat(tr.final_hidden.data.data(), T, c.n_embd).bottomRows(n) = h;  // (n, C)

@@ -119,7 +119,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
     while (from < static_cast<int>(old.size()) && from < static_cast<int>(window.size()) &&
            old[from] == window[from])
       ++from;
-    if (from == static_cast<int>(window.size()) && from == static_cast<int>(old.size())) {
+    if (from == static_cast<int>(window.size()) && from == static_cast<int>(old.size()) && !partial_) {
       last_from_ = from;  // nothing changed
       return trace_;
     }
@@ -130,7 +130,17 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   cache_valid_ = false;  // stays false if the backend throws half-way
   trace_.block_size = block_size_;
   trace_.dropped = dropped;
-  backend_->forward(*model_, window, from, trace_);
+  try {
+    backend_->forward(*model_, window, from, trace_);
+  } catch (const Cancelled&) {
+    // Rows [0, from) of every layer are as they were (the trace was re-laid out keeping
+    // them); the rows after are partly written. Only the kept prefix counts as cached.
+    trace_.tokens.resize(static_cast<size_t>(from));
+    cache_valid_ = from > 0;
+    partial_ = true;  // the tensors are laid out for the cancelled window: the next run must run
+    throw;
+  }
+  partial_ = false;
   last_from_ = from;
   cache_valid_ = true;
   return trace_;

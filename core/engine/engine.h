@@ -56,6 +56,10 @@ class Engine {
   // could start at its first affected layer (the CPU backend can).
   int last_recomputed_from_layer() const { return last_from_layer_; }
   void clear_cache();
+  // Progress and cancellation for the following runs (see RunControl); run() then throws
+  // Cancelled when `c->cancel` is set during a forward, keeping the KV cache of the
+  // positions before the ones it was computing, so the next run starts there.
+  void set_control(RunControl* c) { backend_->set_control(c); }
 
   const Trace& trace() const { return trace_; }
   const Model& model() const { return *model_; }
@@ -72,6 +76,7 @@ class Engine {
   int last_from_layer_ = 0;
   int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
   bool cache_valid_ = false;
+  bool partial_ = false;  // the last forward was cancelled half-way (see set_control)
   Trace trace_;
 };
 
