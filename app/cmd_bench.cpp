@@ -45,8 +45,8 @@ double read_weights_once(const std::vector<WeightSpan>& spans) {
 struct BenchOptions {
   InputOptions in;
   int length = 0, reps = 5;
-  std::string matrices;  // "" leaves the engine's (ATTNVIZ_TRACE_MATRICES or auto)
-  bool all_logits = false;
+  std::string matrices = "keep";  // what ARCHITECTURE.md pins: every matrix recorded
+  bool last_logits = false;
   bool json = false;
 };
 
@@ -58,11 +58,10 @@ double peak_rss_mb() {
 
 void run_bench(const BenchOptions& o, Io& io) {
   Engine engine = open_engine(o.in, io.err);
-  if (!o.matrices.empty())
-    engine.set_matrices(o.matrices == "keep"        ? Engine::Matrices::kKeep
-                        : o.matrices == "recompute" ? Engine::Matrices::kRecompute
-                                                    : Engine::Matrices::kAuto);
-  engine.set_all_logits(o.all_logits);
+  engine.set_matrices(o.matrices == "keep"        ? Engine::Matrices::kKeep
+                      : o.matrices == "recompute" ? Engine::Matrices::kRecompute
+                                                  : Engine::Matrices::kAuto);
+  engine.set_all_logits(!o.last_logits);
   const ModelConfig& c = engine.model().config;
   if (o.length > engine.block_size())
     throw Error("--length " + std::to_string(o.length) + " is longer than the window (" +
@@ -159,11 +158,11 @@ Action add_bench_command(CLI::App& app, Io& io) {
   cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
   cmd->add_option("--matrices", o->matrices,
-                  "keep: store every head's (T, T) matrices; recompute: a compact trace; auto (default): "
-                  "compact above 256 MB of matrices (default: ATTNVIZ_TRACE_MATRICES, else auto)")
+                  "keep (default): store every head's (T, T) matrices; recompute: a compact trace, heads "
+                  "recomputed on request; auto: as the GUI, compact above 256 MB of matrices")
       ->check(CLI::IsMember({"keep", "recompute", "auto"}));
-  cmd->add_flag("--all-logits", o->all_logits,
-                "record every row's logits, as dump does (default: the last row's and every row's loss, as the GUI does)");
+  cmd->add_flag("--last-logits", o->last_logits,
+                "keep only the last row's logits and every row's loss, as the GUI does (default: every row's, as dump)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   return [o, &io] { run_bench(*o, io); };
 }

@@ -164,8 +164,10 @@ class Model:
         return "ln_f" if self.arch == "gpt2" else "model.norm"
 
     # --- passes ------------------------------------------------------------------------------
-    def full(self, ids):
-        """Every recorded matrix for T tokens -> (record, k/v cache)."""
+    def full(self, ids, weights_only=False):
+        """Every recorded matrix for T tokens -> (record, k/v cache). weights_only: keep
+        only q, k, v, the attention weights (probs) and the last position's logits, the
+        job issue 14 compares (all heads' weights, the next-token distribution)."""
         D = self.D
         T, H, KV, d = len(ids), D["H"], D["KV"], D["d"]
         G, scale = H // KV, 1.0 / math.sqrt(d)
@@ -177,6 +179,12 @@ class Model:
             kr = k.repeat_interleave(G, dim=0) if G > 1 else k  # (H, T, d)
             vr = v.repeat_interleave(G, dim=0) if G > 1 else v
             scores = torch.matmul(q, kr.transpose(1, 2))      # (H, T, T)
+            if weights_only:
+                probs = torch.softmax((scores * scale).masked_fill_(above, float("-inf")), dim=-1)
+                out = torch.matmul(probs, vr)                 # (H, T, d)
+                rec[l] = dict(q=q, k=k, v=v, probs=probs)
+                x = self.after_attention(l, x, out.transpose(0, 1).reshape(T, H * d))
+                continue
             scaled = scores * scale
             masked = scaled.masked_fill(above, float("-inf"))
             probs = torch.softmax(masked, dim=-1)
@@ -184,6 +192,9 @@ class Model:
             rec[l] = dict(q=q.contiguous(), k=k.contiguous(), v=v.contiguous(), scores=scores, scaled=scaled,
                           masked=masked, probs=probs, out=out)
             x = self.after_attention(l, x, out.transpose(0, 1).reshape(T, H * d))
+        if weights_only:
+            rec["logits"] = F.linear(self.norm(x[-1:], self.final_norm()), self.head)  # (1, V)
+            return rec
         rec["logits"] = F.linear(self.norm(x, self.final_norm()), self.head)  # (T, V)
         return rec
 
@@ -279,6 +290,9 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--weights-only", action="store_true",
+                    help="full forward keeping only q, k, v, the attention weights and the last position's "
+                         "logits (compare with attnviz-cli bench --last-logits); no append timing")
     ap.add_argument("--no-append-record", action="store_true",
                     help="time the append without re-laying out the (H,T,T) record")
     ap.add_argument("--check-dump", metavar="F",
@@ -298,14 +312,14 @@ def main(argv):
 
     full, append, compute = [], [], []
     with torch.inference_mode():
-        rec = m.full(ids)  # warm-up
+        rec = m.full(ids, a.weights_only)  # warm-up
         for _ in range(a.reps):
             t0 = time.perf_counter()
-            rec = m.full(ids)
+            rec = m.full(ids, a.weights_only)
             full.append((time.perf_counter() - t0) * 1e3)
         trace_bytes = record_bytes(rec)
         del rec
-        if a.length > 1:
+        if a.length > 1 and not a.weights_only:
             prefix = m.full(ids[:-1])
             m.append(ids, prefix, keep_record=not a.no_append_record)  # warm-up
             for _ in range(a.reps):
