@@ -8,6 +8,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "core/engine/threads.h"
 #include "core/error.h"
 
 namespace attnviz {
@@ -119,7 +120,8 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"reps", o.reps}, {"median_ms", med},
                             {"min_ms", *std::min_element(full.begin(), full.end())},
                             {"append_median_ms", append.empty() ? 0.0 : median(append)},
-                            {"threads", omp_get_max_threads()}, {"gflop", flops / 1e9},
+                            {"threads", omp_get_max_threads()}, {"omp_wait_policy", openmp_wait_policy()},
+                            {"gflop", flops / 1e9},
                             {"gflops_per_s", flops / 1e6 / med},
                             {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
                             {"compact", engine.trace().compact},
@@ -135,7 +137,8 @@ void run_bench(const BenchOptions& o, Io& io) {
     return;
   }
   io.out << std::fixed << std::setprecision(3) << "model " << o.in.model << ", backend " << engine.backend().name()
-         << ", T=" << o.length << ", " << o.reps << " reps, " << omp_get_max_threads() << " threads\n"
+         << ", T=" << o.length << ", " << o.reps << " reps, " << omp_get_max_threads() << " threads (OpenMP wait policy: "
+         << openmp_wait_policy() << ")\n"
          << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
          << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
          << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "attnviz_version.h"
+#include "core/engine/threads.h"
 #include "ui/app.h"
 #include "ui/input_queue.h"
 
@@ -215,6 +216,7 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
 }  // namespace
 
 int main(int argc, char** argv) {
+  attnviz::reexec_with_passive_wait(argv);  // idle OpenMP threads sleep instead of spinning
   CLI::App cli{"attnviz: watch causal self-attention work, live, as you type"};
   attnviz::ui::AppOptions opt;
   ShotOptions shot;
