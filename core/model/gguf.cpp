@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/model/pages.h"
 
 namespace attnviz {
 
@@ -358,12 +359,7 @@ std::vector<float> GgufFile::read_f32(const GgufTensorInfo& t) const {
   return out;
 }
 
-void GgufFile::release(const GgufTensorInfo& t) const {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data(t)), end = begin + t.nbytes;
-  const uintptr_t a = (begin + page - 1) / page * page, b = end / page * page;  // whole pages inside
-  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
-}
+void GgufFile::release(const GgufTensorInfo& t) const { release_file_pages(data(t), t.nbytes); }
 
 bool looks_like_gguf(const std::string& path) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;

@@ -68,8 +68,8 @@ class TensorSource {
   TensorSource(const SafetensorsSet& f, std::string prefix, std::vector<std::string>* warnings = nullptr)
       : f_(f), prefix_(std::move(prefix)), warnings_(warnings) {}
 
-  // Reads `name` (prefix added) with exactly `shape`, as float32.
-  std::vector<float> get(const std::string& name, std::vector<int64_t> shape) {
+  // Reads `name` (prefix added) with exactly `shape`, as float32, into out (numel floats).
+  void get_into(const std::string& name, const std::vector<int64_t>& shape, float* out) {
     const std::string full = prefix_ + name;
     const TensorInfo* t = f_.find(full);
     if (!t)
@@ -79,23 +79,25 @@ class TensorSource {
       throw Error(f_.path() + ": tensor '" + full + "' has shape " + shape_str_of(t->shape) + ", expected " +
                   shape_str_of(shape) + " from config.json");
     used_.insert(full);
-    std::vector<float> v = f_.read_f32(*t);
-    if (warnings_) warn_if_not_finite(full, v.data(), static_cast<int64_t>(v.size()), *warnings_);
-    return v;
+    f_.read_f32_into(*t, out);
+    if (warnings_) warn_if_not_finite(full, out, t->numel(), *warnings_);
   }
   bool has(const std::string& name) const { return f_.find(prefix_ + name) != nullptr; }
 
+  // Straight into the matrix: a model's weights are held once while loading, plus the
+  // one tensor being read (and, for mat_t, its copy before the transpose).
   Mat mat(const std::string& name, int rows, int cols) {  // stored (rows, cols) as is
-    auto v = get(name, {rows, cols});
-    return Eigen::Map<Mat>(v.data(), rows, cols);
+    Mat m(rows, cols);
+    get_into(name, {rows, cols}, m.data());
+    return m;
   }
   Mat mat_t(const std::string& name, int out, int in) {  // nn.Linear (out, in) → (in, out)
-    auto v = get(name, {out, in});
-    return Eigen::Map<Mat>(v.data(), out, in).transpose();
+    return mat(name, out, in).transpose();
   }
   Vec vec(const std::string& name, int n) {
-    auto v = get(name, {n});
-    return Eigen::Map<Vec>(v.data(), n);
+    Vec v(n);
+    get_into(name, {n}, v.data());
+    return v;
   }
   std::vector<std::string> unused() const {
     std::vector<std::string> out;

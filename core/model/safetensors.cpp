@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/pages.h"
 
 namespace attnviz {
 
@@ -189,11 +190,16 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 }
 
 std::vector<float> SafetensorsFile::read_f32(const TensorInfo& t) const {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  read_f32_into(t, out.data());
+  return out;
+}
+
+void SafetensorsFile::read_f32_into(const TensorInfo& t, float* out) const {
   const int64_t n = t.numel();
-  std::vector<float> out(static_cast<size_t>(n));
   const uint8_t* p = data_ + t.begin;
   switch (t.dtype) {
-    case DType::F32: if (n) std::memcpy(out.data(), p, n * 4); break;  // an empty vector has no data()
+    case DType::F32: if (n) std::memcpy(out, p, n * 4); break;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); out[i] = half_to_float(h); }
       break;
@@ -207,7 +213,7 @@ std::vector<float> SafetensorsFile::read_f32(const TensorInfo& t) const {
       throw Error("tensor '" + t.name + "' in '" + path_ + "' has dtype " + dtype_name(t.dtype) +
                   "; a floating-point tensor (F32, F16, BF16) was expected");
   }
-  return out;
+  release_file_pages(p, static_cast<size_t>(t.end - t.begin));
 }
 
 std::vector<int32_t> SafetensorsFile::read_i32(const TensorInfo& t) const {
@@ -412,9 +418,15 @@ const TensorInfo* SafetensorsSet::find(const std::string& name) const {
 }
 
 std::vector<float> SafetensorsSet::read_f32(const TensorInfo& t) const {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  read_f32_into(t, out.data());
+  return out;
+}
+
+void SafetensorsSet::read_f32_into(const TensorInfo& t, float* out) const {
   const TensorInfo* own = find(t.name);
   if (!own) throw Error(path_ + ": no tensor '" + excerpt(t.name) + "'");
-  return files_[owner_.at(t.name)].read_f32(*own);
+  files_[owner_.at(t.name)].read_f32_into(*own, out);
 }
 
 }  // namespace attnviz

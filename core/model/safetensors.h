@@ -38,6 +38,10 @@ class SafetensorsFile {
 
   // Values as float32 (F32 copied; F16, BF16, F64 converted). Throws for integer dtypes.
   std::vector<float> read_f32(const TensorInfo& t) const;
+  // The same into out[0, t.numel()). The file's pages under the tensor are then given back
+  // (the mapping stays valid; a second read faults them in again), so loading a model holds
+  // the weights and one tensor's worth of the file, not the whole file besides.
+  void read_f32_into(const TensorInfo& t, float* out) const;
   // Values as int32 (I32 copied; I64/I16/I8/U8 converted with range check).
   std::vector<int32_t> read_i32(const TensorInfo& t) const;
 
@@ -65,6 +69,7 @@ class SafetensorsSet {
   const std::vector<TensorInfo>& tensors() const { return all_; }  // every shard's, in file order
   const TensorInfo* find(const std::string& name) const;           // nullptr when absent
   std::vector<float> read_f32(const TensorInfo& t) const;           // t from find() or tensors()
+  void read_f32_into(const TensorInfo& t, float* out) const;        // as SafetensorsFile's
   const std::map<std::string, std::string>& metadata() const { return files_.front().metadata(); }
 
  private:
