@@ -212,6 +212,34 @@ TEST(CompactTrace, MemoryGrowsWithTNotTSquared) {
   }
 }
 
+// The GUI's block_size cap: the longest window whose estimated trace fits, for a model
+// with a 128k context (Llama-3.2-1B's shape) whose whole context would need ~70 GB.
+TEST(WindowLimit, TheLongestWindowThatFitsAndNoLonger) {
+  ModelConfig c = small_config("llama", 16, 2048, 32, 8, 128256, 131072);
+  c.head_size = 64;
+  auto need = [&](int64_t T, bool compact) {
+    return Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, compact,
+                                 false);
+  };
+  for (bool compact : {true, false})
+    for (double bytes : {1e9, 8e9, 20e9}) {
+      const WindowLimit lim = window_limit_for_memory(c, compact, bytes);
+      ASSERT_TRUE(lim.capped());
+      EXPECT_LE(need(lim.max_T, compact), bytes) << bytes;
+      EXPECT_GT(need(lim.max_T + 1, compact), bytes) << bytes;
+      EXPECT_EQ(lim.bytes_at_n_ctx, need(c.n_ctx, compact));
+      EXPECT_GT(lim.bytes_at_n_ctx, 50e9);  // what the message quotes: the whole context
+    }
+  // Compact traces reach further: 8 GB holds ~1300 tokens with matrices (2 x 16 x 32 x T² x 4 B
+  // = 7.3 GB of them at T = 1336), over 10x more without (~0.5 MB a token).
+  EXPECT_GT(window_limit_for_memory(c, true, 8e9).max_T, 10 * window_limit_for_memory(c, false, 8e9).max_T);
+  // Enough memory: the model's own context, not capped; too little for one token: 1.
+  const WindowLimit all = window_limit_for_memory(c, true, 1e12);
+  EXPECT_EQ(all.max_T, c.n_ctx);
+  EXPECT_FALSE(all.capped());
+  EXPECT_EQ(window_limit_for_memory(c, true, 1.0).max_T, 1);
+}
+
 // The last row's logits and every row's loss (what the GUI records) against every row's
 // logits (what dump records), after one pass, typing, and edits: an edit at p changes the
 // target of row p − 1, whose loss must follow. Not bit for bit: the unembedding runs over

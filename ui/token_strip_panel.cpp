@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/limits.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -30,11 +31,27 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   ImGui::EndChild();
 }
 
+const WindowLimit& TokenStripPanel::window_limit(const FrameContext& ctx) {
+  const double now = ImGui::GetTime();
+  if (ctx.model != limit_model_ || ctx.snap.backend_name != limit_backend_ || now - limit_at_s_ > 1.0) {
+    limit_model_ = ctx.model;
+    limit_backend_ = ctx.snap.backend_name;
+    limit_at_s_ = now;
+    // The trace held now is replaced by the next one: its bytes count as available. 10%
+    // is left for the pass's own buffers and the rest of the program.
+    limit_available_ = 0.9 * (memory_available_bytes() + static_cast<double>(ctx.trace.bytes()));
+    limit_ = window_limit_for_memory(ctx.model->config, /*compact=*/limit_backend_ != "gpu", limit_available_);
+  }
+  return limit_;
+}
+
 // The block_size slider (the engine is asked again when it changes) and the counts.
 void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
-  const int n_ctx = ctx.model->config.n_ctx;
+  const WindowLimit& limit = window_limit(ctx);
+  const int n_ctx = static_cast<int>(limit.max_T);  // the model's context, or less (memory)
+  if (limit.capped() && (s.block_size <= 0 || s.block_size > n_ctx)) s.block_size = n_ctx;
   ImGui::PushItemWidth(ImGui::GetFontSize() * 14.f);
   int bs = s.block_size > 0 ? s.block_size : n_ctx;
   if (ImGui::SliderInt("block_size", &bs, 1, n_ctx, "%d", ImGuiSliderFlags_AlwaysClamp | ImGuiSliderFlags_Logarithmic))
@@ -44,6 +61,16 @@ void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
   if (ImGui::SmallButton("-")) s.block_size = std::max(1, bs - 1);
   ImGui::SameLine();
   if (ImGui::SmallButton("+")) s.block_size = std::min(n_ctx, bs + 1);
+  if (limit.capped()) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.65f, 0.3f, 1.f), "max %d (memory)", n_ctx);
+    const std::string why = "The model's context is " + std::to_string(ctx.model->config.n_ctx) +
+                            " tokens, but recording a window that long would need about " +
+                            format_bytes(limit.bytes_at_n_ctx) + " of memory, and about " +
+                            format_bytes(limit_available_) + " can be used now. block_size goes up to " +
+                            std::to_string(n_ctx) + " tokens; free memory (close other programs) to allow more.";
+    help_marker(why.c_str());
+  }
   ImGui::SameLine();
   ImGui::Text("  %d token%s typed \xC2\xB7 window T = %d of block_size %d \xC2\xB7 ", w.total, w.total == 1 ? "" : "s",
               tr.T(), tr.block_size);

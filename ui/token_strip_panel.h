@@ -1,8 +1,10 @@
 // The typed text as token chips: the block_size window drawn as a bracket over the tokens
 // that enter the model, tokens that fell out of the window greyed (with their count), a
-// block_size slider (1 … model context). Hovering a chip highlights that token's row and
+// block_size slider (1 … model context, or less where the machine's memory could not hold
+// the trace of a longer window: then it says so). Hovering a chip highlights that token's row and
 // column in every heatmap.
 #pragma once
+#include "core/engine/engine.h"
 #include "ui/panel.h"
 
 namespace attnviz::ui {
@@ -23,6 +25,15 @@ class TokenStripPanel : public Panel {
   void draw_controls(FrameContext& ctx, const WindowInfo& w);
   ChipsDrawn draw_chips(FrameContext& ctx, const WindowInfo& w, ImVec2 origin, float chip_h);
   void draw_bracket(const FrameContext& ctx, const ChipsDrawn& chips, float y) const;
+  // The memory cap on block_size, looked at again when the model or the backend changes
+  // and at most once a second otherwise (it reads /proc/meminfo).
+  const WindowLimit& window_limit(const FrameContext& ctx);
+
+  WindowLimit limit_;
+  double limit_available_ = 0;  // bytes the cap was computed for
+  const Model* limit_model_ = nullptr;
+  std::string limit_backend_;
+  double limit_at_s_ = -1e9;
 
   uint64_t follow_serial_ = 0;  // scroll to the newest token once per new trace
   ImVec4 strip_rect_{0, 0, 0, 0};

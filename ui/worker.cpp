@@ -241,9 +241,10 @@ void Worker::compare_with_clean(const std::vector<int>& ids, Snapshot& next) {
   next.clean_logits.clear();
   next.clean_loss = next.loss;
   if (t.ablation.empty()) return;
-  if (!clean_engine_ || clean_engine_->model_ptr() != engine_->model_ptr())
+  if (!clean_engine_ || clean_engine_->model_ptr() != engine_->model_ptr()) {
     clean_engine_ = std::make_unique<Engine>(engine_->model_ptr(), make_cpu_backend());
     clean_engine_->set_all_logits(false);
+  }
   if (clean_engine_->block_size() != engine_->block_size()) clean_engine_->set_block_size(engine_->block_size());
   const Trace& c = clean_engine_->run(ids);
   next.clean_loss = mean_next_token_loss(c);

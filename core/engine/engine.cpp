@@ -38,6 +38,21 @@ void check_trace_memory(const ModelConfig& c, int64_t T, bool compact, bool all_
                  "use a smaller --block-size or a shorter text.");
 }
 
+WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes) {
+  auto need = [&](int64_t T) {
+    return Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, compact,
+                                 false);
+  };
+  const int64_t n_ctx = std::max(1, c.n_ctx);
+  if (need(n_ctx) <= bytes) return {n_ctx, 0.0};
+  int64_t lo = 1, hi = n_ctx;  // need(lo) ≤ bytes or lo = 1; need(hi) > bytes; the estimate grows with T
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (need(mid) <= bytes ? lo : hi) = mid;
+  }
+  return {lo, need(n_ctx)};
+}
+
 Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend)
     : model_(std::move(model)), backend_(std::move(backend)), block_size_(model_->config.n_ctx) {
   trace_.model = model_->name;

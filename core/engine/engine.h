@@ -92,6 +92,17 @@ constexpr double kKeepMatricesBytes = 256e6;
 // with config `c` (compact: without the (T, T) matrices) would not fit in the memory available.
 void check_trace_memory(const ModelConfig& c, int64_t T, bool compact = false, bool all_logits = true);
 
+// The longest window (1 ≤ result ≤ c.n_ctx) whose trace (compact or not; the last row's
+// logits, as the GUI records) is estimated at no more than `bytes`, and that estimate. The
+// GUI caps its block_size slider there and says why: a model with a 128k context would
+// otherwise offer windows whose trace the machine cannot hold.
+struct WindowLimit {
+  int64_t max_T = 1;
+  double bytes_at_n_ctx = 0;  // the trace the model's whole context would need
+  bool capped() const { return bytes_at_n_ctx > 0; }  // max_T < n_ctx
+};
+WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes);
+
 // Encodes with the model's tokenizer; a clear Error when the model has none.
 std::vector<int> encode_text(const Model& m, const std::string& text);
 
