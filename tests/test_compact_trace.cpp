@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/engine/engine.h"
+#include "core/error.h"
 #include "core/engine/head_scores.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
@@ -264,6 +265,14 @@ TEST(LastRowLogits, LossesAndTheLastRowMatchEveryRowsLogits) {
       ASSERT_NEAR(b.row_loss[i], next_token_loss(a.logits_row(i), V, ids[i + 1]), 1e-5) << when << " row " << i;
     EXPECT_NEAR(mean_next_token_loss(b), mean_next_token_loss(a), 1e-5) << when;
     if (T > 1) EXPECT_LT(b.logits.data.size(), a.logits.data.size()) << when;
+    // A hovered row's logits (the GUI asks for them) from the final hidden state.
+    std::vector<float> r;
+    for (int i : {0, T / 2, T - 1}) {
+      row_logits(*m, b, i, r);
+      ASSERT_EQ(r.size(), static_cast<size_t>(V));
+      for (int v = 0; v < V; ++v) ASSERT_NEAR(r[v], a.logits_row(i)[v], 1e-5 * (1 + std::abs(a.logits_row(i)[v]))) << when;
+    }
+    EXPECT_THROW(row_logits(*m, b, T, r), Error);
   };
   auto ids = random_ids(150, V, 4);
   check(ids, "one pass");

@@ -1,6 +1,9 @@
 #include "ui/next_token_panel.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "core/engine/engine.h"
 
 #include "ui/imgui_util.h"
 
@@ -25,12 +28,31 @@ bool NextTokenPanel::step(FrameContext& ctx, bool greedy) {
   return true;
 }
 
+const float* NextTokenPanel::logits_at(const FrameContext& ctx, int row) {
+  const Trace& tr = ctx.trace;
+  if (const float* held = tr.logits_row(row)) return held;
+  if (row != row_ || ctx.snap.trace_serial != row_serial_) {
+    row_ = row;
+    row_serial_ = ctx.snap.trace_serial;
+    try {
+      row_logits(*ctx.model, tr, row, row_values_);
+    } catch (const std::exception&) {
+      row_values_.clear();
+    }
+  }
+  return row_values_.empty() ? nullptr : row_values_.data();
+}
+
 void NextTokenPanel::draw_content(FrameContext& ctx) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
   const int V = static_cast<int>(tr.logits.dim(1));
-  const float* last = tr.logits_row(tr.T() - 1);
-  const std::string after = chip_label(token_text(ctx.model, tr.tokens.back()));
+  // The position whose prediction is shown: a hovered token's (its row of logits computed
+  // when first asked for: the trace holds only the last row's), else the last one.
+  const int hov = s.hovered_token;
+  const int row = hov >= 0 && hov < tr.T() - 1 && logits_at(ctx, hov) ? hov : tr.T() - 1;
+  const float* last = logits_at(ctx, row);
+  const std::string after = chip_label(token_text(ctx.model, tr.tokens[static_cast<size_t>(row)]));
 
   ImGui::PushItemWidth(ImGui::GetFontSize() * 9.f);
   ImGui::SliderFloat("temperature", &s.temperature, 0.f, 2.f, "%.2f");
@@ -54,7 +76,7 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
   if (!ctx.snap.error.empty()) playing_ = false;
 
   // With heads ablated: the prediction with and without them (the grey bar), and the loss.
-  const bool compare = !tr.ablation.empty() && static_cast<int>(ctx.snap.clean_logits.size()) == V;
+  const bool compare = !tr.ablation.empty() && static_cast<int>(ctx.snap.clean_logits.size()) == V && row == tr.T() - 1;
   if (compare) {
     ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "heads %s ablated (%s)", tr.ablation.to_string().c_str(),
                        ablation_mode_name(tr.ablation.mode));
@@ -66,7 +88,18 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
   } else {
     ImGui::TextDisabled("loss over the text %.3f nats", ctx.snap.loss);
   }
-  ImGui::Text("after '%s' (position %d) the model predicts:", after.c_str(), tr.T() - 1);
+  ImGui::Text("after '%s' (position %d) the model predicts:", after.c_str(), row);
+  const int next = row < tr.T() - 1 ? tr.tokens[static_cast<size_t>(row) + 1] : -1;
+  if (next >= 0) {  // a hovered token: what came next in the text (its bar framed), its probability
+    const float mx = *std::max_element(last, last + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(last[v] - mx));
+    const double p = std::exp(static_cast<double>(last[next] - mx)) / sum;
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.86f, 0.f, 1.f));
+    ImGui::TextWrapped("next in the text: '%s', p = %.3f (loss %.2f nats)", chip_label(token_text(ctx.model, next)).c_str(),
+                       p, -std::log(std::max(p, 1e-300)));
+    ImGui::PopStyleColor();
+  }
   std::vector<TokenShift> top;
   if (compare) top = compare_top_k(last, ctx.snap.clean_logits.data(), V, s.temperature, s.top_k);
   else
@@ -91,6 +124,7 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
     if (compare) std::snprintf(pct, sizeof pct, "%5.1f%% (%+.1f)", 100.f * tp.p, 100.f * (tp.p - tp.p_clean));
     else std::snprintf(pct, sizeof pct, "%5.1f%%", 100.f * tp.p);
     dl->AddText(b0 + ImVec2(bar_w + fs * 0.3f, 0), ImGui::GetColorU32(ImGuiCol_Text), pct);
+    if (tp.id == next) dl->AddRect(a - ImVec2(1, 1), b0 + ImVec2(bar_w + 1, h - fs * 0.2f + 1), IM_COL32(255, 220, 0, 255), 2.f, 0, 2.f);
     ImGui::PushID(tp.id);
     ImGui::InvisibleButton("bar", ImVec2(label_w + bar_w + fs * 3.5f, h));
     if (ImGui::IsItemHovered()) {

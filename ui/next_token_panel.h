@@ -1,8 +1,10 @@
-// The model's guess for the next token: top-k probabilities at the last position as bars,
+// The model's guess for the next token: top-k probabilities at the last position (or at a
+// hovered token's, with what actually came next) as bars,
 // a temperature slider, and step-by-step generation that appends sampled tokens to the
 // text, so a class can watch the window slide once the text outgrows block_size.
 #pragma once
 #include <random>
+#include <vector>
 
 #include "ui/panel.h"
 
@@ -20,6 +22,12 @@ class NextTokenPanel : public Panel {
   void draw_content(FrameContext& ctx) override;
 
  private:
+  // Row `row`'s logits: the trace's own, or computed once per trace and row (row_values_).
+  const float* logits_at(const FrameContext& ctx, int row);
+
+  std::vector<float> row_values_;
+  int row_ = -1;
+  uint64_t row_serial_ = 0;
   std::mt19937_64 rng_{1};
   uint64_t seeded_with_ = 1;
   bool playing_ = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/engine/ops.h"
 #include "core/error.h"
 #include "core/limits.h"
 
@@ -36,6 +37,20 @@ void check_trace_memory(const ModelConfig& c, int64_t T, bool compact, bool all_
   if (bytes > 64e6)  // small traces need no look at /proc/meminfo
     check_memory(bytes, "recording attention over " + std::to_string(T) + " tokens",
                  "use a smaller --block-size or a shorter text.");
+}
+
+void row_logits(const Model& m, const Trace& tr, int i, std::vector<float>& out) {
+  const int V = m.config.vocab_size, C = m.config.n_embd;
+  if (const float* held = tr.logits_row(i)) {
+    out.assign(held, held + V);
+    return;
+  }
+  if (i < 0 || i >= tr.T() || tr.final_hidden.shape != std::vector<int64_t>{tr.T(), C})
+    throw Error("no logits for row " + std::to_string(i) + " of a trace of " + std::to_string(tr.T()) + " tokens");
+  const Mat h = Eigen::Map<const Mat>(tr.final_hidden.data.data() + static_cast<size_t>(i) * C, 1, C);  // (1, C)
+  Mat y(1, V);
+  linear_bt(h, m.weights.unembedding(), y);  // (1, V)
+  out.assign(y.data(), y.data() + V);
 }
 
 WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes) {

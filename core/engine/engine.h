@@ -103,6 +103,11 @@ struct WindowLimit {
 };
 WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes);
 
+// Row i's next-token logits (V values) into `out`: the row the trace holds, or else (the
+// GUI keeps only the last row's) computed from the final hidden state through the
+// unembedding, the product the pass itself runs. Throws when the trace has neither.
+void row_logits(const Model& m, const Trace& tr, int i, std::vector<float>& out);
+
 // Encodes with the model's tokenizer; a clear Error when the model has none.
 std::vector<int> encode_text(const Model& m, const std::string& text);
 
