@@ -337,6 +337,27 @@ std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t 
     g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
     g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.head_size));
     if (c.head_size * c.n_head != c.n_embd) g.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_size));
+    const ModelConfig::RopeScaling& rs = c.rope_scaling;
+    if (rs.type == "linear") {
+      g.set_string(a + "rope.scaling.type", "linear");
+      g.set_f32(a + "rope.scaling.factor", rs.factor);
+    } else if (rs.type == "llama3") {
+      // As a converter stores Llama 3's scaling: one divisor per frequency, 1 for short
+      // wavelengths, `factor` for long ones, 1 / ((1 − s)/factor + s) between, where s
+      // goes from 0 to 1 as old_ctx / wavelength goes from low_freq_factor to high_freq_factor.
+      std::vector<float> div(static_cast<size_t>(c.head_size / 2));
+      for (size_t i = 0; i < div.size(); ++i) {
+        const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / c.head_size);
+        const double wavelen = 2 * 3.14159265358979323846 / freq, old_ctx = rs.original_max_position;
+        if (wavelen < old_ctx / rs.high_freq_factor) div[i] = 1.f;
+        else if (wavelen > old_ctx / rs.low_freq_factor) div[i] = rs.factor;
+        else {
+          const double sm = (old_ctx / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+          div[i] = static_cast<float>(1.0 / ((1 - sm) / rs.factor + sm));
+        }
+      }
+      g.add_f32("rope_freqs.weight", {c.head_size / 2}, div);
+    }
   }
   if (tokenizer) set_tokenizer(g, *tokenizer);
   else if (with_tokenizer) set_tokenizer(g, small_byte_level_tokenizer(c.vocab_size));

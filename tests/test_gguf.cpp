@@ -320,11 +320,31 @@ std::vector<BadCase> bad_cases() {
                "'llama.attention.head_count' = 0 must be a positive integer"});
   v.push_back({"rope scaling", [] { GgufWriter w = tiny_writer(); w.set_string("llama.rope.scaling.type", "yarn"); return write(w, "bad"); },
                "'llama.rope.scaling.type' \"yarn\" is not supported"});
-  v.push_back({"rope frequency factors", [] {
+  v.push_back({"rope frequency factors of the wrong length", [] {
                  GgufWriter w = tiny_writer();
+                 w.add_f32("rope_freqs.weight", {3}, std::vector<float>(3, 1.f));
+                 return write(w, "bad");
+               }, "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the head size)"});
+  v.push_back({"a zero rope frequency factor", [] {
+                 GgufWriter w = tiny_writer();
+                 std::vector<float> f(8, 1.f);
+                 f[5] = 0.f;
+                 w.add_f32("rope_freqs.weight", {8}, f);
+                 return write(w, "bad");
+               }, "RoPE factors must be positive numbers"});
+  v.push_back({"linear rope scaling below 1", [] {
+                 GgufWriter w = tiny_writer();
+                 w.set_string("llama.rope.scaling.type", "linear");
+                 w.set_f32("llama.rope.scaling.factor", 0.5f);
+                 return write(w, "bad");
+               }, "'llama.rope.scaling.factor' must be a number of at least 1"});
+  v.push_back({"linear rope scaling and factors at once", [] {
+                 GgufWriter w = tiny_writer();
+                 w.set_string("llama.rope.scaling.type", "linear");
+                 w.set_f32("llama.rope.scaling.factor", 2.f);
                  w.add_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.f));
                  return write(w, "bad");
-               }, "tensor 'rope_freqs.weight' (per-frequency RoPE scaling, as in Llama 3.1) is not supported"});
+               }, "not supported together"});
   v.push_back({"missing tensor", [] {
                  GgufWriter w = tiny_writer();
                  w.set_u32("llama.block_count", 2);

@@ -16,6 +16,7 @@
 
 #include "app/cli.h"
 #include "core/model/gguf.h"
+#include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "tests/gguf_writer.h"
 #include "tests/test_util.h"
@@ -112,6 +113,34 @@ TEST(GgufParityCheck, ADifferentRowOrderIsNoticed) {
   ASSERT_EQ(dump(gguf, a), "");
   ASSERT_EQ(dump(dir + "/hf", b), "");
   EXPECT_NE(compare_dumps(a, b, 1e-5), "");
+}
+
+// RoPE scaling as llama.cpp stores it against config.json's rope_scaling: "linear" as
+// metadata, "llama3" as a rope_freqs tensor of per-frequency divisors (the writer computes
+// them as a converter does; the loader divides by them; the Hugging Face side blends by
+// the llama3 formula). With an original context of 64 tokens most frequencies of d = 64 are
+// scaled, so ignoring the scaling changes q and k far beyond the tolerance: the last check.
+TEST(GgufParityRope, ScaledRopeEqualsTheHuggingFaceModel) {
+  for (const std::string type : {"linear", "llama3"}) {
+    ModelConfig c = config_for("llama");
+    c.rope_scaling.type = type;
+    c.rope_scaling.factor = 8.f;
+    c.rope_scaling.low_freq_factor = 1.f;
+    c.rope_scaling.high_freq_factor = 4.f;
+    c.rope_scaling.original_max_position = 64;
+    const std::string dir = test::temp_dir("gguf-rope-" + type);
+    const std::string gguf = test::write_gguf_model_pair(c, GgmlType::F32, 17, dir);
+    const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors", u = dir + "/unscaled.safetensors";
+    ASSERT_EQ(dump(gguf, a), "") << type;
+    ASSERT_EQ(dump(dir + "/hf", b), "") << type;
+    EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << type;
+    EXPECT_EQ(load_model(gguf)->config.rope_scaling.type, type == "linear" ? "linear" : "factors");
+    // The same Hugging Face model without rope_scaling: q differs.
+    c.rope_scaling = {};
+    test::write_gguf_model_pair(c, GgmlType::F32, 17, dir + "/plain");
+    ASSERT_EQ(dump(dir + "/plain/hf", u), "") << type;
+    EXPECT_NE(compare_dumps(a, u, 1e-5), "") << type;
+  }
 }
 
 // Text through the GGUF file's own tokenizer (tokenizer.ggml.*) and through the Hugging Face

@@ -80,6 +80,8 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
     double x = std::pow(static_cast<double>(theta), -2.0 * i / d);
     if (s.type == "linear") {
       x /= s.factor;
+    } else if (s.type == "factors") {
+      x /= s.freq_factors.at(static_cast<size_t>(i));
     } else if (s.type == "llama3") {
       // Wavelengths under old_ctx / high_freq_factor are kept; over old_ctx / low_freq_factor
       // divided by factor; between, a linear blend in old_ctx / wavelength.

@@ -31,11 +31,14 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   // config.json's rope_scaling: "" (none), "linear" (every frequency / factor) or "llama3"
-  // (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between).
+  // (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between);
+  // or, from a GGUF file, "factors": frequency i divided by freq_factors[i] (llama.cpp's
+  // rope_freqs tensor, where a converter has written Llama 3's divisors).
   struct RopeScaling {
     std::string type;
     float factor = 1.f, low_freq_factor = 1.f, high_freq_factor = 4.f;
     int original_max_position = 8192;
+    std::vector<float> freq_factors;  // (d/2) for "factors"
   } rope_scaling;
   bool tie_embeddings = true;
   bool qkv_bias = false;   // q/k/v projections have biases (gpt2, qwen2, llama attention_bias)

@@ -102,6 +102,37 @@ class GgufTensors {
   std::vector<std::string>* warnings_;
 };
 
+// RoPE scaling as llama.cpp stores it: rope.scaling.type "linear" with rope.scaling.factor
+// (every frequency divided by it), or a rope_freqs tensor of d/2 divisors, one per
+// frequency (what converters write for Llama 3.1/3.2's "llama3" scaling). Other types
+// (yarn, longrope) and both at once are refused.
+void read_rope_scaling(const GgufFile& f, const std::string& a, const std::string& where, ModelConfig& c) {
+  ModelConfig::RopeScaling& s = c.rope_scaling;
+  const std::string type = f.find_key(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "none";
+  if (type == "linear") {
+    s.type = "linear";
+    s.factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 0.0));
+    if (!(s.factor >= 1.f) || !std::isfinite(s.factor))
+      throw Error(where + "'" + a + "rope.scaling.factor' must be a number of at least 1 for linear RoPE scaling, found " +
+                  std::to_string(s.factor));
+  } else if (type != "none") {
+    throw Error(where + "'" + a + "rope.scaling.type' \"" + excerpt(type) +
+                "\" is not supported\n  HINT: attnviz reads \"linear\" and Llama 3's per-frequency factors (rope_freqs).");
+  }
+  const GgufTensorInfo* t = f.find("rope_freqs.weight");
+  if (!t) return;
+  if (!s.type.empty()) throw Error(where + "both linear RoPE scaling and a rope_freqs tensor: not supported together");
+  const int half = c.head_size / 2;
+  if (t->shape() != std::vector<int64_t>{half})
+    throw Error(where + "tensor 'rope_freqs.weight' has shape " + shape_str_of(t->shape()) + ", expected (" +
+                std::to_string(half) + ") (half the head size)");
+  s.freq_factors = f.read_f32(*t);
+  for (float x : s.freq_factors)
+    if (!(x > 0.f) || !std::isfinite(x))
+      throw Error(where + "tensor 'rope_freqs.weight' holds " + std::to_string(x) + "; RoPE factors must be positive numbers");
+  s.type = "factors";
+}
+
 // A positive metadata integer that fits an int.
 int positive(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
   const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
@@ -160,13 +191,8 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   if (f.find_key(a + "rope.dimension_count") && positive(f, a + "rope.dimension_count") != c.head_size)
     throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(f.get_int(a + "rope.dimension_count")) +
                 " is not the head size " + std::to_string(c.head_size) + "; partial RoPE is not supported");
-  if (f.find_key(a + "rope.scaling.type")) {
-    const std::string s = f.get_string(a + "rope.scaling.type");
-    if (s != "none") throw Error(where + "'" + a + "rope.scaling.type' \"" + s + "\" is not supported");
-  }
-  if (f.find("rope_freqs.weight"))
-    throw Error(where + "tensor 'rope_freqs.weight' (per-frequency RoPE scaling, as in Llama 3.1) is not supported");
   if (c.head_size % 2 != 0) throw Error(where + "head size " + std::to_string(c.head_size) + " must be even for RoPE");
+  read_rope_scaling(f, a, where, c);
   if (c.n_head % c.n_kv_head != 0)
     throw Error(where + "'" + a + "attention.head_count' " + std::to_string(c.n_head) + " is not a multiple of '" + a +
                 "attention.head_count_kv' " + std::to_string(c.n_kv_head));
