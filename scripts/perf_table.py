@@ -33,8 +33,23 @@ full width. GFLOP/s counts the forward's FLOPs as app/cmd_bench.cpp's forward_fl
 "weights read once" is bench's weights_read_median_ms: a summing pass over every weight a
 one-token pass reads (the floor for appending a token); the last ratio is append / that.
 
-Run time: about 5–10 minutes on 2 busy cores (gpt2-small at T=1024 alone is most of it:
-one round, one repetition); --quick skips gpt2-small at 1024.
+Two more tables (--sections picks which of base, job, large run; default all three):
+
+job: GPT-2 small at T=256 and 1024 doing what issue 14 compares, all heads' attention
+weights and the next-token distribution at the last position: `bench --matrices keep
+--last-logits` against `torch_bench.py --weights-only` (q, k, v, the softmax of every head,
+the last position's logits), interleaved rounds, full-pass medians.
+
+large: the Qwen2.5-0.5B shape at T = 512, 2048, 4096 and the TinyLlama-1.1B shape at
+T = 2048 (random weights, float32), attnviz only, run as the GUI runs them (`bench
+--matrices auto --last-logits`: compact traces, the last row's logits): full pass, append
+against reading the weights once, one head's heatmap recomputed, trace size and peak RSS
+against the budget 2 x weights + 1 GB. One round each; the full pass dominates (T=4096:
+about 3 x 35 s on 2 cores).
+
+Run time: about 5–10 minutes for base on 2 busy cores (gpt2-small at T=1024 alone is most
+of it: one round, one repetition), about 5 for job, about 10 for large; --quick skips
+gpt2-small at 1024 in base.
 """
 
 import argparse
@@ -108,6 +123,8 @@ def main(argv):
     ap.add_argument("--quick", action="store_true", help="skip gpt2-small at T=1024")
     ap.add_argument("--torch-blas", help="directory with the libblas.so.3 torch should use, or 'system'")
     ap.add_argument("--json-out", help="also write every measurement as JSON here")
+    ap.add_argument("--sections", default="base,job,large",
+                    help="comma list of the tables to make: base, job, large (default all)")
     a = ap.parse_args(argv)
     cli = os.path.join(os.path.abspath(a.build), "app", "attnviz-cli")
     if not os.access(cli, os.X_OK):
@@ -120,73 +137,141 @@ def main(argv):
         torch_env["LD_LIBRARY_PATH"] = blas + (":" + torch_env["LD_LIBRARY_PATH"] if torch_env.get("LD_LIBRARY_PATH") else "")
     t_start = time.time()
     try:
-        models = []  # (label, spec for attnviz, directory for torch)
-        for preset in ("tiny", "gpt2-small"):
-            d = os.path.join(work, preset)
-            if not os.path.exists(os.path.join(d, "model.safetensors")):
-                run([cli, "random", "--preset", preset, "--out", d])
-            models.append((preset, d, d))
-        listed = run([cli, "info", "--list"])
-        for name in ("builtin:poems-zh", "builtin:fortunes-en"):
-            if name in listed.split():
-                info = json.loads(run([cli, "info", "--model", name, "--json"]))
-                models.append((name, name, info["dir"]))
+        sections = set(a.sections.split(","))
         peak, peak_desc = cpu_peak()
-        rows, raw = [], []
-        for label, spec, mdir in models:
-            info = json.loads(run([cli, "info", "--model", spec, "--json"]))
-            for T in LENGTHS:
-                if T > info["context"]:
-                    continue
-                big = info["n_embd"] >= 512
-                if big and T == 1024 and a.quick:
-                    continue
-                rounds = 1 if big and T == 1024 else a.rounds
-                reps = 1 if big and T == 1024 else 2 if big else 5 if T == 1024 else 9
-                ours = {"median_ms": [], "append_median_ms": [], "gflops_per_s": [], "weights_read_median_ms": []}
-                theirs = {"median_ms": [], "append_median_ms": []}
-                blas_used = "?"
-                for r in range(rounds):
-                    order = ("attnviz", "torch") if r % 2 == 0 else ("torch", "attnviz")
-                    for who in order:
-                        if who == "attnviz":
-                            j = json.loads(run([cli, "bench", "--model", spec, "--length", str(T), "--reps", str(reps), "--json"]))
-                            for k in ours:
-                                ours[k].append(j[k])
-                        else:
-                            j = json.loads(run(["/usr/bin/python3", TORCH_BENCH, "--model", mdir, "--length", str(T),
-                                                "--reps", str(reps), "--threads", "2", "--json"], env=torch_env))
-                            for k in theirs:
-                                theirs[k].append(j[k])
-                            blas_used = j.get("blas", "?")
-                        raw.append({"model": label, "T": T, "round": r, "who": who, **j})
-                med = {k: statistics.median(v) for k, v in ours.items()}
-                tmed = {k: statistics.median(v) for k, v in theirs.items()}
-                rows.append((label, T, med["median_ms"], med["append_median_ms"], med["gflops_per_s"],
-                             100 * med["gflops_per_s"] / peak, tmed["median_ms"], tmed["append_median_ms"],
-                             med["median_ms"] / tmed["median_ms"], med["append_median_ms"] / tmed["append_median_ms"],
-                             med["weights_read_median_ms"], med["append_median_ms"] / med["weights_read_median_ms"],
-                             rounds, reps))
-                print(f"  {label} T={T}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
-        blas_name = "system libblas.so.3" if not blas else blas
-        print(f"CPU peak: {peak_desc}")
-        print(f"PyTorch: torch_bench.py, float32, 2 threads, OPENBLAS_CORETYPE=SkylakeX, BLAS {blas_name} "
-              f"(loaded: {os.path.basename(blas_used.split(',')[-1])})")
-        print(f"Medians over interleaved rounds; total run time {time.time() - t_start:.0f} s\n")
-        print("| model | T | attnviz full ms | attnviz append ms | GFLOP/s | % of peak | PyTorch full ms "
-              "| PyTorch append ms | attnviz/PyTorch full | attnviz/PyTorch append | weights read once ms "
-              "| append / weights read | rounds × reps |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for (label, T, f, ap_, g, pct, tf, ta, rf, ra, wr, aw, rounds, reps) in rows:
-            print(f"| {label} | {T} | {f:.2f} | {ap_:.2f} | {g:.1f} | {pct:.1f}% | {tf:.2f} | {ta:.2f} | {rf:.3g} | {ra:.3g} "
-                  f"| {wr:.3g} | {aw:.3g} | {rounds} × {reps} |")
+        raw = []
+        if "base" in sections:
+            base_table(a, cli, work, torch_env, blas, peak, peak_desc, raw, t_start)
+        if "job" in sections:
+            job_table(a, cli, work, torch_env, raw, t_start)
+        if "large" in sections:
+            large_table(cli, work, raw, t_start)
         if a.json_out:
             with open(a.json_out, "w") as f:
-                json.dump({"peak_gflops": peak, "peak": peak_desc, "blas": blas_name, "runs": raw}, f, indent=1)
+                json.dump({"peak_gflops": peak, "peak": peak_desc, "runs": raw}, f, indent=1)
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def preset_dir(cli, work, preset):
+    d = os.path.join(work, preset)
+    if not os.path.exists(os.path.join(d, "model.safetensors")):
+        run([cli, "random", "--preset", preset, "--out", d])
+    return d
+
+
+def base_table(a, cli, work, torch_env, blas, peak, peak_desc, raw, t_start):
+    models = []  # (label, spec for attnviz, directory for torch)
+    for preset in ("tiny", "gpt2-small"):
+        d = preset_dir(cli, work, preset)
+        models.append((preset, d, d))
+    listed = run([cli, "info", "--list"])
+    for name in ("builtin:poems-zh", "builtin:fortunes-en"):
+        if name in listed.split():
+            info = json.loads(run([cli, "info", "--model", name, "--json"]))
+            models.append((name, name, info["dir"]))
+    rows = []
+    for label, spec, mdir in models:
+        info = json.loads(run([cli, "info", "--model", spec, "--json"]))
+        for T in LENGTHS:
+            if T > info["context"]:
+                continue
+            big = info["n_embd"] >= 512
+            if big and T == 1024 and a.quick:
+                continue
+            rounds = 1 if big and T == 1024 else a.rounds
+            reps = 1 if big and T == 1024 else 2 if big else 5 if T == 1024 else 9
+            ours = {"median_ms": [], "append_median_ms": [], "gflops_per_s": [], "weights_read_median_ms": []}
+            theirs = {"median_ms": [], "append_median_ms": []}
+            blas_used = "?"
+            for r in range(rounds):
+                order = ("attnviz", "torch") if r % 2 == 0 else ("torch", "attnviz")
+                for who in order:
+                    if who == "attnviz":
+                        j = json.loads(run([cli, "bench", "--model", spec, "--length", str(T), "--reps", str(reps), "--json"]))
+                        for k in ours:
+                            ours[k].append(j[k])
+                    else:
+                        j = json.loads(run(["/usr/bin/python3", TORCH_BENCH, "--model", mdir, "--length", str(T),
+                                            "--reps", str(reps), "--threads", "2", "--json"], env=torch_env))
+                        for k in theirs:
+                            theirs[k].append(j[k])
+                        blas_used = j.get("blas", "?")
+                    raw.append({"model": label, "T": T, "round": r, "who": who, **j})
+            med = {k: statistics.median(v) for k, v in ours.items()}
+            tmed = {k: statistics.median(v) for k, v in theirs.items()}
+            rows.append((label, T, med["median_ms"], med["append_median_ms"], med["gflops_per_s"],
+                         100 * med["gflops_per_s"] / peak, tmed["median_ms"], tmed["append_median_ms"],
+                         med["median_ms"] / tmed["median_ms"], med["append_median_ms"] / tmed["append_median_ms"],
+                         med["weights_read_median_ms"], med["append_median_ms"] / med["weights_read_median_ms"],
+                         rounds, reps))
+            print(f"  {label} T={T}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+    blas_name = "system libblas.so.3" if not blas else blas
+    print(f"CPU peak: {peak_desc}")
+    print(f"PyTorch: torch_bench.py, float32, 2 threads, OPENBLAS_CORETYPE=SkylakeX, BLAS {blas_name} "
+          f"(loaded: {os.path.basename(blas_used.split(',')[-1])})")
+    print(f"Medians over interleaved rounds; total run time {time.time() - t_start:.0f} s\n")
+    print("| model | T | attnviz full ms | attnviz append ms | GFLOP/s | % of peak | PyTorch full ms "
+          "| PyTorch append ms | attnviz/PyTorch full | attnviz/PyTorch append | weights read once ms "
+          "| append / weights read | rounds × reps |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (label, T, f, ap_, g, pct, tf, ta, rf, ra, wr, aw, rounds, reps) in rows:
+        print(f"| {label} | {T} | {f:.2f} | {ap_:.2f} | {g:.1f} | {pct:.1f}% | {tf:.2f} | {ta:.2f} | {rf:.3g} | {ra:.3g} "
+              f"| {wr:.3g} | {aw:.3g} | {rounds} × {reps} |")
+
+
+def job_table(a, cli, work, torch_env, raw, t_start):
+    """GPT-2 small: all heads' weights and the last position's distribution, both sides."""
+    d = preset_dir(cli, work, "gpt2-small")
+    rows = []
+    for T in (256, 1024):
+        rounds, reps = (a.rounds, 3) if T == 256 else (2, 1)
+        ours, theirs = [], []
+        for r in range(rounds):
+            for who in (("attnviz", "torch") if r % 2 == 0 else ("torch", "attnviz")):
+                if who == "attnviz":
+                    j = json.loads(run([cli, "bench", "--model", d, "--length", str(T), "--reps", str(reps),
+                                        "--matrices", "keep", "--last-logits", "--json"]))
+                    ours.append(j["median_ms"])
+                else:
+                    j = json.loads(run(["/usr/bin/python3", TORCH_BENCH, "--model", d, "--length", str(T), "--reps",
+                                        str(reps), "--threads", "2", "--weights-only", "--json"], env=torch_env))
+                    theirs.append(j["median_ms"])
+                raw.append({"table": "job", "model": "gpt2-small", "T": T, "round": r, "who": who, **j})
+        rows.append((T, statistics.median(ours), statistics.median(theirs), rounds, reps))
+        print(f"  job gpt2-small T={T}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+    print("\nGPT-2-small shape: all heads' attention weights and the last position's next-token distribution "
+          "(attnviz bench --matrices keep --last-logits; torch_bench.py --weights-only)\n")
+    print("| T | attnviz ms | PyTorch ms | attnviz / PyTorch | rounds × reps |")
+    print("|---:|---:|---:|---:|---:|")
+    for T, o, t, rounds, reps in rows:
+        print(f"| {T} | {o:.1f} | {t:.1f} | {o / t:.2f} | {rounds} × {reps} |")
+
+
+def large_table(cli, work, raw, t_start):
+    """The 0.5B and 1.1B shapes at long T, as the GUI runs them."""
+    cases = (("qwen2.5-0.5b", 512, 3), ("qwen2.5-0.5b", 2048, 2), ("qwen2.5-0.5b", 4096, 2), ("tinyllama-1.1b", 2048, 2))
+    rows = []
+    for preset, T, reps in cases:
+        d = preset_dir(cli, work, preset)
+        j = json.loads(run([cli, "bench", "--model", d, "--length", str(T), "--reps", str(reps), "--matrices", "auto",
+                            "--last-logits", "--json"], timeout=3600))
+        raw.append({"table": "large", "model": preset, "T": T, "who": "attnviz", **j})
+        rows.append((preset, T, j, reps))
+        print(f"  large {preset} T={T}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+    print("\nLarge models and long texts, as the GUI runs them (bench --matrices auto --last-logits; "
+          "budgets: append <= 1.5 x weights read, peak RSS <= 2 x weights + 1 GB, a head's heatmap <= 50 ms at T=2048)\n")
+    print("| model | T | full ms | GFLOP/s | append ms | weights read ms | append / weights read | head heatmap ms "
+          "| trace MB | compact | weights MB | peak RSS MB | RSS budget MB | reps |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for preset, T, j, reps in rows:
+        w = j["weights_mb"]
+        print(f"| {preset} | {T} | {j['median_ms']:.0f} | {j['gflops_per_s']:.0f} | {j['append_median_ms']:.1f} "
+              f"| {j['weights_read_median_ms']:.1f} | {j['append_median_ms'] / j['weights_read_median_ms']:.2f} "
+              f"| {j['head_median_ms']:.1f} | {j['trace_mb']:.0f} | {'yes' if j['compact'] else 'no'} | {w:.0f} "
+              f"| {j['peak_rss_mb']:.0f} | {2 * w + 1000:.0f} | {reps} |")
 
 
 if __name__ == "__main__":
