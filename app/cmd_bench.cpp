@@ -8,6 +8,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "core/engine/ops.h"
 #include "core/engine/threads.h"
 #include "core/error.h"
 
@@ -121,6 +122,7 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"min_ms", *std::min_element(full.begin(), full.end())},
                             {"append_median_ms", append.empty() ? 0.0 : median(append)},
                             {"threads", omp_get_max_threads()}, {"omp_wait_policy", openmp_wait_policy()},
+                            {"blas", blas_name()}, {"blas_kernels", blas_kernels()},
                             {"gflop", flops / 1e9},
                             {"gflops_per_s", flops / 1e6 / med},
                             {"trace_mb", static_cast<double>(engine.trace().bytes()) / 1e6},
@@ -138,7 +140,8 @@ void run_bench(const BenchOptions& o, Io& io) {
   }
   io.out << std::fixed << std::setprecision(3) << "model " << o.in.model << ", backend " << engine.backend().name()
          << ", T=" << o.length << ", " << o.reps << " reps, " << omp_get_max_threads() << " threads (OpenMP wait policy: "
-         << openmp_wait_policy() << ")\n"
+         << openmp_wait_policy() << "), products on " << blas_name()
+         << (blas_kernels().empty() ? "" : " (" + blas_kernels() + ")") << "\n"
          << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
          << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
          << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"

@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <omp.h>
 #include <unistd.h>
 
 #include "core/engine/backend.h"
@@ -214,6 +215,36 @@ BENCHMARK(BM_AttentionHead)
     ->Args({256, 64, 0})->Args({256, 64, 64})
     ->Args({1024, 64, 0})->Args({1024, 64, 64})
     ->Unit(benchmark::kMicrosecond);
+
+// --- the CPU's float32 FMA peak, the 100% that GFLOP/s are measured against ---------------
+// 24 independent multiply-add chains per thread (fewer measure the FMA latency, not its
+// throughput), 16 lanes each with AVX-512 (8 with AVX2: the vector type is 64 bytes wide and
+// the compiler splits it), on every OpenMP thread. Counter GFLOP/s: 2 flops per lane per FMA.
+void BM_FmaPeak(benchmark::State& st) {
+  using v16 = float __attribute__((vector_size(64)));
+  constexpr int kChains = 24;
+  constexpr long kIters = 1 << 20;
+  const int threads = omp_get_max_threads();
+  double flops = 0;
+  for (auto _ : st) {
+    float out = 0;
+#pragma omp parallel reduction(+ : out)
+    {
+      v16 acc[kChains];
+      const v16 a = v16{} + 0.999999f, b = v16{} + 1e-7f;
+      for (int c = 0; c < kChains; ++c) acc[c] = v16{} + static_cast<float>(c + omp_get_thread_num());
+      for (long i = 0; i < kIters; ++i)
+#pragma GCC unroll 24
+        for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+      for (int c = 0; c < kChains; ++c) out += acc[c][0];
+    }
+    benchmark::DoNotOptimize(out);
+    flops += 2.0 * 16 * kChains * kIters * threads;
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  st.counters["threads"] = threads;
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // --- the CPU backend: full forward and append one token -------------------------------------
 

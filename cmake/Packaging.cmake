@@ -57,6 +57,11 @@ endif()
 if(TARGET attnviz)
   list(APPEND _deps "libglfw3 (>= 3.3)" "libopengl0" "libgl1")
 endif()
+if(ATTNVIZ_BLAS_USED STREQUAL "openblas")  # core/CMakeLists.txt: the matrix products' library
+  list(APPEND _deps "libopenblas0-openmp | libopenblas0")
+elseif(ATTNVIZ_BLAS_USED STREQUAL "blis")
+  list(APPEND _deps "libblis4-openmp | libblis4")
+endif()
 list(JOIN _deps ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 # Fonts: CJK glyphs for the Chinese model's tokens, DejaVu otherwise; Mesa's drivers, so that
 # OpenGL (and the GPU backend's llvmpipe) work on any machine.

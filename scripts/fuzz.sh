@@ -24,7 +24,7 @@ fi
 build=build-fuzz
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNVIZ_FUZZ=ON \
-  -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF \
+  -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF -DATTNVIZ_BLAS=eigen \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target $(printf 'attnviz_fuzz_%s ' "${targets[@]}")
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"

@@ -20,6 +20,9 @@ packages=(
   clang libclang-rt-14-dev libomp-dev
   # an optimised BLAS for PyTorch (the reference timings); Debian picks it over netlib
   libopenblas0-openmp
+  # the engine's matrix products (linear, linear_bt: ATTNVIZ_BLAS, Eigen without it); OpenMP
+  # build, as the engine's threads. bench/attnviz_bench_blas also wants libblis-openmp-dev.
+  libopenblas-openmp-dev
 )
 apt-get update
 apt-get install -y --no-install-recommends "${packages[@]}"

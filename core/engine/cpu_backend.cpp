@@ -275,7 +275,7 @@ class CpuBackend : public Backend {
     for (int v0 = 0; v0 < V; v0 += VB) {
       const int vb = std::min(VB, V - v0);
       block.resize(nr, vb);
-      block.noalias() = rows * U.middleRows(v0, vb).transpose();  // (nr, vb)
+      linear_bt(rows, U, block, v0, vb);  // (nr, vb)
 #pragma omp parallel for schedule(static) if (static_cast<double>(nr) * vb > 1e6)
       for (int r = 0; r < nr; ++r) {
         const Eigen::Map<const Eigen::ArrayXf> x(&block(r, 0), vb);

@@ -2,9 +2,17 @@
 
 #include <omp.h>
 
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+#include <cblas.h>  // OpenBLAS's (libopenblas-openmp-dev)
+#elif defined(ATTNVIZ_BLAS_BLIS)
+#include <blis.h>  // BLIS's, with its CBLAS layer (libblis-openmp-dev)
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace attnviz {
@@ -41,26 +49,163 @@ bool split_for_bandwidth(Eigen::Index rows, Eigen::Index weights) {
 }
 }  // namespace
 
+// linear's and linear_bt's products of more than 4 rows go to the library chosen at
+// configure time (ATTNVIZ_BLAS): Eigen, or a BLAS through cblas_sgemm on the same row-major
+// storage. On the 2-core Zen 5, OpenBLAS's Skylake-X kernels ran the GPT-2-small and
+// Qwen2.5-0.5B products at 430-465 GFLOP/s against Eigen's 275-350, and the (256, 768) ·
+// (768, 50257)ᵀ logits at 380 against 195 (bench/bench_blas.cpp).
+#if defined(ATTNVIZ_BLAS_OPENBLAS) || defined(ATTNVIZ_BLAS_BLIS)
+#define ATTNVIZ_BLAS_GEMM 1
+
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+// Only in OpenBLAS built with DYNAMIC_ARCH (Debian's): forget the kernels chosen when the
+// library was loaded, and choose again (reading OPENBLAS_CORETYPE).
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+#endif
+
+namespace {
+bool cpu_has_avx512() {
+  __builtin_cpu_init();  // this runs before main(), maybe before libgcc has looked at the CPU
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+// The kernels, chosen once before main(), before any product: on a CPU with AVX-512, the
+// libraries' Skylake-X kernels, whatever they would take themselves. Debian's OpenBLAS
+// 0.3.21 detects Zen 4/5 as Cooperlake (the same sgemm kernels), but OPENBLAS_CORETYPE
+// overrides its detection, and the development machine's environment carries
+// OPENBLAS_CORETYPE=Haswell (AVX2: about half the speed); BLIS 0.9.0 knows no CPU after Zen 3
+// and falls back to its generic C kernels. Elsewhere the libraries choose for themselves.
+// The variable is set only while the library reads it, then put back as it was.
+class BlasKernels {
+ public:
+  BlasKernels() {
+    if (!cpu_has_avx512()) return;
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+    // OpenBLAS read OPENBLAS_CORETYPE when it was loaded, before this runs: choose again.
+    const std::string core = openblas_get_corename();
+    if (gotoblas_dynamic_quit && gotoblas_dynamic_init && core != "SkylakeX" && core != "Cooperlake" &&
+        core != "SapphireRapids") {
+      const Env env("OPENBLAS_CORETYPE", "SkylakeX");
+      gotoblas_dynamic_quit();
+      gotoblas_dynamic_init();
+    }
+#else
+    // BLIS reads BLIS_ARCH_TYPE (an arch_t number, not a name: a name reads as 0) in bli_init,
+    // which it would otherwise run at its first call.
+    const Env env("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str());
+    bli_init();
+#endif
+  }
+
+ private:
+  // An environment variable set for the scope, then restored (or removed).
+  class Env {
+   public:
+    Env(const char* name, const char* value) : name_(name) {
+      if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+      setenv(name, value, 1);
+    }
+    ~Env() {
+      if (had_) setenv(name_, old_.c_str(), 1);
+      else unsetenv(name_);
+    }
+    Env(const Env&) = delete;
+    Env& operator=(const Env&) = delete;
+
+   private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+  };
+};
+const BlasKernels blas_kernels;
+
+// Both libraries keep one thread count of their own: follow OpenMP's, which the CPU backend
+// lowers to 1 for small passes (ThreadScope). Inside a parallel region both run one thread.
+void blas_threads() {
+  if (omp_in_parallel()) return;
+  const int n = omp_get_max_threads();
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+  if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+#else
+  if (bli_thread_get_num_threads() != n) bli_thread_set_num_threads(n);
+#endif
+}
+
+// A few rows (appending a token) stay on Eigen: cblas_sgemm ran (1, 896) · (896, 4864) at a
+// fifth of the speed of the column split, and Eigen's single-threaded product is as fast for
+// the small ones. So an append computes exactly what it did before.
+// (Empty products stay there too: a BLAS refuses a leading dimension of 0.)
+bool blas_rows(Eigen::Index rows) { return rows > 4; }
+
+// y (M, N), rows ldy apart = x (M, K) · W for W (K, N) row-major, or (transposed) x · Wᵀ for
+// W (N, K): `w` points at W's first element, its rows ldw apart (a block of rows of a
+// larger matrix works: the unembedding a vocabulary block at a time).
+void blas_gemm(const Mat& x, const float* w, Eigen::Index ldw, Eigen::Index N, bool transposed, float* y,
+               Eigen::Index ldy) {
+  const int M = static_cast<int>(x.rows()), K = static_cast<int>(x.cols());
+  blas_threads();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, M, static_cast<int>(N), K, 1.f,
+              x.data(), K, w, static_cast<int>(ldw), 0.f, y, static_cast<int>(ldy));
+}
+}  // namespace
+#endif
+
 void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y) {
   if (split_for_bandwidth(x.rows(), w.size())) {
     const int N = static_cast<int>(w.cols());
     y.resize(x.rows(), N);
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < N; c += 256) y.middleCols(c, std::min(256, N - c)).noalias() = x * w.middleCols(c, std::min(256, N - c));
+#ifdef ATTNVIZ_BLAS_GEMM
+  } else if (blas_rows(x.rows()) && x.cols() && w.cols()) {
+    eigen_assert(x.cols() == w.rows());
+    y.resize(x.rows(), w.cols());
+    blas_gemm(x, w.data(), w.cols(), w.cols(), false, y.data(), y.cols());
+#endif
   } else {
     y.noalias() = x * w;
   }
   if (b.size()) y.rowwise() += b;
 }
 
-void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y) {
-  if (split_for_bandwidth(x.rows(), wt.size())) {
-    const int N = static_cast<int>(wt.rows());
+void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y, Eigen::Index r0, Eigen::Index n) {
+  if (n < 0) n = wt.rows() - r0;
+  const auto w = wt.middleRows(r0, n);  // (n, C)
+  if (split_for_bandwidth(x.rows(), w.size())) {
+    const int N = static_cast<int>(n);
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r += 1024) y.middleCols(r, std::min(1024, N - r)).noalias() = x * wt.middleRows(r, std::min(1024, N - r)).transpose();
+    for (int r = 0; r < N; r += 1024) y.middleCols(r, std::min(1024, N - r)).noalias() = x * w.middleRows(r, std::min(1024, N - r)).transpose();
+#ifdef ATTNVIZ_BLAS_GEMM
+  } else if (blas_rows(x.rows()) && x.cols() && n) {
+    eigen_assert(x.cols() == wt.cols() && y.rows() == x.rows() && y.cols() == n);
+    blas_gemm(x, w.data(), wt.cols(), n, true, y.data(), y.outerStride());
+#endif
   } else {
-    y.noalias() = x * wt.transpose();
+    y.noalias() = x * w.transpose();
   }
+}
+
+std::string blas_kernels() {
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+  return openblas_get_corename();
+#elif defined(ATTNVIZ_BLAS_BLIS)
+  return bli_arch_string(bli_arch_query_id());
+#else
+  return "";
+#endif
+}
+
+const char* blas_name() {
+#if defined(ATTNVIZ_BLAS_OPENBLAS)
+  return "openblas";
+#elif defined(ATTNVIZ_BLAS_BLIS)
+  return "blis";
+#else
+  return "eigen";
+#endif
 }
 
 // Both through Eigen's array functions, which are vectorised (a scalar std::exp per element

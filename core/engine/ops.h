@@ -15,8 +15,15 @@ void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y
 
 // y = x · W (+ b): W (in, out), b (out) or empty.
 void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y);
-// y (n, N) = x (n, C) · Wtᵀ with Wt (N, C) (the unembedding), into a block of the caller's.
-void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y);
+// y (rows, n) = x (rows, C) · Wt[r0 : r0 + n]ᵀ with Wt (N, C) (the unembedding; by default
+// all N rows), into a block of the caller's.
+void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y, Eigen::Index r0 = 0, Eigen::Index n = -1);
+// Which library `linear` and `linear_bt` run their products on: "eigen", "openblas" or
+// "blis" (CMake option ATTNVIZ_BLAS).
+const char* blas_name();
+// The kernels the library runs: OpenBLAS's core name ("SkylakeX"), BLIS's configuration
+// ("skx"), or "" for Eigen.
+std::string blas_kernels();
 
 // GELU, tanh form: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 void gelu_tanh_inplace(Mat& x);
