@@ -23,7 +23,9 @@ installed) PyTorch's matrix products run at ~2 GFLOP/s, which says nothing about
 LD_LIBRARY_PATH; by default the first of openblas-openmp, openblas-pthread that exists
 under /usr/lib/x86_64-linux-gnu is used, else the system's. The table names the BLAS.
 
-Peak: cores × FMA units × SIMD width (float32 lanes) × 2 (multiply + add) × clock, with
+Peak: measured by BUILD_DIR/bench/attnviz_bench_ops (BM_FmaPeak: 24 independent FMA
+chains per thread, as many threads as OpenMP runs) when it is built; otherwise estimated as
+cores × FMA units × SIMD width (float32 lanes) × 2 (multiply + add) × clock, with
 the cores from os.cpu_count() (logical CPUs: on a VM, its vCPUs), the clock from
 /proc/cpuinfo's "cpu MHz" (the reported clock, not a boost clock) and the SIMD width from
 its flags (avx512f 16, avx2+fma 8, else 4). FMA units per core: AMD Zen 4 (family 25
@@ -94,6 +96,19 @@ def cpu_peak():
     return peak, desc
 
 
+def measured_peak(build):
+    """-> (GFLOP/s, description) from bench_ops' BM_FmaPeak (24 independent FMA chains per
+    thread, every OpenMP thread), or None when that binary is not built."""
+    exe = os.path.join(build, "bench", "attnviz_bench_ops")
+    if not os.access(exe, os.X_OK):
+        return None
+    out = run([exe, "--benchmark_filter=BM_FmaPeak", "--benchmark_repetitions=5", "--benchmark_format=json"])
+    vals = [b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
+    peak = statistics.median(vals)
+    return peak, (f"measured: float32 FMAs on {os.cpu_count()} logical CPUs, 24 independent chains each "
+                  f"(bench_ops BM_FmaPeak, median of 5) = {peak:.0f} GFLOP/s")
+
+
 def run(cmd, env=None, timeout=1800):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     if p.returncode != 0:
@@ -138,7 +153,7 @@ def main(argv):
     t_start = time.time()
     try:
         sections = set(a.sections.split(","))
-        peak, peak_desc = cpu_peak()
+        peak, peak_desc = measured_peak(os.path.abspath(a.build)) or cpu_peak()
         raw = []
         if "base" in sections:
             base_table(a, cli, work, torch_env, blas, peak, peak_desc, raw, t_start)
