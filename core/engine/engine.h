@@ -85,7 +85,7 @@ void check_token_ids(const std::vector<int>& ids, int vocab_size);
 
 // (T, T) matrices a trace keeps under Engine::Matrices::kAuto: above this (all layers' scores
 // and probs together) a trace is compact. Chosen by measurement: see the README's
-// "Long texts" section.
+// "Long texts and large models" section.
 constexpr double kKeepMatricesBytes = 256e6;
 
 // Throws a data Error (with the estimate) when recording a window of T tokens of a model

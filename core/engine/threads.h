@@ -4,7 +4,7 @@
 // per wait). On a machine whose cores other programs are using, that spinning takes the
 // CPU from the thread that has work: appending one token to the Qwen2.5-0.5B shape at
 // T=1024 took 786 ms instead of 63 ms while another process kept both cores busy (median
-// of 8 appends each way; README, "Threads"). With the passive policy the idle threads
+// of 8 appends each way; README, "Long texts and large models"). With the passive policy the idle threads
 // sleep at once and cost nothing.
 //
 // libgomp reads its wait policy from the environment once, when it is loaded, which is
