@@ -37,7 +37,7 @@ one-token pass reads (the floor for appending a token); the last ratio is append
 
 Two more tables (--sections picks which of base, job, large run; default all three):
 
-job: GPT-2 small at T=256 and 1024 doing what issue 14 compares, all heads' attention
+job: GPT-2 small at T=256 and 1024 doing what a viewer needs, all heads' attention
 weights and the next-token distribution at the last position: `bench --matrices keep
 --last-logits` against `torch_bench.py --weights-only` (q, k, v, the softmax of every head,
 the last position's logits), interleaved rounds, full-pass medians.

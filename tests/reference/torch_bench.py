@@ -167,7 +167,7 @@ class Model:
     def full(self, ids, weights_only=False):
         """Every recorded matrix for T tokens -> (record, k/v cache). weights_only: keep
         only q, k, v, the attention weights (probs) and the last position's logits, the
-        job issue 14 compares (all heads' weights, the next-token distribution)."""
+        job a viewer needs (all heads' weights, the next-token distribution)."""
         D = self.D
         T, H, KV, d = len(ids), D["H"], D["KV"], D["d"]
         G, scale = H // KV, 1.0 / math.sqrt(d)
