@@ -192,6 +192,7 @@ class CpuBackend : public Backend {
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
     Mat h, q, k, v, y, up, att(n, H * d);
+    const std::vector<double> inv_freq = c.arch == Arch::Llama ? rope_inv_freq(c) : std::vector<double>();  // (d/2)
     for (int l = l0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
       LayerTrace& lt = tr.layers[l];
@@ -202,7 +203,6 @@ class CpuBackend : public Backend {
       linear(h, lw.wk, lw.bk, k);  // (n, KV·d)
       linear(h, lw.wv, lw.bv, v);  // (n, KV·d)
       if (c.arch == Arch::Llama) {
-        const std::vector<double> inv_freq = rope_inv_freq(c);
         rope_inplace(q, H, d, p, inv_freq);
         rope_inplace(k, KV, d, p, inv_freq);
       }
