@@ -304,6 +304,8 @@ CASES = [
     Case("granite", granite_config(), 14, 71, [None, None], [True, True]),
     Case("mistral_window", mistral_config(4), 14, 81, [4, 4], [True, True]),
     Case("qwen2_window", qwen2_config(), 12, 91, [None, 3, 3], [True, True, True]),
+    # Qwen2.5's own configs: sliding_window set, use_sliding_window false -> every layer global
+    Case("qwen2_window_off", qwen2_config(use_sliding_window=False), 12, 92, [None] * 3, [True] * 3),
 ] + _mistral_window_cases()
 
 
@@ -386,12 +388,21 @@ def make_plan(cfg: dict, T: int) -> Plan:
     L = tc["num_hidden_layers"]
     # which layers are local, and their window
     W = tc.get("sliding_window")
+    if arch in ("qwen2", "qwen3", "smollm3") and not tc.get("use_sliding_window", False):
+        W = None  # HF: sliding_window = sliding_window if use_sliding_window else None
+    if arch == "smollm3":
+        rope_on = tc.get("no_rope_layers") or [int((i + 1) % tc.get("no_rope_layer_interval", 4) != 0)
+                                               for i in range(L)]
+    else:
+        rope_on = [1] * L
     if tc.get("layer_types") is not None:
         types = list(tc["layer_types"])
     elif arch in ("qwen2", "qwen3"):
-        use = tc.get("use_sliding_window", False) and W is not None
-        types = ["sliding_attention" if use and i >= tc.get("max_window_layers", L) else
+        types = ["sliding_attention" if W is not None and i >= tc.get("max_window_layers", L) else
                  "full_attention" for i in range(L)]
+    elif arch == "smollm3":  # SmolLM3Config: only the no-RoPE layers slide
+        types = ["sliding_attention" if W is not None and not rope_on[i] else "full_attention"
+                 for i in range(L)]
     elif arch in ("mistral", "phi3"):
         types = ["sliding_attention" if W is not None else "full_attention"] * L
     elif arch == "gemma2":
@@ -402,12 +413,6 @@ def make_plan(cfg: dict, T: int) -> Plan:
     else:
         types = ["full_attention"] * L
     assert len(types) == L
-    # RoPE per layer
-    if arch == "smollm3":
-        rope_on = tc.get("no_rope_layers") or [int((i + 1) % tc.get("no_rope_layer_interval", 4) != 0)
-                                               for i in range(L)]
-    else:
-        rope_on = [1] * L
     layers = []
     for i in range(L):
         local = types[i] == "sliding_attention"
@@ -426,7 +431,7 @@ def make_plan(cfg: dict, T: int) -> Plan:
         if rope_on[i]:
             inv, factor = _rope_inv_freq(theta, rot, kind, params, tc, T)
             rope = Rope(inv, rot, factor)
-        layers.append(Layer(W if local else None, rope))
+        layers.append(Layer(W if local and W is not None else None, rope))
     gemma = arch in GEMMA
     if gemma:
         scale = float(tc["query_pre_attn_scalar"]) ** -0.5
@@ -930,12 +935,23 @@ def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, 
             uniform = float(np.mean([1.0 / visible[i].sum() for i in rows]))
             checks.append((f"L{l} probs peaked", peak > 1.5 * uniform,
                            f"mean row max {peak:.2f} vs uniform {uniform:.2f}"))
-        if layer.rope is not None:  # position 0: rotated part only scaled by the attention factor
-            r = layer.rope.rot
-            raw = expected[f"layers.{l}.q"][:, 0]
-            ok = np.all(np.isfinite(raw))
-            checks.append((f"L{l} RoPE rotates {r} of {d} dims", ok and 0 < r <= d and r % 2 == 0,
-                           f"attention factor {layer.rope.attn_factor:.4f}"))
+        if layer.rope is not None:
+            # against the same layer without RoPE: dims >= rot untouched, each pair (i, i+rot/2)
+            # keeps its norm times the attention factor, and position 0 is only scaled
+            r, f = layer.rope.rot, layer.rope.attn_factor
+            bare = replace(plan, layers=[replace(ly, rope=None) if i == l else ly
+                                         for i, ly in enumerate(plan.layers)])
+            raw = reference_plan_np(bare, weights, case.tokens)
+            ok = True
+            for n in ("q", "k"):
+                rot, unrot = expected[f"layers.{l}.{n}"], raw[f"layers.{l}.{n}"]
+                pair = lambda x: np.hypot(x[..., :r // 2], x[..., r // 2:r])
+                ok = ok and np.allclose(rot[..., r:], unrot[..., r:], rtol=0, atol=1e-12)
+                ok = ok and np.allclose(pair(rot), f * pair(unrot), rtol=1e-10, atol=1e-12)
+                ok = ok and np.allclose(rot[:, 0, :r], f * unrot[:, 0, :r], rtol=1e-10, atol=1e-12)
+                ok = ok and (T < 2 or not np.allclose(rot[:, 1:, :r], f * unrot[:, 1:, :r], atol=1e-6))
+            checks.append((f"L{l} RoPE: first {r} of {d} dims rotated, pairs (i, i+{r // 2}), "
+                           f"norms x {f:.4f}, position 0 fixed", bool(ok), ""))
     logit_std = float(expected["logits"].std())
     checks.append(("logits not degenerate", logit_std > 0.05, f"std {logit_std:.3f}"))
     if plan.final_softcap:
@@ -965,6 +981,10 @@ def variants(case: Case, plan: Plan) -> List[Tuple[str, Plan]]:
         if any(layer.window is None for layer in plan.layers):
             ws = [layer.window for layer in plan.layers if layer.window]
             out.append(("every layer local", with_layers(lambda i, ly: replace(ly, window=ly.window or ws[0]))))
+    tc = text_config(case.config)
+    if tc.get("sliding_window") and all(layer.window is None for layer in plan.layers):
+        out.append(("sliding_window applied though switched off", with_layers(
+            lambda i, ly: replace(ly, window=tc["sliding_window"]) if i >= 1 else ly)))
     ropes = [layer.rope for layer in plan.layers]
     if plan.arch == "gemma3_text":
         glob = next(r for r, ly in zip(ropes, plan.layers) if ly.window is None)
