@@ -77,7 +77,6 @@ against a fake CLI (this script with --fake-cli), a failing one and a silent one
 """
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -642,7 +641,7 @@ def silu(x):
 
 def reference_plan(p: Plan, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
     W = _f64(weights)
-    T, H, KV, d = len(toks), p.H, p.KV, p.d
+    H, KV, d = p.H, p.KV, p.d
     res = {"tokens": torch.tensor(toks, dtype=torch.int32)}
 
     def norm(x, name):
