@@ -95,26 +95,31 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
     std::string text = o->text;
     if (tf->count()) text = read_regular_file(o->text_file, kMaxTextBytes, "--text-file");  // bounded, never blocks
     const std::vector<int> ids = tok->encode_with(text, !o->no_special);
-    const std::vector<TokenLabel> labels = token_labels(*tok, ids);
     if (o->json) {
-      nlohmann::json j;
-      j["ids"] = ids;
-      j["pieces"] = nlohmann::json::array();
-      j["bytes"] = nlohmann::json::array();
-      for (const TokenLabel& l : labels) {
-        j["pieces"].push_back(display_piece(l.text));
-        j["bytes"].push_back(hex_bytes(l.bytes));
+      // Streamed: one array after the other, the labels a chunk at a time, so memory stays
+      // the text, the ids and a chunk (not a JSON tree of every piece).
+      std::string().swap(text);
+      auto str = [](const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+      io.out << "{\"ids\":[";
+      for (size_t i = 0; i < ids.size(); ++i) io.out << (i ? "," : "") << ids[i];
+      const auto* hf = dynamic_cast<const HfTokenizer*>(tok.get());
+      for (const char* key : {"pieces", "bytes"}) {
+        io.out << "],\"" << key << "\":[";
+        for_each_label_chunk(*tok, ids, 4096, [&](size_t first, const std::vector<TokenLabel>& labels) {
+          for (size_t k = 0; k < labels.size(); ++k)
+            io.out << (first + k ? "," : "") << str(key[0] == 'p' ? display_piece(labels[k].text) : hex_bytes(labels[k].bytes));
+        });
       }
-      if (const auto* hf = dynamic_cast<const HfTokenizer*>(tok.get())) {
-        j["tokens"] = nlohmann::json::array();  // vocabulary entries, as Hugging Face's get_tokens()
-        for (int id : ids) j["tokens"].push_back(hf->raw_token(id));
+      io.out << "]";
+      if (hf) {
+        io.out << ",\"tokens\":[";  // vocabulary entries, as Hugging Face's get_tokens()
+        for (size_t i = 0; i < ids.size(); ++i) io.out << (i ? "," : "") << str(hf->raw_token(ids[i]));
+        io.out << "]";
       }
-      j["count"] = ids.size();
-      j["tokenizer"] = file;
-      j["kind"] = tok->kind();
-      io.out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      io.out << ",\"count\":" << ids.size() << ",\"tokenizer\":" << str(file) << ",\"kind\":" << str(tok->kind()) << "}\n";
       return;
     }
+    const std::vector<TokenLabel> labels = token_labels(*tok, ids);
     io.out << ids.size() << " tokens (" << tok->kind() << ", " << file << ")\n";
     io.out << "ids:";
     for (int id : ids) io.out << " " << id;

@@ -15,6 +15,19 @@ namespace attnviz {
 // size, MLP hidden size, context): 2^24. Products of dimensions that size memory are
 // still computed with checked_product.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
+// Largest vocabulary: every token id read from a file (tokenizer.json's vocab and added
+// tokens, TemplateProcessing, GGUF metadata) must be below this, checked as a 64-bit value
+// before anything is sized by it.
+constexpr int64_t kMaxVocab = kMaxDim;
+// Deepest nesting of tokenizer.json components (a Sequence inside a Sequence ...). The
+// readers walk them without recursion; deeper files are refused.
+constexpr int kMaxJsonNesting = 64;
+// Longest string parameter of a tokenizer component (a regex, a replacement, a prefix).
+constexpr int64_t kMaxTokenizerStringBytes = int64_t{64} << 10;
+// Largest text a tokenizer's normalizers may make (Replace and Prepend can grow it).
+constexpr int64_t kMaxNormalizedBytes = int64_t{4} * (int64_t{64} << 20);
+// Most shard files a model.safetensors.index.json may name.
+constexpr int64_t kMaxShards = 4096;
 // Largest text read from a file (--text-file and the like): 64 MiB.
 constexpr int64_t kMaxTextBytes = int64_t{64} << 20;
 // Largest JSON file read whole (config.json, tokenizer.json): 256 MiB.

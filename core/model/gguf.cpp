@@ -272,7 +272,13 @@ GgufFile GgufFile::open(const std::string& path) {
     if (t.ne[0] % info->block_elems != 0)
       throw c.fail(tn + ": rows of " + std::to_string(t.ne[0]) + " values are not whole " + info->name + " blocks of " +
                    std::to_string(info->block_elems));
-    t.nbytes = numel / info->block_elems * info->block_bytes;  // ≤ numel·4: no overflow
+    // Checked: numel is below 2^63, but numel · 4 bytes (F32) need not be.
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(numel / info->block_elems, static_cast<uint64_t>(info->block_bytes), &nbytes) ||
+        nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw c.fail(tn + ": its byte count (" + std::to_string(numel) + " elements of " + info->name +
+                   ") overflows 64 bits; the file is damaged");
+    t.nbytes = nbytes;
     t.offset = c.read<uint64_t>(tn + " offset");
     if (t.offset % f.alignment_ != 0)
       throw c.fail(tn + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -376,6 +377,7 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir) {
                   "writes beside sharded weights; re-download it.");
     std::map<std::string, std::string> wanted;  // tensor → shard, as the index says
     std::vector<std::string> shards;            // in first-named order
+    std::unordered_set<std::string> named;      // the same shards, looked up in O(1)
     for (const auto& [name, file] : j["weight_map"].items()) {
       if (!file.is_string())
         throw Error(where + ": weight_map[\"" + excerpt(name) + "\"] must be a file name, found " + json_excerpt(file));
@@ -383,7 +385,12 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir) {
       if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
         throw Error(where + ": shard '" + excerpt(f) + "' is not a plain file name in the model directory");
       wanted[name] = f;
-      if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+      if (named.insert(f).second) {
+        shards.push_back(f);
+        if (static_cast<int64_t>(shards.size()) > kMaxShards)
+          throw Error(where + " names more than " + std::to_string(kMaxShards) +
+                      " shard files, more than attnviz opens\n  HINT: the index is damaged; re-download it.");
+      }
     }
     std::map<std::string, std::string> seen;  // tensor → the shard that holds it
     for (const std::string& f : shards) {

@@ -80,39 +80,89 @@ bool byte_level_family(const std::string& pre, PreSpec& out) {
   return false;
 }
 
-// Byte boundaries of the code points of s (valid UTF-8 or not: a continuation byte never
-// starts one).
-std::vector<size_t> char_starts(const std::string& s) {
-  std::vector<size_t> at;
-  for (size_t i = 1; i < s.size(); ++i)
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
-  return at;
-}
+// The vocabulary sorted, as an implicit trie: the pieces that start with a given prefix
+// are one contiguous range, narrowed by one binary search per further byte. So every
+// prefix of a piece that is itself a piece is found in one walk along it,
+// O(length · log n), without copying a substring per boundary (a walk over the reversed
+// pieces finds the suffixes the same way).
+class SortedPieces {
+ public:
+  // `pieces`: id → piece (reversed when `reversed`), `ids`: the ids to index.
+  SortedPieces(std::vector<std::string> pieces, std::vector<int> ids) : pieces_(std::move(pieces)), ids_(std::move(ids)) {
+    std::sort(ids_.begin(), ids_.end(), [&](int a, int b) { return piece(a) < piece(b); });
+  }
+  // found[d] = the id of the piece equal to s[0, d), or -1 (d = 1 ... s.size()).
+  void prefixes(const std::string& s, std::vector<int>& found) const {
+    found.assign(s.size() + 1, -1);
+    size_t lo = 0, hi = ids_.size();
+    for (size_t d = 0; d < s.size() && lo < hi; ++d) {
+      // In [lo, hi) every piece starts with s[0, d); order them by their byte d (none first).
+      auto rank = [&](size_t k) { return piece(ids_[k]).size() > d ? static_cast<unsigned char>(piece(ids_[k])[d]) : -1; };
+      const int c = static_cast<unsigned char>(s[d]);
+      lo = first_at_least(lo, hi, rank, c);
+      hi = first_at_least(lo, hi, rank, c + 1);
+      if (lo < hi && piece(ids_[lo]).size() == d + 1) found[d + 1] = ids_[lo];
+    }
+  }
+
+ private:
+  const std::string& piece(int id) const { return pieces_[static_cast<size_t>(id)]; }
+  template <class Rank>
+  static size_t first_at_least(size_t lo, size_t hi, const Rank& rank, int c) {
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (rank(mid) < c) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+  std::vector<std::string> pieces_;
+  std::vector<int> ids_;
+};
 
 // SentencePiece BPE merges from the scores, as Hugging Face's SentencePiece converter makes
 // them: every split of a piece into two pieces of the vocabulary is a merge; merges are
 // ordered by the merged piece's score (highest first, ties by id), and one piece's splits by
-// the ids of their left and right parts.
-json merges_from_scores(const GgufTokenizerData& t, const std::unordered_map<std::string, int>& id_of) {
+// the ids of their left and right parts. The merges are refused when they would be more
+// than a tokenizer.json attnviz reads could hold (kMaxJsonBytes of piece text).
+json merges_from_scores(const GgufTokenizerData& t, const std::unordered_map<std::string, int>& id_of,
+                        const std::string& where) {
   const size_t n = t.tokens.size();
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   if (!t.scores.empty())
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return t.scores[static_cast<size_t>(a)] > t.scores[static_cast<size_t>(b)]; });
+  std::vector<int> first_ids;
+  first_ids.reserve(id_of.size());
+  for (const auto& [piece, id] : id_of) first_ids.push_back(id);
+  std::vector<std::string> reversed(t.tokens.size());
+  for (int id : first_ids) reversed[static_cast<size_t>(id)].assign(t.tokens[static_cast<size_t>(id)].rbegin(), t.tokens[static_cast<size_t>(id)].rend());
+  const SortedPieces forward(t.tokens, first_ids), backward(std::move(reversed), first_ids);
   json merges = json::array();
   std::vector<std::pair<int, int>> splits;
+  std::vector<int> left, right;
+  std::string rev;
+  int64_t bytes = 0;
   for (int id : order) {
     if (!t.token_type.empty() &&
         (t.token_type[static_cast<size_t>(id)] == kGgufByte || t.token_type[static_cast<size_t>(id)] == kGgufUnused))
       continue;
     const std::string& piece = t.tokens[static_cast<size_t>(id)];
+    forward.prefixes(piece, left);  // left[a]: the piece piece[0, a)
+    rev.assign(piece.rbegin(), piece.rend());
+    backward.prefixes(rev, right);  // right[b]: the piece piece[size - b, size)
     splits.clear();
-    for (size_t at : char_starts(piece)) {
-      auto l = id_of.find(piece.substr(0, at)), r = id_of.find(piece.substr(at));
-      if (l != id_of.end() && r != id_of.end()) splits.emplace_back(l->second, r->second);
+    for (size_t at = 1; at < piece.size(); ++at) {
+      if ((static_cast<unsigned char>(piece[at]) & 0xC0) == 0x80) continue;  // not a character boundary
+      if (left[at] >= 0 && right[piece.size() - at] >= 0) splits.emplace_back(left[at], right[piece.size() - at]);
     }
     std::sort(splits.begin(), splits.end());
+    bytes += static_cast<int64_t>(splits.size() * piece.size());
+    if (bytes > kMaxJsonBytes || merges.size() + splits.size() > static_cast<size_t>(kMaxDim))
+      throw Error(where + "tokens: the merges derived from the scores exceed what attnviz reads (" +
+                  std::to_string(kMaxDim) + " merges, " + format_bytes(static_cast<double>(kMaxJsonBytes)) +
+                  " of text)\n  HINT: the vocabulary is damaged or hostile (pieces made of many smaller pieces).");
     for (auto [l, r] : splits)
       merges.push_back(json::array({t.tokens[static_cast<size_t>(l)], t.tokens[static_cast<size_t>(r)]}));
   }
@@ -190,7 +240,7 @@ json gguf_tokenizer_json(const GgufTokenizerData& t, const std::string& name) {
   json model = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"dropout", nullptr}};
   json j = {{"version", "1.0"}, {"added_tokens", std::move(added)}};
   if (spm) {
-    model["merges"] = merges_from_scores(t, id_of);
+    model["merges"] = merges_from_scores(t, id_of, where);
     model["byte_fallback"] = true;
     model["fuse_unk"] = true;
     if (t.unk_id >= 0) model["unk_token"] = t.tokens[static_cast<size_t>(t.unk_id)];

@@ -5,9 +5,11 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -16,11 +18,20 @@ using namespace hf;
 
 namespace {
 
+// The member `key` of object j, or null when absent: read in place, never copied (a
+// copy of a value nested thousands deep would recurse once per level).
+const json& member(const json& j, const std::string& key) {
+  static const json none;
+  if (!j.is_object()) return none;
+  const auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
 // Reads "type" of a component, or an Error naming the part.
 std::string type_of(const json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-    throw Error(where + ": expected an object with a \"type\"");
-  return j["type"].get<std::string>();
+  const json& t = member(j, "type");
+  if (!t.is_string()) throw Error(where + ": expected an object with a \"type\", found " + json_excerpt(j));
+  return excerpt(t.get_ref<const std::string&>(), 64);
 }
 
 [[noreturn]] void unknown_type(const std::string& where, const std::string& type, const std::string& supported) {
@@ -28,109 +39,183 @@ std::string type_of(const json& j, const std::string& where) {
               "\n  HINT: open an issue with the model's name; meanwhile pass token ids with --tokens.");
 }
 
-bool flag(const json& j, const char* key, bool def) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? def : it->get<bool>();
+bool flag(const json& j, const char* key, bool def, const std::string& where = "") {
+  const json& v = member(j, key);
+  if (v.is_null()) return def;
+  if (!v.is_boolean()) throw Error(where + (where.empty() ? "" : ": ") + "\"" + key + "\" must be true or false, found " + json_excerpt(v));
+  return v.get<bool>();
+}
+
+// A string parameter of at most kMaxTokenizerStringBytes, or `def` when absent or null.
+std::string text_param(const json& j, const char* key, const std::string& where, const std::string& def) {
+  const json& v = member(j, key);
+  if (v.is_null()) return def;
+  if (!v.is_string()) throw Error(where + ": \"" + key + "\" must be a string, found " + json_excerpt(v));
+  const std::string& t = v.get_ref<const std::string&>();
+  if (static_cast<int64_t>(t.size()) > kMaxTokenizerStringBytes)
+    throw Error(where + ": \"" + key + "\" is " + std::to_string(t.size()) + " bytes, more than the " +
+                std::to_string(kMaxTokenizerStringBytes) + " attnviz accepts\n  HINT: the file is damaged or not a tokenizer.json.");
+  return t;
+}
+
+// A parameter that Hugging Face holds as one `char`: exactly one UTF-8 character.
+std::string char_param(const json& j, const char* key, const std::string& where, const std::string& def) {
+  const std::string c = text_param(j, key, where, def);
+  if (c.empty() || utf8_valid_len(c, 0) != c.size())
+    throw Error(where + ": \"" + key + "\" must be one character, found \"" + excerpt(c) + "\"" +
+                "\n  HINT: the file is damaged; Hugging Face's tokenizers hold this as a single char.");
+  return c;
+}
+
+// A count parameter in [0, kMaxDim] (default `def`), refused when it is not one.
+int count_param(const json& j, const char* key, const std::string& where, int def) {
+  const json& v = member(j, key);
+  if (v.is_null()) return def;
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxDim) : v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxDim))
+    throw Error(where + ": \"" + key + "\" must be a whole number from 0 to " + std::to_string(kMaxDim) + ", found " +
+                json_excerpt(v));
+  return static_cast<int>(v.get<int64_t>());
+}
+
+// A token id: a whole number below kMaxVocab, read as 64 bits and never truncated.
+int id_value(const json& v, const std::string& what) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(kMaxVocab)
+                                                        : v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxVocab))
+    throw Error(what + " is " + json_excerpt(v) + ", not a token id from 0 to " + std::to_string(kMaxVocab - 1) +
+                " (the largest vocabulary attnviz reads)\n  HINT: the file is damaged or not a tokenizer.json.");
+  return static_cast<int>(v.get<int64_t>());
 }
 
 Pattern read_pattern(const json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
-  if (j.contains("String")) return Pattern{j["String"].get<std::string>(), nullptr};
-  if (j.contains("Regex")) return Pattern{"", std::make_shared<Regex>(j["Regex"].get<std::string>(), where)};
+  if (j.contains("String")) return Pattern{text_param(j, "String", where + ".pattern", ""), nullptr};
+  if (j.contains("Regex")) return Pattern{"", std::make_shared<Regex>(text_param(j, "Regex", where + ".pattern", ""), where)};
   throw Error(where + ": \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
 }
 
-void read_normalizer(const json& j, const std::string& where, std::vector<Normalizer>& out) {
-  if (j.is_null()) return;
-  const std::string t = type_of(j, where);
-  if (t == "Sequence") {
-    for (const json& n : j.at("normalizers")) read_normalizer(n, where + ".Sequence", out);
-  } else if (t == "NFC") out.push_back({Normalizer::NFC, "", {}});
-  else if (t == "NFD") out.push_back({Normalizer::NFD, "", {}});
-  else if (t == "NFKC") out.push_back({Normalizer::NFKC, "", {}});
-  else if (t == "NFKD") out.push_back({Normalizer::NFKD, "", {}});
-  else if (t == "Lowercase") out.push_back({Normalizer::Lowercase, "", {}});
-  else if (t == "Prepend") out.push_back({Normalizer::Prepend, j.at("prepend").get<std::string>(), {}});
-  else if (t == "Replace")
-    out.push_back({Normalizer::Replace, j.at("content").get<std::string>(), read_pattern(j.at("pattern"), where + ".Replace")});
-  else unknown_type(where, t, "NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence");
+// Walks a component that may be a Sequence of components (Sequences nested in Sequences),
+// depth first in file order, without recursion and without copying: `leaf` gets each
+// non-Sequence component. `list_key` names a Sequence's list ("normalizers", ...).
+// Sequences nested deeper than kMaxJsonNesting are refused.
+void walk_sequence(const json& root, const char* list_key, const std::string& where,
+                   const std::function<void(const json&, const std::string&)>& leaf) {
+  if (root.is_null()) return;
+  struct Frame {
+    const json* items;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  const std::string inner = where + ".Sequence";
+  auto visit = [&](const json& c) {
+    const std::string& w = stack.empty() ? where : inner;
+    if (type_of(c, w) != "Sequence") return leaf(c, w);
+    const json& items = member(c, list_key);
+    if (!items.is_array()) throw Error(w + ": a Sequence needs a \"" + list_key + "\" array, found " + json_excerpt(items));
+    if (static_cast<int>(stack.size()) >= kMaxJsonNesting)
+      throw Error(w + ": Sequences nested more than " + std::to_string(kMaxJsonNesting) +
+                  " deep (attnviz's limit)\n  HINT: the file is damaged or hostile; real tokenizers nest one or two.");
+    stack.push_back({&items, 0});
+  };
+  visit(root);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next == f.items->size()) {
+      stack.pop_back();
+      continue;
+    }
+    visit((*f.items)[f.next++]);  // may push: `f` is not used after this
+  }
+}
+
+void read_normalizer(const json& root, const std::string& where, std::vector<Normalizer>& out) {
+  walk_sequence(root, "normalizers", where, [&](const json& j, const std::string& w) {
+    const std::string t = type_of(j, w);
+    const std::string at = w + "." + t;
+    if (t == "NFC") out.push_back({Normalizer::NFC, "", {}, at});
+    else if (t == "NFD") out.push_back({Normalizer::NFD, "", {}, at});
+    else if (t == "NFKC") out.push_back({Normalizer::NFKC, "", {}, at});
+    else if (t == "NFKD") out.push_back({Normalizer::NFKD, "", {}, at});
+    else if (t == "Lowercase") out.push_back({Normalizer::Lowercase, "", {}, at});
+    else if (t == "Prepend") out.push_back({Normalizer::Prepend, text_param(j, "prepend", at, ""), {}, at});
+    else if (t == "Replace")
+      out.push_back({Normalizer::Replace, text_param(j, "content", at, ""), read_pattern(member(j, "pattern"), at), at});
+    else unknown_type(w, t, "NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence");
+  });
 }
 
 Behavior read_behavior(const json& j, const std::string& where) {
-  const std::string b = j.value("behavior", std::string("Isolated"));
+  const std::string b = text_param(j, "behavior", where, "Isolated");
   if (b == "Removed") return Behavior::Removed;
   if (b == "Isolated") return Behavior::Isolated;
   if (b == "MergedWithPrevious") return Behavior::MergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::MergedWithNext;
   if (b == "Contiguous") return Behavior::Contiguous;
-  throw Error(where + ": behavior \"" + b + "\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+  throw Error(where + ": behavior \"" + excerpt(b) + "\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
-PreTokenizer::Prepend read_prepend_scheme(const json& j) {
-  if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
-    const std::string s = j["prepend_scheme"].get<std::string>();
+PreTokenizer::Prepend read_prepend_scheme(const json& j, const std::string& where) {
+  const json& v = member(j, "prepend_scheme");
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
     return s == "never" ? PreTokenizer::Never : s == "first" ? PreTokenizer::First : PreTokenizer::Always;
   }
-  return flag(j, "add_prefix_space", true) ? PreTokenizer::Always : PreTokenizer::Never;
+  return flag(j, "add_prefix_space", true, where) ? PreTokenizer::Always : PreTokenizer::Never;
 }
 
-void read_pre_tokenizer(const json& j, const std::string& where, std::vector<PreTokenizer>& out) {
-  if (j.is_null()) return;
-  const std::string t = type_of(j, where);
-  PreTokenizer p{};
-  if (t == "Sequence") {
-    for (const json& n : j.at("pretokenizers")) read_pre_tokenizer(n, where + ".Sequence", out);
-    return;
-  } else if (t == "ByteLevel") {
-    p.kind = PreTokenizer::ByteLevel;
-    p.add_prefix_space = flag(j, "add_prefix_space", true);
-    p.use_regex = flag(j, "use_regex", true);
-  } else if (t == "Split") {
-    p.kind = PreTokenizer::Split;
-    p.pattern = read_pattern(j.at("pattern"), where + ".Split");
-    p.behavior = read_behavior(j, where + ".Split");
-    p.invert = flag(j, "invert", false);
-  } else if (t == "Digits") {
-    p.kind = PreTokenizer::Digits;
-    p.individual_digits = flag(j, "individual_digits", false);
-  } else if (t == "Metaspace") {
-    p.kind = PreTokenizer::Metaspace;
-    p.replacement = j.value("replacement", std::string("\xE2\x96\x81"));
-    p.prepend_scheme = read_prepend_scheme(j);
-    p.split = flag(j, "split", true);
-  } else {
-    unknown_type(where, t, "ByteLevel, Split, Digits, Metaspace, Sequence");
-  }
-  out.push_back(std::move(p));
+void read_pre_tokenizer(const json& root, const std::string& where, std::vector<PreTokenizer>& out) {
+  walk_sequence(root, "pretokenizers", where, [&](const json& j, const std::string& w) {
+    const std::string t = type_of(j, w);
+    PreTokenizer p{};
+    if (t == "ByteLevel") {
+      p.kind = PreTokenizer::ByteLevel;
+      p.add_prefix_space = flag(j, "add_prefix_space", true, w + ".ByteLevel");
+      p.use_regex = flag(j, "use_regex", true, w + ".ByteLevel");
+    } else if (t == "Split") {
+      p.kind = PreTokenizer::Split;
+      p.pattern = read_pattern(member(j, "pattern"), w + ".Split");
+      p.behavior = read_behavior(j, w + ".Split");
+      p.invert = flag(j, "invert", false, w + ".Split");
+    } else if (t == "Digits") {
+      p.kind = PreTokenizer::Digits;
+      p.individual_digits = flag(j, "individual_digits", false, w + ".Digits");
+    } else if (t == "Metaspace") {
+      p.kind = PreTokenizer::Metaspace;
+      p.replacement = char_param(j, "replacement", w + ".Metaspace", "\xE2\x96\x81");
+      p.prepend_scheme = read_prepend_scheme(j, w + ".Metaspace");
+      p.split = flag(j, "split", true, w + ".Metaspace");
+    } else {
+      unknown_type(w, t, "ByteLevel, Split, Digits, Metaspace, Sequence");
+    }
+    out.push_back(std::move(p));
+  });
 }
 
-void read_decoder(const json& j, const std::string& where, std::vector<Decoder>& out) {
-  if (j.is_null()) return;
-  const std::string t = type_of(j, where);
-  Decoder d{};
-  if (t == "Sequence") {
-    for (const json& n : j.at("decoders")) read_decoder(n, where + ".Sequence", out);
-    return;
-  } else if (t == "ByteLevel") d.kind = Decoder::ByteLevel;
-  else if (t == "ByteFallback") d.kind = Decoder::ByteFallback;
-  else if (t == "Fuse") d.kind = Decoder::Fuse;
-  else if (t == "Replace") {
-    d.kind = Decoder::Replace;
-    d.pattern = read_pattern(j.at("pattern"), where + ".Replace");
-    d.text = j.at("content").get<std::string>();
-  } else if (t == "Strip") {
-    d.kind = Decoder::Strip;
-    d.text = j.at("content").get<std::string>();
-    d.start = j.value("start", 0);
-    d.stop = j.value("stop", 0);
-  } else if (t == "Metaspace") {
-    d.kind = Decoder::Metaspace;
-    d.text = j.value("replacement", std::string("\xE2\x96\x81"));
-    d.prepend = read_prepend_scheme(j) != PreTokenizer::Never;
-  } else {
-    unknown_type(where, t, "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence");
-  }
-  out.push_back(std::move(d));
+void read_decoder(const json& root, const std::string& where, std::vector<Decoder>& out) {
+  walk_sequence(root, "decoders", where, [&](const json& j, const std::string& w) {
+    const std::string t = type_of(j, w);
+    Decoder d{};
+    if (t == "ByteLevel") d.kind = Decoder::ByteLevel;
+    else if (t == "ByteFallback") d.kind = Decoder::ByteFallback;
+    else if (t == "Fuse") d.kind = Decoder::Fuse;
+    else if (t == "Replace") {
+      d.kind = Decoder::Replace;
+      d.pattern = read_pattern(member(j, "pattern"), w + ".Replace");
+      d.text = text_param(j, "content", w + ".Replace", "");
+    } else if (t == "Strip") {
+      // Hugging Face: content is one char, start and stop counts of it.
+      d.kind = Decoder::Strip;
+      d.text = char_param(j, "content", w + ".Strip", "");
+      d.start = count_param(j, "start", w + ".Strip", 0);
+      d.stop = count_param(j, "stop", w + ".Strip", 0);
+    } else if (t == "Metaspace") {
+      d.kind = Decoder::Metaspace;
+      d.text = char_param(j, "replacement", w + ".Metaspace", "\xE2\x96\x81");
+      d.prepend = read_prepend_scheme(j, w + ".Metaspace") != PreTokenizer::Never;
+    } else {
+      unknown_type(w, t, "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence");
+    }
+    out.push_back(std::move(d));
+  });
 }
 
 // Unicode White_Space, as Rust's char::is_whitespace.
@@ -171,23 +256,53 @@ struct Part {
   int added_id;
   bool at_start;
 };
+}  // namespace
 
-// Splits `text` at the added tokens in `buckets` (by first byte, longest first): leftmost
-// match first, then the longest there; lstrip/rstrip take the spaces beside a match along,
-// single_word skips matches inside a word. Parts that are not tokens keep `at_start` when
-// they begin at byte 0 of a text that had it.
-void split_added(const std::vector<const AddedToken*>* buckets, const std::string& text, bool at_start,
-                 std::vector<Part>& out) {
+// The added tokens of one kind (raw or normalized) as a byte trie: an edge per (node, byte)
+// in one hash map, and the token that ends at each node. Finding the longest token at a
+// position walks the text once from there, so a text is matched in time proportional to
+// its length times the depth the walks reach (the longest common run of text and a token),
+// not times the number of tokens (20,000 tokens sharing a first byte cost no more than one).
+class AddedTrie {
+ public:
+  void add(const AddedToken* t) {
+    int node = 0;
+    for (char c : t->content) {
+      const auto [it, fresh] = edges_.emplace(key(node, c), static_cast<int>(ends_.size()));
+      if (fresh) ends_.push_back(nullptr);
+      node = it->second;
+    }
+    if (!ends_[static_cast<size_t>(node)]) ends_[static_cast<size_t>(node)] = t;  // the first of equal contents wins
+  }
+  // The longest token that text[i...] starts with, or nullptr.
+  const AddedToken* longest_at(const std::string& text, size_t i) const {
+    const AddedToken* best = nullptr;
+    int node = 0;
+    for (size_t k = i; k < text.size(); ++k) {
+      const auto it = edges_.find(key(node, text[k]));
+      if (it == edges_.end()) break;
+      node = it->second;
+      if (const AddedToken* t = ends_[static_cast<size_t>(node)]) best = t;
+    }
+    return best;
+  }
+
+ private:
+  static uint64_t key(int node, char c) { return (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(c); }
+  std::unordered_map<uint64_t, int> edges_;       // (node, byte) → child node
+  std::vector<const AddedToken*> ends_{nullptr};  // node → the token ending there (node 0: the root)
+};
+
+namespace {
+// Splits `text` at the added tokens in `trie`: leftmost match first, then the longest
+// there; lstrip/rstrip take the spaces beside a match along, single_word skips matches
+// inside a word. Parts that are not tokens keep `at_start` when they begin at byte 0 of a
+// text that had it.
+void split_added(const AddedTrie& trie, const std::string& text, bool at_start, std::vector<Part>& out) {
   size_t prev = 0;  // end of the last match
   size_t i = 0;
   while (i < text.size()) {
-    const auto& cands = buckets[static_cast<unsigned char>(text[i])];
-    const AddedToken* hit = nullptr;
-    for (const AddedToken* t : cands)
-      if (text.compare(i, t->content.size(), t->content) == 0) {
-        hit = t;
-        break;
-      }
+    const AddedToken* hit = trie.longest_at(text, i);
     if (!hit) {
       ++i;
       continue;
@@ -221,9 +336,9 @@ void split_added(const std::vector<const AddedToken*>* buckets, const std::strin
 }
 }  // namespace
 
-// The two matchers (raw text, normalized text): stored as buckets of pointers into added_.
+// The two matchers (raw text, normalized text), over pointers into added_.
 struct HfAddedIndex {
-  std::vector<const AddedToken*> raw[256], norm[256];
+  AddedTrie raw, norm;
 };
 
 HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
@@ -232,34 +347,42 @@ HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
     // --- model
     if (!j.contains("model") || !j["model"].is_object()) throw Error(name + ": no \"model\" object");
     const json& m = j["model"];
-    const std::string mtype = m.value("type", std::string("BPE"));
+    const std::string mtype = text_param(m, "type", name + ": model", "BPE");
     if (mtype != "BPE") unknown_type(name + ": model", mtype, "BPE");
     if (!m.contains("vocab") || !m["vocab"].is_object()) throw Error(name + ": model.vocab must be an object {token: id}");
     int max_id = -1;
     for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<long long>() < 0 || it.value().get<long long>() > (1 << 30))
-        throw Error(name + ": model.vocab[\"" + it.key() + "\"] is not a valid id");
-      const int id = it.value().get<int>();
+      const int id = id_value(it.value(), name + ": model.vocab[\"" + excerpt(it.key()) + "\"]");
       bpe_.vocab.emplace(it.key(), id);
       max_id = std::max(max_id, id);
     }
-    if (j.contains("added_tokens") && j["added_tokens"].is_array())
-      for (const json& a : j["added_tokens"]) {
+    const json& added = member(j, "added_tokens");
+    if (!added.is_null() && !added.is_array()) throw Error(name + ": added_tokens must be an array, found " + json_excerpt(added));
+    if (added.is_array())
+      for (size_t k = 0; k < added.size(); ++k) {
+        const json& a = added[k];
+        const std::string w = name + ": added_tokens[" + std::to_string(k) + "]";
+        if (!a.is_object()) throw Error(w + " must be an object, found " + json_excerpt(a));
         AddedToken t;
-        t.id = a.at("id").get<int>();
-        t.content = a.at("content").get<std::string>();
-        t.special = flag(a, "special", false);
-        t.normalized = flag(a, "normalized", !t.special);
-        t.lstrip = flag(a, "lstrip", false);
-        t.rstrip = flag(a, "rstrip", false);
-        t.single_word = flag(a, "single_word", false);
-        if (t.id < 0 || t.id > (1 << 30)) throw Error(name + ": added token \"" + t.content + "\" has an invalid id");
-        if (t.content.empty()) throw Error(name + ": an added token (id " + std::to_string(t.id) + ") is empty");
+        t.id = id_value(member(a, "id"), w + ".id");
+        t.content = text_param(a, "content", w, "");
+        t.special = flag(a, "special", false, w);
+        t.normalized = flag(a, "normalized", !t.special, w);
+        t.lstrip = flag(a, "lstrip", false, w);
+        t.rstrip = flag(a, "rstrip", false, w);
+        t.single_word = flag(a, "single_word", false, w);
+        if (t.content.empty()) throw Error(w + " (id " + std::to_string(t.id) + ") is empty");
         // As Hugging Face does: content that the vocabulary has keeps the vocabulary's id.
         if (auto v = bpe_.vocab.find(t.content); v != bpe_.vocab.end()) t.id = v->second;
         max_id = std::max(max_id, t.id);
         added_.push_back(std::move(t));
       }
+    // The id → token table is sized by the largest id: ids far beyond the number of tokens
+    // (a file of holes) are refused before it is allocated.
+    const size_t n_tokens = bpe_.vocab.size() + added_.size();
+    if (max_id >= 0 && static_cast<size_t>(max_id) >= 2 * n_tokens + 1024)
+      throw Error(name + ": token id " + std::to_string(max_id) + " is far beyond the " + std::to_string(n_tokens) +
+                  " tokens the file lists (ids must be about 0 ... N-1)\n  HINT: the file is damaged or hostile.");
     id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
     std::vector<char> used(id_to_token_.size(), 0);
     for (const auto& [tok, id] : bpe_.vocab) {
@@ -336,60 +459,55 @@ HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
       }
     }
     // components
-    read_normalizer(j.value("normalizer", json()), name + ": normalizer", normalizers_);
-    read_pre_tokenizer(j.value("pre_tokenizer", json()), name + ": pre_tokenizer", pre_tokenizers_);
-    read_decoder(j.value("decoder", json()), name + ": decoder", decoders_);
-    std::vector<json> posts;
-    if (j.contains("post_processor") && !j["post_processor"].is_null()) posts.push_back(j["post_processor"]);
-    for (size_t k = 0; k < posts.size(); ++k) {
-      const std::string where = name + ": post_processor";
-      const std::string t = type_of(posts[k], where);
-      if (t == "Sequence") {
-        for (const json& p : posts[k].at("processors")) posts.push_back(p);
-      } else if (t == "ByteLevel") {
-        // offsets only; the ids do not change
-      } else if (t == "TemplateProcessing") {
-        std::vector<TemplatePiece> tpl;
-        for (const json& p : posts[k].at("single")) {
-          if (p.contains("Sequence")) {
-            tpl.push_back({false, {}});
-            continue;
-          }
-          if (!p.contains("SpecialToken")) throw Error(where + ".TemplateProcessing: a \"single\" entry is neither SpecialToken nor Sequence");
-          const std::string sid = p["SpecialToken"].at("id").get<std::string>();
-          const json& st = posts[k].at("special_tokens");
-          if (!st.contains(sid)) throw Error(where + ".TemplateProcessing: special token \"" + sid + "\" is not in special_tokens");
-          std::vector<int> ids = st[sid].at("ids").get<std::vector<int>>();
-          for (int id : ids)
-            if (id < 0 || id >= vocab_size())
-              throw Error(where + ".TemplateProcessing: special token \"" + sid + "\" has id " + std::to_string(id) +
-                          ", outside the vocabulary");
-          tpl.push_back({true, std::move(ids)});
+    read_normalizer(member(j, "normalizer"), name + ": normalizer", normalizers_);
+    read_pre_tokenizer(member(j, "pre_tokenizer"), name + ": pre_tokenizer", pre_tokenizers_);
+    read_decoder(member(j, "decoder"), name + ": decoder", decoders_);
+    walk_sequence(member(j, "post_processor"), "processors", name + ": post_processor", [&](const json& post, const std::string& where) {
+      const std::string t = type_of(post, where);
+      if (t == "ByteLevel") return;  // offsets only; the ids do not change
+      if (t != "TemplateProcessing") unknown_type(where, t, "TemplateProcessing, ByteLevel, Sequence");
+      const std::string w = where + ".TemplateProcessing";
+      const json& single = member(post, "single");
+      const json& specials = member(post, "special_tokens");
+      if (!single.is_array()) throw Error(w + ": \"single\" must be an array, found " + json_excerpt(single));
+      std::vector<TemplatePiece> tpl;
+      for (const json& p : single) {
+        if (p.is_object() && p.contains("Sequence")) {
+          tpl.push_back({false, {}});
+          continue;
         }
-        templates_.push_back(std::move(tpl));
-      } else {
-        unknown_type(where, t, "TemplateProcessing, ByteLevel, Sequence");
+        const json& sid_json = member(member(p, "SpecialToken"), "id");
+        if (!sid_json.is_string()) throw Error(w + ": a \"single\" entry is neither SpecialToken (with an id) nor Sequence");
+        const std::string& sid = sid_json.get_ref<const std::string&>();
+        const json& ids_json = member(member(specials, sid), "ids");
+        if (!ids_json.is_array())
+          throw Error(w + ": special token \"" + excerpt(sid) + "\" is not in special_tokens (with an \"ids\" array)");
+        std::vector<int> ids;
+        for (const json& id : ids_json) {
+          ids.push_back(id_value(id, w + ": special token \"" + excerpt(sid) + "\" id"));
+          if (ids.back() >= vocab_size())
+            throw Error(w + ": special token \"" + excerpt(sid) + "\" has id " + std::to_string(ids.back()) +
+                        ", outside the vocabulary of " + std::to_string(vocab_size()));
+        }
+        tpl.push_back({true, std::move(ids)});
       }
-    }
+      templates_.push_back(std::move(tpl));
+    });
   } catch (const nlohmann::json::exception& e) {
-    throw Error(name + ": unexpected layout: " + e.what());
+    throw Error(name + ": unexpected layout: " + excerpt(e.what(), 300) +
+                "\n  HINT: the file is not a tokenizer.json as Hugging Face's tokenizers writes it.");
   }
-  // added-token matchers: longest first within each first byte
+  // added-token matchers
   index_ = std::make_shared<HfAddedIndex>();
   for (AddedToken& t : added_) {
     if (t.normalized && !normalizers_.empty()) t.content = normalize(normalizers_, t.content);
     if (t.content.empty()) continue;
-    auto& bucket = (t.normalized ? index_->norm : index_->raw)[static_cast<unsigned char>(t.content[0])];
-    bucket.push_back(&t);
+    (t.normalized ? index_->norm : index_->raw).add(&t);
   }
   // Each token's bytes, once: labels read them for every token of every result.
   bytes_.resize(id_to_token_.size());
   for (size_t id = 0; id < bytes_.size(); ++id)
     if (!id_to_token_[id].empty()) bytes_[id] = compute_token_bytes(static_cast<int>(id));
-  for (auto* table : {index_->raw, index_->norm})
-    for (int b = 0; b < 256; ++b)
-      std::stable_sort(table[b].begin(), table[b].end(),
-                       [](const AddedToken* x, const AddedToken* y) { return x->content.size() > y->content.size(); });
 }
 
 bool HfTokenizer::supports_incremental() const {
@@ -578,11 +696,10 @@ std::string lossy_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    try {
-      const size_t n = utf8_char_len(s, i);
+    if (const size_t n = utf8_valid_len(s, i)) {
       out.append(s, i, n);
       i += n;
-    } catch (const Error&) {
+    } else {
       out += "\xEF\xBF\xBD";
       ++i;
     }
@@ -614,11 +731,7 @@ std::vector<std::string> HfTokenizer::decode_chain(std::vector<std::string> toks
         auto flush = [&] {
           if (nbytes == 0) return;
           bool valid = true;
-          try {
-            utf8_validate(bytes);
-          } catch (const Error&) {
-            valid = false;
-          }
+          for (size_t i = 0; valid && i < bytes.size(); i += utf8_valid_len(bytes, i)) valid = utf8_valid_len(bytes, i) > 0;
           if (valid || for_label) out.push_back(bytes);
           else
             for (size_t k = 0; k < nbytes; ++k) out.push_back("\xEF\xBF\xBD");
@@ -705,11 +818,10 @@ std::string HfTokenizer::piece(int id) const {
   const std::string b = token_bytes(id);
   std::string out;
   for (size_t i = 0; i < b.size();) {
-    try {
-      const size_t n = utf8_char_len(b, i);
+    if (const size_t n = utf8_valid_len(b, i)) {
       out.append(b, i, n);
       i += n;
-    } catch (const Error&) {
+    } else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned char>(b[i]));
       out += buf;

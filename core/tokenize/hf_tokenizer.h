@@ -46,12 +46,14 @@ class Regex {
   ~Regex();
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
-  // Every non-overlapping match in `s` (valid UTF-8), left to right; an empty match moves
-  // the search on by one character.
+  // Every non-overlapping match in `s`, left to right; an empty match moves the search on
+  // by one character. `s` is checked to be strict UTF-8 first (PCRE2 is run without its
+  // own check, which would be undefined behaviour on invalid input); errors name `where`.
   std::vector<Span> find_all(std::string_view s) const;
 
  private:
   void* code_;  // pcre2_code_8*
+  std::string where_;
 };
 
 // A Split/Replace "pattern": {"String": s} (literal) or {"Regex": r}.
@@ -66,8 +68,11 @@ struct Normalizer {
   enum Kind { NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace } kind;
   std::string text;     // Prepend: what is prepended; Replace: the replacement
   Pattern pattern;      // Replace
+  std::string where;    // "FILE: normalizer..." for errors
 };
-// Applies the steps in order (a Sequence is flattened into `steps` when read).
+// Applies the steps in order (a Sequence is flattened into `steps` when read). A step that
+// would make the text larger than kMaxNormalizedBytes is refused (an Error naming it)
+// before the larger text is built.
 std::string normalize(const std::vector<Normalizer>& steps, std::string s);
 
 // --- pre-tokenizers (pre_tokenize.cpp) -------------------------------------------------

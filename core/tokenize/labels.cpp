@@ -1,5 +1,6 @@
 #include "core/tokenize/labels.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -39,13 +40,9 @@ std::vector<TokenLabel> token_labels(const Tokenizer& tok, const std::vector<int
     size_t owner = 0;  // index into start: the token holding byte i
     for (size_t i = 0; i < stream.size();) {
       while (start[owner + 1] <= i) ++owner;
-      size_t n = 1;
-      bool valid = true;
-      try {
-        n = utf8_char_len(stream, i);
-      } catch (const Error&) {
-        valid = false;
-      }
+      size_t n = utf8_valid_len(stream, i);
+      const bool valid = n > 0;
+      if (!valid) n = 1;
       TokenLabel& lab = out[k + owner];
       if (valid) {
         lab.text.append(stream, i, n);
@@ -63,6 +60,23 @@ std::vector<TokenLabel> token_labels(const Tokenizer& tok, const std::vector<int
     k = end;
   }
   return out;
+}
+
+void for_each_label_chunk(const Tokenizer& tok, const std::vector<int>& ids, size_t chunk,
+                          const std::function<void(size_t first, const std::vector<TokenLabel>& labels)>& fn) {
+  // A cut before token e leaves every label as it is when token e's bytes start with a
+  // byte that begins a character (or e is special, which ends a run anyway).
+  auto clean_cut = [&](size_t e) {
+    if (tok.is_special(ids[e])) return true;
+    const std::string b = tok.token_bytes(ids[e]);
+    return !b.empty() && (static_cast<unsigned char>(b[0]) & 0xC0) != 0x80;
+  };
+  for (size_t b = 0; b < ids.size();) {
+    size_t e = std::min(ids.size(), b + std::max<size_t>(chunk, 1));
+    while (e < ids.size() && !clean_cut(e)) ++e;
+    fn(b, token_labels(tok, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(b), ids.begin() + static_cast<std::ptrdiff_t>(e))));
+    b = e;
+  }
 }
 
 }  // namespace attnviz

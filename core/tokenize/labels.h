@@ -7,6 +7,7 @@
 // holds its first byte and as "…" on the tokens that only continue it; `bytes` keeps what
 // each token really holds, for tooltips. Special tokens are shown as written ("<s>").
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,13 @@ struct TokenLabel {
 
 // One label per id, in order; the ids are read together so split characters are found.
 std::vector<TokenLabel> token_labels(const Tokenizer& tok, const std::vector<int>& ids);
+
+// The same labels, `chunk` ids at a time (a chunk may be longer: it ends only before a
+// token whose bytes begin a character, or a special token, so each chunk's labels equal
+// the whole list's). `fn(first, labels)` gets labels of ids[first ...]. Memory stays a
+// chunk's, whatever the number of ids (tokenize --json streams through this).
+void for_each_label_chunk(const Tokenizer& tok, const std::vector<int>& ids, size_t chunk,
+                          const std::function<void(size_t first, const std::vector<TokenLabel>& labels)>& fn);
 
 // "E4 B8 AD" for tooltips.
 std::string hex_bytes(const std::string& bytes);

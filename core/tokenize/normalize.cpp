@@ -5,18 +5,19 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/tokenize/hf_tokenizer.h"
 
 namespace attnviz::hf {
 namespace {
 
-std::string unicode_map(const std::string& s, int options) {
+std::string unicode_map(const std::string& s, int options, const std::string& where) {
   if (s.empty()) return s;
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                                           static_cast<utf8proc_ssize_t>(s.size()), &out,
                                           static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
-  if (n < 0) throw Error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
+  if (n < 0) throw Error(where + ": Unicode normalization failed: " + utf8proc_errmsg(n));
   std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
   return r;
@@ -40,9 +41,22 @@ std::string lowercase(const std::string& s) {
   return out;
 }
 
-std::string replace_all(const Pattern& p, const std::string& s, const std::string& with) {
+// Refuses a result of `bytes` bytes when it exceeds kMaxNormalizedBytes.
+void check_growth(const Normalizer& n, double bytes) {
+  if (bytes > static_cast<double>(kMaxNormalizedBytes))
+    throw Error(n.where + ": the normalized text would be " + format_bytes(bytes) + ", more than the " +
+                format_bytes(static_cast<double>(kMaxNormalizedBytes)) +
+                " attnviz allows\n  HINT: the replacement is too long for this text; use a shorter text or fix the file.");
+}
+
+std::string replace_all(const Normalizer& n, const std::string& s) {
+  const Pattern& p = n.pattern;
+  const std::string& with = n.text;
   const std::vector<Span> hits = p.find_all(s);
   if (hits.empty()) return s;
+  double size = static_cast<double>(s.size());
+  for (const Span& h : hits) size += static_cast<double>(with.size()) - static_cast<double>(h.end - h.begin);
+  check_growth(n, size);
   std::string out;
   size_t prev = 0;
   for (const Span& h : hits) {
@@ -59,15 +73,16 @@ std::string replace_all(const Pattern& p, const std::string& s, const std::strin
 std::string normalize(const std::vector<Normalizer>& steps, std::string s) {
   for (const Normalizer& n : steps) {
     switch (n.kind) {
-      case Normalizer::NFC: s = unicode_map(s, UTF8PROC_COMPOSE); break;
-      case Normalizer::NFD: s = unicode_map(s, UTF8PROC_DECOMPOSE); break;
-      case Normalizer::NFKC: s = unicode_map(s, UTF8PROC_COMPOSE | UTF8PROC_COMPAT); break;
-      case Normalizer::NFKD: s = unicode_map(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT); break;
+      case Normalizer::NFC: s = unicode_map(s, UTF8PROC_COMPOSE, n.where); break;
+      case Normalizer::NFD: s = unicode_map(s, UTF8PROC_DECOMPOSE, n.where); break;
+      case Normalizer::NFKC: s = unicode_map(s, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, n.where); break;
+      case Normalizer::NFKD: s = unicode_map(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, n.where); break;
       case Normalizer::Lowercase: s = lowercase(s); break;
       case Normalizer::Prepend:
+        check_growth(n, static_cast<double>(s.size()) + static_cast<double>(n.text.size()));
         if (!s.empty()) s = n.text + s;  // Hugging Face prepends to non-empty text only
         break;
-      case Normalizer::Replace: s = replace_all(n.pattern, s, n.text); break;
+      case Normalizer::Replace: s = replace_all(n, s); break;
     }
   }
   return s;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/tokenize/hf_tokenizer.h"
 
 namespace attnviz::hf {
@@ -38,7 +39,7 @@ pcre2_match_context* thread_match_context() {
 
 }  // namespace
 
-Regex::Regex(const std::string& pattern, const std::string& where) {
+Regex::Regex(const std::string& pattern, const std::string& where) : where_(where) {
   int err = 0;
   PCRE2_SIZE off = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -47,7 +48,7 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
     throw Error(where + ": the regex does not compile at character " + std::to_string(off) + ": " +
-                reinterpret_cast<const char*>(msg) + "\n  pattern: " + pattern);
+                reinterpret_cast<const char*>(msg) + "\n  pattern: " + excerpt(pattern, 200));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
   code_ = code;
@@ -57,6 +58,11 @@ Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
 std::vector<Span> Regex::find_all(std::string_view s) const {
   std::vector<Span> out;
+  try {
+    utf8_validate(s);
+  } catch (const Error& e) {
+    throw Error(where_ + ": " + e.what());
+  }
   auto* code = static_cast<pcre2_code*>(code_);
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
@@ -68,7 +74,9 @@ std::vector<Span> Regex::find_all(std::string_view s) const {
       pcre2_match_data_free(md);
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
-      throw Error(std::string("regex match failed: ") + reinterpret_cast<const char*>(msg));
+      throw Error(where_ + ": the regex failed on a piece of " + std::to_string(s.size()) + " bytes at byte " +
+                  std::to_string(start) + ": " + reinterpret_cast<const char*>(msg) +
+                  "\n  HINT: the pattern backtracks too much on this text; shorten the text or fix the pattern.");
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     out.push_back({ov[0], ov[1]});

@@ -32,13 +32,43 @@ std::string display_piece(const std::string& piece) {
   return out;
 }
 
-size_t utf8_char_len(std::string_view text, size_t i) {
+namespace {
+// What is wrong with the bytes at text[i] (not valid UTF-8), for the message.
+std::string utf8_problem(std::string_view text, size_t i) {
   const auto c = static_cast<unsigned char>(text[i]);
-  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  bool ok = len > 0 && i + len <= text.size();
-  for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
-  if (!ok)
-    throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) +
+  const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+  if (c >= 0x80 && c <= 0xBF) return "a continuation byte where a character should begin";
+  if (c == 0xC0 || c == 0xC1 || (c == 0xE0 && next < 0xA0) || (c == 0xF0 && next < 0x90 && next >= 0x80))
+    return "an overlong encoding";
+  if (c == 0xED && next >= 0xA0) return "a UTF-16 surrogate";
+  if (c >= 0xF5 || (c == 0xF4 && next >= 0x90)) return "a code point above U+10FFFF";
+  return "a truncated or broken sequence";
+}
+}  // namespace
+
+size_t utf8_valid_len(std::string_view text, size_t i) {
+  // Strict UTF-8 (RFC 3629, the Unicode standard's table 3-7): the second byte's range
+  // depends on the lead byte, which refuses overlong forms (C0, C1, E0 80-9F, F0 80-8F),
+  // UTF-16 surrogates (ED A0-BF) and code points above U+10FFFF (F4 90-BF, F5-FF).
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  if (len == 0 || i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(text[i + k]);
+    if (k == 1 ? b < lo || b > hi : (b >> 6) != 0x2) return 0;
+  }
+  return len;
+}
+
+size_t utf8_char_len(std::string_view text, size_t i) {
+  const size_t len = utf8_valid_len(text, i);
+  if (len == 0)
+    throw Error("the text is not valid UTF-8 at byte " + std::to_string(i) + " (" + utf8_problem(text, i) + ")" +
                 "\n  HINT: save the text as UTF-8.");
   return len;
 }
@@ -86,13 +116,15 @@ CharTokenizer::CharTokenizer(std::vector<std::string> pieces) : pieces_(std::mov
 }
 
 std::vector<int> CharTokenizer::encode(std::string_view text) const {
+  utf8_validate(text);  // the whole text first: invalid UTF-8 is named before any unknown character
   std::vector<int> ids;
-  const auto chars = utf8_split(text);
-  ids.reserve(chars.size());
-  for (size_t i = 0; i < chars.size(); ++i) {
-    auto it = ids_.find(chars[i]);
+  std::string ch;  // one character at a time (no vector of every character: 4 bytes per id, not 40)
+  for (size_t at = 0, i = 0; at < text.size(); ++i) {
+    ch.assign(text.substr(at, utf8_char_len(text, at)));
+    at += ch.size();
+    auto it = ids_.find(ch);
     if (it == ids_.end())
-      throw Error("character '" + printable(chars[i]) + "' (" + codepoint_name(chars[i]) + ") at position " +
+      throw Error("character '" + printable(ch) + "' (" + codepoint_name(ch) + ") at position " +
                   std::to_string(i) + " is not in the model's vocabulary of " + std::to_string(pieces_.size()) +
                   " characters\n  HINT: remove or replace it, or pass token ids with --tokens.");
     ids.push_back(it->second);

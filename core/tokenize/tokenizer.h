@@ -84,6 +84,10 @@ std::string display_piece(const std::string& piece);
 // Splits UTF-8 into code points (each as its bytes). Throws on invalid UTF-8, naming the
 // byte offset.
 std::vector<std::string> utf8_split(std::string_view text);
+// The byte length of the UTF-8 character at text[i], or 0 when the bytes there are not one
+// in strict UTF-8 (overlong forms, UTF-16 surrogates, code points above U+10FFFF, stray or
+// truncated sequences).
+size_t utf8_valid_len(std::string_view text, size_t i);
 // The byte length of the UTF-8 character at text[i]; throws like utf8_split when the bytes
 // there are not one.
 size_t utf8_char_len(std::string_view text, size_t i);
