@@ -24,9 +24,10 @@ A case (all keys but name/args/exit/message optional):
   env                   extra environment variables
   keep_out              names allowed in {D}/out (made by the case itself)
   max_message_bytes     default 4000
+  max_rss_mb            a tighter memory limit for this case (MB, scaled like --max-rss-mb)
 Values anywhere in config/header/args may be {"repeat": S, "times": N} (a long string) or
 {"nest": N} (N nested arrays). Parts: strings, {"repeat"}, {"join": PATTERN with {i},
-"times": N, "sep": S}, {"base": true, "replace": [OLD, NEW]} (the original file's text).
+"times": N, "sep": S}, {"hex": H} (raw bytes), {"base": true, "replace": [OLD, NEW]} (the original file's text).
 """
 import argparse
 import json
@@ -80,6 +81,8 @@ def parts_bytes(parts, base):
             out += (p["repeat"] * p["times"]).encode()
         elif "join" in p:
             out += p.get("sep", "").join(p["join"].replace("{i}", str(i)) for i in range(p["times"])).encode()
+        elif "hex" in p:
+            out += bytes.fromhex(p["hex"])
         elif p.get("base"):
             b = base
             if "replace" in p:
@@ -215,6 +218,9 @@ def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
     if len(stderr.encode()) > limit:
         errors.append("message is %d bytes (more than %d)" % (len(stderr.encode()), limit))
     rss_mb = ru.ru_maxrss / 1024.0
+    # A case's own limit is for the normal build; a sanitizer run raises --max-rss-mb from
+    # its default of 1024 and the case's limit by the same factor.
+    max_rss_mb = min(max_rss_mb, case.get("max_rss_mb", 1024) * max_rss_mb / 1024.0)
     if rss_mb > max_rss_mb:
         errors.append("used %.0f MB of memory (more than %d)" % (rss_mb, max_rss_mb))
     left = sorted(set(os.listdir(os.path.join(d, "out"))) - set(case.get("keep_out", [])))
