@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer binaries (clang, -fsanitize=fuzzer,address,undefined) and runs each
 # fuzz target. Usage:
-#   scripts/fuzz.sh [--seconds N | --runs N] [TARGET...]
-# Defaults: 60 seconds per target, every target. New inputs go to build-fuzz/corpus/TARGET
+#   scripts/fuzz.sh [--seconds N] [--runs N] [TARGET...]
+# Each target stops after N seconds or N executions, whichever comes first (--runs alone:
+# no time limit). Defaults: 60 seconds per target, every target. New inputs go to build-fuzz/corpus/TARGET
 # (seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
 # and makes this script exit non-zero: add the file to tests/fuzz/corpus/TARGET/ with the
 # fix, so every build replays it. Prints one summary line per target (executions, time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=60 runs=-1 targets=()
+seconds= runs=-1 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    --runs) runs="$2"; seconds=0; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --runs) runs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+if [[ -z "$seconds" ]]; then
+  if [[ "$runs" -ge 0 ]]; then seconds=0; else seconds=60; fi
+fi
 if [[ ${#targets[@]} -eq 0 ]]; then
   # the names listed in tests/fuzz/CMakeLists.txt
   mapfile -t targets < <(sed -n '/^set(ATTNVIZ_FUZZ_TARGETS/,/^)/p' tests/fuzz/CMakeLists.txt | sed '1d;$d' | tr -d ' ')
