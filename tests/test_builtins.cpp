@@ -33,6 +33,7 @@ TEST(Builtins, BothLoadAndDumpEveryPinnedTensor) {
     const auto f = SafetensorsFile::open(path);
     for (int l = 0; l < m.config.n_layer; ++l)
       for (int s = 0; s < kStageCount; ++s) {
+        if (!tr.layers[static_cast<size_t>(l)].has(static_cast<Stage>(s))) continue;
         const TensorInfo* t = f.find(dump_tensor_name(l, static_cast<Stage>(s)));
         ASSERT_NE(t, nullptr) << spec << " " << dump_tensor_name(l, static_cast<Stage>(s));
         EXPECT_EQ(t->shape, tr.layers[static_cast<size_t>(l)].shape(static_cast<Stage>(s)));

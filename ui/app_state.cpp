@@ -40,7 +40,7 @@ void step_head(AppState& s, const ModelDims& m, int delta) {
 }
 
 namespace {
-const std::vector<Stage> kStageTabs = {Stage::Scores, Stage::Scaled, Stage::Masked, Stage::Probs,
+const std::vector<Stage> kStageTabs = {Stage::Scores, Stage::Scaled, Stage::Capped, Stage::Masked, Stage::Probs,
                                        Stage::Q,      Stage::K,      Stage::V,      Stage::Out};
 }  // namespace
 
@@ -55,7 +55,7 @@ void step_stage(AppState& s, int delta) {
 
 
 bool stage_is_square(Stage s) {
-  return s == Stage::Scores || s == Stage::Scaled || s == Stage::Masked || s == Stage::Probs;
+  return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs;
 }
 bool stage_is_signed(Stage s) { return s != Stage::Probs; }
 bool stage_is_kv(Stage s) { return s == Stage::K || s == Stage::V; }

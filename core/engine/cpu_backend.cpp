@@ -75,13 +75,15 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     const int rb = std::min(B, T - r0), r1 = r0 + rb;
     RowsRef S = lt.compact ? RowsRef(s_block.topRows(rb)) : RowsRef(head_map(lt.scores, h).middleRows(r0, rb));
     RowsRef P = lt.compact ? RowsRef(p_block.topRows(rb)) : RowsRef(head_map(lt.probs, h).middleRows(r0, rb));
-    attention_block(Q, Kt, lt.scale, r0, S, P);  // (rb, T) each
+    attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window}, r0, S, P);  // (rb, T) each
     for (int r = 0; r < rb; ++r) {
       const int i = r0 + r;
       row_stats(&P(r, 0), i, targets[static_cast<size_t>(i - p)], stats + i * stats_ld);
       thumb_add_row(&P(r, 0), i, tb, tn, thumb);
     }
-    O.middleRows(r0, rb).noalias() = P.leftCols(r1) * V.topRows(r1);  // (rb, d)
+    // P is 0 before the window of the block's first row and after its last row's diagonal.
+    const int k0 = window_first(r0, lt.window);
+    O.middleRows(r0, rb).noalias() = P.middleCols(k0, r1 - k0) * V.middleRows(k0, r1 - k0);  // (rb, d)
   }
   if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p);
   att.middleCols(h * d, d) = O.bottomRows(n);
@@ -145,6 +147,28 @@ class ThreadScope {
   int saved_;
 };
 
+// QK-norm of the new rows' q (n, H·d) and k (n, KV·d), per head or over the whole row.
+void qk_norm(const ModelConfig& c, const LayerWeights& lw, Mat& q, Mat& k) {
+  if (c.qk_norm == QkNorm::None) return;
+  const bool whole = c.qk_norm == QkNorm::Whole;
+  const int d = c.head_size;
+  rms_norm_heads(q, whole ? 1 : c.n_head, whole ? c.n_head * d : d, lw.q_norm, c.norm_eps);
+  rms_norm_heads(k, whole ? 1 : c.n_kv_head, whole ? c.n_kv_head * d : d, lw.k_norm, c.norm_eps);
+}
+
+// x += branch (n, C), the branch first normed when the block norms its outputs (Gemma's
+// post-attention / post-feedforward norms, OLMo 2's) and scaled by Granite's
+// residual_multiplier; tmp is scratch.
+void add_branch(const ModelConfig& c, const Vec& post_norm, Mat& branch, Mat& tmp, Mat& x) {
+  const Mat* b = &branch;
+  if (post_norm.size()) {
+    rms_norm(branch, post_norm, c.norm_eps, tmp);
+    b = &tmp;
+  }
+  if (c.residual_scale != 1.f) x += *b * c.residual_scale;
+  else x += *b;
+}
+
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -153,9 +177,11 @@ class CpuBackend : public Backend {
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
-    const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
-    const int C = c.n_embd;
+    const int T = static_cast<int>(window.size());
     const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());  // rows the summaries hold
+    // Every row again when a mean ablation needs it, or when longrope's factors change with T.
+    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
+    const int C = c.n_embd;
     tr.tokens = window;
     tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
@@ -164,6 +190,7 @@ class CpuBackend : public Backend {
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {
       x.row(r) = w.tok_emb.row(window[p + r]);
+      if (c.emb_scale != 1.f) x.row(r) *= c.emb_scale;  // Gemma √C, Granite's embedding_multiplier
       if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
     }
     run_layers(m, T, p, 0, old_T, x, tr);
@@ -192,19 +219,24 @@ class CpuBackend : public Backend {
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
     Mat h, q, k, v, y, up, att(n, H * d);
-    const std::vector<double> inv_freq = c.arch == Arch::Llama ? rope_inv_freq(c) : std::vector<double>();  // (d/2)
+    std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
+    for (int l = 0; l < c.n_layer; ++l) inv_freqs.push_back(rope_inv_freq(c, l, T));
     for (int l = l0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
+      const LayerSpec spec = c.layer(l);
       LayerTrace& lt = tr.layers[l];
       MapMat(lt.resid.data.data(), T, c.n_embd).bottomRows(n) = x;  // (n, C) what enters the layer
-      lt.scale = 1.f / std::sqrt(static_cast<float>(d));
-      norm(c, x, lw.norm1_w, lw.norm1_b, h);
-      linear(h, lw.wq, lw.bq, q);  // (n, H·d)
-      linear(h, lw.wk, lw.bk, k);  // (n, KV·d)
-      linear(h, lw.wv, lw.bv, v);  // (n, KV·d)
-      if (c.arch == Arch::Llama) {
-        rope_inplace(q, H, d, p, inv_freq);
-        rope_inplace(k, KV, d, p, inv_freq);
+      lt.scale = spec.scale;
+      lt.softcap = spec.softcap;
+      lt.window = spec.window;
+      const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
+      linear(hin, lw.wq, lw.bq, q);  // (n, H·d)
+      linear(hin, lw.wk, lw.bk, k);  // (n, KV·d)
+      linear(hin, lw.wv, lw.bv, v);  // (n, KV·d)
+      qk_norm(c, lw, q, k);
+      if (spec.rope) {
+        rope_inplace(q, H, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
+        rope_inplace(k, KV, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
       }
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
@@ -220,29 +252,27 @@ class CpuBackend : public Backend {
       for (int hh = 0; hh < H; ++hh)
         attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
-      x += y;
-      norm(c, x, lw.norm2_w, lw.norm2_b, h);
-      linear(h, lw.w_fc, lw.b_fc, y);  // (n, I)
-      if (c.arch == Arch::Gpt2) {
-        gelu_tanh_inplace(y);
-      } else {
-        linear(h, lw.w_up, Vec(), up);
-        swiglu_inplace(y, up);
-      }
+      add_branch(c, lw.post_attn_norm, y, h, x);
+      const Mat& hm = lw.norm2_w.size() ? (norm(c, x, lw.norm2_w, lw.norm2_b, h), h) : x;
+      linear(hm, lw.w_fc, lw.b_fc, y);  // (n, I)
+      if (lw.w_up.size()) linear(hm, lw.w_up, Vec(), up);  // (n, I)
+      mlp_activation(c, y, up);
       linear(y, lw.w_down, lw.b_down, h);  // (n, C)
-      x += h;
+      add_branch(c, lw.post_mlp_norm, h, y, x);
       if (control_) {
         ++control_->layers_done;
         if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
       }
     }
     norm(c, x, w.normf_w, w.normf_b, h);
+    if (c.logit_scale != 1.f) h *= c.logit_scale;  // Granite's 1 / logits_scaling, folded in
     MapMat(tr.final_hidden.data.data(), T, c.n_embd).bottomRows(n) = h;  // (n, C)
     if (tr.all_logits) {
       tr.logits_from = 0;
       tr.row_loss.clear();
       MapMat logits(tr.logits.data.data(), T, V);
       linear_bt(h, w.unembedding(), logits.bottomRows(n));  // (n, V)
+      finish_logits(c, &logits(p, 0), static_cast<int64_t>(n) * V);
     } else {
       last_logits_and_losses(m, T, p, tr);
     }
@@ -276,6 +306,7 @@ class CpuBackend : public Backend {
       const int vb = std::min(VB, V - v0);
       block.resize(nr, vb);
       linear_bt(rows, U, block, v0, vb);  // (nr, vb)
+      finish_logits(m.config, block.data(), block.size());
 #pragma omp parallel for schedule(static) if (static_cast<double>(nr) * vb > 1e6)
       for (int r = 0; r < nr; ++r) {
         const Eigen::Map<const Eigen::ArrayXf> x(&block(r, 0), vb);

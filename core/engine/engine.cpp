@@ -50,6 +50,7 @@ void row_logits(const Model& m, const Trace& tr, int i, std::vector<float>& out)
   const Mat h = Eigen::Map<const Mat>(tr.final_hidden.data.data() + static_cast<size_t>(i) * C, 1, C);  // (1, C)
   Mat y(1, V);
   linear_bt(h, m.weights.unembedding(), y);  // (1, V)
+  finish_logits(m.config, y.data(), V);
   out.assign(y.data(), y.data() + V);
 }
 

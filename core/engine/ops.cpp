@@ -1,5 +1,7 @@
 #include "core/engine/ops.h"
 
+#include "core/engine/trace.h"
+
 #include <omp.h>
 
 #if defined(ATTNVIZ_BLAS_OPENBLAS)
@@ -33,6 +35,27 @@ void rms_norm(const Mat& x, const Vec& w, float eps, Mat& y) {
     const float inv = 1.f / std::sqrt(x.row(r).squaredNorm() / static_cast<float>(x.cols()) + eps);
     y.row(r) = (x.row(r).array() * inv * w.array()).matrix();
   }
+}
+
+void rms_norm_heads(Mat& x, int heads, int d, const Vec& w, float eps) {
+  for (Eigen::Index r = 0; r < x.rows(); ++r)
+    for (int h = 0; h < heads; ++h) {
+      auto seg = x.row(r).segment(static_cast<Eigen::Index>(h) * d, d);
+      const float inv = 1.f / std::sqrt(seg.squaredNorm() / static_cast<float>(d) + eps);
+      seg = (seg.array() * inv * w.array()).matrix();
+    }
+}
+
+void mlp_activation(const ModelConfig& c, Mat& gate, const Mat& up) {
+  if (c.arch == Arch::Gpt2) return gelu_tanh_inplace(gate);
+  if (c.mlp == MlpKind::SwiGLU) return swiglu_inplace(gate, up);
+  gelu_tanh_inplace(gate);
+  if (c.mlp == MlpKind::GeGLU) gate.array() *= up.array();
+}
+
+void finish_logits(const ModelConfig& c, float* logits, int64_t n) {
+  if (const float cap = c.final_softcap; cap > 0)
+    for (int64_t i = 0; i < n; ++i) logits[i] = softcap_value(logits[i], cap);
 }
 
 void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y) {
@@ -221,14 +244,14 @@ void swiglu_inplace(Mat& gate, const Mat& up) {
   g = g / (1.f + (-g).exp()) * up.array();
 }
 
-void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d) {
-  const int half = d / 2;
+void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d, float mscale) {
+  const int half = static_cast<int>(inv_freq_d.size());  // rot / 2
   std::vector<float> inv_freq(inv_freq_d.begin(), inv_freq_d.end());
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     const double pos = static_cast<double>(pos0 + r);
     for (int i = 0; i < half; ++i) {
       const double a = pos * inv_freq[i];
-      const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+      const float c = static_cast<float>(std::cos(a)) * mscale, s = static_cast<float>(std::sin(a)) * mscale;
       for (int h = 0; h < heads; ++h) {
         float* p = &x(r, h * d);
         const float x1 = p[i], x2 = p[i + half];
@@ -328,14 +351,17 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int 
   }
 }
 
-void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P) {
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P) {
   const int rb = static_cast<int>(S.rows()), T = static_cast<int>(S.cols()), d = static_cast<int>(Kt.rows());
   scores_rows(Q.data() + r0 * Q.outerStride(), Q.outerStride(), Kt.data(), Kt.outerStride(), rb, d, T, S.data(),
               S.outerStride());  // (rb, T)
   for (int r = 0; r < rb; ++r) {
-    const int i = r0 + r;
-    P.row(r).head(i + 1) = S.row(r).head(i + 1) * scale;  // the visible part of `masked`
-    softmax_causal_row(&P(r, 0), T, i, &P(r, 0));         // in place; zeroes j > i
+    const int i = r0 + r, first = window_first(i, rule.window);  // keys [first, i] are seen
+    P.row(r).head(i + 1) = S.row(r).head(i + 1) * rule.scale;  // the visible part of `masked`
+    if (rule.softcap > 0)
+      for (int j = first; j <= i; ++j) P(r, j) = softcap_value(P(r, j), rule.softcap);
+    P.row(r).head(first).setConstant(-INFINITY);   // outside a local layer's window
+    softmax_causal_row(&P(r, 0), T, i, &P(r, 0));  // in place; zeroes j > i and the −inf
   }
 }
 

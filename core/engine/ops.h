@@ -25,15 +25,28 @@ const char* blas_name();
 // ("skx"), or "" for Eigen.
 std::string blas_kernels();
 
+// RMSNorm of each of `heads` slices of d values of every row of x (n, heads·d), in place,
+// with weights w (d); heads = 1, d = the row's width normalises whole rows. QK-norm.
+void rms_norm_heads(Mat& x, int heads, int d, const Vec& w, float eps);
+
 // GELU, tanh form: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 void gelu_tanh_inplace(Mat& x);
 // SwiGLU: gate ← silu(gate) ⊙ up, silu(x) = x / (1 + e^−x).
 void swiglu_inplace(Mat& gate, const Mat& up);
+// The MLP's activation of the model's kind on gate (n, I): GELU alone (gpt2), SwiGLU or GeGLU
+// (gelu_tanh(gate) ⊙ up) with up (n, I).
+void mlp_activation(const ModelConfig& c, Mat& gate, const Mat& up);
+
+// The model's final soft-cap on n logits in place: x ← c·tanh(x/c) (Gemma 2); nothing
+// for other models. (Granite's logits_scaling is folded into Trace::final_hidden.)
+void finish_logits(const ModelConfig& c, float* logits, int64_t n);
 
 // Rotary position embedding, rotate-half convention, in place on x (n, heads·d): row r is
-// at position pos0 + r; pairs (i, i + d/2) turn by angle pos · inv_freq[i] (rope_inv_freq:
-// theta^(−2i/d), after the model's rope_scaling), the frequency rounded to float.
-void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d);
+// at position pos0 + r; with rot = 2 · inv_freq.size() ≤ d rotary dims (the first of each
+// head; partial_rotary_factor), pairs (i, i + rot/2) turn by angle pos · inv_freq[i]
+// (rope_inv_freq: theta^(−2i/rot), after the model's rope_scaling), the frequency rounded
+// to float; cos and sin are multiplied by mscale (longrope's attention factor, else 1).
+void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq_d, float mscale = 1.f);
 
 // Softmax of one row whose entries past `last` are −inf (masked): reads masked[0..last],
 // writes probs[0..len), zeros after `last`. probs may be masked (in place). The result does
@@ -58,11 +71,19 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int 
 // A head's keys K (T, d) transposed for scores_rows: (d, T).
 Mat keys_transposed(ConstRowsRef K);
 
+// How a layer turns scores into weights: scaled = scores · scale; capped = c·tanh(scaled/c)
+// when softcap c > 0; masked = that with −inf where attention_masked(i, j, window).
+struct AttnRule {
+  float scale = 1.f;
+  float softcap = 0.f;  // 0: none
+  int window = 0;       // 0: global
+};
+
 // Rows [r0, r0 + rb) of one head's attention, rb = S.rows(): S = Q[r0 : r0+rb] · Kᵀ over all
 // T = S.cols() keys (unscaled: the recorded `scores`, through scores_rows), and P = softmax
-// of S · scale with keys j > i masked (the recorded `probs`). Q (T, d), Kt from
+// of the masked scores (the recorded `probs`, see AttnRule). Q (T, d), Kt from
 // keys_transposed; S and P are (rb, T). The CPU backend computes its blocks through this and a compact trace
 // recomputes a head, or one row, through it, so both give the same bits.
-void attention_block(ConstRowsRef Q, ConstRowsRef Kt, float scale, int r0, RowsRef S, RowsRef P);
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P);
 
 }  // namespace attnviz

@@ -41,16 +41,33 @@ Rows normalize(const ModelConfig& cfg, const Rows& x, const Vec& w, const Vec& b
   return y;
 }
 
-// Rotate-half RoPE on one head's rows (position = row index), frequencies in double.
-void rope(Rows& x, int d, const std::vector<double>& inv_freq) {
-  const int half = d / 2;
+// RMSNorm of columns [c0, c0 + n) of every row, weights w (n), in place (QK-norm).
+void rms_slice(Rows& x, int c0, int n, const Vec& w, double eps) {
+  for (auto& row : x) {
+    double sq = 0;
+    for (int c = 0; c < n; ++c) sq += row[c0 + c] * row[c0 + c] / n;
+    for (int c = 0; c < n; ++c) row[c0 + c] = row[c0 + c] / std::sqrt(sq + eps) * w(c);
+  }
+}
+
+// Rotate-half RoPE on the first rot = 2 · inv_freq.size() dims of one head's rows
+// (position = row index), frequencies in double, cos and sin times mscale.
+void rope(Rows& x, const std::vector<double>& inv_freq, double mscale) {
+  const int half = static_cast<int>(inv_freq.size());
   for (size_t t = 0; t < x.size(); ++t)
     for (int i = 0; i < half; ++i) {
       const double angle = static_cast<double>(t) * inv_freq[static_cast<size_t>(i)];
       const double a = x[t][i], b = x[t][i + half];
-      x[t][i] = a * std::cos(angle) - b * std::sin(angle);
-      x[t][i + half] = b * std::cos(angle) + a * std::sin(angle);
+      x[t][i] = (a * std::cos(angle) - b * std::sin(angle)) * mscale;
+      x[t][i + half] = (b * std::cos(angle) + a * std::sin(angle)) * mscale;
     }
+}
+
+// x[t] += scale · (norm(branch[t]) when the block norms its outputs, else branch[t]).
+void add_branch(const ModelConfig& cfg, const Vec& post_norm, const Rows& branch, Rows& x) {
+  const Rows b = post_norm.size() ? normalize(cfg, branch, post_norm, Vec()) : branch;
+  for (size_t t = 0; t < x.size(); ++t)
+    for (size_t c = 0; c < x[t].size(); ++c) x[t][c] += cfg.residual_scale * b[t][c];
 }
 
 void store(const Rows& x, Tensor& t, int head) {
@@ -77,7 +94,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
   Rows x = zeros(T, C);
   for (int t = 0; t < T; ++t)
     for (int c = 0; c < C; ++c)
-      x[t][c] = w.tok_emb(window[t], c) + (cfg.arch == Arch::Gpt2 ? w.pos_emb(t, c) : 0.0);
+      x[t][c] = w.tok_emb(window[t], c) * static_cast<double>(cfg.emb_scale) + (cfg.arch == Arch::Gpt2 ? w.pos_emb(t, c) : 0.0);
 
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -85,25 +102,42 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, std::vector<float>(static_cast<size_t>(H * T * d))};
     for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, std::vector<float>(static_cast<size_t>(KV * T * d))};
     for (Tensor* t : {&lt.scores, &lt.probs}) *t = Tensor{{H, T, T}, std::vector<float>(static_cast<size_t>(H * T * T))};
-    lt.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));  // the trace derives scaled and masked
+    const LayerSpec spec = cfg.layer(l);
+    lt.scale = spec.scale;  // the trace derives scaled, capped and masked
+    lt.softcap = spec.softcap;
+    lt.window = spec.window;
 
-    const Rows h = normalize(cfg, x, lw.norm1_w, lw.norm1_b);
+    const Rows h = lw.norm1_w.size() ? normalize(cfg, x, lw.norm1_w, lw.norm1_b) : x;
+    // All heads' projections, QK-normed over the whole row (OLMo 2) before they are split.
+    Rows q_all = linear_cols(h, lw.wq, lw.bq, 0, H * d), k_all = linear_cols(h, lw.wk, lw.bk, 0, KV * d);
+    if (cfg.qk_norm == QkNorm::Whole) {
+      rms_slice(q_all, 0, H * d, lw.q_norm, cfg.norm_eps);
+      rms_slice(k_all, 0, KV * d, lw.k_norm, cfg.norm_eps);
+    }
     Rows concat = zeros(T, H * d);
     for (int head = 0; head < H; ++head) {
       const int g = head / (H / KV);  // the KV head this query head reads
-      Rows q = linear_cols(h, lw.wq, lw.bq, head * d, d);  // (T, d)
-      Rows k = linear_cols(h, lw.wk, lw.bk, g * d, d);     // (T, d)
+      Rows q = zeros(T, d), k = zeros(T, d);
+      for (int t = 0; t < T; ++t)
+        for (int e = 0; e < d; ++e) q[t][e] = q_all[t][head * d + e], k[t][e] = k_all[t][g * d + e];
       Rows v = linear_cols(h, lw.wv, lw.bv, g * d, d);     // (T, d)
-      if (cfg.arch == Arch::Llama) {
-        rope(q, d, rope_inv_freq(cfg));
-        rope(k, d, rope_inv_freq(cfg));
+      if (cfg.qk_norm == QkNorm::PerHead) {
+        rms_slice(q, 0, d, lw.q_norm, cfg.norm_eps);
+        rms_slice(k, 0, d, lw.k_norm, cfg.norm_eps);
+      }
+      if (spec.rope) {
+        rope(q, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
+        rope(k, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
       }
       Rows wei = zeros(T, T), scaled = zeros(T, T), masked = zeros(T, T), probs = zeros(T, T), out = zeros(T, d);
+      const double c = spec.softcap;
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j) {
           for (int e = 0; e < d; ++e) wei[i][j] += q[i][e] * k[j][e];  // q @ k.T
-          scaled[i][j] = wei[i][j] / std::sqrt(static_cast<double>(d));  // / sqrt(d)
-          masked[i][j] = j > i ? NEG_INF : scaled[i][j];                  // masked_fill(tril == 0, -inf)
+          scaled[i][j] = wei[i][j] * spec.scale;                          // / sqrt(d), or the model's scale
+          const double capped = c > 0 ? c * std::tanh(scaled[i][j] / c) : scaled[i][j];  // soft-cap
+          const bool outside = j > i || (spec.window > 0 && j <= i - spec.window);  // causal; window [i-W+1, i]
+          masked[i][j] = outside ? NEG_INF : capped;                                  // masked_fill(-inf)
         }
       for (int i = 0; i < T; ++i) {  // softmax over each row
         double mx = NEG_INF, sum = 0;
@@ -132,24 +166,22 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       store(probs, lt.probs, head);
       store(out, lt.out, head);
     }
-    const Rows proj = linear_cols(concat, lw.wo, lw.bo, 0, C);  // output projection
-    for (int t = 0; t < T; ++t)
-      for (int c = 0; c < C; ++c) x[t][c] += proj[t][c];
+    add_branch(cfg, lw.post_attn_norm, linear_cols(concat, lw.wo, lw.bo, 0, C), x);  // output projection
 
-    const Rows h2 = normalize(cfg, x, lw.norm2_w, lw.norm2_b);
+    const Rows h2 = lw.norm2_w.size() ? normalize(cfg, x, lw.norm2_w, lw.norm2_b) : x;
     const int I = cfg.n_inner;
     Rows a = linear_cols(h2, lw.w_fc, lw.b_fc, 0, I);
+    auto gelu = [](double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); };
     if (cfg.arch == Arch::Gpt2) {
       for (auto& row : a)
-        for (double& u : row) u = 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+        for (double& u : row) u = gelu(u);
     } else {
       const Rows up = linear_cols(h2, lw.w_up, Vec(), 0, I);
+      const bool geglu = cfg.mlp == MlpKind::GeGLU;
       for (int t = 0; t < T; ++t)
-        for (int i = 0; i < I; ++i) a[t][i] = a[t][i] / (1 + std::exp(-a[t][i])) * up[t][i];
+        for (int i = 0; i < I; ++i) a[t][i] = (geglu ? gelu(a[t][i]) : a[t][i] / (1 + std::exp(-a[t][i]))) * up[t][i];
     }
-    const Rows mlp = linear_cols(a, lw.w_down, lw.b_down, 0, C);
-    for (int t = 0; t < T; ++t)
-      for (int c = 0; c < C; ++c) x[t][c] += mlp[t][c];
+    add_branch(cfg, lw.post_mlp_norm, linear_cols(a, lw.w_down, lw.b_down, 0, C), x);
     tr.layers.push_back(std::move(lt));
   }
   const Rows hf = normalize(cfg, x, w.normf_w, w.normf_b);
@@ -160,6 +192,8 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     for (int v = 0; v < V; ++v) {
       double s = 0;
       for (int c = 0; c < C; ++c) s += hf[t][c] * U(v, c);
+      s *= cfg.logit_scale;  // Granite: / logits_scaling
+      if (cfg.final_softcap > 0) s = cfg.final_softcap * std::tanh(s / cfg.final_softcap);
       tr.logits.data[t * V + v] = static_cast<float>(s);
     }
   return tr;

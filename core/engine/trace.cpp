@@ -118,6 +118,7 @@ const char* stage_label(Stage s) {
   switch (s) {
     case Stage::Scores: return "scores q\xC2\xB7k\xE1\xB5\x80";      // q·kᵀ
     case Stage::Scaled: return "scaled /\xE2\x88\x9A" "d";            // /√d
+    case Stage::Capped: return "soft-capped";
     case Stage::Masked: return "masked";
     case Stage::Probs: return "softmax";
     case Stage::Q: return "Q";
@@ -129,7 +130,7 @@ const char* stage_label(Stage s) {
 }
 
 const char* stage_name(Stage s) {
-  static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "masked", "probs", "out"};
+  static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out"};
   return names[static_cast<int>(s)];
 }
 
@@ -142,6 +143,7 @@ const Tensor* LayerTrace::stored(Stage s) const {
     case Stage::Probs: return compact ? nullptr : &probs;
     case Stage::Out: return &out;
     case Stage::Scaled:
+    case Stage::Capped:
     case Stage::Masked: return nullptr;
   }
   return nullptr;
@@ -163,10 +165,18 @@ void LayerTrace::attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, flo
   if (!S) s_tmp.resize(rb, n);
   if (!P) p_tmp.resize(rb, n);
   Out Sm(S ? S : s_tmp.data(), rb, n, Eigen::OuterStride<>(n)), Pm(P ? P : p_tmp.data(), rb, n, Eigen::OuterStride<>(n));
-  attention_block(Q, Kt, scale, static_cast<int>(r0), Sm, Pm);
+  attention_block(Q, Kt, AttnRule{scale, softcap, window}, static_cast<int>(r0), Sm, Pm);
 }
 
 namespace {
+
+// Element (i, j) of a derived stage s from its score: scaled, capped (soft-capped where
+// the layer caps, else the scaled value), masked (−inf where the layer's mask hides it).
+float derive_value(const LayerTrace& lt, Stage s, int64_t i, int64_t j, float score) {
+  if (s == Stage::Masked && lt.masked_at(i, j)) return -INFINITY;
+  const float x = score * lt.scale;  // the same product as attention_block's
+  return s == Stage::Scaled ? x : softcap_value(x, lt.softcap);
+}
 
 // Rows [r0, r0 + rows) of a head of stage s (a matrix stage) into dst (rows, T), from the
 // stored matrices or, compact, through the kernel.
@@ -189,11 +199,8 @@ void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t r
     for (int64_t i = 0; i < rows; ++i) std::copy_n(src.head(h) + (r0 + i) * src.ld(), T, dst + i * T);
   }
   if (!LayerTrace::derived(s)) return;
-  for (int64_t i = 0; i < rows; ++i)  // scaled, masked from the scores
-    for (int64_t j = 0; j < T; ++j) {
-      float& x = dst[i * T + j];
-      x = s == Stage::Masked && causally_masked(r0 + i, j) ? -INFINITY : x * lt.scale;
-    }
+  for (int64_t i = 0; i < rows; ++i)  // scaled, capped, masked from the scores
+    for (int64_t j = 0; j < T; ++j) dst[i * T + j] = derive_value(lt, s, r0 + i, j, dst[i * T + j]);
 }
 
 }  // namespace
@@ -214,8 +221,7 @@ const float* LayerTrace::row_values(Stage s, int64_t h, int64_t i, std::vector<f
 
 float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
   if (const Tensor* t = stored(s)) return t->at(h, i, j);
-  if (s == Stage::Masked && causally_masked(i, j)) return -INFINITY;
-  if (derived(s) && !compact) return scores.at(h, i, j) * scale;
+  if (derived(s) && !compact) return derive_value(*this, s, i, j, scores.at(h, i, j));
   std::vector<float> row;
   return row_values(s, h, i, row)[j];
 }

@@ -1,6 +1,7 @@
 // What one forward pass records: every matrix of attention, per layer and head, as plain
 // data. The engine writes it; panels, exporters and the CLI read it as const&.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,15 +45,24 @@ struct Tensor {
   void resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols);
 };
 
-// Stages of attention, in the order they happen.
-enum class Stage { Q, K, V, Scores, Scaled, Masked, Probs, Out };
-constexpr int kStageCount = 8;
+// Stages of attention, in the order they happen. Capped exists only in layers that
+// soft-cap their scores (LayerTrace::has).
+enum class Stage { Q, K, V, Scores, Scaled, Capped, Masked, Probs, Out };
+constexpr int kStageCount = 9;
 const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
 const char* stage_label(Stage s);  // what people read: "scores q·kᵀ", "scaled /√d", "masked", "softmax", "Q", …, "head output"
 bool stage_from_name(const std::string& name, Stage* out);  // the stage whose stage_name is `name`; false when none
 
 // Cells a causal mask hides: query i may not see key j > i.
 inline bool causally_masked(int64_t i, int64_t j) { return j > i; }
+// The first key query i sees: 0 on a global layer (window 0), i − W + 1 on a local one.
+inline int window_first(int i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
+inline int64_t window_first(int64_t i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
+// Cells a layer's mask hides: j > i, and on a local layer of window W also j ≤ i − W, so
+// that query i sees exactly the keys [i − W + 1, i].
+inline bool attention_masked(int64_t i, int64_t j, int window) { return j > i || j < window_first(i, window); }
+// Attention logit soft-capping (Gemma 2): c·tanh(x/c); x when c is 0.
+inline float softcap_value(float x, float c) { return c > 0 ? c * std::tanh(x / c) : x; }
 
 // Stored stages: q, k, v, scores, probs, out. `scaled` and `masked` are derived when asked
 // for (scaled = scores · scale, masked = scaled with −inf where j > i), never stored: that
@@ -78,10 +88,14 @@ struct LayerTrace {
                      //   empty when the backend does not compute them (score_heads then reads probs)
   Tensor thumbs;     // (H, n, n) probs max-pooled over thumb_bucket² cells; empty: none
   int thumb_bucket = 0;
-  float scale = 1.f;  // 1/√d, as the backend applied it
+  float scale = 1.f;    // as the backend applied it: 1/√d unless the model says otherwise
+  float softcap = 0.f;  // > 0: this layer soft-caps its scaled scores (the capped stage)
+  int window = 0;       // > 0: a local layer; query i sees keys [i − window + 1, i]
   bool compact = false;
 
-  static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Masked; }
+  static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked; }
+  bool has(Stage s) const { return s != Stage::Capped || softcap > 0; }  // capped only where soft-capped
+  bool masked_at(int64_t i, int64_t j) const { return attention_masked(i, j, window); }
   static bool matrix(Stage s) { return s == Stage::Scores || s == Stage::Probs || derived(s); }  // (T, T) per head
   const Tensor* stored(Stage s) const;  // null for a derived stage, and for a matrix when compact
   Tensor* stored(Stage s);

@@ -95,7 +95,7 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
     for (int s = 0; s < kStageCount; ++s) {
       const Stage st = static_cast<Stage>(s);
-      if (!selected(sel.stages, stage_name(st))) continue;
+      if (!lt.has(st) || !selected(sel.stages, stage_name(st))) continue;
       std::vector<int64_t> shape = lt.shape(st);
       // The heads written, in order: the selected query heads, or for k and v the KV heads they read.
       std::vector<int64_t> heads;

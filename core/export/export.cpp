@@ -16,7 +16,7 @@ namespace attnviz {
 
 namespace {
 
-bool square_stage(Stage s) { return s == Stage::Scores || s == Stage::Scaled || s == Stage::Masked || s == Stage::Probs; }
+bool square_stage(Stage s) { return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs; }
 bool kv_stage(Stage s) { return s == Stage::K || s == Stage::V; }
 
 std::string fmt(float v) {

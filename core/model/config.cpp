@@ -1,5 +1,8 @@
 #include "core/model/config.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -49,16 +52,45 @@ bool get_bool(const nlohmann::json& j, const char* key, bool fallback, const std
   return j[key].get<bool>();
 }
 
-void parse_rope_scaling(const nlohmann::json& r, const std::string& where, ModelConfig& c) {
-  const std::string at = where + ": rope_scaling";
+// One rope_scaling (or rope_parameters) object into s; its rope_theta, where it has one,
+// into *theta. Phi-3's longrope also reads the model's max_position_embeddings and
+// original_max_position_embeddings from `top`, and needs the rotary width for its lists.
+void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nlohmann::json& top, int rot,
+                        RopeScaling& s, float* theta) {
   if (!r.is_object()) throw Error(at + " must be an object, found " + json_excerpt(r));
+  if (theta) *theta = get_float(r, "rope_theta", *theta, at, true);
   // Hugging Face writes "rope_type" (older files "type").
-  const std::string type = get_string(r, "rope_type", get_string(r, "type", "", at), at);
-  ModelConfig::RopeScaling& s = c.rope_scaling;
+  const std::string type = get_string(r, "rope_type", get_string(r, "type", "default", at), at);
+  s = RopeScaling{};
   if (type == "default") return;
-  if (type != "linear" && type != "llama3")
-    throw Error(at + ": type \"" + excerpt(type) + "\" is not supported\n  HINT: attnviz reads \"linear\" and \"llama3\".");
+  if (type != "linear" && type != "llama3" && type != "longrope")
+    throw Error(at + ": type \"" + excerpt(type) +
+                "\" is not supported\n  HINT: attnviz reads \"linear\", \"llama3\" and \"longrope\".");
   s.type = type;
+  if (type == "longrope") {
+    auto factors = [&](const char* key) {
+      if (!r.contains(key) || !r[key].is_array() || r[key].size() != static_cast<size_t>(rot / 2))
+        throw Error(at + ": \"" + key + "\" must be a list of " + std::to_string(rot / 2) +
+                    " numbers (rotary dims / 2), found " + json_excerpt(r.value(key, nlohmann::json())));
+      std::vector<float> f;
+      for (const auto& v : r[key]) {
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+          throw Error(at + ": \"" + key + "\" holds " + json_excerpt(v) + "; every factor must be a positive number");
+        f.push_back(v.get<float>());
+      }
+      return f;
+    };
+    s.freq_factors = factors("short_factor");
+    s.long_factor = factors("long_factor");
+    const int max_pos = get_int(top, "max_position_embeddings", at);
+    const int orig = get_int(top, "original_max_position_embeddings", at, get_int(r, "original_max_position_embeddings", at, max_pos));
+    s.original_max_position = orig;
+    s.factor = std::max(1.f, static_cast<float>(max_pos) / static_cast<float>(orig));
+    const float af = s.factor > 1.f ? static_cast<float>(std::sqrt(1.0 + std::log(static_cast<double>(s.factor)) / std::log(static_cast<double>(orig))))
+                                    : 1.f;
+    s.mscale = get_float(r, "attention_factor", af, at, true);
+    return;
+  }
   s.factor = get_float(r, "factor", 0.f, at, true);
   if (!(s.factor >= 1.f)) throw Error(at + ": \"factor\" must be at least 1, found " + json_excerpt(r.value("factor", nlohmann::json())));
   if (type == "llama3") {
@@ -70,9 +102,204 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& where, Model
   }
 }
 
+// A soft-cap: absent or null is none; otherwise a positive finite number.
+float get_softcap(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return 0.f;
+  const float v = get_float(j, key, 0.f, where);
+  if (!(v > 0.f))
+    throw Error(where + ": \"" + key + "\" must be a positive number (or null for none), found " + json_excerpt(j[key]));
+  return v;
+}
+
+// The llama-like families: everything but gpt2. Keys as each family's config.json spells them.
+void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+  const std::string& t = c.model_type;
+  const bool gemma = t == "gemma2" || t == "gemma3_text";
+  c.arch = Arch::Llama;
+  c.vocab_size = get_int(j, "vocab_size", where);
+  c.n_layer = get_int(j, "num_hidden_layers", where);
+  c.n_embd = get_int(j, "hidden_size", where);
+  c.n_head = get_int(j, "num_attention_heads", where);
+  c.n_kv_head = get_int(j, "num_key_value_heads", where, c.n_head);
+  c.n_inner = get_int(j, "intermediate_size", where);
+  c.n_ctx = get_int(j, "max_position_embeddings", where);
+  c.norm_eps = get_float(j, "rms_norm_eps", t == "olmo2" ? 1e-5f : 1e-6f, where, true);
+  c.rope_theta = get_float(j, "rope_theta", t == "gemma3_text" ? 1e6f : 10000.f, where, true);
+  c.tie_embeddings = get_bool(j, "tie_word_embeddings", gemma, where);
+  const bool attn_bias = get_bool(j, "attention_bias", false, where);
+  c.qkv_bias = attn_bias || t == "qwen2";
+  c.o_bias = attn_bias;
+  if (get_bool(j, "mlp_bias", false, where)) throw Error(where + ": mlp_bias is not supported yet");
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_size = get_int(j, "head_dim", where);
+  } else {
+    if (c.n_embd % c.n_head != 0)
+      throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                  std::to_string(c.n_head));
+    c.head_size = c.n_embd / c.n_head;
+  }
+  if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
+  if (c.n_head % c.n_kv_head != 0)
+    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
+                " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_head));
+  checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
+  checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
+  const int L = c.n_layer;
+
+  // The MLP's activation.
+  const char* act_key = gemma ? (j.contains("hidden_activation") ? "hidden_activation" : "hidden_act") : "hidden_act";
+  const std::string act = get_string(j, act_key, gemma ? "gelu_pytorch_tanh" : "silu", where);
+  if (gemma) {
+    if (act != "gelu_pytorch_tanh" && act != "gelu_new")
+      throw Error(where + ": " + act_key + " \"" + excerpt(act) + "\" is not supported (gelu_pytorch_tanh expected)");
+    c.mlp = MlpKind::GeGLU;
+  } else if (act != "silu") {
+    throw Error(where + ": hidden_act \"" + excerpt(act) + "\" is not supported (silu expected)");
+  }
+
+  // Family traits.
+  if (t == "qwen3" || t == "gemma3_text") c.qk_norm = QkNorm::PerHead;
+  if (t == "olmo2") c.qk_norm = QkNorm::Whole, c.norm_place = NormPlace::Post;
+  if (gemma) {
+    c.norm_place = NormPlace::Sandwich;
+    c.norm_plus_one = true;
+    c.emb_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));
+  }
+  if (t == "phi3") {
+    c.fused_qkv = true;
+    const float f = get_float(j, "partial_rotary_factor", 1.f, where);
+    const double rot = static_cast<double>(c.head_size) * f;
+    const int rot_i = static_cast<int>(rot);  // Hugging Face: int(head_dim * partial_rotary_factor)
+    if (!(f > 0.f && f <= 1.f) || rot_i < 2 || rot_i % 2 != 0)
+      throw Error(where + ": partial_rotary_factor " + json_excerpt(j.value("partial_rotary_factor", nlohmann::json())) +
+                  " must be in (0, 1] and give an even number of rotary dims (head_dim " + std::to_string(c.head_size) +
+                  " x factor = " + std::to_string(rot) + ")");
+    c.rotary_dim = rot_i == c.head_size ? 0 : rot_i;
+  }
+  if (t == "granite") {
+    c.emb_scale = get_float(j, "embedding_multiplier", 1.f, where, true);
+    c.residual_scale = get_float(j, "residual_multiplier", 1.f, where, true);
+    c.logit_scale = 1.f / get_float(j, "logits_scaling", 1.f, where, true);
+  }
+  if (t == "gemma2") c.final_softcap = get_softcap(j, "final_logit_softcapping", where);
+  if (t == "gemma3_text") c.final_softcap = get_softcap(j, "final_logit_softcapping", where);
+  const float attn_softcap = gemma ? get_softcap(j, "attn_logit_softcapping", where) : 0.f;
+  float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
+  if (gemma) scale = 1.f / std::sqrt(get_float(j, "query_pre_attn_scalar", static_cast<float>(c.head_size), where, true));
+  if (t == "granite") scale = get_float(j, "attention_multiplier", scale, where, true);
+
+  // RoPE: rope_theta + rope_scaling, or the newer rope_parameters (one object, or one per
+  // layer type). Gemma 3's local layers use rope_local_base_freq without scaling.
+  const int rot = c.rotary();
+  RopeScaling local_scaling;
+  float local_theta = t == "gemma3_text" ? get_float(j, "rope_local_base_freq", 10000.f, where, true) : c.rope_theta;
+  const bool per_type_rope = t == "gemma3_text";
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    parse_rope_scaling(j["rope_scaling"], where + ": rope_scaling", j, rot, c.rope_scaling, nullptr);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const nlohmann::json& rp = j["rope_parameters"];
+    const std::string at = where + ": rope_parameters";
+    if (rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+      if (rp.contains("full_attention"))
+        parse_rope_scaling(rp["full_attention"], at + ".full_attention", j, rot, c.rope_scaling, &c.rope_theta);
+      if (rp.contains("sliding_attention"))
+        parse_rope_scaling(rp["sliding_attention"], at + ".sliding_attention", j, rot, local_scaling, &local_theta);
+    } else {
+      parse_rope_scaling(rp, at, j, rot, c.rope_scaling, &c.rope_theta);
+      if (!per_type_rope) local_theta = c.rope_theta;
+    }
+  }
+  if (!per_type_rope) local_scaling = c.rope_scaling;
+
+  // Which layers are local: layer_types where given, else each family's own rule.
+  const int W = j.contains("sliding_window") && !j["sliding_window"].is_null() ? 0 : -1;
+  int window = 0;
+  if (W == 0) {
+    const nlohmann::json& v = j["sliding_window"];
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+      throw Error(where + ": \"sliding_window\" must be a positive integer (or null for none), found " + json_excerpt(v));
+    window = v.get<int64_t>() > kMaxDim ? static_cast<int>(kMaxDim) : static_cast<int>(v.get<int64_t>());
+  }
+  std::vector<bool> local(static_cast<size_t>(L), false);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const nlohmann::json& lt = j["layer_types"];
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
+      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
+                  json_excerpt(lt));
+    for (int l = 0; l < L; ++l) {
+      const nlohmann::json& e = lt[static_cast<size_t>(l)];
+      const std::string name = e.is_string() ? e.get<std::string>() : "";
+      if (name == "sliding_attention") local[static_cast<size_t>(l)] = true;
+      else if (name != "full_attention")
+        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
+                    "\n  HINT: attnviz reads \"full_attention\" and \"sliding_attention\".");
+    }
+  } else if (t == "gemma2") {
+    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % 2 != 0;  // layer 0 local, 1 global, ...
+  } else if (t == "gemma3_text") {
+    const int pattern = get_int(j, "sliding_window_pattern", where, 6);
+    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % pattern != 0;  // 5 local : 1 global
+  } else if (t == "mistral" || t == "phi3") {
+    local.assign(static_cast<size_t>(L), window > 0);
+  } else if (t == "qwen2" || t == "qwen3" || t == "smollm3") {
+    if (get_bool(j, "use_sliding_window", false, where)) {
+      const int from = t == "smollm3" ? 0 : get_int(j, "max_window_layers", where, L);
+      for (int l = from; l < L; ++l) local[static_cast<size_t>(l)] = true;  // Hugging Face: layers ≥ max_window_layers
+    }
+  }
+  const bool any_local = std::find(local.begin(), local.end(), true) != local.end();
+  if (any_local && window <= 0)
+    throw Error(where + ": some layers are local (sliding_attention) but \"sliding_window\" is missing");
+
+  // Layers without RoPE (SmolLM3): no_rope_layers[l] = 0, or every no_rope_layer_interval-th.
+  std::vector<bool> rope(static_cast<size_t>(L), true);
+  if (t == "smollm3") {
+    if (j.contains("no_rope_layers") && !j["no_rope_layers"].is_null()) {
+      const nlohmann::json& nr = j["no_rope_layers"];
+      if (!nr.is_array() || nr.size() != static_cast<size_t>(L))
+        throw Error(where + ": \"no_rope_layers\" must list " + std::to_string(L) + " entries of 0 or 1, found " + json_excerpt(nr));
+      for (int l = 0; l < L; ++l) {
+        const nlohmann::json& e = nr[static_cast<size_t>(l)];
+        if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
+          throw Error(where + ": no_rope_layers[" + std::to_string(l) + "] is " + json_excerpt(e) + "; 1 (RoPE) or 0 (none) expected");
+        rope[static_cast<size_t>(l)] = e.get<int64_t>() == 1;
+      }
+    } else {
+      const int every = get_int(j, "no_rope_layer_interval", where, 4);
+      for (int l = 0; l < L; ++l) rope[static_cast<size_t>(l)] = (l + 1) % every != 0;
+    }
+  }
+
+  const bool uniform = !any_local && attn_softcap == 0.f && std::find(rope.begin(), rope.end(), false) == rope.end() &&
+                       scale == 1.f / std::sqrt(static_cast<float>(c.head_size)) && !per_type_rope;
+  if (uniform) return;  // llama's layers: layer() derives them
+  for (int l = 0; l < L; ++l) {
+    LayerSpec s;
+    const bool loc = local[static_cast<size_t>(l)];
+    s.window = loc ? window : 0;
+    s.rope = rope[static_cast<size_t>(l)];
+    s.rope_theta = loc ? local_theta : c.rope_theta;
+    s.rope_scaling = loc ? local_scaling : c.rope_scaling;
+    s.scale = scale;
+    s.softcap = attn_softcap;
+    c.layer_specs.push_back(std::move(s));
+  }
+}
+constexpr const char* kDecoderTypes[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3_text",
+                                          "phi3", "smollm3", "olmo2", "granite"};
+bool is_decoder_family(const std::string& t) {
+  return std::find(std::begin(kDecoderTypes), std::end(kDecoderTypes), t) != std::end(kDecoderTypes);
+}
+std::string known_types() {
+  std::string s = "\"gpt2\"";
+  for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
+  return s + ", \"gemma3\" (with a text_config)";
+}
+
 }  // namespace
 
-std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s) {
+std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s, int T) {
+  const bool long_factors = s.type == "longrope" && T > s.original_max_position;
   const int half = d / 2;
   std::vector<double> f(static_cast<size_t>(std::max(half, 0)));
   constexpr double kPi = 3.14159265358979323846;
@@ -80,8 +307,8 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
     double x = std::pow(static_cast<double>(theta), -2.0 * i / d);
     if (s.type == "linear") {
       x /= s.factor;
-    } else if (s.type == "factors") {
-      x /= s.freq_factors.at(static_cast<size_t>(i));
+    } else if (s.type == "factors" || s.type == "longrope") {
+      x /= (long_factors ? s.long_factor : s.freq_factors).at(static_cast<size_t>(i));
     } else if (s.type == "llama3") {
       // Wavelengths under old_ctx / high_freq_factor are kept; over old_ctx / low_freq_factor
       // divided by factor; between, a linear blend in old_ctx / wavelength.
@@ -101,9 +328,18 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
-    throw Error(where + ": missing \"model_type\"\n  HINT: attnviz reads model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\".");
+    throw Error(where + ": missing \"model_type\"\n  HINT: attnviz reads model_type " + known_types() + ".");
   ModelConfig c;
   c.model_type = j["model_type"].get<std::string>();
+  if (c.model_type == "gemma3") {  // the multimodal checkpoints: the text model's config inside
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      throw Error(where + ": model_type \"gemma3\" without a \"text_config\" object\n  HINT: attnviz reads the text model of Gemma 3.");
+    nlohmann::json text = j["text_config"];
+    text["model_type"] = "gemma3_text";
+    ModelConfig t = parse_config(text, where + ": text_config");
+    t.notes.push_back("gemma3: the text model of a multimodal checkpoint; its vision tower is not used");
+    return t;
+  }
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -128,44 +364,109 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
       throw Error(where + ": activation_function \"" + excerpt(act) + "\" is not supported (gelu_new expected)");
     if (get_bool(j, "scale_attn_by_inverse_layer_idx", false, where) || get_bool(j, "reorder_and_upcast_attn", false, where))
       throw Error(where + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
-  } else if (c.model_type == "llama" || c.model_type == "qwen2" || c.model_type == "mistral") {
-    c.arch = Arch::Llama;
-    c.vocab_size = get_int(j, "vocab_size", where);
-    c.n_layer = get_int(j, "num_hidden_layers", where);
-    c.n_embd = get_int(j, "hidden_size", where);
-    c.n_head = get_int(j, "num_attention_heads", where);
-    c.n_kv_head = get_int(j, "num_key_value_heads", where, c.n_head);
-    c.n_inner = get_int(j, "intermediate_size", where);
-    c.n_ctx = get_int(j, "max_position_embeddings", where);
-    c.norm_eps = get_float(j, "rms_norm_eps", 1e-6f, where, true);
-    c.rope_theta = get_float(j, "rope_theta", 10000.f, where, true);
-    c.tie_embeddings = get_bool(j, "tie_word_embeddings", false, where);
-    const bool attn_bias = get_bool(j, "attention_bias", false, where);
-    c.qkv_bias = attn_bias || c.model_type == "qwen2";
-    c.o_bias = attn_bias;
-    if (get_bool(j, "mlp_bias", false, where)) throw Error(where + ": mlp_bias is not supported yet");
-    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-      c.head_size = get_int(j, "head_dim", where);
-    } else {
-      if (c.n_embd % c.n_head != 0)
-        throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                    std::to_string(c.n_head));
-      c.head_size = c.n_embd / c.n_head;
-    }
-    if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
-    if (c.n_head % c.n_kv_head != 0)
-      throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
-                  " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_head));
-    checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
-    checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
-    const std::string act = get_string(j, "hidden_act", "silu", where);
-    if (act != "silu") throw Error(where + ": hidden_act \"" + excerpt(act) + "\" is not supported (silu expected)");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) parse_rope_scaling(j["rope_scaling"], where, c);
+  } else if (is_decoder_family(c.model_type)) {
+    parse_decoder(j, where, c);
   } else {
-    throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) +
-                "\"\n  HINT: attnviz reads model_type \"gpt2\", \"llama\", \"qwen2\" or \"mistral\".");
+    throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) + "\"\n  HINT: attnviz reads model_type " +
+                known_types() + ".");
   }
   return c;
+}
+
+LayerSpec ModelConfig::layer(int l) const {
+  if (!layer_specs.empty()) return layer_specs.at(static_cast<size_t>(l));
+  LayerSpec s;
+  s.rope = arch == Arch::Llama;
+  s.rope_theta = rope_theta;
+  s.rope_scaling = rope_scaling;
+  s.scale = 1.f / std::sqrt(static_cast<float>(head_size));
+  return s;
+}
+
+bool ModelConfig::any_local() const {
+  return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.window > 0; });
+}
+bool ModelConfig::any_softcap() const {
+  return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.softcap > 0; });
+}
+
+namespace {
+// "0,2,4-9": the layers where `pick` holds, runs shortened.
+template <class F>
+std::string layer_list(int L, F pick) {
+  std::string out;
+  for (int l = 0; l < L;) {
+    if (!pick(l)) {
+      ++l;
+      continue;
+    }
+    int e = l;
+    while (e + 1 < L && pick(e + 1)) ++e;
+    out += (out.empty() ? "" : ",") + std::to_string(l) + (e > l + 1 ? "-" + std::to_string(e) : e == l + 1 ? "," + std::to_string(e) : "");
+    l = e + 1;
+  }
+  return out;
+}
+std::string num(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", static_cast<double>(v));
+  return b;
+}
+}  // namespace
+
+std::string ModelConfig::features() const {
+  std::vector<std::string> f;
+  if (qk_norm == QkNorm::PerHead) f.push_back("QK-norm per head");
+  if (qk_norm == QkNorm::Whole) f.push_back("QK-norm over all heads");
+  if (norm_place == NormPlace::Sandwich) f.push_back("4 norms per block");
+  if (norm_place == NormPlace::Post) f.push_back("norms after attention and MLP");
+  if (mlp == MlpKind::GeGLU) f.push_back("GeGLU");
+  if (fused_qkv) f.push_back("fused qkv");
+  if (rotary_dim) f.push_back("RoPE on " + std::to_string(rotary_dim) + " of " + std::to_string(head_size) + " dims");
+  if (rope_scaling.type == "longrope") f.push_back("longrope x" + num(rope_scaling.mscale));
+  const int L = n_layer;
+  std::map<int, std::string> windows;  // W -> layers
+  for (int l = 0; l < L; ++l)
+    if (const int w = layer(l).window) windows[w];
+  for (auto& [w, s] : windows) {
+    const int W = w;
+    const std::string ls = layer_list(L, [&](int l) { return layer(l).window == W; });
+    f.push_back("window " + std::to_string(W) + " on layers " + ls);
+  }
+  if (any_local()) {
+    const std::string g = layer_list(L, [&](int l) { return layer(l).window == 0; });
+    f.push_back(g.empty() ? "no global layer" : "global on " + g);
+  }
+  if (arch == Arch::Llama) {
+    const std::string nr = layer_list(L, [&](int l) { return !layer(l).rope; });
+    if (!nr.empty()) f.push_back("no RoPE on layers " + nr);
+    if (!layer_specs.empty() && layer(0).rope_theta != rope_theta)
+      f.push_back("RoPE base " + num(layer(0).rope_theta) + " local, " + num(rope_theta) + " global");
+  }
+  if (any_softcap()) f.push_back("soft-cap " + num(layer(0).softcap));
+  if (!layer_specs.empty() && layer(0).scale != 1.f / std::sqrt(static_cast<float>(head_size)))
+    f.push_back("scale " + num(layer(0).scale));
+  if (emb_scale != 1.f) f.push_back("embeddings x" + num(emb_scale));
+  if (residual_scale != 1.f) f.push_back("residual x" + num(residual_scale));
+  if (logit_scale != 1.f) f.push_back("logits x" + num(logit_scale));
+  if (final_softcap > 0) f.push_back("final soft-cap " + num(final_softcap));
+  std::string out;
+  for (const auto& s : f) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::vector<double> rope_inv_freq(const ModelConfig& c, int l, int T) {
+  const LayerSpec s = c.layer(l);
+  if (!s.rope) return {};
+  return rope_inv_freq(s.rope_theta, c.rotary(), s.rope_scaling, T);
+}
+
+bool rope_changes(const ModelConfig& c, int T_old, int T) {
+  for (int l = 0; l < c.n_layer; ++l) {
+    const RopeScaling& s = c.layer(l).rope_scaling;
+    if (s.type == "longrope" && (T_old > s.original_max_position) != (T > s.original_max_position)) return true;
+  }
+  return false;
 }
 
 ParamCounts parameter_counts(const ModelConfig& c) {
@@ -190,7 +491,10 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
   p.mlp = mul({L, mlp});
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
-  p.norms = mul({add(mul({2, L}), 1), norm});
+  const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
+  p.norms = mul({add(mul({block_norms, L}), 1), norm});
+  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L, 2, c.head_size}));
+  if (c.qk_norm == QkNorm::Whole) p.norms = add(p.norms, mul({L, add(Hd, KVd)}));
   p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
   int64_t total = 0;
   for (int64_t part : {p.token_embedding, p.position_embedding, p.attention, p.mlp, p.norms, p.lm_head})
@@ -226,11 +530,17 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["activation_function"] = "gelu_new";
     return j;
   }
+  const std::string& t = c.model_type;
+  const bool gemma = t == "gemma2" || t == "gemma3_text";
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;
   j["rope_theta"] = c.rope_theta;
-  if (!c.rope_scaling.type.empty()) {
-    const ModelConfig::RopeScaling& s = c.rope_scaling;
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == "longrope") {
+    j["rope_scaling"] = {{"rope_type", s.type}, {"short_factor", s.freq_factors}, {"long_factor", s.long_factor},
+                         {"attention_factor", s.mscale}};
+    j["original_max_position_embeddings"] = s.original_max_position;
+  } else if (!s.type.empty()) {
     j["rope_scaling"] = {{"rope_type", s.type}, {"factor", s.factor}};
     if (s.type == "llama3") {
       j["rope_scaling"]["low_freq_factor"] = s.low_freq_factor;
@@ -239,8 +549,42 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     }
   }
   j["tie_word_embeddings"] = c.tie_embeddings;
-  j["hidden_act"] = "silu";
-  if (c.model_type == "llama") j["attention_bias"] = c.qkv_bias;
+  j[gemma ? "hidden_activation" : "hidden_act"] = gemma ? "gelu_pytorch_tanh" : "silu";
+  if (t == "llama" || t == "qwen3" || t == "olmo2" || t == "granite" || t == "smollm3" || t == "phi3" || gemma)
+    j["attention_bias"] = c.qkv_bias;
+  const LayerSpec first = c.layer(0);
+  if (gemma) {
+    j["architectures"] = {t == "gemma2" ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"};
+    j["query_pre_attn_scalar"] = 1.0 / (static_cast<double>(first.scale) * first.scale);
+    j["attn_logit_softcapping"] = first.softcap > 0 ? nlohmann::json(first.softcap) : nlohmann::json();
+    j["final_logit_softcapping"] = c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json();
+  }
+  if (t == "gemma3_text") {
+    j["rope_local_base_freq"] = 10000.f;
+    for (int l = 0; l < c.n_layer; ++l)
+      if (c.layer(l).window) j["rope_local_base_freq"] = c.layer(l).rope_theta;
+  }
+  if (t == "phi3" && c.rotary_dim)
+    j["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / c.head_size;
+  if (t == "granite") {
+    j["attention_multiplier"] = first.scale;
+    j["embedding_multiplier"] = c.emb_scale;
+    j["residual_multiplier"] = c.residual_scale;
+    j["logits_scaling"] = 1.0 / static_cast<double>(c.logit_scale);
+  }
+  if (t == "smollm3") {
+    j["no_rope_layers"] = nlohmann::json::array();
+    for (int l = 0; l < c.n_layer; ++l) j["no_rope_layers"].push_back(c.layer(l).rope ? 1 : 0);
+  }
+  // Local layers: sliding_window, and layer_types where the family's config has them.
+  int window = 0;
+  for (int l = 0; l < c.n_layer; ++l) window = std::max(window, c.layer(l).window);
+  j["sliding_window"] = window ? nlohmann::json(window) : nlohmann::json();
+  if (window && (t == "qwen2" || t == "qwen3" || t == "smollm3" || gemma)) {
+    if (!gemma) j["use_sliding_window"] = true;
+    j["layer_types"] = nlohmann::json::array();
+    for (int l = 0; l < c.n_layer; ++l) j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
+  }
   return j;
 }
 

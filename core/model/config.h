@@ -14,7 +14,42 @@ namespace attnviz {
 
 enum class Arch {
   Gpt2,   // learned positions, LayerNorm, GELU(tanh), biases, Conv1D weights, tied lm_head
-  Llama,  // RoPE (rotate-half), RMSNorm, SwiGLU, GQA; also qwen2 / mistral checkpoints
+  Llama,  // RoPE (rotate-half), RMSNorm, gated MLP, GQA: every other family (qwen2, mistral,
+          // qwen3, gemma2/3, phi3, smollm3, olmo2, granite), told apart by the data below
+};
+
+// Where a block's norms sit. Pre: x += attn(norm1(x)); x += mlp(norm2(x)) (gpt2, llama).
+// Sandwich (Gemma): x += post_attn(attn(norm1(x))); x += post_mlp(mlp(norm2(x))).
+// Post (OLMo 2): x += post_attn(attn(x)); x += post_mlp(mlp(x)).
+enum class NormPlace { Pre, Sandwich, Post };
+// RMSNorm of queries and keys before RoPE: none, per head over d (qwen3, gemma3), or over
+// the whole projection H·d / KV·d (olmo2).
+enum class QkNorm { None, PerHead, Whole };
+// The MLP: gpt2's GELU(tanh) of one projection; SwiGLU silu(gate)·up; GeGLU gelu_tanh(gate)·up.
+enum class MlpKind { Gelu, SwiGLU, GeGLU };
+
+// config.json's rope_scaling: "" (none), "linear" (every frequency / factor) or "llama3"
+// (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between);
+// "longrope" (Phi-3/4: frequency i / short_factor[i], and cos, sin × mscale); or, from a
+// GGUF file, "factors": frequency i divided by freq_factors[i] (llama.cpp's rope_freqs
+// tensor, where a converter has written Llama 3's divisors).
+struct RopeScaling {
+  std::string type;
+  float factor = 1.f, low_freq_factor = 1.f, high_freq_factor = 4.f;
+  int original_max_position = 8192;
+  std::vector<float> freq_factors;  // (rot/2) for "factors" and "longrope" (its short_factor)
+  std::vector<float> long_factor;   // (rot/2) "longrope" when the window is longer than original_max_position
+  float mscale = 1.f;               // "longrope"'s attention factor: multiplies cos and sin
+};
+
+// What one layer's attention does, built from the config (ModelConfig::layer).
+struct LayerSpec {
+  int window = 0;           // 0: global (keys j ≤ i); W > 0: local, keys [i−W+1, i] (W of them)
+  bool rope = true;         // false: no positional encoding in this layer (gpt2; smollm3's no_rope_layers)
+  float rope_theta = 10000.f;
+  RopeScaling rope_scaling;
+  float scale = 1.f;        // multiplies q·k: 1/√d, query_pre_attn_scalar^−½ or attention_multiplier
+  float softcap = 0.f;      // > 0: scaled scores s ← c·tanh(s/c) before the mask (Gemma 2)
 };
 
 struct ModelConfig {
@@ -30,20 +65,36 @@ struct ModelConfig {
   int n_ctx = 0;       // longest context the model was built for (n_positions / max_position_embeddings)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
-  // config.json's rope_scaling: "" (none), "linear" (every frequency / factor) or "llama3"
-  // (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between);
-  // or, from a GGUF file, "factors": frequency i divided by freq_factors[i] (llama.cpp's
-  // rope_freqs tensor, where a converter has written Llama 3's divisors).
-  struct RopeScaling {
-    std::string type;
-    float factor = 1.f, low_freq_factor = 1.f, high_freq_factor = 4.f;
-    int original_max_position = 8192;
-    std::vector<float> freq_factors;  // (d/2) for "factors"
-  } rope_scaling;
+  using RopeScaling = attnviz::RopeScaling;
+  RopeScaling rope_scaling;  // of the global layers (local ones may differ: layer_specs)
   bool tie_embeddings = true;
   bool qkv_bias = false;   // q/k/v projections have biases (gpt2, qwen2, llama attention_bias)
   bool o_bias = false;     // output projection has a bias (gpt2, llama attention_bias)
   bool mlp_bias = false;   // MLP linears have biases (gpt2, llama mlp_bias)
+
+  // What the families after llama change, as data (defaults: llama's).
+  std::vector<LayerSpec> layer_specs;  // (L) or empty: every layer as layer() derives it
+  int rotary_dim = 0;                  // dims of a head that RoPE turns (its first ones); 0: all d
+  NormPlace norm_place = NormPlace::Pre;
+  QkNorm qk_norm = QkNorm::None;
+  MlpKind mlp = MlpKind::SwiGLU;       // gpt2: Gelu
+  bool norm_plus_one = false;          // Gemma: the file's RMSNorm weights w act as (1 + w); held as 1 + w
+  bool fused_qkv = false;              // phi3: one qkv_proj (q | k | v rows) and gate_up_proj (gate | up)
+  float emb_scale = 1.f;               // token embeddings × this (Gemma √C, Granite embedding_multiplier)
+  float residual_scale = 1.f;          // attention and MLP outputs × this before each add (Granite)
+  float logit_scale = 1.f;             // logits × this (Granite: 1 / logits_scaling)
+  float final_softcap = 0.f;           // > 0: logits ← c·tanh(logits/c) (Gemma 2)
+  std::vector<std::string> notes;      // what loading decided that the user should know
+
+  // Layer l's attention: layer_specs[l], or llama's (global, RoPE with rope_theta and
+  // rope_scaling, scale 1/√d) and gpt2's (no RoPE) when the config has none.
+  LayerSpec layer(int l) const;
+  int rotary() const { return rotary_dim ? rotary_dim : head_size; }
+  bool any_local() const;    // some layer has a window
+  bool any_softcap() const;  // some layer soft-caps its scores
+  // "QK-norm per head, soft-cap 50, window 4096 on layers 0,2,4, no RoPE on 3,7": what
+  // the architecture does beyond llama's, for info and the model panel ("" when nothing).
+  std::string features() const;
 
   // Query heads that share one KV head; query head h reads KV head h / group_size().
   int group_size() const { return n_head / n_kv_head; }
@@ -70,9 +121,16 @@ nlohmann::json config_to_json(const ModelConfig& c);
 
 // The RoPE frequencies θ^(−2i/d), i < d/2, after rope_scaling, in double (the backends
 // round them to float where they always did). Every RoPE in attnviz reads them here.
-std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s = {});
+// With longrope, T (the tokens in the window) chooses the factors: short up to
+// original_max_position, long beyond (as Hugging Face does for the current length).
+std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s = {}, int T = 0);
+// Whether a pass over T tokens turns keys differently from one over T_old (longrope
+// crossing original_max_position): then no cached key can be reused.
+bool rope_changes(const ModelConfig& c, int T_old, int T);
 inline std::vector<double> rope_inv_freq(const ModelConfig& c) {
-  return rope_inv_freq(c.rope_theta, c.head_size, c.rope_scaling);
+  return rope_inv_freq(c.rope_theta, c.rotary(), c.rope_scaling);
 }
+// Layer l's frequencies (rot/2) for a window of T tokens, or none for a layer without RoPE.
+std::vector<double> rope_inv_freq(const ModelConfig& c, int l, int T);
 
 }  // namespace attnviz

@@ -36,7 +36,7 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
   for (const auto& l : w.layers) {
     add(l.norm1_w), add(l.norm1_b), add(l.wq), add(l.wk), add(l.wv), add(l.bq), add(l.bk), add(l.bv);
     add(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add(l.w_fc), add(l.b_fc), add(l.w_up);
-    add(l.w_down), add(l.b_down);
+    add(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
   }
   add(w.normf_w), add(w.normf_b), add(w.lm_head);
   return out;
@@ -144,38 +144,73 @@ void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, s
   }
 }
 
-void load_llama(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
+// The text model's place in a checkpoint: "model." or, in Gemma 3's multimodal files,
+// "language_model.model." (older) or "model.language_model." (newer); and its unembedding.
+void text_model_names(const SafetensorsSet& f, std::string& prefix, std::string& lm_head) {
+  prefix = "model.";
+  lm_head = "lm_head.weight";
+  if (f.find("language_model.model.embed_tokens.weight")) {
+    prefix = "language_model.model.";
+    lm_head = "language_model.lm_head.weight";
+  } else if (f.find("model.language_model.embed_tokens.weight")) {
+    prefix = "model.language_model.";
+  }
+}
+
+void load_decoder(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
   TensorSource s(f, "", &warnings);
   const int C = c.n_embd, I = c.n_inner, Hd = checked_dim(c.n_head, c.head_size, "query width"),
             KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
-  w.tok_emb = s.mat("model.embed_tokens.weight", c.vocab_size, C);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerWeights l;
-    l.norm1_w = s.vec(p + "input_layernorm.weight", C);
-    l.wq = s.mat_t(p + "self_attn.q_proj.weight", Hd, C);
-    l.wk = s.mat_t(p + "self_attn.k_proj.weight", KVd, C);
-    l.wv = s.mat_t(p + "self_attn.v_proj.weight", KVd, C);
-    if (c.qkv_bias) {
-      l.bq = s.vec(p + "self_attn.q_proj.bias", Hd);
-      l.bk = s.vec(p + "self_attn.k_proj.bias", KVd);
-      l.bv = s.vec(p + "self_attn.v_proj.bias", KVd);
+  std::string prefix, lm_head;
+  text_model_names(f, prefix, lm_head);
+  if (!c.tie_embeddings && !f.find(lm_head))
+    throw Error(f.path() + ": missing tensor '" + lm_head + "' (expected shape " + shape_str({c.vocab_size, C}) +
+                ") and tie_word_embeddings is false");
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (const DecoderTensor& t : decoder_tensors(c, prefix, lm_head)) {
+    LayerWeights* l = t.layer >= 0 ? &w.layers[static_cast<size_t>(t.layer)] : nullptr;
+    const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
+    Vec v;
+    if (t.shape.size() == 1) v = s.vec(t.name, rows);
+    if (slot_is_norm(t.slot) && c.norm_plus_one) v.array() += 1.f;  // Gemma: x·(1 + w)
+    switch (t.slot) {
+      case Slot::TokEmb: w.tok_emb = s.mat(t.name, rows, cols); break;
+      case Slot::LmHead: w.lm_head = s.mat(t.name, rows, cols); break;
+      case Slot::NormF: w.normf_w = std::move(v); break;
+      case Slot::Norm1: l->norm1_w = std::move(v); break;
+      case Slot::Norm2: l->norm2_w = std::move(v); break;
+      case Slot::QNorm: l->q_norm = std::move(v); break;
+      case Slot::KNorm: l->k_norm = std::move(v); break;
+      case Slot::PostAttnNorm: l->post_attn_norm = std::move(v); break;
+      case Slot::PostMlpNorm: l->post_mlp_norm = std::move(v); break;
+      case Slot::Bq: l->bq = std::move(v); break;
+      case Slot::Bk: l->bk = std::move(v); break;
+      case Slot::Bv: l->bv = std::move(v); break;
+      case Slot::Bo: l->bo = std::move(v); break;
+      case Slot::Wq: l->wq = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wk: l->wk = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wv: l->wv = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wo: l->wo = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wfc: l->w_fc = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wup: l->w_up = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wdown: l->w_down = s.mat_t(t.name, rows, cols); break;
+      case Slot::Wqkv: {  // (Hd + 2·KVd, C): q rows, then k, then v
+        const Mat m = s.mat_t(t.name, rows, cols);  // (C, Hd + 2·KVd)
+        l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
+        break;
+      }
+      case Slot::WgateUp: {  // (2·I, C): gate rows, then up
+        const Mat m = s.mat_t(t.name, rows, cols);  // (C, 2·I)
+        l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
+        break;
+      }
     }
-    l.wo = s.mat_t(p + "self_attn.o_proj.weight", C, Hd);
-    if (c.o_bias) l.bo = s.vec(p + "self_attn.o_proj.bias", C);
-    l.norm2_w = s.vec(p + "post_attention_layernorm.weight", C);
-    l.w_fc = s.mat_t(p + "mlp.gate_proj.weight", I, C);
-    l.w_up = s.mat_t(p + "mlp.up_proj.weight", I, C);
-    l.w_down = s.mat_t(p + "mlp.down_proj.weight", C, I);
-    w.layers.push_back(std::move(l));
   }
-  w.normf_w = s.vec("model.norm.weight", C);
-  if (!c.tie_embeddings) {
-    if (!f.find("lm_head.weight"))
-      throw Error(f.path() + ": missing tensor 'lm_head.weight' (expected shape " +
-                  shape_str({c.vocab_size, C}) + ") and tie_word_embeddings is false");
-    w.lm_head = s.mat("lm_head.weight", c.vocab_size, C);
-  }
+  const std::vector<std::string> unused = s.unused();
+  size_t vision = 0;
+  for (const std::string& n : unused) vision += n.rfind(prefix, 0) != 0 && n != lm_head;
+  if (vision && prefix != "model.")
+    warnings.push_back(std::to_string(vision) + " tensors outside the text model (the vision tower) are not used");
 }
 
 bool is_dir(const std::string& p) {
@@ -184,6 +219,56 @@ bool is_dir(const std::string& p) {
 }
 
 }  // namespace
+
+bool slot_is_norm(Slot s) {
+  return s == Slot::NormF || s == Slot::Norm1 || s == Slot::Norm2 || s == Slot::QNorm || s == Slot::KNorm ||
+         s == Slot::PostAttnNorm || s == Slot::PostMlpNorm;
+}
+
+std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {
+  const int64_t C = c.n_embd, I = c.n_inner, d = c.head_size, Hd = c.n_head * d, KVd = c.n_kv_head * d;
+  std::vector<DecoderTensor> out;
+  out.push_back({prefix + "embed_tokens.weight", {c.vocab_size, C}, -1, Slot::TokEmb});
+  const bool gemma = c.norm_place == NormPlace::Sandwich;
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = prefix + "layers." + std::to_string(i) + ".";
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, Slot slot) { out.push_back({p + name, std::move(shape), i, slot}); };
+    if (c.norm_place != NormPlace::Post) add("input_layernorm.weight", {C}, Slot::Norm1);
+    if (c.fused_qkv) {
+      add("self_attn.qkv_proj.weight", {Hd + 2 * KVd, C}, Slot::Wqkv);
+    } else {
+      add("self_attn.q_proj.weight", {Hd, C}, Slot::Wq);
+      add("self_attn.k_proj.weight", {KVd, C}, Slot::Wk);
+      add("self_attn.v_proj.weight", {KVd, C}, Slot::Wv);
+    }
+    if (c.qkv_bias) {
+      add("self_attn.q_proj.bias", {Hd}, Slot::Bq);
+      add("self_attn.k_proj.bias", {KVd}, Slot::Bk);
+      add("self_attn.v_proj.bias", {KVd}, Slot::Bv);
+    }
+    if (c.qk_norm != QkNorm::None) {
+      const bool whole = c.qk_norm == QkNorm::Whole;
+      add("self_attn.q_norm.weight", {whole ? Hd : d}, Slot::QNorm);
+      add("self_attn.k_norm.weight", {whole ? KVd : d}, Slot::KNorm);
+    }
+    add("self_attn.o_proj.weight", {C, Hd}, Slot::Wo);
+    if (c.o_bias) add("self_attn.o_proj.bias", {C}, Slot::Bo);
+    // post_attention_layernorm: the norm before the MLP in llama's block, after attention in Gemma's and OLMo 2's.
+    add("post_attention_layernorm.weight", {C}, c.norm_place == NormPlace::Pre ? Slot::Norm2 : Slot::PostAttnNorm);
+    if (gemma) add("pre_feedforward_layernorm.weight", {C}, Slot::Norm2);
+    if (c.fused_qkv) {
+      add("mlp.gate_up_proj.weight", {2 * I, C}, Slot::WgateUp);
+    } else {
+      add("mlp.gate_proj.weight", {I, C}, Slot::Wfc);
+      add("mlp.up_proj.weight", {I, C}, Slot::Wup);
+    }
+    add("mlp.down_proj.weight", {C, I}, Slot::Wdown);
+    if (c.norm_place != NormPlace::Pre) add("post_feedforward_layernorm.weight", {C}, Slot::PostMlpNorm);
+  }
+  out.push_back({prefix + "norm.weight", {C}, -1, Slot::NormF});
+  if (!c.tie_embeddings) out.push_back({lm_head, {c.vocab_size, C}, -1, Slot::LmHead});
+  return out;
+}
 
 void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l) {
   const Eigen::Index C = qkv.rows();
@@ -228,7 +313,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
   for (const auto& t : f.tensors()) ++types[dtype_name(t.dtype)];
   m->set_stored_types(types);
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
-  else load_llama(m->config, f, m->weights, m->warnings);
+  else load_decoder(m->config, f, m->weights, m->warnings);
   m->tokenizer = load_tokenizer(m->dir);
   if (m->tokenizer) check_tokenizer_fits(*m->tokenizer, m->config.vocab_size, tokenizer_file_in(m->dir));
   return m;

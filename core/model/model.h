@@ -19,14 +19,19 @@ using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor
 using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic, Eigen::RowMajor>;  // row vector
 
 struct LayerWeights {
-  Vec norm1_w, norm1_b;  // (C); norm1_b empty for RMSNorm
+  Vec norm1_w, norm1_b;  // (C); norm1_b empty for RMSNorm; norm1_w empty when the block has
+                         // no norm before attention (olmo2). RMSNorm weights are as applied:
+                         // Gemma's files hold w for (1 + w), and 1 + w is held here.
   Mat wq;                // (C, H*d)
   Mat wk;                // (C, KV*d)
   Mat wv;                // (C, KV*d)
   Vec bq, bk, bv;        // (H*d), (KV*d), (KV*d); empty when the model has none
   Mat wo;                // (H*d, C)
   Vec bo;                // (C) or empty
-  Vec norm2_w, norm2_b;  // (C)
+  Vec norm2_w, norm2_b;  // (C); empty when the block has no norm before its MLP (olmo2)
+  Vec q_norm, k_norm;    // QK-norm weights: (d) per head, or (H*d), (KV*d) whole; empty: none
+  Vec post_attn_norm;    // (C) norm of the attention output before its add (gemma, olmo2) or empty
+  Vec post_mlp_norm;     // (C) norm of the MLP output before its add (gemma, olmo2) or empty
   Mat w_fc;              // (C, I)  gpt2 c_fc, llama gate_proj
   Vec b_fc;              // (I) or empty
   Mat w_up;              // (C, I)  llama up_proj; empty for gpt2
@@ -88,6 +93,29 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass 
 // `spec` is a model directory, a GGUF file (core/model/gguf_model.h) or builtin:NAME. Throws attnviz::Error naming the file, the
 // tensor, the expected and the found shape when something is wrong.
 std::shared_ptr<const Model> load_model(const std::string& spec);
+
+// Where one tensor of a llama-family checkpoint goes (decoder_tensors).
+enum class Slot {
+  TokEmb, NormF, LmHead,                               // the model's
+  Norm1, Wq, Wk, Wv, Bq, Bk, Bv, Wqkv, Wo, Bo,         // a layer's attention (Wqkv: phi3's fused q | k | v)
+  QNorm, KNorm, PostAttnNorm, Norm2, Wfc, Wup, WgateUp, Wdown, PostMlpNorm,  // WgateUp: phi3's gate | up
+};
+// One tensor of a checkpoint: its Hugging Face name, its shape as stored (nn.Linear (out, in)),
+// its layer (−1: the model's) and slot. The loader and the random-model writer both read
+// this table, so the names of a family are written once.
+struct DecoderTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int layer;
+  Slot slot;
+};
+bool slot_is_norm(Slot s);
+// Every tensor a llama-family model `c` has, in file order. `prefix` is where the text
+// model sits ("model." or, in Gemma 3's multimodal files, "language_model.model." or
+// "model.language_model."); `lm_head` is the unembedding's name. A tied model lists no
+// lm_head.
+std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix = "model.",
+                                           const std::string& lm_head = "lm_head.weight");
 
 // GPT-2's packed attention input: qkv (C, 3C) = q | k | v side by side and its bias (3C)
 // into l.wq, l.wk, l.wv (C, C) and l.bq, l.bk, l.bv (C).

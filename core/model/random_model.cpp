@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
 
@@ -114,8 +115,8 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
     for (auto& v : buf) v = dist(rng);
     w.add_f32(name, std::move(shape), buf.data());
   };
-  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, Hd = checked_dim(c.n_head, c.head_size, "query width"),
-                KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
+  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, Hd = checked_dim(c.n_head, c.head_size, "query width");
+  checked_dim(c.n_kv_head, c.head_size, "key/value width");
   const float s_in = 1.f / std::sqrt(static_cast<float>(C));  // keeps activations O(1)
   const float s_hid = 1.f / std::sqrt(static_cast<float>(I));
   if (c.arch == Arch::Gpt2) {
@@ -139,27 +140,22 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
     add("ln_f.weight", {C}, 0.1f, 1.f);
     add("ln_f.bias", {C}, 0.1f);
   } else {
-    add("model.embed_tokens.weight", {V, C}, 0.5f);
-    for (int l = 0; l < c.n_layer; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      add(p + "input_layernorm.weight", {C}, 0.1f, 1.f);
-      add(p + "self_attn.q_proj.weight", {Hd, C}, 1.5f * s_in);  // nn.Linear (out, in)
-      add(p + "self_attn.k_proj.weight", {KVd, C}, 1.5f * s_in);
-      add(p + "self_attn.v_proj.weight", {KVd, C}, s_in);
-      if (c.qkv_bias) {
-        add(p + "self_attn.q_proj.bias", {Hd}, 0.1f);
-        add(p + "self_attn.k_proj.bias", {KVd}, 0.1f);
-        add(p + "self_attn.v_proj.bias", {KVd}, 0.1f);
+    // The family's own names and shapes (decoder_tensors, as the loader reads them).
+    for (const DecoderTensor& t : decoder_tensors(c)) {
+      float sd = s_in, mean = 0.f;
+      switch (t.slot) {
+        case Slot::TokEmb: sd = 0.5f; break;
+        case Slot::Wq: case Slot::Wk: case Slot::Wqkv: sd = 1.5f * s_in; break;
+        case Slot::Wo: sd = 1.f / std::sqrt(static_cast<float>(Hd)); break;
+        case Slot::Wdown: sd = s_hid; break;
+        case Slot::Bq: case Slot::Bk: case Slot::Bv: sd = 0.1f; break;
+        case Slot::Bo: sd = 0.02f; break;
+        default:
+          if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
+          break;
       }
-      add(p + "self_attn.o_proj.weight", {C, Hd}, 1.f / std::sqrt(static_cast<float>(Hd)));
-      if (c.o_bias) add(p + "self_attn.o_proj.bias", {C}, 0.02f);
-      add(p + "post_attention_layernorm.weight", {C}, 0.1f, 1.f);
-      add(p + "mlp.gate_proj.weight", {I, C}, s_in);
-      add(p + "mlp.up_proj.weight", {I, C}, s_in);
-      add(p + "mlp.down_proj.weight", {C, I}, s_hid);
+      add(t.name, t.shape, sd, mean);
     }
-    add("model.norm.weight", {C}, 0.1f, 1.f);
-    if (!c.tie_embeddings) add("lm_head.weight", {V, C}, s_in);
   }
   w.set_metadata("format", "pt");
   w.set_metadata("generator", "attnviz random seed " + std::to_string(seed));
