@@ -47,15 +47,32 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"warnings", m.warnings},
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
                         {"norms", norms}, {"lm_head", head}}},
-        {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()}};
-    out << j.dump(2) << "\n";
+        {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()},
+        {"features", c.features()}, {"notes", c.notes}};
+    nlohmann::json with_layers = j;
+    with_layers["layer_specs"] = nlohmann::json::array();  // (L) what each layer's attention does
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerSpec s = c.layer(l);
+      with_layers["layer_specs"].push_back({{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
+                                            {"scale", s.scale}, {"softcap", s.softcap}});
+    }
+    out << with_layers.dump(2) << "\n";
     return;
   }
   out << "model       " << m.name << "  (" << m.dir << ")\n"
       << "type        " << c.model_type
-      << (c.arch == Arch::Gpt2 ? "  (learned positions, LayerNorm, GELU)" : "  (RoPE, RMSNorm, SwiGLU)") << "\n"
-      << "layers      " << c.n_layer << "\n"
-      << "n_embd      " << c.n_embd << " = n_head " << c.n_head << " x head_size " << c.head_size << "\n"
+      << (c.arch == Arch::Gpt2 ? "  (learned positions, LayerNorm, GELU)"
+                               : c.mlp == MlpKind::GeGLU ? "  (RoPE, RMSNorm, GeGLU)" : "  (RoPE, RMSNorm, SwiGLU)")
+      << "\n";
+  if (!c.features().empty()) out << "attention   " << c.features() << "\n";
+  for (const std::string& n : c.notes) out << "note        " << n << "\n";
+  out << "layers      " << c.n_layer << "\n";
+  if (c.n_head * c.head_size == c.n_embd)
+    out << "n_embd      " << c.n_embd << " = n_head " << c.n_head << " x head_size " << c.head_size << "\n";
+  else
+    out << "n_embd      " << c.n_embd << "; n_head " << c.n_head << " x head_size " << c.head_size << " = "
+        << c.n_head * c.head_size << " (the config sets head_dim)\n";
+  out
       << "KV heads    " << c.n_kv_head << "  (query head h reads KV head h / " << c.group_size() << ")\n"
       << "MLP hidden  " << c.n_inner << "\n"
       << "vocab       " << c.vocab_size << "  tokenizer: " << tokenizer_str(m)

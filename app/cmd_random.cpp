@@ -24,9 +24,23 @@ void run_random(const RandomOptions& o, Io& io) {
   else c.n_kv_head = std::min(c.n_kv_head, c.n_head);
   if (o.vocab) c.vocab_size = o.vocab;
   if (o.ctx) c.n_ctx = o.ctx;
-  if (c.n_embd % c.n_head) throw Error("--embd must be a multiple of --heads", ErrorKind::Usage);
   if (c.n_head % c.n_kv_head) throw Error("--heads must be a multiple of --kv-heads", ErrorKind::Usage);
-  c.head_size = c.n_embd / c.n_head;
+  if (c.layer_specs.size() && o.layers) c.layer_specs.resize(static_cast<size_t>(c.n_layer), c.layer_specs.back());
+  // A config that names its head size keeps it (Qwen3, Gemma); the others: n_embd / n_head.
+  const bool explicit_head = c.n_head * c.head_size != c.n_embd;
+  if (!explicit_head || o.embd || o.heads) {
+    if (c.n_embd % c.n_head) throw Error("--embd must be a multiple of --heads", ErrorKind::Usage);
+    const int old_d = c.head_size;
+    c.head_size = c.n_embd / c.n_head;
+    if (c.rotary_dim) {  // partial RoPE keeps its fraction; longrope's lists follow the rotary width
+      c.rotary_dim = std::max(2, c.rotary_dim * c.head_size / old_d / 2 * 2);
+      for (RopeScaling* s : {&c.rope_scaling}) {
+        if (s->type != "longrope") continue;
+        s->freq_factors.resize(static_cast<size_t>(c.rotary_dim / 2), s->freq_factors.back());
+        s->long_factor.resize(static_cast<size_t>(c.rotary_dim / 2), s->long_factor.back());
+      }
+    }
+  }
   if (c.arch == Arch::Gpt2) c.n_inner = 4 * c.n_embd;
   if (c.arch == Arch::Llama && c.head_size % 2) throw Error("RoPE needs an even head size", ErrorKind::Usage);
   // The same range checks as a config.json read from disk, as usage errors (they come
@@ -47,8 +61,9 @@ Action add_random_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<RandomOptions>();
   auto* cmd = app.add_subcommand("random", "Write a random model as a Hugging Face directory");
   cmd->add_option("--preset", o->preset,
-                  "tiny | tiny-gpt2 | gpt2-small | llama-small | smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b (default tiny; "
-                  "the last three are the real checkpoints' shapes)");
+                  "tiny | tiny-gpt2 | gpt2-small | llama-small (small shapes), or a real checkpoint's config with random "
+                  "weights: smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b | qwen3-0.6b | gemma3-270m | gemma3-1b | gemma3-4b | "
+                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b (default tiny)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);

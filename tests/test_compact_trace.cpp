@@ -39,7 +39,8 @@ void expect_same(const Trace& full, const Trace& compact, const std::string& whe
     ASSERT_FALSE(F.compact) << when;
     ASSERT_TRUE(C.compact) << when;
     ASSERT_TRUE(C.scores.data.empty() && C.probs.data.empty()) << "a compact layer holds no (T, T) matrix";
-    for (Stage s : {Stage::Q, Stage::K, Stage::V, Stage::Scores, Stage::Scaled, Stage::Masked, Stage::Probs, Stage::Out}) {
+    for (Stage s : {Stage::Q, Stage::K, Stage::V, Stage::Scores, Stage::Scaled, Stage::Capped, Stage::Masked, Stage::Probs,
+                    Stage::Out}) {
       ASSERT_EQ(F.shape(s), C.shape(s)) << when;
       for (int64_t h = 0; h < F.shape(s)[0]; ++h) {
         const int64_t n = F.shape(s)[1] * F.shape(s)[2];
@@ -143,6 +144,27 @@ TEST(CompactTrace, TypingAndEditingKeepTheSameBitsAndSummaries) {
   expect_same(p.keep.run(typed), p.compact.run(typed), "deleted to 120");
   expect_summaries(p.compact.trace(), "deleted to 120");
   EXPECT_EQ(score_heads(p.keep.trace()).size(), score_heads(p.compact.trace()).size());
+}
+
+TEST(CompactTrace, LocalSoftCappedLayersKeepTheSameBitsWhileTyping) {
+  // Gemma 2's rules: windows of 6 on every other layer, scores soft-capped at 3.
+  const ModelConfig c = parse_config(
+      {{"model_type", "gemma2"}, {"vocab_size", 300}, {"hidden_size", 64}, {"intermediate_size", 96},
+       {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+       {"max_position_embeddings", 512}, {"sliding_window", 6}, {"attn_logit_softcapping", 3.0}},
+      "gemma2 test config");
+  Pair p(load_model(make_model_dir(c, 5, "compact_gemma2")));
+  const auto ids = random_ids(80, 300, 6);
+  std::vector<int> typed;
+  for (int i = 0; i < 80; ++i) {
+    typed.push_back(ids[static_cast<size_t>(i)]);
+    const Trace& a = p.keep.run(typed);
+    const Trace& b = p.compact.run(typed);
+    if (i % 13 == 0 || i == 79) expect_same(a, b, "gemma2 typed " + std::to_string(i + 1));
+  }
+  ASSERT_EQ(p.keep.trace().layers[0].window, 6);
+  ASSERT_EQ(p.keep.trace().layers[1].window, 0);
+  expect_summaries(p.compact.trace(), "gemma2");
 }
 
 TEST(CompactTrace, HeadScoresFromTheSummariesMatchThoseFromTheMatrices) {

@@ -43,9 +43,83 @@ constexpr Preset kPresets[] = {
     {"tinyllama-1.1b", "llama", 22, 2048, 32, 4,  5632, 32000,  2048,  1e-5f, 10000.f,    false},
 };
 
+// The checkpoints of 2024-25, as their own config.json keys (the values of Qwen/Qwen3-0.6B,
+// google/gemma-3-270m, google/gemma-3-1b-pt, meta-llama/Llama-3.2-1B and -3B,
+// meta-llama/Llama-3.1-8B, google/gemma-3-4b-pt's text_config, microsoft/Phi-4-mini-instruct,
+// HuggingFaceTB/SmolLM3-3B, allenai/OLMo-2-0425-1B), read by parse_config like any
+// downloaded one. Phi-4-mini's longrope factors are not the checkpoint's: 48 ones (short)
+// and a ramp (long) of the right length stand in for them.
+struct ConfigPreset {
+  const char* name;
+  const char* json;
+};
+constexpr ConfigPreset kConfigPresets[] = {
+    {"qwen3-0.6b", R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+      "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true,
+      "attention_bias": false, "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28,
+      "hidden_act": "silu"})"},
+    {"gemma3-270m", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
+      "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+      "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+      "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6, "rope_scaling": null,
+      "final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh",
+      "tie_word_embeddings": true})"},
+    {"gemma3-1b", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,
+      "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+      "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+      "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6, "rope_scaling": null,
+      "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})"},
+    {"gemma3-4b", R"({"model_type": "gemma3_text", "vocab_size": 262208, "hidden_size": 2560, "intermediate_size": 10240,
+      "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+      "query_pre_attn_scalar": 256, "sliding_window": 1024, "sliding_window_pattern": 6,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "hidden_activation": "gelu_pytorch_tanh",
+      "tie_word_embeddings": true})"},
+    {"llama3.2-1b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
+      "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": true,
+      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
+    {"llama3.2-3b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 3072, "intermediate_size": 8192,
+      "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": true,
+      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
+    {"llama3.1-8b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": false,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
+    {"phi4-mini", R"({"model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072, "intermediate_size": 8192,
+      "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+      "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-5,
+      "rope_theta": 10000, "sliding_window": 262144, "tie_word_embeddings": true, "hidden_act": "silu",
+      "rope_scaling": {"type": "longrope", "short_factor": "ONES48", "long_factor": "RAMP48"}})"},
+    {"smollm3-3b", R"({"model_type": "smollm3", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008,
+      "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4, "max_position_embeddings": 65536,
+      "rms_norm_eps": 1e-6, "rope_theta": 5000000, "no_rope_layer_interval": 4, "use_sliding_window": false,
+      "tie_word_embeddings": true, "hidden_act": "silu"})"},
+    {"olmo2-1b", R"({"model_type": "olmo2", "vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 8192,
+      "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 4096,
+      "rms_norm_eps": 1e-6, "rope_theta": 500000, "tie_word_embeddings": false, "attention_bias": false,
+      "hidden_act": "silu"})"},
+};
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& name) {
+  for (const ConfigPreset& p : kConfigPresets) {
+    if (name != p.name) continue;
+    nlohmann::json j = nlohmann::json::parse(p.json);
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object() && j["rope_scaling"].contains("short_factor")) {
+      std::vector<double> ones(48, 1.0), ramp;
+      for (int i = 0; i < 48; ++i) ramp.push_back(1.0 + 39.0 * i / 47.0);  // 1 … 40
+      j["rope_scaling"]["short_factor"] = ones;
+      j["rope_scaling"]["long_factor"] = ramp;
+    }
+    return parse_config(j, std::string("preset ") + p.name);
+  }
   for (const Preset& p : kPresets) {
     if (name != p.name) continue;
     ModelConfig c;
@@ -75,6 +149,7 @@ ModelConfig preset_config(const std::string& name) {
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const Preset& p : kPresets) names.emplace_back(p.name);
+  for (const ConfigPreset& p : kConfigPresets) names.emplace_back(p.name);
   return names;
 }
 

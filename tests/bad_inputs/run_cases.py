@@ -251,11 +251,13 @@ def main():
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
     bases = {}
-    for preset in ("tiny", "tiny-gpt2"):
-        path = os.path.join(a.workdir, "base-" + preset)
-        subprocess.run([a.cli, "random", "--preset", preset, "--seed", "1", "--out", path], check=True,
+    small = ["--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "96"]
+    for name, preset, extra in (("tiny", "tiny", []), ("tiny-gpt2", "tiny-gpt2", []),
+                                ("small-phi3", "phi4-mini", small), ("small-gemma3", "gemma3-270m", small)):
+        path = os.path.join(a.workdir, "base-" + name)
+        subprocess.run([a.cli, "random", "--preset", preset, "--seed", "1", "--out", path] + extra, check=True,
                        stderr=subprocess.DEVNULL)
-        bases[preset] = path
+        bases[name] = path
     failed = 0
     ran = 0
     t_all = time.monotonic()
