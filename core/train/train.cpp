@@ -376,6 +376,14 @@ TrainRun start_run(const TrainOptions& o) {
   if (!o.resume.empty()) {
     const auto m = load_model(o.resume);
     r.c = m->config;
+    // The trainer's gradients are gpt2's and llama's; the families after llama (windows,
+    // QK-norm, other norms, soft-caps, GeGLU, multipliers) are viewed, not trained.
+    if ((r.c.model_type != "gpt2" && r.c.model_type != "llama") || !r.c.features().empty())
+      throw Error("--resume " + o.resume + ": a " + r.c.model_type + " model (" +
+                  (r.c.features().empty() ? std::string("not a trainer checkpoint") : r.c.features()) +
+                  ") cannot be trained\n  HINT: attnviz trains the gpt2 and llama shapes it writes itself; other "
+                  "architectures can be opened and explored, not trained.",
+                  ErrorKind::Usage);
     const auto* tok = dynamic_cast<const CharTokenizer*>(m->tokenizer.get());
     if (!tok || tok->pieces() != r.corpus.vocab)
       throw Error("--resume " + o.resume + ": the checkpoint's vocabulary differs from the corpus's\n  HINT: resume "
