@@ -1,7 +1,12 @@
 #version 430
 // From raw scores q·kᵀ to the softmax weights, one work group per (row i, head):
-//   probs = softmax(scores · scale) over j ≤ i, 0 above the diagonal (scale = 1/√d)
-// The scaled and masked stages are not stored (LayerTrace derives them from the scores).
+//   a = scores · scale                   (scale = 1/√d unless the layer says otherwise)
+//   a ← c·tanh(a / c)   when softcap c > 0 (Gemma 2's attention logit soft-capping)
+//   probs = softmax(a) over the keys j in [first, i], 0 elsewhere, where first = 0 on a
+//   global layer (window 0) and max(0, i − window + 1) on a local one (window_first in
+//   core/engine/trace.h): exactly `window` keys, the query's own included.
+// The scaled, capped and masked stages are not stored (LayerTrace derives them from the
+// scores).
 // Rows i ≥ p are new and done in full; rows i < p were computed earlier and only their
 // new columns j ≥ p are written (all of them above the diagonal: probs 0).
 // Dispatch: (T, heads in this group).
@@ -16,6 +21,8 @@ layout(std430, binding = 1) writeonly buffer Probs { float pr[]; };    // (heads
 uniform int T;
 uniform int p;
 uniform float scale;
+uniform float softcap;  // 0: none
+uniform int window;     // 0: global
 
 shared float part[WG];
 
@@ -47,6 +54,12 @@ float group_sum(float v) {
   return r;
 }
 
+// The scaled (and soft-capped) score of one visible cell.
+float logit(float score) {
+  float a = score * scale;
+  return softcap > 0.0 ? softcap * tanh_stable(a / softcap) : a;
+}
+
 void main() {
   int i = int(gl_WorkGroupID.x);
   int base = (int(gl_WorkGroupID.y) * T + i) * T;
@@ -55,11 +68,12 @@ void main() {
     for (int j = p + l; j < T; j += WG) pr[base + j] = 0.0;
     return;
   }
+  int first = window > 0 ? max(0, i - window + 1) : 0;
   float m = neg_inf();
-  for (int j = l; j <= i; j += WG) m = max(m, s[base + j] * scale);
+  for (int j = first + l; j <= i; j += WG) m = max(m, logit(s[base + j]));
   m = group_max(m);
   float sum = 0.0;
-  for (int j = l; j <= i; j += WG) sum += exp(s[base + j] * scale - m);
+  for (int j = first + l; j <= i; j += WG) sum += exp(logit(s[base + j]) - m);
   float inv = 1.0 / group_sum(sum);
-  for (int j = l; j < T; j += WG) pr[base + j] = j <= i ? exp(s[base + j] * scale - m) * inv : 0.0;
+  for (int j = l; j < T; j += WG) pr[base + j] = j >= first && j <= i ? exp(logit(s[base + j]) - m) * inv : 0.0;
 }

@@ -1,6 +1,7 @@
 #version 430
 // Token embeddings (+ learned positions for gpt2) of the n new rows:
-//   x[r, c] = tok[ids[r], c] (+ pos[pos0 + r, c])
+//   x[r, c] = tok[ids[r], c] · scale (+ pos[pos0 + r, c])
+// (scale: Gemma's √C, Granite's embedding_multiplier; 1 for the others)
 // The token table may be split into chunks of rows (a storage buffer has a size limit):
 // this dispatch holds rows [v0, v0 + vn) and writes only the rows whose id falls in it.
 // Dispatch: (ceil(C / 64), n).
@@ -19,6 +20,7 @@ uniform int v0;
 uniform int vn;
 uniform int pos0;
 uniform int use_pos;
+uniform float scale;
 
 void main() {
   int c = int(gl_GlobalInvocationID.x);
@@ -26,7 +28,7 @@ void main() {
   if (c >= C || r >= n) return;
   int row = ids[r] - v0;
   if (row < 0 || row >= vn) return;
-  float v = tok[row * C + c];
+  float v = tok[row * C + c] * scale;
   if (use_pos != 0) v += pos[(pos0 + r) * C + c];
   x[r * C + c] = v;
 }

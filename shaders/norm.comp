@@ -2,6 +2,8 @@
 // LayerNorm (gpt2) or RMSNorm (llama) of each row, one work group per row:
 //   layer: y = (x − mean) / sqrt(var + eps) · w + b      (two passes: mean, then variance)
 //   rms:   y = x / sqrt(mean(x²) + eps) · w
+// With accumulate != 0 the result is added to y instead (y += …): a post-attention or
+// post-MLP norm (Gemma, OLMo 2) straight into the residual stream.
 // Dispatch: (n, 1, 1).
 #include "common.glsl"
 
@@ -11,11 +13,12 @@ layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };   // (n, C)
 layout(std430, binding = 1) readonly buffer W { float w[]; };   // (C)
 layout(std430, binding = 2) readonly buffer B { float b[]; };   // (C), read when rms == 0
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };  // (n, C)
+layout(std430, binding = 3) buffer Y { float y[]; };            // (n, C)
 
 uniform int C;
 uniform int rms;
 uniform float eps;
+uniform int accumulate;
 
 shared float part[WG];
 
@@ -34,6 +37,8 @@ float group_sum(float v) {
   return total;
 }
 
+void put(int at, float v) { y[at] = accumulate != 0 ? y[at] + v : v; }
+
 void main() {
   int base = int(gl_WorkGroupID.x) * C;
   int i = int(gl_LocalInvocationID.x);
@@ -50,11 +55,11 @@ void main() {
       q += t * t;
     }
     inv = 1.0 / sqrt(group_sum(q) / fC + eps);
-    for (int c = i; c < C; c += WG) y[base + c] = (x[base + c] - mean) * inv * w[c] + b[c];
+    for (int c = i; c < C; c += WG) put(base + c, (x[base + c] - mean) * inv * w[c] + b[c]);
   } else {
     float q = 0.0;
     for (int c = i; c < C; c += WG) q += x[base + c] * x[base + c];
     inv = 1.0 / sqrt(group_sum(q) / fC + eps);
-    for (int c = i; c < C; c += WG) y[base + c] = x[base + c] * inv * w[c];
+    for (int c = i; c < C; c += WG) put(base + c, x[base + c] * inv * w[c]);
   }
 }

@@ -1,6 +1,7 @@
 #version 430
-// SwiGLU: y = silu(gate) ⊙ up, where each row of gu holds gate | up (2·I values, from one
-// matrix product with the gate and up projections side by side).
+// Gated MLP activation: SwiGLU y = silu(gate) ⊙ up, or with geglu != 0 GeGLU
+// y = gelu_tanh(gate) ⊙ up (Gemma), where each row of gu holds gate | up (2·I values, from
+// one matrix product with the gate and up projections side by side).
 // Dispatch: (ceil(I / 64), rows).
 #include "common.glsl"
 
@@ -11,6 +12,7 @@ layout(std430, binding = 1) writeonly buffer Y { float y[]; };        // (rows, 
 
 uniform int rows;
 uniform int I;
+uniform int geglu;
 
 void main() {
   int c = int(gl_GlobalInvocationID.x);
@@ -18,5 +20,5 @@ void main() {
   if (c >= I || r >= rows) return;
   float g = gu[r * 2 * I + c];
   float u = gu[r * 2 * I + I + c];
-  y[r * I + c] = silu(g) * u;
+  y[r * I + c] = (geglu != 0 ? gelu_tanh(g) : silu(g)) * u;
 }

@@ -30,10 +30,28 @@ uint64_t hash_row(const float* r, int n) {
 }
 
 // Weights of one layer on the device, fused where that saves a pass: q|k|v side by side
-// (C, (H+2·KV)·d), and for llama gate|up (C, 2·I).
+// (C, (H+2·KV)·d), and for a gated MLP gate|up (C, 2·I). Granite's residual_multiplier is
+// folded into the last weights of each branch: the post-norm's weights when the block has
+// one (Gemma, OLMo 2), else W_o, b_o and W_down, b_down.
 struct DevLayer {
   GlBuffer norm1_w, norm1_b, wqkv, bqkv, wo, bo, norm2_w, norm2_b, w_in, b_in, w_down, b_down;
+  GlBuffer q_norm, k_norm;          // (d) per head or (H·d), (KV·d) whole; QK-norm
+  GlBuffer post_attn, post_mlp;     // (C) norms of the branch outputs before their adds
   bool has_bqkv = false, has_bo = false, has_b_in = false, has_b_down = false;
+  bool has_norm1 = true, has_norm2 = true;  // false: no norm before attention / MLP (OLMo 2)
+  bool has_post_attn = false, has_post_mlp = false;
+};
+
+// Whether the MLP is gated (gate | up, SwiGLU or GeGLU) or one projection and GELU (gpt2).
+bool gated_mlp(const ModelConfig& c) { return c.arch != Arch::Gpt2 && c.mlp != MlpKind::Gelu; }
+
+// A RoPE cos/sin table on the device for one set of frequencies (a layer kind: Gemma 3's
+// local and global layers differ; longrope's factors change with T), rows for `positions`.
+struct DevRope {
+  std::vector<double> inv_freq;  // (rot/2)
+  float mscale = 1.f;
+  int positions = 0;
+  GlBuffer table;                // (positions, rot/2, 2)
 };
 
 // Identifies the model whose weights are on the device.
@@ -73,7 +91,8 @@ class GlBackend : public Backend {
     caches_.clear();
     tok_.clear();
     unemb_.clear();
-    pos_ = GlBuffer(), normf_w_ = GlBuffer(), normf_b_ = GlBuffer(), rope_ = GlBuffer();
+    pos_ = GlBuffer(), normf_w_ = GlBuffer(), normf_b_ = GlBuffer();
+    ropes_.clear();
     x_ = GlBuffer(), h_ = GlBuffer(), att_ = GlBuffer(), mlp_ = GlBuffer(), act_ = GlBuffer(), ids_ = GlBuffer();
     logits_ = GlBuffer();
     scratch_ = GlAttentionScratch();
@@ -90,7 +109,11 @@ class GlBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = m.config;
-    const int T = static_cast<int>(window.size()), p = ablation_.needs_full_recompute() ? 0 : from, n = T - p;
+    const int T = static_cast<int>(window.size());
+    const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());
+    // Every row again when a mean ablation needs it, or when longrope's factors change with
+    // T (then no cached key is turned right), as the CPU backend does.
+    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
     check_request(c, T, p, tr);
 
     GlContext::Current cur(*ctx_);
@@ -130,19 +153,13 @@ class GlBackend : public Backend {
     if (p > 0) check_prefix(c, p, tr);
   }
 
-  // The weights, the RoPE table, the KV cache rows [0, p) and the activation buffers of
-  // the n = T − p new rows on the device; the new ids uploaded.
+  // The weights, the KV cache rows [0, p) and the activation buffers of the n = T − p new
+  // rows on the device; the new ids uploaded. (RoPE tables: rope_for, per layer.)
   void prepare(const Model& m, const std::vector<int>& window, int p, const Trace& tr) {
     const ModelConfig& c = m.config;
     const int T = static_cast<int>(window.size()), n = T - p, C = c.n_embd, I = c.n_inner;
     const int ld = (c.n_head + 2 * c.n_kv_head) * c.head_size;
     ensure_model(m);
-    if (c.arch == Arch::Llama && T > rope_positions_) {
-      rope_positions_ = T;
-      const std::vector<float> t = rope_table(rope_positions_, rope_inv_freq(c));
-      rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
-      rope_.upload(t.data(), sizeof(float) * t.size());
-    }
     ensure_capacity(T, ld, c.n_layer);
     for (int l = 0; l < c.n_layer && p > 0; ++l) sync_cache(l, c, p, tr.layers[l]);
 
@@ -151,36 +168,74 @@ class GlBackend : public Backend {
     h_.ensure(sizeof(float) * n * C, lim, "normalised activations");
     att_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "attention outputs");
     mlp_.ensure(sizeof(float) * n * mlp_width(c), lim, "MLP activations");
-    if (c.arch != Arch::Gpt2) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
+    if (gated_mlp(c)) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
     ids_.ensure(sizeof(int) * n, lim, "token ids");
     ids_.upload(window.data() + p, sizeof(int) * n);
   }
 
-  // Width of the first MLP product: fc (gpt2) or gate|up side by side (llama).
-  static int mlp_width(const ModelConfig& c) { return c.arch == Arch::Gpt2 ? c.n_inner : 2 * c.n_inner; }
+  // Width of the first MLP product: fc (gpt2) or gate|up side by side (gated).
+  static int mlp_width(const ModelConfig& c) { return gated_mlp(c) ? 2 * c.n_inner : c.n_inner; }
 
-  // x (n, C) = token embeddings (+ learned positions for gpt2) of the new rows.
+  // x (n, C) = token embeddings × emb_scale (+ learned positions for gpt2) of the new rows.
   void embed(const ModelConfig& c, int n, int p) {
     for (size_t ch = 0; ch < tok_.size(); ++ch) {
       const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, c.vocab_size - v0);
-      k_->embed(ids_, n, c.n_embd, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_);
+      k_->embed(ids_, n, c.n_embd, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_, c.emb_scale);
     }
   }
 
-  // Layer l on the device for the new rows [p, T): q|k|v into the cache, attention into
-  // the trace's scores and probs, x += attention · Wo, x += MLP(norm(x)).
+  // The cos/sin table of these frequencies (× mscale) with at least T positions, made or
+  // grown on first use. Tables stay until the model changes (a handful: one per layer
+  // kind, two more per longrope model).
+  const GlBuffer& rope_for(const std::vector<double>& inv_freq, float mscale, int T) {
+    DevRope* r = nullptr;
+    for (DevRope& e : ropes_)
+      if (e.inv_freq == inv_freq && e.mscale == mscale) r = &e;
+    if (!r) {
+      ropes_.push_back(DevRope{inv_freq, mscale, 0, GlBuffer()});
+      r = &ropes_.back();
+    }
+    if (T > r->positions) {
+      r->positions = std::max(T, std::max(64, 2 * r->positions));
+      const std::vector<float> t = rope_table(r->positions, inv_freq, mscale);  // (positions, rot/2, 2)
+      r->table.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
+      r->table.upload(t.data(), sizeof(float) * t.size());
+    }
+    return r->table;
+  }
+
+  // Layer l on the device for the new rows [p, T), as CpuBackend::run_layers does: q|k|v
+  // of norm1(x) (or of x, OLMo 2) into the cache, QK-norm, RoPE of the layer's kind,
+  // attention under the layer's rule into the trace's scores and probs, x += attention · Wo
+  // (post-normed for Gemma / OLMo 2), x += MLP(norm2(x)) (likewise).
   void layer_step(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, I = c.n_inner, n = T - p;
     const int ld = (H + 2 * KV) * d, mlp_w = mlp_width(c);
+    const LayerSpec spec = c.layer(l);
     DevLayer& w = layers_[l];
     GlBuffer& qkv = caches_[l];
-    k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
+    const GlBuffer* hin = &x_;  // (n, C) what the projections read
+    if (w.has_norm1) {
+      k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
+      hin = &h_;
+    }
     GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
     g.M = n, g.N = ld, g.K = C;
-    g.a = {&h_, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
+    g.a = {hin, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
     if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
     k_->gemm(g);
-    if (c.arch == Arch::Llama) k_->rope(qkv, p, n, ld, 0, H + KV, d, p, rope_);
+    if (c.qk_norm == QkNorm::PerHead) {  // q heads at columns [0, H·d), k heads at [H·d, (H+KV)·d)
+      k_->qk_norm(qkv, p, n, ld, 0, H, d, w.q_norm, c.norm_eps);
+      k_->qk_norm(qkv, p, n, ld, H * d, KV, d, w.k_norm, c.norm_eps);
+    } else if (c.qk_norm == QkNorm::Whole) {
+      k_->qk_norm(qkv, p, n, ld, 0, 1, H * d, w.q_norm, c.norm_eps);
+      k_->qk_norm(qkv, p, n, ld, H * d, 1, KV * d, w.k_norm, c.norm_eps);
+    }
+    if (spec.rope) {
+      const std::vector<double> inv_freq = rope_inv_freq(c, l, T);  // (rot/2)
+      const float mscale = spec.rope_scaling.mscale;
+      k_->rope(qkv, p, n, ld, 0, H + KV, d, static_cast<int>(inv_freq.size()), p, rope_for(inv_freq, mscale, T));
+    }
 
     lt.q.resize_keep({H, T, d}, p, d);
     lt.k.resize_keep({KV, T, d}, p, d);
@@ -188,30 +243,37 @@ class GlBackend : public Backend {
     lt.out.resize_keep({H, T, d}, p, d);
     for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
     lt.compact = false;  // this backend always records the matrices (can_compact() is false)
-    gl_attention(*k_, H, KV, d, qkv, T, p, scratch_, att_, lt);
+    gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
 
-    GemmArgs o;  // x += att · Wo (+ bo)
+    GemmArgs o;  // x += att · Wo (+ bo), or into h_ (n, C) and x += post_attn_norm(h_)
     o.M = n, o.N = C, o.K = H * d;
-    o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {&x_, 0, C, 0};
+    o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {w.has_post_attn ? &h_ : &x_, 0, C, 0};
     if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
-    o.accumulate = true;
+    o.accumulate = !w.has_post_attn;
     k_->gemm(o);
-    k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
-    GemmArgs f;  // fc (gpt2) or gate|up (llama)
+    if (w.has_post_attn) k_->norm(h_, n, C, w.post_attn, nullptr, c.norm_eps, x_, true);
+    const GlBuffer* hm = &x_;  // (n, C) what the MLP reads
+    if (w.has_norm2) {
+      k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
+      hm = &h_;
+    }
+    GemmArgs f;  // fc (gpt2) or gate|up (gated)
     f.M = n, f.N = mlp_w, f.K = C;
-    f.a = {&h_, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
+    f.a = {hm, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
     if (w.has_b_in) f.bias = {&w.b_in, 0, 0, 0};
     k_->gemm(f);
-    if (c.arch == Arch::Gpt2) k_->gelu(mlp_, n, I, I);
-    else k_->swiglu(mlp_, n, I, act_);
-    GemmArgs dn;  // x += act · W_down (+ b)
+    if (!gated_mlp(c)) k_->gelu(mlp_, n, I, I);
+    else k_->swiglu(mlp_, n, I, act_, c.mlp == MlpKind::GeGLU);
+    GemmArgs dn;  // x += act · W_down (+ b), or into h_ (n, C) and x += post_mlp_norm(h_)
     dn.M = n, dn.N = C, dn.K = I;
-    dn.a = {c.arch == Arch::Gpt2 ? &mlp_ : &act_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0}, dn.c = {&x_, 0, C, 0};
+    dn.a = {gated_mlp(c) ? &act_ : &mlp_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0};
+    dn.c = {w.has_post_mlp ? &h_ : &x_, 0, C, 0};
     if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
-    dn.accumulate = true;
+    dn.accumulate = !w.has_post_mlp;
     k_->gemm(dn);
+    if (w.has_post_mlp) k_->norm(h_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
   }
 
   // Reads q, k, v (from the cache rows [p, T)) and the head outputs of the new rows back
@@ -239,7 +301,8 @@ class GlBackend : public Backend {
                     sizeof(float) * d);
   }
 
-  // logits (T, V) rows [p, T) = norm_f(x) · Uᵀ, in row blocks that fit one storage buffer.
+  // logits (T, V) rows [p, T) = norm_f(x) · Uᵀ (normf_w_ holds the weights × logit_scale),
+  // soft-capped when the model says so, in row blocks that fit one storage buffer.
   void logits(const ModelConfig& c, int T, int p, Trace& tr) {
     const int n = T - p, C = c.n_embd, V = c.vocab_size;
     const long long lim = k_->limit();
@@ -260,6 +323,7 @@ class GlBackend : public Backend {
         g.b_trans = true;
         k_->gemm(g);
       }
+      if (c.final_softcap > 0) k_->softcap(logits_, rn, V, V, c.final_softcap);  // (rn, V)
       k_->timer_end();
       logits_.read(tr.logits.data.data() + static_cast<size_t>(p + r0) * V, sizeof(float) * rn * V);
       k_->timer_begin();
@@ -307,21 +371,26 @@ class GlBackend : public Backend {
     if (w.lm_head.size()) put_rows(unemb_, w.lm_head, "the output embeddings");
     else unemb_.clear();
     if (c.arch == Arch::Gpt2) put(pos_, w.pos_emb, "the position embeddings");
-    put(normf_w_, w.normf_w, "final norm");
-    if (w.normf_b.size()) put(normf_b_, w.normf_b, "final norm");
-    if (c.arch == Arch::Llama) {
-      rope_positions_ = std::max(c.n_ctx, 1);
-      const std::vector<float> t = rope_table(rope_positions_, rope_inv_freq(c));
-      rope_.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
-      rope_.upload(t.data(), sizeof(float) * t.size());
-    }
+    // Granite's logits × (1 / logits_scaling) folded into the final norm: (x̂·w + b)·s.
+    const float ls = c.logit_scale;
+    put(normf_w_, Vec(w.normf_w * ls), "final norm");
+    if (w.normf_b.size()) put(normf_b_, Vec(w.normf_b * ls), "final norm");
+    ropes_.clear();
+    const float rs = c.residual_scale;  // folded into each branch's last weights (DevLayer)
     layers_.clear();
     layers_.resize(c.n_layer);
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
       DevLayer& dl = layers_[l];
-      put(dl.norm1_w, lw.norm1_w, "a norm");
+      if ((dl.has_norm1 = lw.norm1_w.size() > 0)) put(dl.norm1_w, lw.norm1_w, "a norm");
       if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
+      if (c.qk_norm != QkNorm::None) {
+        put(dl.q_norm, lw.q_norm, "the QK-norm");
+        put(dl.k_norm, lw.k_norm, "the QK-norm");
+      }
+      if ((dl.has_post_attn = lw.post_attn_norm.size() > 0)) put(dl.post_attn, Vec(lw.post_attn_norm * rs), "a norm");
+      if ((dl.has_post_mlp = lw.post_mlp_norm.size() > 0)) put(dl.post_mlp, Vec(lw.post_mlp_norm * rs), "a norm");
+      const float rs_attn = dl.has_post_attn ? 1.f : rs, rs_mlp = dl.has_post_mlp ? 1.f : rs;
       Mat wqkv(lw.wq.rows(), lw.wq.cols() + lw.wk.cols() + lw.wv.cols());
       wqkv << lw.wq, lw.wk, lw.wv;
       put(dl.wqkv, wqkv, "the q|k|v projection");
@@ -333,11 +402,12 @@ class GlBackend : public Backend {
         if (lw.bv.size()) b.segment(lw.wq.cols() + lw.wk.cols(), lw.bv.size()) = lw.bv;
         put(dl.bqkv, b, "the q|k|v bias");
       }
-      put(dl.wo, lw.wo, "the output projection");
-      if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, lw.bo, "the output projection bias");
-      put(dl.norm2_w, lw.norm2_w, "a norm");
+      if (rs_attn == 1.f) put(dl.wo, lw.wo, "the output projection");
+      else put(dl.wo, Mat(lw.wo * rs_attn), "the output projection");
+      if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, Vec(lw.bo * rs_attn), "the output projection bias");
+      if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
-      if (c.arch == Arch::Gpt2) {
+      if (!gated_mlp(c)) {
         put(dl.w_in, lw.w_fc, "the MLP");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) put(dl.b_in, lw.b_fc, "the MLP bias");
       } else {
@@ -350,8 +420,9 @@ class GlBackend : public Backend {
           put(dl.b_in, b, "the MLP bias");
         }
       }
-      put(dl.w_down, lw.w_down, "the MLP down projection");
-      if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, lw.b_down, "the MLP bias");
+      if (rs_mlp == 1.f) put(dl.w_down, lw.w_down, "the MLP down projection");
+      else put(dl.w_down, Mat(lw.w_down * rs_mlp), "the MLP down projection");
+      if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, Vec(lw.b_down * rs_mlp), "the MLP bias");
     }
     // New weights: nothing cached is valid.
     caches_.clear();
@@ -406,10 +477,11 @@ class GlBackend : public Backend {
 
   // the model on the device
   uint64_t model_fp_ = 0;
-  int vchunk_ = 1, rope_positions_ = 0;
+  int vchunk_ = 1;
   std::vector<DevLayer> layers_;
   std::vector<GlBuffer> tok_, unemb_;  // vocabulary tables in chunks of vchunk_ rows; unemb_ empty when tied
-  GlBuffer pos_, normf_w_, normf_b_, rope_;
+  GlBuffer pos_, normf_w_, normf_b_;
+  std::vector<DevRope> ropes_;  // RoPE tables, one per set of frequencies in use (rope_for)
 
   // the KV cache: per layer (tcap_, (H+2·KV)·d) q|k|v rows, per-row hashes, rows valid
   int tcap_ = 0;

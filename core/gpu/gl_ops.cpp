@@ -102,7 +102,9 @@ GlKernels::GlKernels(const GlContext& ctx, const ShaderSources& src)
       softmax_(src, "attn_softmax.comp"),
       gelu_(src, "gelu.comp"),
       swiglu_(src, "swiglu.comp"),
-      ablate_(src, "ablate_head.comp") {
+      ablate_(src, "ablate_head.comp"),
+      qk_norm_(src, "qk_norm.comp"),
+      softcap_(src, "softcap.comp") {
   dummy_.ensure(16, limit(), "a placeholder");
   if (const char* v = std::getenv("ATTNVIZ_GL_PROFILE")) profile_ = *v && *v != '0';
 }
@@ -135,19 +137,35 @@ std::string GlKernels::profile_take() {
 }
 
 void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos,
-                      int pos0, GlBuffer& x) {
+                      int pos0, GlBuffer& x, float scale) {
   embed_.use();
-  embed_.set("n", n), embed_.set("C", C), embed_.set("v0", v0), embed_.set("vn", vn);
+  embed_.set("n", n), embed_.set("C", C), embed_.set("v0", v0), embed_.set("vn", vn), embed_.set("scale", scale);
   embed_.set("pos0", pos0), embed_.set("use_pos", pos ? 1 : 0);
   bind(0, ids), bind(1, tok), bind(2, pos ? *pos : dummy_), bind(3, x);
   dispatch(embed_, groups(C, 64), static_cast<unsigned>(n), 1);
 }
 
-void GlKernels::norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y) {
+void GlKernels::norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y,
+                     bool accumulate) {
   norm_.use();
-  norm_.set("C", C), norm_.set("rms", b ? 0 : 1), norm_.set("eps", eps);
+  norm_.set("C", C), norm_.set("rms", b ? 0 : 1), norm_.set("eps", eps), norm_.set("accumulate", accumulate ? 1 : 0);
   bind(0, x), bind(1, w), bind(2, b ? *b : dummy_), bind(3, y);
   dispatch(norm_, static_cast<unsigned>(n), 1, 1);
+}
+
+void GlKernels::qk_norm(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, const GlBuffer& w, float eps) {
+  qk_norm_.use();
+  qk_norm_.set("row0", row0), qk_norm_.set("ld", ld), qk_norm_.set("col0", col0), qk_norm_.set("d", d);
+  qk_norm_.set("eps", eps);
+  bind(0, x), bind(1, w);
+  dispatch(qk_norm_, static_cast<unsigned>(n), static_cast<unsigned>(heads), 1);
+}
+
+void GlKernels::softcap(GlBuffer& x, int rows, int cols, int ld, float cap) {
+  softcap_.use();
+  softcap_.set("rows", rows), softcap_.set("cols", cols), softcap_.set("ld", ld), softcap_.set("cap", cap);
+  bind(0, x);
+  dispatch(softcap_, groups(cols, 64), static_cast<unsigned>(rows), 1);
 }
 
 void GlKernels::gemm(const GemmArgs& g) {
@@ -175,17 +193,20 @@ void GlKernels::gemm(const GemmArgs& g) {
   else dispatch(p, groups(g.N, ts), groups(g.M, ts), static_cast<unsigned>(g.batch));
 }
 
-void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table) {
+void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int half_rot, int pos0,
+                     const GlBuffer& table) {
+  if (half_rot <= 0) return;
   rope_.use();
   rope_.set("n", n), rope_.set("row0", row0), rope_.set("ld", ld), rope_.set("col0", col0);
-  rope_.set("heads", heads), rope_.set("d", d), rope_.set("pos0", pos0);
+  rope_.set("heads", heads), rope_.set("d", d), rope_.set("half_rot", half_rot), rope_.set("pos0", pos0);
   bind(0, x), bind(1, table);
-  dispatch(rope_, groups(heads * (d / 2), 64), static_cast<unsigned>(n), 1);
+  dispatch(rope_, groups(heads * half_rot, 64), static_cast<unsigned>(n), 1);
 }
 
-void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs) {
+void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs) {
   softmax_.use();
-  softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", scale);
+  softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", rule.scale);
+  softmax_.set("softcap", rule.softcap), softmax_.set("window", rule.window);
   bind(0, scores), bind(1, probs);
   dispatch(softmax_, static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
 }
@@ -205,9 +226,9 @@ void GlKernels::ablate_head(GlBuffer& x, int rows, int d, int ld, int col0, bool
   dispatch(ablate_, groups(d, 64), 1, 1);
 }
 
-void GlKernels::swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y) {
+void GlKernels::swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y, bool geglu) {
   swiglu_.use();
-  swiglu_.set("rows", rows), swiglu_.set("I", I);
+  swiglu_.set("rows", rows), swiglu_.set("I", I), swiglu_.set("geglu", geglu ? 1 : 0);
   bind(0, gu), bind(1, y);
   dispatch(swiglu_, groups(I, 64), static_cast<unsigned>(rows), 1);
 }
@@ -252,8 +273,8 @@ double GlKernels::timer_take_ms() {
 
 // ---- attention ------------------------------------------------------------------------
 
-void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
-                  GlBuffer& att, LayerTrace& lt) {
+void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt) {
   const int n = T - p, ld = (H + 2 * KV) * d, G = H / KV;
   const size_t tt = static_cast<size_t>(T) * static_cast<size_t>(T);
   // Heads per group: as many as fit one storage block.
@@ -262,7 +283,9 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   const size_t bytes = static_cast<size_t>(hg) * tt * sizeof(float);
   s.scores.ensure(bytes, k.limit(), "attention scores");
   s.probs.ensure(bytes, k.limit(), "attention weights");
-  const float scale = lt.scale = 1.f / std::sqrt(static_cast<float>(d));
+  lt.scale = rule.scale;  // the trace derives scaled, capped and masked from these
+  lt.softcap = rule.softcap;
+  lt.window = rule.window;
   const int it = static_cast<int>(tt);
   for (int h0 = 0; h0 < H; h0 += hg) {
     const int nh = std::min(hg, H - h0);
@@ -282,7 +305,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
       c.c.off = p;
       k.gemm(c);
     }
-    k.attn_softmax(s.scores, nh, T, p, scale, s.probs);
+    k.attn_softmax(s.scores, nh, T, p, rule, s.probs);
     // probs · v of the new rows, into their heads' columns of att (n, H·d)
     GemmArgs o;
     o.M = n, o.N = d, o.K = T, o.batch = nh;
@@ -312,7 +335,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   }
 }
 
-std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq_d) {
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq_d, float mscale) {
   const int half = static_cast<int>(inv_freq_d.size());
   const std::vector<float> inv_freq(inv_freq_d.begin(), inv_freq_d.end());  // rounded as rope_inplace does
   std::vector<float> t(static_cast<size_t>(positions) * static_cast<size_t>(half) * 2);
@@ -320,8 +343,8 @@ std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq
     for (int i = 0; i < half; ++i) {
       const double a = static_cast<double>(pos) * inv_freq[i];
       const size_t at = (static_cast<size_t>(pos) * half + i) * 2;
-      t[at] = static_cast<float>(std::cos(a));
-      t[at + 1] = static_cast<float>(std::sin(a));
+      t[at] = static_cast<float>(std::cos(a)) * mscale;
+      t[at + 1] = static_cast<float>(std::sin(a)) * mscale;
     }
   return t;
 }
@@ -357,7 +380,7 @@ GlHostOps::~GlHostOps() {
   }
 }
 
-Mat GlHostOps::embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0) {
+Mat GlHostOps::embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0, float scale) {
   GlContext::Current cur(*ctx_);
   const int n = static_cast<int>(ids.size()), C = static_cast<int>(tok.cols());
   GlBuffer bi, bt, bp, bx;
@@ -372,7 +395,7 @@ Mat GlHostOps::embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids
     if (vn <= 0) continue;
     Mat chunk = tok.middleRows(v0, vn);
     put(bt, chunk, k_->limit());
-    k_->embed(bi, n, C, bt, v0, vn, pos.size() ? &bp : nullptr, pos0, bx);
+    k_->embed(bi, n, C, bt, v0, vn, pos.size() ? &bp : nullptr, pos0, bx, scale);
   }
   return get(bx, n, C);
 }
@@ -393,6 +416,30 @@ Mat GlHostOps::rms_norm(const Mat& x, const Vec& w, float eps) {
   by.ensure(static_cast<size_t>(x.size()) * sizeof(float), k_->limit(), "y");
   k_->norm(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), bw, nullptr, eps, by);
   return get(by, x.rows(), x.cols());
+}
+
+Mat GlHostOps::rms_norm_add(const Mat& x, const Vec& w, float eps, const Mat& y) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw, by;
+  put(bx, x, k_->limit()), put(bw, w, k_->limit()), put(by, y, k_->limit());
+  k_->norm(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), bw, nullptr, eps, by, true);
+  return get(by, x.rows(), x.cols());
+}
+
+Mat GlHostOps::rms_norm_heads(const Mat& x, int heads, int d, const Vec& w, float eps) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bw;
+  put(bx, x, k_->limit()), put(bw, w, k_->limit());
+  k_->qk_norm(bx, 0, static_cast<int>(x.rows()), static_cast<int>(x.cols()), 0, heads, d, bw, eps);
+  return get(bx, x.rows(), x.cols());
+}
+
+Mat GlHostOps::softcap(const Mat& x, float cap) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx;
+  put(bx, x, k_->limit());
+  k_->softcap(bx, static_cast<int>(x.rows()), static_cast<int>(x.cols()), static_cast<int>(x.cols()), cap);
+  return get(bx, x.rows(), x.cols());
 }
 
 Mat GlHostOps::linear(const Mat& x, const Mat& w, const Vec& b) {
@@ -432,29 +479,35 @@ Mat GlHostOps::gelu(const Mat& x) {
   return get(bx, x.rows(), x.cols());
 }
 
-Mat GlHostOps::swiglu(const Mat& gate, const Mat& up) {
+Mat GlHostOps::swiglu(const Mat& gate, const Mat& up, bool geglu) {
   GlContext::Current cur(*ctx_);
   Mat gu(gate.rows(), gate.cols() * 2);
   gu << gate, up;
   GlBuffer bgu, by;
   put(bgu, gu, k_->limit());
   by.ensure(static_cast<size_t>(gate.size()) * sizeof(float), k_->limit(), "y");
-  k_->swiglu(bgu, static_cast<int>(gate.rows()), static_cast<int>(gate.cols()), by);
+  k_->swiglu(bgu, static_cast<int>(gate.rows()), static_cast<int>(gate.cols()), by, geglu);
   return get(by, gate.rows(), gate.cols());
 }
 
-Mat GlHostOps::rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq) {
+Mat GlHostOps::rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq, float mscale) {
   GlContext::Current cur(*ctx_);
   GlBuffer bx, bt;
   put(bx, x, k_->limit());
-  const std::vector<float> table = rope_table(pos0 + static_cast<int>(x.rows()), inv_freq);
+  const std::vector<float> table = rope_table(pos0 + static_cast<int>(x.rows()), inv_freq, mscale);
   bt.ensure(table.size() * sizeof(float), k_->limit(), "rope table");
   bt.upload(table.data(), table.size() * sizeof(float));
-  k_->rope(bx, 0, static_cast<int>(x.rows()), static_cast<int>(x.cols()), 0, heads, d, pos0, bt);
+  k_->rope(bx, 0, static_cast<int>(x.rows()), static_cast<int>(x.cols()), 0, heads, d,
+           static_cast<int>(inv_freq.size()), pos0, bt);
   return get(bx, x.rows(), x.cols());
 }
 
 void GlHostOps::attention(const Tensor& q, const Tensor& kk, const Tensor& v, int p, LayerTrace& lt) {
+  attention(q, kk, v, p, AttnRule{1.f / std::sqrt(static_cast<float>(q.dim(2))), 0.f, 0}, lt);
+}
+
+void GlHostOps::attention(const Tensor& q, const Tensor& kk, const Tensor& v, int p, const AttnRule& rule,
+                          LayerTrace& lt) {
   GlContext::Current cur(*ctx_);
   const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
   const int KV = static_cast<int>(kk.dim(0)), ld = (H + 2 * KV) * d, n = T - p;
@@ -470,7 +523,7 @@ void GlHostOps::attention(const Tensor& q, const Tensor& kk, const Tensor& v, in
   bqkv.ensure(rows.size() * sizeof(float), k_->limit(), "qkv");
   bqkv.upload(rows.data(), rows.size() * sizeof(float));
   batt.ensure(static_cast<size_t>(n) * H * d * sizeof(float), k_->limit(), "att");
-  gl_attention(*k_, H, KV, d, bqkv, T, p, s, batt, lt);
+  gl_attention(*k_, H, KV, d, bqkv, T, p, rule, s, batt, lt);
   Mat att = get(batt, n, H * d);
   for (int h = 0; h < H; ++h)
     for (int r = 0; r < n; ++r)

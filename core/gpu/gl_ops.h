@@ -12,6 +12,7 @@
 #include "core/gpu/gl_context.h"
 #include "core/gpu/gl_shaders.h"
 #include "core/model/model.h"
+#include "core/engine/ops.h"
 #include "core/engine/trace.h"
 
 namespace attnviz {
@@ -67,24 +68,37 @@ class GlKernels {
   const GlContext& context() const { return ctx_; }
   long long limit() const { return ctx_.max_ssbo_bytes(); }
 
-  // x (n, C) ← tok rows ids (+ pos[pos0 + r]); `tok` holds rows [v0, v0 + vn) of the table.
+  // x (n, C) ← tok rows ids · scale (+ pos[pos0 + r]); `tok` holds rows [v0, v0 + vn) of the
+  // table; scale is the model's emb_scale (Gemma √C, Granite's embedding_multiplier).
   void embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos, int pos0,
-             GlBuffer& x);
-  // y (n, C) ← LayerNorm (b != nullptr) or RMSNorm (b == nullptr) of x.
-  void norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y);
+             GlBuffer& x, float scale = 1.f);
+  // y (n, C) ← LayerNorm (b != nullptr) or RMSNorm (b == nullptr) of x; with accumulate,
+  // y += that (a post-attention / post-MLP norm into the residual stream).
+  void norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y,
+            bool accumulate = false);
+  // QK-norm in place: RMSNorm of `heads` slices of d values from column col0 of rows
+  // row0…row0+n-1 (stride ld), each with the weights w (d). Per head: heads = H, d = head
+  // size; whole projection: heads = 1, d = H·d.
+  void qk_norm(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, const GlBuffer& w, float eps);
   void gemm(const GemmArgs& g);
   // RoPE in place on `heads` heads of d columns from col0, rows row0…row0+n-1 (stride ld),
-  // row r at position pos0 + r; `table` is rope_table().
-  void rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int pos0, const GlBuffer& table);
-  // probs = softmax(scores · scale) under the causal mask, `heads` heads of (T, T): rows ≥ p
-  // in full, rows < p only the columns ≥ p.
-  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, float scale, GlBuffer& probs);
+  // row r at position pos0 + r; only the first 2·half_rot columns of each head turn (pairs
+  // (i, i + half_rot)); `table` is rope_table() of half_rot frequencies.
+  void rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, int d, int half_rot, int pos0,
+            const GlBuffer& table);
+  // probs = softmax(masked) of `heads` heads of (T, T) scores, as attention_block does:
+  // scaled by rule.scale, soft-capped when rule.softcap > 0, keys outside
+  // [window_first(i, rule.window), i] masked. Rows ≥ p in full, rows < p only the columns ≥ p.
+  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs);
+  // x ← cap·tanh(x / cap) in place on (rows, cols), row stride ld (final logit soft-cap).
+  void softcap(GlBuffer& x, int rows, int cols, int ld, float cap);
   void gelu(GlBuffer& x, int rows, int cols, int ld);
   // One head's output columns [col0, col0 + d) of x (rows, ld) set to 0, or (mean) to each
   // column's mean over the rows.
   void ablate_head(GlBuffer& x, int rows, int d, int ld, int col0, bool mean);
-  // y (rows, I) ← silu(gate) ⊙ up, gu (rows, 2·I) = gate | up.
-  void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y);
+  // y (rows, I) ← silu(gate) ⊙ up (SwiGLU), or with geglu gelu_tanh(gate) ⊙ up (GeGLU),
+  // gu (rows, 2·I) = gate | up.
+  void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y, bool geglu = false);
 
   // GPU timestamps around stretches of dispatches: begin/end may be called many times;
   // take_ms() sums what was measured since the last take (waits for the results) and
@@ -103,7 +117,8 @@ class GlKernels {
   void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
   const GlContext& ctx_;
   bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
-  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_, ablate_;
+  GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_, ablate_,
+      qk_norm_, softcap_;
   GlBuffer dummy_;  // bound where a kernel's optional input is absent
   std::vector<unsigned> queries_;
   size_t queries_used_ = 0;
@@ -120,15 +135,18 @@ struct GlAttentionScratch {
 // Attention of one layer on device. `qkv` holds rows 0…T-1 of q | k | v, each row
 // (H + 2·KV)·d wide: H query heads, then KV key heads, then KV value heads (keys and
 // values of rows < p are the KV cache). For the new rows [p, T) and the new columns of
-// rows [0, p) it computes scores and probs, reading them back into `lt` (already sized
-// (H, T, T); it sets lt.scale), and writes probs · v of the new rows into att (n, H·d).
-// Heads go in groups small enough for the storage-block limit.
-void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, GlAttentionScratch& s,
-                  GlBuffer& att, LayerTrace& lt);
+// rows [0, p) it computes scores and probs under the layer's rule (scale, soft-cap, window),
+// reading them back into `lt` (already sized (H, T, T); it sets lt.scale, lt.softcap and
+// lt.window, from which the trace derives scaled, capped and masked), and writes probs · v
+// of the new rows into att (n, H·d). Heads go in groups small enough for the storage-block
+// limit.
+void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt);
 
-// cos/sin table for RoPE, (positions, d/2, 2), computed exactly as core/engine/ops.cpp does
-// (inverse frequencies in float, angles and cos/sin in double).
-std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq);
+// cos/sin table for RoPE, (positions, rot/2, 2) with rot/2 = inv_freq.size(), computed
+// exactly as rope_inplace does (inverse frequencies in float, angles and cos/sin in double,
+// then each rounded to float and × mscale in float).
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq, float mscale = 1.f);
 
 // Every kernel on host matrices, through its own GL context: for the tests, which check
 // each against core/engine/ops.h. Throws an Error when no GL context can be made.
@@ -138,18 +156,24 @@ class GlHostOps {
   ~GlHostOps();
   const GlContext& context() const { return *ctx_; }
 
-  Mat embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0);  // pos empty: none
+  Mat embed(const Mat& tok, const Mat& pos, const std::vector<int>& ids, int pos0, float scale = 1.f);  // pos empty: none
   Mat layer_norm(const Mat& x, const Vec& w, const Vec& b, float eps);
   Mat rms_norm(const Mat& x, const Vec& w, float eps);
+  Mat rms_norm_add(const Mat& x, const Vec& w, float eps, const Mat& y);  // y + rms_norm(x) (accumulate)
+  Mat rms_norm_heads(const Mat& x, int heads, int d, const Vec& w, float eps);  // x (n, heads·d), w (d): QK-norm
+  Mat softcap(const Mat& x, float cap);
   Mat linear(const Mat& x, const Mat& w, const Vec& b);  // x · W (+ b)
   Mat linear_bt(const Mat& x, const Mat& wt);           // x · Wtᵀ
   Mat gelu(const Mat& x);
-  Mat swiglu(const Mat& gate, const Mat& up);
-  Mat rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq);
+  Mat swiglu(const Mat& gate, const Mat& up, bool geglu = false);
+  // rot = 2·inv_freq.size() ≤ d rotated dims per head, cos and sin × mscale (rope_inplace).
+  Mat rope(const Mat& x, int heads, int d, int pos0, const std::vector<double>& inv_freq, float mscale = 1.f);
   // Attention of one layer from q (H, T, d), k and v (KV, T, d): fills scores, probs
-  // (H, T, T), scale and out (H, T, d) of `lt` for rows [p, T) and the new columns
-  // of rows [0, p) — the rest of those tensors is left as it was.
+  // (H, T, T), scale/softcap/window and out (H, T, d) of `lt` for rows [p, T) and the new
+  // columns of rows [0, p) — the rest of those tensors is left as it was. Without a rule:
+  // scale 1/√d, global, no soft-cap.
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int p, LayerTrace& lt);
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int p, const AttnRule& rule, LayerTrace& lt);
 
  private:
   std::unique_ptr<GlContext> ctx_;
