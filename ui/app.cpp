@@ -347,18 +347,22 @@ void App::shortcuts() {
   if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
   if (!snap_->model) return;
   const ModelDims dims = ModelDims::of(snap_->model->config);
+  // The capped tab exists only on a layer that soft-caps its scores.
+  auto capped = [&] { return state_.layer < dims.n_layer && snap_->model->config.layer(state_.layer).softcap > 0; };
   if (nav) {
     if (pressed(GLFW_KEY_UP)) step_layer(state_, dims, -1);
     if (pressed(GLFW_KEY_DOWN)) step_layer(state_, dims, +1);
     if (pressed(GLFW_KEY_LEFT)) step_head(state_, dims, -1);
     if (pressed(GLFW_KEY_RIGHT)) step_head(state_, dims, +1);
-    if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1);
-    if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1);
+    if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1, capped());
+    if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1, capped());
   }
   if (nav && pressed(GLFW_KEY_X)) state_.ablation.toggle(state_.layer, state_.head);
+  const std::vector<Stage> tabs = stage_tabs(capped());
   if (!typing && !io.KeyCtrl)
-    for (int k = 0; k < 8; ++k)
-      if (pressed(GLFW_KEY_1 + k)) state_.stage = stage_tab_order()[k];
+    for (int k = 0; k < 9 && k < static_cast<int>(tabs.size()); ++k)
+      if (pressed(GLFW_KEY_1 + k)) state_.stage = tabs[static_cast<size_t>(k)];
+  fit_stage(state_, capped());
 }
 
 void App::frame() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
 namespace attnviz::ui {
@@ -46,11 +47,63 @@ const std::vector<Stage> kStageTabs = {Stage::Scores, Stage::Scaled, Stage::Capp
 
 const std::vector<Stage>& stage_tab_order() { return kStageTabs; }
 
-void step_stage(AppState& s, int delta) {
-  const auto& order = stage_tab_order();
+std::vector<Stage> stage_tabs(bool capped) {
+  std::vector<Stage> out;
+  for (Stage st : kStageTabs)
+    if (capped || st != Stage::Capped) out.push_back(st);
+  return out;
+}
+
+void step_stage(AppState& s, int delta, bool capped) {
+  fit_stage(s, capped);
+  const std::vector<Stage> order = stage_tabs(capped);
   const int n = static_cast<int>(order.size());
   const int at = static_cast<int>(std::find(order.begin(), order.end(), s.stage) - order.begin());
   s.stage = order[wrap_index(at + delta, n)];
+}
+
+void fit_stage(AppState& s, bool capped) {
+  if (s.stage == Stage::Capped && !capped) s.stage = Stage::Masked;
+}
+
+SeenKeys seen_keys(int i, int window) {
+  SeenKeys k;
+  k.last = std::max(0, i);
+  k.first = window_first(k.last, window);
+  k.local = window > 0;
+  k.window = std::max(0, window);
+  return k;
+}
+
+std::string layer_kind(const LayerSpec& spec) {
+  std::string s = spec.window > 0 ? "local W=" + std::to_string(spec.window) : "global";
+  if (!spec.rope) s += " no RoPE";
+  return s;
+}
+
+int64_t kv_entries(int64_t T, int window) { return window > 0 ? std::min<int64_t>(T, window) : T; }
+
+int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value) {
+  int64_t b = 0;
+  for (int l = 0; l < c.n_layer; ++l) b += 2 * kv_tensor_bytes(kv_entries(T, c.layer(l).window), kv_heads, c.head_size, bytes_per_value);
+  return b;
+}
+
+CellNumbers cell_numbers(const LayerTrace& lt, const float* srow, int i, int j) {
+  CellNumbers n;
+  n.score = srow[j];
+  n.scaled = n.score * lt.scale;
+  n.capped = softcap_value(n.scaled, lt.softcap);
+  n.future = causally_masked(i, j);
+  n.outside = outside_window(i, j, lt.window);
+  n.masked = lt.masked_at(i, j);
+  n.first = window_first(i, lt.window);
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int k = n.first; k <= i; ++k) mx = std::max(mx, softcap_value(srow[k] * lt.scale, lt.softcap));
+  n.row_max = mx;
+  for (int k = n.first; k <= i; ++k) n.row_sum += std::exp(static_cast<double>(softcap_value(srow[k] * lt.scale, lt.softcap) - mx));
+  n.exp = n.masked ? 0.0 : std::exp(static_cast<double>(n.capped - mx));
+  return n;
 }
 
 

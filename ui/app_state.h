@@ -74,10 +74,17 @@ void clamp_selection(AppState& s, const ModelDims& m);
 // Keyboard navigation; wraps around.
 void step_layer(AppState& s, const ModelDims& m, int delta);
 void step_head(AppState& s, const ModelDims& m, int delta);
-void step_stage(AppState& s, int delta);
+// Steps through the tabs the layer shows: `capped` says whether it soft-caps (the capped tab
+// exists only then, LayerTrace::has).
+void step_stage(AppState& s, int delta, bool capped = false);
+// A stage the layer does not have (capped, after moving to a layer that does not soft-cap)
+// becomes the masked stage.
+void fit_stage(AppState& s, bool capped);
 
-// Stages in the order the heatmap tabs show them (scores … probs, then Q, K, V, out).
+// Stages in the order the heatmap tabs show them (scores … probs, then Q, K, V, out), and
+// those one layer shows (without capped unless it soft-caps).
 const std::vector<Stage>& stage_tab_order();
+std::vector<Stage> stage_tabs(bool capped);
 bool stage_is_square(Stage s);         // (T, T) per head: scores, scaled, masked, probs
 bool stage_is_signed(Stage s);         // everything but probs
 bool stage_is_kv(Stage s);             // K and V live on KV heads
@@ -104,6 +111,39 @@ std::string chip_label_in_window(const std::vector<TokenLabel>& labels, const Tr
 // A token's text made visible on a chip: space → "␣", newline → "↵", tab → "⇥", other
 // control characters → "\xNN"; empty → "∅".
 std::string chip_label(const std::string& piece);
+
+// ---------- a layer's attention window (apart from block_size)
+// Query i of a layer sees keys [first, i]: first = 0 on a global layer, i − W + 1 (at
+// least 0) on a local one of window W.
+struct SeenKeys {
+  int first = 0, last = 0;  // keys first … last (= i)
+  int count() const { return last - first + 1; }
+  bool local = false;       // the layer has a window
+  int window = 0;           // W (0: global)
+};
+SeenKeys seen_keys(int i, int window);
+// Key j of row i hidden by the window alone (j ≤ i but before the window's first key).
+inline bool outside_window(int64_t i, int64_t j, int window) { return j <= i && j < window_first(i, window); }
+// "local W=512" or "global", plus " no RoPE" for a layer without positional encoding.
+std::string layer_kind(const LayerSpec& spec);
+// Entries of one layer's KV cache over T tokens: T on a global layer, min(T, W) on a local
+// one (its keys before i − W + 1 are never read again).
+int64_t kv_entries(int64_t T, int window);
+// The whole KV cache in bytes, layer by layer (local layers keep min(T, W) entries).
+int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value = 4);
+
+// The numbers of one cell (i, j) of a layer's attention, as the heatmap's tooltip shows
+// them, from row i of its raw scores q·kᵀ (srow, T values): scaled, soft-capped, the mask
+// (causal and window) and the softmax terms over the keys row i sees.
+struct CellNumbers {
+  float score = 0, scaled = 0, capped = 0;
+  bool masked = false;        // causal or outside the window
+  bool future = false;        // j > i
+  bool outside = false;       // j ≤ i but before the window
+  int first = 0;              // the first key row i sees
+  double row_max = 0, row_sum = 0, exp = 0;  // over keys first … i, of the capped scores
+};
+CellNumbers cell_numbers(const LayerTrace& lt, const float* srow, int i, int j);
 
 // ---------- grouped-query attention
 int group_size(int n_head, int n_kv_head);                 // H / KV

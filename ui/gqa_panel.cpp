@@ -70,7 +70,17 @@ void GqaPanel::draw_diagram(FrameContext& ctx) {
 void GqaPanel::draw_memory(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   const int T = ctx.trace.T(), L = c.n_layer, d = c.head_size, H = c.n_head, KV = c.n_kv_head;
-  ImGui::Text("KV cache = 2 (K and V) \xC3\x97 L \xC3\x97 T \xC3\x97 n_kv_head \xC3\x97 d \xC3\x97 4 B (float32)");
+  const bool local = c.any_local();
+  int n_local = 0, W = 0;
+  for (int l = 0; l < L; ++l)
+    if (c.layer(l).window > 0) ++n_local, W = std::max(W, c.layer(l).window);
+  if (local)  // a local layer never reads a key older than its window again: it keeps W of them
+    ImGui::TextWrapped("KV cache = 2 (K and V) \xC3\x97 \xCE\xA3 over layers of entries \xC3\x97 n_kv_head \xC3\x97 d "
+                       "\xC3\x97 4 B: a global layer keeps T entries, a local one min(T, W)");
+  else
+    ImGui::Text("KV cache = 2 (K and V) \xC3\x97 L \xC3\x97 T \xC3\x97 n_kv_head \xC3\x97 d \xC3\x97 4 B (float32)");
+  // Bytes with every layer's window (only T entries each when the model has no local layer).
+  auto bytes = [&](int64_t t, int kv) { return local ? kv_cache_bytes_layers(c, t, kv) : kv_cache_bytes(t, kv, d, L); };
   if (ImGui::BeginTable("kvmem", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupColumn("layout");
     ImGui::TableSetupColumn(("now, T = " + std::to_string(T)).c_str());
@@ -86,13 +96,27 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
       ImGui::TableNextColumn();
       ImGui::Text("%s (%d KV head%s)", r.name, r.kv, r.kv == 1 ? "" : "s");
       ImGui::TableNextColumn();
-      ImGui::Text("%s", format_bytes(kv_cache_bytes(T, r.kv, d, L)).c_str());
+      ImGui::Text("%s", format_bytes(bytes(T, r.kv)).c_str());
       ImGui::TableNextColumn();
-      ImGui::Text("%s", format_bytes(kv_cache_bytes(c.n_ctx, r.kv, d, L)).c_str());
+      ImGui::Text("%s", format_bytes(bytes(c.n_ctx, r.kv)).c_str());
+    }
+    if (local) {  // what the windows save: the same heads with every layer global
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("this model, no windows");
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", format_bytes(kv_cache_bytes(T, KV, d, L)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", format_bytes(kv_cache_bytes(c.n_ctx, KV, d, L)).c_str());
     }
     ImGui::EndTable();
   }
-  ImGui::TextDisabled("= 2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 4 B now", L, T, KV, d);
+  if (local)
+    ImGui::TextDisabled("= 2 \xC3\x97 (%d global \xC3\x97 %d + %d local \xC3\x97 min(%d, W=%d) = %lld) \xC3\x97 %d \xC3\x97 %d "
+                        "\xC3\x97 4 B now", L - n_local, T, n_local, T, W,
+                        static_cast<long long>(kv_cache_bytes_layers(c, T, 1, 1) / 2 / d), KV, d);
+  else
+    ImGui::TextDisabled("= 2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 4 B now", L, T, KV, d);
   // A worked example at a real scale: one cached tensor (K) of one layer, 1000 tokens,
   // d = 128, 32 query heads as MHA against 8 shared KV heads.
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));

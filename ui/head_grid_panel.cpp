@@ -18,6 +18,7 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
   std::vector<float> dense;
   colorize_rgba(cmap, lt.head_values(Stage::Probs, head, dense), T, T, ValueRange{0.f, 1.f, true}, scratch,
                 /*causal_mask=*/true);
+  paint_outside_window(scratch, T, T, lt.window);  // a local layer: the keys its window hides
   tex.upload(T, T, scratch);
 }
 
@@ -55,7 +56,11 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   const float fs = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   GridLayout g;
-  g.row_label = fs * 2.2f, g.head_row = fs * 1.2f, g.gap = std::max(3.f, fs * 0.3f);
+  // Models whose layers differ (local / global windows, layers without RoPE): a wider label
+  // column that says which each layer is.
+  bool mixed = c.any_local();
+  for (int l = 0; l < L && !mixed; ++l) mixed = !c.layer(l).rope && c.arch != Arch::Gpt2;
+  g.row_label = fs * (mixed ? 5.2f : 2.2f), g.head_row = fs * 1.2f, g.gap = std::max(3.f, fs * 0.3f);
   g.side = std::min((avail.x - g.row_label) / static_cast<float>(H) - g.gap,
                     (avail.y - g.head_row - fs * 0.5f) / static_cast<float>(L) - g.gap);
   g.side = std::clamp(std::floor(g.side), fs * 1.5f, fs * 12.f);
@@ -66,8 +71,11 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   for (int l = 0; l < L; ++l) {
     const float y = g.o.y + g.head_row + fs * 0.3f + static_cast<float>(l) * (g.side + g.gap);
-    text_centered(ImGui::GetWindowDrawList(), ImVec2(g.o.x, y), ImVec2(g.o.x + g.row_label - g.gap, y + g.side),
-                  l == s.layer ? tc : dim, "L" + std::to_string(l));
+    if (mixed)
+      draw_layer_label(ctx, l, ImVec2(g.o.x, y), ImVec2(g.o.x + g.row_label - g.gap, y + g.side));
+    else
+      text_centered(ImGui::GetWindowDrawList(), ImVec2(g.o.x, y), ImVec2(g.o.x + g.row_label - g.gap, y + g.side),
+                    l == s.layer ? tc : dim, "L" + std::to_string(l));
     for (int h = 0; h < H; ++h)
       draw_thumbnail(ctx, l, h, ImVec2(g.o.x + g.row_label + static_cast<float>(h) * (g.side + g.gap), y), g.side);
   }
@@ -157,15 +165,49 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   }
   if (hov) {
     dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
-    ImGui::SetTooltip("layer %d, head %d (KV head %d)%s\non this text, mean weight on: previous token %.2f, first token "
+    ImGui::SetTooltip("layer %d (%s), head %d (KV head %d)%s\non this text, mean weight on: previous token %.2f, first token "
                       "(sink) %.2f, itself (diagonal) %.2f, after an earlier occurrence (induction) %s\n"
                       "entropy of the rows %.2f bits, mean distance %.2f tokens back\n"
                       "click to show it in the heatmap; right-click (or X) to %s it",
-                      l, h, g, ablated ? (s.ablation.mode == AblationMode::Mean ? " ABLATED (mean)" : " ABLATED (zero)") : "",
+                      l, layer_kind(c.layer(l)).c_str(), h, g, ablated ? (s.ablation.mode == AblationMode::Mean ? " ABLATED (mean)" : " ABLATED (zero)") : "",
                       sc.previous_token, sc.first_token, sc.self,
                       sc.induction < 0 ? "n/a" : std::to_string(sc.induction).substr(0, 4).c_str(), sc.entropy_bits,
                       sc.mean_distance, ablated ? "restore" : "ablate");
   }
+}
+
+// A layer's label in a model whose layers differ: "L3" over "W=512" (local, in the window
+// band's colour) or "global", and "no RoPE" under them for a layer without positions.
+void HeadGridPanel::draw_layer_label(const FrameContext& ctx, int l, ImVec2 a, ImVec2 b) const {
+  const LayerSpec spec = ctx.model->config.layer(l);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const bool sel = l == ctx.state.layer;
+  const ImU32 tc = ImGui::GetColorU32(sel ? ImGuiCol_Text : ImGuiCol_TextDisabled);
+  std::vector<std::pair<std::string, ImU32>> lines = {{"L" + std::to_string(l), tc}};
+  if (spec.window > 0)
+    lines.push_back({"W=" + std::to_string(spec.window), sel ? window_color() : window_color(190)});
+  else
+    lines.push_back({"global", tc});
+  if (!spec.rope && ctx.model->config.arch != Arch::Gpt2) lines.push_back({"no RoPE", IM_COL32(255, 170, 80, 255)});
+  // Lines as large as the thumbnail lets them be (down to 60 % of the font).
+  const float lfs = std::clamp((b.y - a.y) / (static_cast<float>(lines.size()) * 1.05f), fs * 0.6f, fs);
+  float y = 0.5f * (a.y + b.y) - lfs * 1.05f * static_cast<float>(lines.size()) * 0.5f;
+  for (const auto& [text, col] : lines) {
+    const float w = ImGui::CalcTextSize(text.c_str()).x * lfs / fs;
+    dl->AddText(ImGui::GetFont(), lfs, ImVec2(b.x - w, y), col, text.c_str());
+    y += lfs * 1.05f;
+  }
+  ImGui::SetCursorScreenPos(a);
+  ImGui::PushID(100000 + l);
+  ImGui::InvisibleButton("layer", b - a);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("layer %d: %s%s", l,
+                      spec.window > 0 ? ("local, window " + std::to_string(spec.window) + ": query i sees keys [i \xE2\x88\x92 " +
+                                         std::to_string(spec.window - 1) + ", i]").c_str()
+                                      : "global: query i sees keys [0, i]",
+                      spec.rope ? "" : "; no positional encoding (no RoPE) in this layer");
+  ImGui::PopID();
 }
 
 }  // namespace attnviz::ui

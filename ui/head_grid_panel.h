@@ -29,6 +29,7 @@ class HeadGridPanel : public Panel {
   void draw_header(const FrameContext& ctx, const GridLayout& g) const;
   void draw_ablation_controls(FrameContext& ctx);
   void draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side);
+  void draw_layer_label(const FrameContext& ctx, int l, ImVec2 a, ImVec2 b) const;
 
   uint64_t serial_ = 0;            // trace the textures show
   Colormap cmap_ = Colormap::Viridis;

@@ -16,6 +16,7 @@ const char* stage_explanation(Stage s) {
   switch (s) {
     case Stage::Scores: return "q_i \xC2\xB7 k_j for every pair: how well token j's key answers token i's query (before scaling; the future is not hidden yet)";
     case Stage::Scaled: return "scores / \xE2\x88\x9A" "d: keeps the numbers small so softmax does not saturate";
+    case Stage::Capped: return "soft-capped: c \xC2\xB7 tanh(s / c) keeps every scaled score within \xC2\xB1c before the mask (Gemma 2)";
     case Stage::Masked: return "causal mask: a token may not look at later tokens (j > i) \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (grey)";
     case Stage::Probs: return "softmax of each row: how much token i (row) attends to token j (column); every row sums to 1";
     case Stage::Q: return "queries (T \xC3\x97 d): what each token is looking for (after RoPE for llama)";
@@ -25,6 +26,8 @@ const char* stage_explanation(Stage s) {
   }
   return "";
 }
+
+const ImU32 kBandColor = window_color();  // the frame of the window band
 
 const char* kRolloutExplanation =
     "attention rollout up to this layer (an APPROXIMATION, Abnar & Zuidema 2020): each layer's weights averaged over "
@@ -73,7 +76,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   if (ImGui::SmallButton("fit")) s.cell_px = 0.f;
   help_marker("Ctrl + mouse wheel over the matrix zooms, the scrollbars move; 'fit' shows the whole matrix.\n"
               "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
-              "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "8 pick a stage).");
+              "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "9 pick a stage).");
 }
 
 void HeatmapPanel::draw_tabs(FrameContext& ctx) {
@@ -82,7 +85,10 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
   Stage selected = shown_tab_;
   // Presenting: whole tab names, scrolled when they do not fit (never "softm…").
   if (ImGui::BeginTabBar("stages", ctx.state.presentation ? ImGuiTabBarFlags_FittingPolicyScroll : 0)) {
+    const LayerTrace* lt = s.layer < static_cast<int>(ctx.trace.layers.size()) ? &ctx.trace.layers[s.layer] : nullptr;
+    fit_stage(s, lt && lt->has(Stage::Capped));
     for (Stage st : stage_tab_order()) {
+      if (lt && !lt->has(st)) continue;  // capped: only where the layer soft-caps
       const ImGuiTabItemFlags f = pending && st == s.stage ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(stage_label(st), nullptr, f)) {
         selected = st;
@@ -122,6 +128,7 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
     ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
     ImGui::PopTextWrapPos();
   }
+  draw_window_line(ctx);
   ExportOptions what;  // this layer, head and stage, as on screen
   what.stage = ctx.state.stage;
   what.layer = ctx.state.layer;
@@ -163,6 +170,7 @@ void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
   const int64_t n = static_cast<int64_t>(rows) * cols;
   range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
   colorize_rgba(cmap, data, rows, cols, range_, rgba_, /*causal_mask=*/stage == Stage::Probs);
+  if (stage == Stage::Masked || stage == Stage::Probs) paint_outside_window(rgba_, rows, cols, lt.window);
   tex_.upload(cols, rows, rgba_);
   key_ = key;
   cmap_ = cmap;
@@ -268,6 +276,7 @@ void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, boo
       dl->AddRect(ImVec2(x, m.p0.y - 1), ImVec2(x + m.cell, m.p0.y + m.img.y + 1), hl, 0.f, 0, th);
     }
   }
+  if (m.square && !rollout_) draw_window_band(ctx, m);
   if (s.lesson.active && s.lesson.row >= 0 && s.lesson.row < m.rows) {  // the guided lesson's row i and cell (i, j)
     const ImU32 lc = IM_COL32(80, 220, 255, 255);
     const float y = m.p0.y + static_cast<float>(s.lesson.row) * m.cell;
@@ -306,26 +315,34 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
     std::vector<float> srow_buf, prow_buf;
     const float* srow = lt.row_values(Stage::Scores, h, i, srow_buf);  // (T)
     const float* prow = lt.row_values(Stage::Probs, h, i, prow_buf);   // (T)
-    const float score = srow[j], scaled = score * lt.scale;
     const float prob = prow[j];
-    const bool is_masked = causally_masked(i, j);
-    // Row max and sum of exp over the unmasked entries k ≤ i: softmax = exp(x − max) / Σ exp(x − max).
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int k = 0; k <= i; ++k) mx = std::max(mx, srow[k] * lt.scale);
-    double sum = 0.0;
-    for (int k = 0; k <= i; ++k) sum += std::exp(static_cast<double>(srow[k] * lt.scale - mx));
+    const CellNumbers n = cell_numbers(lt, srow, i, j);
     ImGui::Text("query i = %d '%s'  \xE2\x86\x92  key j = %d '%s'   (layer %d, head %d)", i, tok(i).c_str(), j,
                 tok(j).c_str(), s.layer, h);
+    if (lt.window > 0)
+      ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f), "window %d: query %d sees keys [%d, %d]", lt.window, i, n.first, i);
     ImGui::Separator();
-    ImGui::Text("q\xC2\xB7k            = %+.5f", score);
-    ImGui::Text("/\xE2\x88\x9A" "d (d = %d)  = %+.5f   (\xE2\x88\x9A" "d = %.3f)", c.head_size, scaled, std::sqrt(d));
-    if (is_masked) {
+    ImGui::Text("q\xC2\xB7k            = %+.5f", n.score);
+    if (std::abs(lt.scale * std::sqrt(d) - 1.f) < 1e-4f)
+      ImGui::Text("/\xE2\x88\x9A" "d (d = %d)  = %+.5f   (\xE2\x88\x9A" "d = %.3f)", c.head_size, n.scaled, std::sqrt(d));
+    else
+      ImGui::Text("\xC3\x97 scale       = %+.5f   (scale = %.5g, the model's own)", n.scaled, lt.scale);
+    if (lt.softcap > 0)
+      ImGui::Text("soft-capped  = %+.5f   (%g \xC2\xB7 tanh(x / %g))", n.capped, lt.softcap, lt.softcap);
+    if (n.future) {
       ImGui::TextColored(ImVec4(1.f, 0.6f, 0.3f, 1.f), "masked       = \xE2\x88\x92\xE2\x88\x9E   (j > i: the future is hidden)");
       ImGui::Text("exp          = 0");
+    } else if (n.outside) {
+      ImGui::TextColored(ImVec4(0.85f, 0.7f, 0.45f, 1.f),
+                         "masked       = \xE2\x88\x92\xE2\x88\x9E   (j < i \xE2\x88\x92 W + 1 = %d: outside the window W = %d)",
+                         n.first, lt.window);
+      ImGui::Text("exp          = 0");
     } else {
-      ImGui::Text("masked       = no (j \xE2\x89\xA4 i)");
-      const double e = std::exp(static_cast<double>(scaled - mx));
-      ImGui::Text("exp(x \xE2\x88\x92 max) = %.5f   (row max %.4f, row \xCE\xA3 = %.5f)", e, mx, sum);
+      if (lt.window > 0)
+        ImGui::Text("masked       = no (%d \xE2\x89\xA4 j \xE2\x89\xA4 i)", n.first);
+      else
+        ImGui::Text("masked       = no (j \xE2\x89\xA4 i)");
+      ImGui::Text("exp(x \xE2\x88\x92 max) = %.5f   (row max %.4f, row \xCE\xA3 = %.5f)", n.exp, n.row_max, n.row_sum);
     }
     ImGui::Text("weight       = %.5f   (= exp / \xCE\xA3; row sums to 1)", prob);
   } else {
@@ -374,8 +391,63 @@ void HeatmapPanel::draw_colorbar(FrameContext& ctx, float height) {
     ImGui::Dummy(ImVec2(fs * 1.3f, fs));
     ImGui::SameLine();
     ImGui::TextUnformatted("masked");
+    const LayerTrace& lt = ctx.trace.layers[ctx.state.layer];
+    if (!rollout_ && lt.window > 0) {  // the cells a local layer's window hides
+      const ImVec2 r = ImGui::GetCursorScreenPos();
+      dl->AddRectFilled(r, r + ImVec2(fs * 1.2f, fs), to_u32(kOutsideWindowRgb));
+      dl->AddRect(r, r + ImVec2(fs * 1.2f, fs), kBandColor, 0.f, 0, 1.5f);
+      ImGui::Dummy(ImVec2(fs * 1.3f, fs));
+      ImGui::SameLine();
+      ImGui::Text("outside\nwindow %d", lt.window);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("window %d: query i sees keys [i \xE2\x88\x92 %d, i]; older keys are masked (this colour), "
+                          "the future is masked (grey)", lt.window, lt.window - 1);
+    }
   }
   ImGui::EndGroup();
+}
+
+// The local layer's window under the tabs: what query i sees, against the block_size crop.
+void HeatmapPanel::draw_window_line(const FrameContext& ctx) const {
+  const ModelConfig& c = ctx.model->config;
+  if (!c.any_local() || ctx.state.layer >= static_cast<int>(ctx.trace.layers.size())) return;
+  const LayerTrace& lt = ctx.trace.layers[ctx.state.layer];
+  ImGui::PushTextWrapPos(0.f);
+  if (lt.window > 0)
+    ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f),
+                       "layer %d is local, window W = %d: query i sees keys [i \xE2\x88\x92 %d, i] (the framed band); "
+                       "older keys are masked. block_size %d is a different thing: a crop of the text, positions restart at 0.",
+                       ctx.state.layer, lt.window, lt.window - 1, ctx.trace.block_size);
+  else
+    ImGui::TextDisabled("layer %d is global: query i sees keys [0, i]. Other layers of this model are local (%s).",
+                        ctx.state.layer, c.features().c_str());
+  ImGui::PopTextWrapPos();
+}
+
+// The band a local layer's query rows see, framed: its left edge at key i − W + 1 (a
+// staircase, one step per row) and its right edge on the diagonal.
+void HeatmapPanel::draw_window_band(const FrameContext& ctx, const MatrixLayout& m) const {
+  const LayerTrace& lt = ctx.trace.layers[ctx.state.layer];
+  if (lt.window <= 0 || m.rows == 0) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float th = std::max(1.5f, ctx.scale * 2.f);
+  std::vector<ImVec2> left, right;
+  left.reserve(static_cast<size_t>(m.rows) * 2 + 1);
+  right.reserve(static_cast<size_t>(m.rows) * 2 + 1);
+  for (int i = 0; i < m.rows; ++i) {
+    const float y0 = m.p0.y + static_cast<float>(i) * m.cell, y1 = y0 + m.cell;
+    const float xl = m.p0.x + static_cast<float>(window_first(i, lt.window)) * m.cell;
+    const float xr = m.p0.x + static_cast<float>(std::min(i + 1, m.cols)) * m.cell;
+    left.push_back(ImVec2(xl, y0));
+    left.push_back(ImVec2(xl, y1));
+    right.push_back(ImVec2(xr, y0));
+    right.push_back(ImVec2(xr, y1));
+  }
+  dl->AddPolyline(left.data(), static_cast<int>(left.size()), kBandColor, 0, th);
+  dl->AddPolyline(right.data(), static_cast<int>(right.size()), kBandColor, 0, th);
+  dl->AddLine(ImVec2(m.p0.x, m.p0.y), ImVec2(m.p0.x + m.cell, m.p0.y), kBandColor, th);  // the first row's top
+  const float yb = m.p0.y + static_cast<float>(m.rows) * m.cell;
+  dl->AddLine(left.back(), ImVec2(right.back().x, yb), kBandColor, th);  // the last row's bottom
 }
 
 }  // namespace attnviz::ui

@@ -1,7 +1,8 @@
 // The attention heatmap of the selected layer and head, one tab per stage: scores (q·kᵀ),
 // scaled (/√d), masked, softmax, and Q, K, V, head output. The matrix is a texture
 // (uploaded once per change, drawn with ImGui::Image), with token labels on both axes,
-// a colorbar with the value range, a distinct colour for masked (−inf) cells, a tooltip
+// a colorbar with the value range, a distinct colour for masked (−inf) cells (and another,
+// with a framed band, for the keys a local layer's window hides), a tooltip
 // with the exact numbers of the hovered cell, zoom (Ctrl+wheel) and scrolling. An extra
 // tab shows attention rollout up to the selected layer (core/engine/rollout.h), an
 // approximation of how the tokens mix through the layers.
@@ -38,6 +39,8 @@ class HeatmapPanel : public Panel {
   void draw_axis_labels(const FrameContext& ctx, const MatrixLayout& m) const;
   void draw_highlights(FrameContext& ctx, const MatrixLayout& m, bool hovered);
   void draw_colorbar(FrameContext& ctx, float height);
+  void draw_window_line(const FrameContext& ctx) const;
+  void draw_window_band(const FrameContext& ctx, const MatrixLayout& m) const;
   void cell_tooltip(const FrameContext& ctx, int i, int j) const;
 
   struct Key {

@@ -1,6 +1,9 @@
 #include "ui/imgui_util.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/engine/trace.h"
 
 namespace attnviz::ui {
 
@@ -43,6 +46,15 @@ void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::s
   dl->PushClipRect(p0, p1, true);
   dl->AddText(at, col, s.c_str());
   dl->PopClipRect();
+}
+
+void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window) {
+  if (window <= 0) return;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < std::min(cols, window_first(i, window)); ++j) {
+      uint8_t* p = rgba.data() + (static_cast<size_t>(i) * static_cast<size_t>(cols) + static_cast<size_t>(j)) * 4;
+      p[0] = kOutsideWindowRgb.r, p[1] = kOutsideWindowRgb.g, p[2] = kOutsideWindowRgb.b;
+    }
 }
 
 }  // namespace attnviz::ui

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/export/colormap.h"
 
@@ -20,6 +21,14 @@ ImU32 group_color(int g, int n, float alpha = 1.f);
 // A chip colour for token id `id`: light, so dark text stays readable; the same id always
 // gets the same colour.
 ImU32 chip_color(int id);
+
+// A local layer's attention window, drawn the same way in every panel: the cells its
+// window hides (j ≤ i but before i − W + 1) in kOutsideWindowRgb, apart from the causal
+// grey, and the band it sees framed in kWindowColor.
+constexpr Rgb8 kOutsideWindowRgb{120, 96, 64};
+inline ImU32 window_color(uint8_t a = 255) { return IM_COL32(0, 230, 170, a); }
+// Paints the cells outside the window of a (rows × cols) RGBA image of a (T, T) matrix.
+void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window);
 
 // "(?)" with a wrapped tooltip.
 void help_marker(const char* text);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& lesson_show_kinds() {
   static const std::vector<std::string> k = {"qk",         "dot", "scale",  "mask",     "exp", "softmax",
-                                             "weighted_v", "gqa", "window", "kv_cache", "none"};
+                                             "weighted_v", "gqa", "window", "local_window", "kv_cache", "none"};
   return k;
 }
 
@@ -43,7 +44,12 @@ const std::vector<std::string>& lesson_placeholders() {
                                              "dropped",
                                              "n_layer",
                                              "kv_cache_floats",
-                                             "kv_cache_bytes"};
+                                             "kv_cache_bytes",
+                                             "window",
+                                             "first_key",
+                                             "seen_count",
+                                             "outside_count",
+                                             "total"};
   return p;
 }
 
@@ -84,6 +90,11 @@ std::string placeholder_value(const std::string& name, const RowNumbers& n) {
   if (name == "n_layer") return std::to_string(n.n_layer);
   if (name == "kv_cache_floats") return std::to_string(n.kv_cache_floats);
   if (name == "kv_cache_bytes") return std::to_string(n.kv_cache_floats * 4);
+  if (name == "window") return n.window > 0 ? std::to_string(n.window) : "\xE2\x88\x9E";  // ∞: a global layer
+  if (name == "first_key") return std::to_string(n.first_key);
+  if (name == "seen_count") return std::to_string(n.i - n.first_key + 1);
+  if (name == "outside_count") return std::to_string(n.outside_count);
+  if (name == "total") return std::to_string(n.dropped + n.T);
   return "";
 }
 
@@ -183,21 +194,29 @@ RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int hea
     if (h / n.group == n.kv_head) n.shared_heads.push_back(h);
   n.T = tr.T(), n.block_size = tr.block_size, n.dropped = tr.dropped, n.n_layer = static_cast<int>(tr.layers.size());
   n.sqrt_d = std::sqrt(static_cast<double>(n.d));
+  // The layer's scale as the backend applied it: exactly 1/√d when that is what it is.
+  n.scale = std::abs(static_cast<double>(lt.scale) * n.sqrt_d - 1.0) < 1e-6 ? 1.0 / n.sqrt_d : lt.scale;
+  n.softcap = lt.softcap;
+  n.window = lt.window;
+  n.first_key = window_first(i, lt.window);
+  n.outside_count = n.first_key;
   for (int x = 0; x < n.d; ++x) {
     n.q_i.push_back(lt.q.at(head, i, x));
     n.k_j.push_back(lt.k.at(n.kv_head, j, x));
   }
-  // Row i: q_i · k_j' / √d for every key j' ≤ i (the keys after i are masked to −inf).
+  // Row i: q_i · k_j' × scale for every key j' ≤ i, soft-capped where the layer does (the
+  // keys after i are masked to −inf, and on a local layer those before its window).
+  const double inf = std::numeric_limits<double>::infinity();
   for (int jj = 0; jj <= i; ++jj) {
     double dot = 0.0;
     for (int x = 0; x < n.d; ++x) dot += static_cast<double>(lt.q.at(head, i, x)) * lt.k.at(n.kv_head, jj, x);
-    if (jj == j) n.score = dot;
-    n.scaled_row.push_back(dot / n.sqrt_d);
+    if (jj == j) n.score = dot, n.scaled = dot * n.scale;
+    const double capped = n.softcap > 0 ? n.softcap * std::tanh(dot * n.scale / n.softcap) : dot * n.scale;
+    n.scaled_row.push_back(jj < n.first_key ? -inf : capped);
   }
-  n.scaled = n.scaled_row[static_cast<size_t>(j)];
   n.masked_count = n.T - 1 - i;
   n.row_max = *std::max_element(n.scaled_row.begin(), n.scaled_row.end());
-  for (double s : n.scaled_row) n.exp_row.push_back(std::exp(s - n.row_max));
+  for (double s : n.scaled_row) n.exp_row.push_back(s == -inf ? 0.0 : std::exp(s - n.row_max));
   for (double e : n.exp_row) n.row_sum += e;
   for (double e : n.exp_row) n.weights.push_back(e / n.row_sum);
   n.out_i.assign(static_cast<size_t>(n.d), 0.0);

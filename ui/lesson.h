@@ -44,7 +44,8 @@ Lesson load_lesson(const std::string& path);
 std::vector<std::string> lesson_files();
 std::string lesson_file(const std::string& code);
 
-// The numbers of row i (query) and key j ≤ i of one layer and query head of a trace, computed
+// The numbers of row i (query) and key j ≤ i of one layer (its scale, soft-cap and window as
+// the trace recorded them) and query head of a trace, computed
 // from its stored Q, K, V as the steps explain them (plain loops, double sums).
 struct RowNumbers {
   int layer = 0, head = 0, kv_head = 0, i = 0, j = 0, d = 0;
@@ -54,11 +55,18 @@ struct RowNumbers {
   double sqrt_d = 0.0;
   std::vector<float> q_i, k_j;     // (d)
   double score = 0.0;              // q_i · k_j
-  double scaled = 0.0;             // score / √d
-  std::vector<double> scaled_row;  // (i + 1) scaled scores of row i, keys 0 … i
+  double scale = 0.0;              // the layer's: 1/√d unless the model says otherwise
+  double scaled = 0.0;             // score × scale (score / √d)
+  double softcap = 0.0;            // > 0: the layer soft-caps, scaled_row holds c·tanh(x/c)
+  // (i + 1) scaled (and soft-capped) scores of row i, keys 0 … i; −inf for keys before a
+  // local layer's window
+  std::vector<double> scaled_row;
   int masked_count = 0;            // keys j > i of row i: −inf (T − 1 − i)
+  int window = 0;                  // the layer's window W (0: global)
+  int first_key = 0;               // the first key row i sees: i − W + 1 on a local layer, else 0
+  int outside_count = 0;           // keys of row i before the window: −inf too (first_key)
   double row_max = 0.0;            // max of scaled_row
-  std::vector<double> exp_row;     // (i + 1) exp(scaled − row_max)
+  std::vector<double> exp_row;     // (i + 1) exp(scaled − row_max), 0 outside the window
   double row_sum = 0.0;            // Σ exp_row
   std::vector<double> weights;     // (i + 1) exp_row / row_sum
   std::vector<double> out_i;       // (d) Σ_j weights_j · v_j

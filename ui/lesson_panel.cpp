@@ -105,6 +105,13 @@ void LessonPanel::draw_content(FrameContext& ctx) {
   if (shown_step_ != step_) {  // a new step shows its stage; the tabs stay free to click after
     s.stage = step.stage;
     shown_step_ = step_;
+    // The window step on a global layer of a model that has local ones: the first local layer.
+    if (step.show == "local_window" && c.layer(s.layer).window == 0)
+      for (int l = 0; l < c.n_layer; ++l)
+        if (c.layer(l).window > 0) {
+          s.layer = l;
+          break;
+        }
   }
   RowNumbers n;
   try {
@@ -165,6 +172,11 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
         "row %d: keys 0 \xE2\x80\xA6 %d kept, keys %d \xE2\x80\xA6 %d \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (%d "
         "masked)",
         n.i, n.i, n.i + 1, n.T - 1, n.masked_count);
+    if (n.outside_count > 0)
+      ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f),
+                         "layer %d is local (W = %d): keys 0 \xE2\x80\xA6 %d are outside its window \xE2\x86\x92 "
+                         "\xE2\x88\x92\xE2\x88\x9E too; it keeps keys %d \xE2\x80\xA6 %d",
+                         n.layer, n.window, n.first_key - 1, n.first_key, n.i);
   } else if (k == "exp" || k == "softmax") {
     if (ImGui::BeginTable("row", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
       ImGui::TableSetupColumn("key j");
@@ -201,6 +213,25 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
                        n.kv_head, n.head, n.group, fill_placeholders("{shared_heads}", n).c_str());
   } else if (k == "window") {
     ImGui::TextWrapped("T = %d of block_size %d, dropped %d", n.T, n.block_size, n.dropped);
+  } else if (k == "local_window") {
+    const ImVec4 band(0.f, 0.9f, 0.67f, 1.f);
+    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "crop (block_size %d): tokens %d â¦ %d of the text enter as positions 0 â¦ %d",
+                       n.block_size, n.dropped, n.dropped + n.T - 1, n.T - 1);
+    if (n.window > 0)
+      ImGui::TextColored(band, "window (layer %d, W = %d): query %d sees keys %d â¦ %d, positions kept; %d older masked",
+                         n.layer, n.window, n.i, n.first_key, n.i, n.outside_count);
+    else
+      ImGui::TextColored(band, "layer %d is global: query %d sees keys 0 â¦ %d", n.layer, n.i, n.i);
+    const ModelConfig& c = ctx.model->config;
+    if (!c.any_local())
+      ImGui::TextDisabled("this model has no local layers: open a Gemma, Mistral or Phi-3 model to see a real window");
+    else if (n.window == 0) {
+      for (int l = 0; l < c.n_layer; ++l)
+        if (c.layer(l).window > 0) {
+          if (ImGui::SmallButton(("show local layer " + std::to_string(l)).c_str())) ctx.state.layer = l;
+          break;
+        }
+    }
   } else if (k == "kv_cache") {
     ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head,
                        n.d, n.kv_cache_floats);

@@ -30,8 +30,28 @@ void ModelPanel::draw_content(FrameContext& ctx) {
   if (ctx.snap.random_weights)
     ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "RANDOM WEIGHTS: patterns are not learned");
   ImGui::TextWrapped("%s", m.name.c_str());
-  ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(), c.arch == Arch::Gpt2 ? "learned positions, LayerNorm, GELU" : "RoPE, RMSNorm, SwiGLU",
+  ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(),
+              c.arch == Arch::Gpt2           ? "learned positions, LayerNorm, GELU"
+              : c.mlp == MlpKind::GeGLU      ? "RoPE, RMSNorm, GeGLU"
+                                             : "RoPE, RMSNorm, SwiGLU",
               count_str(m.parameter_count()).c_str());
+  // What the architecture does beyond llama's (QK-norm, soft-cap, windows, layers without
+  // RoPE …), and what loading decided.
+  const std::string features = c.features();
+  if (!features.empty()) {
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f), "%s", features.c_str());
+    ImGui::PopTextWrapPos();
+    if (ImGui::IsItemHovered() && c.any_local())
+      ImGui::SetTooltip("a local layer of window W: query i sees only keys [i \xE2\x88\x92 W + 1, i], every token keeps "
+                        "its absolute position; global layers see [0, i]. block_size is a different thing: it crops the "
+                        "text to its last block_size tokens, and positions restart at 0.");
+  }
+  for (const std::string& note : c.notes) {
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled("note: %s", note.c_str());
+    ImGui::PopTextWrapPos();
+  }
   // What the file stored, and what the float32 weights take in memory.
   ImGui::TextWrapped("%s: %s \xC2\xB7 %.1f MiB as float32", m.format.c_str(), m.stored_types_str().c_str(),
                      static_cast<double>(m.weight_bytes()) / (1 << 20));

@@ -15,13 +15,19 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   // Chips in one scrolling row; the bracket under the window.
   const float fs = ImGui::GetFontSize();
   const float chip_h = fs * 1.6f;
-  const float strip_h = chip_h + fs * 2.6f;
+  // A model with local layers: a second bracket over the chips, the keys the hovered query
+  // sees on the selected layer.
+  const bool local = ctx.model && ctx.model->config.any_local();
+  const float seen_h = local ? fs * 1.5f : 0.f;
+  const float strip_h = chip_h + fs * 2.6f + seen_h;
   ImGui::BeginChild("chips", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize), false,
                     ImGuiWindowFlags_HorizontalScrollbar);
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 top = ImGui::GetCursorScreenPos();
+  const ImVec2 origin = top + ImVec2(0, seen_h);
   const ChipsDrawn chips = draw_chips(ctx, w, origin, chip_h);
   if (chips.win_x0 >= 0) draw_bracket(ctx, chips, origin.y + chip_h + fs * 1.35f);
-  ImGui::SetCursorScreenPos(origin);
+  if (local && chips.win_x0 >= 0) draw_seen(ctx, origin.y - fs * 0.2f);
+  ImGui::SetCursorScreenPos(top);
   ImGui::Dummy(ImVec2(chips.end_x - origin.x, strip_h));
   strip_rect_ = ImVec4(origin.x, origin.y, std::min(chips.end_x - origin.x, ImGui::GetWindowWidth()), chip_h);
   if (follow_serial_ != ctx.snap.trace_serial) {  // keep the newest token in view
@@ -99,6 +105,7 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
   // Very long texts: the oldest dropped tokens collapse into one "+N" chip.
   const int max_dropped_chips = 64;
   const int first = std::max(0, w.dropped - max_dropped_chips);
+  chip_x_.assign(static_cast<size_t>(std::max(0, w.T)), ImVec2(0, 0));
   if (first > 0) {
     const std::string lab = "\xE2\x80\xA6 +" + std::to_string(first);  // … +N
     const float cw = ImGui::CalcTextSize(lab.c_str()).x + 2 * pad;
@@ -116,6 +123,7 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     if (in_window) {
       if (win_x0 < 0) win_x0 = a.x;
       win_x1 = b.x;
+      if (pos < static_cast<int>(chip_x_.size())) chip_x_[static_cast<size_t>(pos)] = ImVec2(a.x, b.x);
       dl->AddRectFilled(a, b, chip_color(id), 4.f);
       if (pos == ht) dl->AddRect(a - ImVec2(2, 2), b + ImVec2(2, 2), IM_COL32(255, 220, 0, 255), 4.f, 0, 3.f);
       text_centered(dl, a, b, IM_COL32(0, 0, 0, 255), lab);
@@ -132,8 +140,18 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     if (ImGui::IsItemHovered()) {
       if (in_window) s.hover(pos);
       ImGui::BeginTooltip();
-      if (in_window)
+      if (in_window) {
         ImGui::Text("'%s' id %d, window position %d (row and column %d in the heatmaps)", lab.c_str(), id, pos, pos);
+        if (ctx.model && ctx.model->config.any_local() && s.layer < ctx.model->config.n_layer) {
+          const int W = ctx.model->config.layer(s.layer).window;
+          const SeenKeys sk = seen_keys(pos, W);
+          if (W > 0)
+            ImGui::Text("layer %d, window %d: as a query it sees keys [%d, %d] (%d of them)", s.layer, W, sk.first,
+                        sk.last, sk.count());
+          else
+            ImGui::Text("layer %d is global: as a query it sees keys [0, %d]", s.layer, pos);
+        }
+      }
       else
         ImGui::Text("'%s' id %d fell out of the window: the model no longer sees it", lab.c_str(), id);
       if (static_cast<size_t>(k) < ctx.snap.labels.size() && !ctx.snap.labels[static_cast<size_t>(k)].bytes.empty())
@@ -172,6 +190,38 @@ void TokenStripPanel::draw_bracket(const FrameContext& ctx, const ChipsDrawn& ch
   const float lx = std::max(win_x0, std::min(0.5f * (win_x0 + win_x1) - lw * 0.5f, win_x1 - lw));
   dl->AddRectFilled(ImVec2(lx, y - fs * 0.5f), ImVec2(lx + lw, y + fs * 0.6f), ImGui::GetColorU32(ImGuiCol_WindowBg));
   dl->AddText(ImVec2(lx, y - fs * 0.5f), bc, lab);
+}
+
+// Over the chips: the keys the hovered query (the newest token when none is hovered) sees
+// on the selected layer, [i − W + 1, i] on a local layer and [0, i] on a global one, beside
+// the block_size crop drawn under the chips.
+void TokenStripPanel::draw_seen(const FrameContext& ctx, float y) const {
+  const int T = static_cast<int>(chip_x_.size());
+  if (T == 0 || ctx.state.layer >= ctx.model->config.n_layer) return;
+  const int i = ctx.state.hovered_token >= 0 && ctx.state.hovered_token < T ? ctx.state.hovered_token : T - 1;
+  const LayerSpec spec = ctx.model->config.layer(ctx.state.layer);
+  const SeenKeys sk = seen_keys(i, spec.window);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const float th = std::max(2.f, ctx.scale * 2.f);
+  const ImU32 col = sk.local ? window_color() : IM_COL32(170, 170, 170, 255);
+  const float x0 = chip_x_[static_cast<size_t>(sk.first)].x, x1 = chip_x_[static_cast<size_t>(sk.last)].y;
+  dl->AddLine(ImVec2(x0, y), ImVec2(x0, y - fs * 0.4f), col, th);
+  dl->AddLine(ImVec2(x1, y), ImVec2(x1, y - fs * 0.4f), col, th);
+  dl->AddLine(ImVec2(x0, y - fs * 0.4f), ImVec2(x1, y - fs * 0.4f), col, th);
+  char lab[128];
+  if (sk.local)
+    std::snprintf(lab, sizeof lab, " layer %d, window %d: query %d sees keys [%d, %d] ", ctx.state.layer, spec.window, i,
+                  sk.first, sk.last);
+  else
+    std::snprintf(lab, sizeof lab, " layer %d (global): query %d sees keys [0, %d] ", ctx.state.layer, i, i);
+  const float lw = ImGui::CalcTextSize(lab).x;
+  const float ly = y - fs * 0.4f - fs * 0.55f;
+  // Beside the bracket when it is narrow: left of it when the right side has no room.
+  float lx = 0.5f * (x0 + x1) - lw * 0.5f;
+  if (lw + fs > x1 - x0) lx = x0 - lw - fs * 0.3f >= ImGui::GetWindowPos().x ? x0 - lw - fs * 0.3f : x1 + fs * 0.3f;
+  dl->AddRectFilled(ImVec2(lx, ly), ImVec2(lx + lw, ly + fs * 1.05f), ImGui::GetColorU32(ImGuiCol_WindowBg));
+  dl->AddText(ImVec2(lx, ly), col, lab);
 }
 
 }  // namespace attnviz::ui

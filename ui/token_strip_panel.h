@@ -2,7 +2,8 @@
 // that enter the model, tokens that fell out of the window greyed (with their count), a
 // block_size slider (1 … model context, or less where the machine's memory could not hold
 // the trace of a longer window: then it says so). Hovering a chip highlights that token's row and
-// column in every heatmap.
+// column in every heatmap. A model with local layers gets a second bracket over the chips:
+// the keys the hovered query sees on the selected layer (its window, apart from the crop).
 #pragma once
 #include "core/engine/engine.h"
 #include "ui/panel.h"
@@ -25,6 +26,7 @@ class TokenStripPanel : public Panel {
   void draw_controls(FrameContext& ctx, const WindowInfo& w);
   ChipsDrawn draw_chips(FrameContext& ctx, const WindowInfo& w, ImVec2 origin, float chip_h);
   void draw_bracket(const FrameContext& ctx, const ChipsDrawn& chips, float y) const;
+  void draw_seen(const FrameContext& ctx, float y) const;
   // The memory cap on block_size, looked at again when the model or the backend changes
   // and at most once a second otherwise (it reads /proc/meminfo).
   const WindowLimit& window_limit(const FrameContext& ctx);
@@ -35,6 +37,7 @@ class TokenStripPanel : public Panel {
   std::string limit_backend_;
   double limit_at_s_ = -1e9;
 
+  std::vector<ImVec2> chip_x_;  // (T) left and right x of each in-window chip, this frame
   uint64_t follow_serial_ = 0;  // scroll to the newest token once per new trace
   ImVec4 strip_rect_{0, 0, 0, 0};
 };
