@@ -1,12 +1,15 @@
 // The OpenGL compute backend against the CPU: every kernel against core/engine/ops.h, the whole
 // forward against the CPU backend (gpt2, llama GQA/MQA, odd sizes, T = 1, the block_size
-// window, appends and edits through the KV cache), and the fallback when the GPU cannot
-// start. Runs on Mesa's llvmpipe without a display (DISPLAY is unset below).
+// window, appends and edits through the KV cache; and the newer architectures: local windows,
+// soft-capping, QK-norm, per-layer / partial / longrope RoPE, sandwich and post norms, GeGLU,
+// Granite's multipliers), and the fallback when the GPU cannot start. Runs on Mesa's llvmpipe without a display (DISPLAY is unset below).
 // Tolerance: relative error (max|gpu − cpu| / max|cpu| per tensor) ≤ 2e-4, −inf identical.
 //
 // No GL context at all is a FAILURE, so CI notices a broken setup, unless env
 // ATTNVIZ_ALLOW_NO_GPU=1 is set (then those tests are skipped).
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -239,6 +242,129 @@ TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {
   }
 }
 
+// ---- the newer architectures' pieces against core/engine/ops.h ----------------------------
+
+// One layer's attention through the CPU's own kernel (attention_block: scale, soft-cap,
+// window) for every row of every head, then probs · v.
+LayerTrace cpu_attention_rule(const Tensor& q, const Tensor& k, const Tensor& v, const AttnRule& rule) {
+  const int H = static_cast<int>(q.dim(0)), T = static_cast<int>(q.dim(1)), d = static_cast<int>(q.dim(2));
+  const int G = H / static_cast<int>(k.dim(0));
+  LayerTrace lt;
+  for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, 0, 0);
+  lt.out.resize_keep({H, T, d}, 0, 0);
+  lt.scale = rule.scale, lt.softcap = rule.softcap, lt.window = rule.window;
+  for (int h = 0; h < H; ++h) {
+    Eigen::Map<const Mat> Q(q.head(h), T, d), K(k.head(h / G), T, d), V(v.head(h / G), T, d);
+    Eigen::Map<Mat> S(lt.scores.head(h), T, T), P(lt.probs.head(h), T, T), O(lt.out.head(h), T, d);
+    const Mat Kt = keys_transposed(K);  // (d, T)
+    attention_block(Q, Kt, rule, 0, S, P);
+    O = P * V;
+  }
+  return lt;
+}
+
+// A trace holding `want`'s rows [0, p) (columns [0, p) of the matrices), as the engine
+// hands it to a pass that computes from row p.
+LayerTrace kept_rows(const LayerTrace& want, int p) {
+  const int64_t H = want.scores.dim(0), T = want.scores.dim(1), d = want.out.dim(2);
+  LayerTrace got;
+  for (Tensor* t : {&got.scores, &got.probs}) t->resize_keep({H, T, T}, 0, 0);
+  got.out.resize_keep({H, T, d}, 0, 0);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < p; ++i) {
+      for (int64_t j = 0; j < p; ++j) {
+        got.scores.at(h, i, j) = want.scores.at(h, i, j);
+        got.probs.at(h, i, j) = want.probs.at(h, i, j);
+      }
+      for (int64_t j = 0; j < d; ++j) got.out.at(h, i, j) = want.out.at(h, i, j);
+    }
+  return got;
+}
+
+TEST(GpuOps, AttentionWithWindowSoftcapAndScaleMatchesAttentionBlock) {
+  OPS();
+  // H = 6 over KV = 2, d = 10, T = 13. Scores of unit normals over d = 10 are ~N(0, 10):
+  // a soft-cap of 2 after a scale of 0.5 changes most of them. Windows 1 (only the query
+  // itself), 4, T (= global) and T + 1; rows from 0, 7 and 12 (an append).
+  const Tensor q = random_tensor(6, 13, 10, 24), k = random_tensor(2, 13, 10, 25), v = random_tensor(2, 13, 10, 26);
+  const std::vector<AttnRule> rules = {{0.5f, 0.f, 1},  {0.5f, 0.f, 4}, {0.5f, 0.f, 13},
+                                       {0.5f, 0.f, 14}, {0.5f, 2.f, 0}, {0.3f, 2.f, 5}};
+  const LayerTrace plain = cpu_attention_rule(q, k, v, AttnRule{0.5f, 0.f, 0});
+  for (const AttnRule& rule : rules) {
+    const LayerTrace want = cpu_attention_rule(q, k, v, rule);
+    if ((rule.window > 0 && rule.window < 13) || rule.softcap > 0) {  // the rule matters here: a GPU ignoring it fails
+      EXPECT_GT(test::rel_error(want.probs, plain.probs), 1e-2) << rule.window << " " << rule.softcap;
+    }
+    for (int p : {0, 7, 12}) {
+      LayerTrace got = kept_rows(want, p);
+      gl->attention(q, k, v, p, rule, got);
+      EXPECT_EQ(got.scale, rule.scale);
+      EXPECT_EQ(got.softcap, rule.softcap);
+      EXPECT_EQ(got.window, rule.window);
+      for (int s = static_cast<int>(Stage::Scores); s <= static_cast<int>(Stage::Out); ++s) {
+        const Stage st = static_cast<Stage>(s);
+        EXPECT_LE(test::rel_error(got.materialize(st), want.materialize(st)), kTol)
+            << stage_name(st) << " from row " << p << ", window " << rule.window << ", softcap " << rule.softcap;
+      }
+    }
+  }
+}
+
+TEST(GpuOps, QkNormPerHeadAndOverTheWholeProjection) {
+  OPS();
+  // (heads, d): per head (qwen3), whole rows (olmo2), and slices longer than a work group.
+  for (auto [heads, d] : {std::pair{4, 12}, std::pair{1, 48}, std::pair{2, 130}}) {
+    const Mat x = random_mat(5, heads * d, 27, 3.f);
+    const Vec w = random_mat(1, d, 28);
+    Mat want = x;
+    rms_norm_heads(want, heads, d, w, 1e-6f);
+    EXPECT_LE(rel(gl->rms_norm_heads(x, heads, d, w, 1e-6f), want), kTol) << heads << " × " << d;
+  }
+}
+
+TEST(GpuOps, PartialRotaryWithAttentionFactor) {
+  OPS();
+  // (heads, d, rot, pos0, mscale): phi3's partial rotary, longrope's factor on cos and sin.
+  for (auto [heads, d, rot, pos0, mscale] : {std::tuple{3, 16, 8, 5, 1.3f}, std::tuple{2, 12, 6, 40, 1.f},
+                                              std::tuple{4, 16, 16, 0, 1.2f}}) {
+    const Mat x = random_mat(6, heads * d, 29);
+    const std::vector<double> inv_freq = rope_inv_freq(10000.f, rot);  // (rot/2)
+    Mat want = x;
+    rope_inplace(want, heads, d, pos0, inv_freq, mscale);
+    const Mat got = gl->rope(x, heads, d, pos0, inv_freq, mscale);
+    EXPECT_LE(rel(got, want), kTol) << heads << " heads, d " << d << ", rot " << rot;
+    for (int h = 0; h < heads; ++h)  // the dims past rot are untouched, bit for bit
+      EXPECT_EQ(got.middleCols(h * d + rot, d - rot), x.middleCols(h * d + rot, d - rot)) << "head " << h;
+  }
+}
+
+TEST(GpuOps, GegluSoftcapScaledEmbeddingAndPostNorm) {
+  OPS();
+  Mat g = random_mat(9, 37, 30, 3.f), u = random_mat(9, 37, 31);
+  g(0, 0) = -40.f, g(0, 1) = 40.f;
+  Mat want = g;
+  gelu_tanh_inplace(want);
+  want.array() *= u.array();  // GeGLU: gelu_tanh(gate) ⊙ up
+  EXPECT_LE(rel(gl->swiglu(g, u, true), want), kTol);
+
+  Mat x = random_mat(4, 50, 32, 10.f);
+  x(0, 0) = 1e4f, x(0, 1) = -1e4f, x(0, 2) = 1e-3f;
+  want = x.unaryExpr([](float e) { return softcap_value(e, 3.f); });
+  EXPECT_LE(rel(gl->softcap(x, 3.f), want), kTol);
+
+  const Mat tok = random_mat(11, 20, 33);
+  const std::vector<int> ids = {3, 0, 10, 3};
+  want.resize(4, 20);
+  for (int r = 0; r < 4; ++r) want.row(r) = tok.row(ids[static_cast<size_t>(r)]) * 2.5f;
+  EXPECT_LE(rel(gl->embed(tok, Mat(), ids, 0, 2.5f), want), 0.0);
+
+  const Mat a = random_mat(5, 70, 34, 2.f), y = random_mat(5, 70, 35);
+  const Vec w = random_mat(1, 70, 36);
+  rms_norm(a, w, 1e-6f, want);
+  want += y;  // a post-norm added to the residual stream
+  EXPECT_LE(rel(gl->rms_norm_add(a, w, 1e-6f, y), want), kTol);
+}
+
 // ---- the whole forward against the CPU backend ----------------------------------------
 
 std::unique_ptr<Backend> gpu_backend(std::string* why) {
@@ -266,6 +392,54 @@ ModelConfig qwen_mqa_odd() {  // 3 query heads over 1 KV head, d = 10, q/k/v bia
   c.tie_embeddings = false;
   c.rope_theta = 5000.f;
   return c;
+}
+
+// The newer families, from their own config.json keys (as tests/reference/arch_parity.py
+// writes them), small: every feature the GPU backend must honour is on in one of them.
+ModelConfig from_json(const char* text) { return parse_config(nlohmann::json::parse(text), "test config"); }
+ModelConfig qwen3_window() {  // per-head QK-norm, head_dim 10 (H·d ≠ C), layers 1, 2 local (W 5)
+  return from_json(R"({"model_type": "qwen3", "vocab_size": 29, "hidden_size": 32, "intermediate_size": 40,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 10,
+    "max_position_embeddings": 24, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+    "use_sliding_window": true, "sliding_window": 5, "max_window_layers": 1})");
+}
+ModelConfig gemma2_softcap() {  // local/global, soft-caps, sandwich norms, GeGLU, √C embeddings
+  return from_json(R"({"model_type": "gemma2", "vocab_size": 31, "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "max_position_embeddings": 24, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 12,
+    "sliding_window": 4, "attn_logit_softcapping": 3.0, "final_logit_softcapping": 2.0,
+    "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})");
+}
+ModelConfig gemma3_local_global() {  // local RoPE base 50, global linear scaling, MQA
+  return from_json(R"({"model_type": "gemma3_text", "vocab_size": 37, "hidden_size": 32, "intermediate_size": 64,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
+    "max_position_embeddings": 24, "rms_norm_eps": 1e-6, "query_pre_attn_scalar": 8, "sliding_window": 3,
+    "sliding_window_pattern": 3, "rope_theta": 10000.0, "rope_local_base_freq": 50.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": true})");
+}
+ModelConfig phi3_longrope() {  // partial rotary (6 of 12), longrope short ≤ 16 < long, window 6
+  return from_json(R"({"model_type": "phi3", "vocab_size": 41, "hidden_size": 48, "intermediate_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "original_max_position_embeddings": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.5, "sliding_window": 6, "tie_word_embeddings": false,
+    "rope_scaling": {"type": "longrope", "short_factor": [1.5, 2.0, 1.2], "long_factor": [3.0, 5.0, 8.0]}})");
+}
+ModelConfig smollm3_no_rope() {  // layer 3 without RoPE
+  return from_json(R"({"model_type": "smollm3", "vocab_size": 29, "hidden_size": 32, "intermediate_size": 40,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 5000.0, "tie_word_embeddings": true})");
+}
+ModelConfig olmo2_post_norm() {  // QK-norm over the whole projections, norms after the branches only
+  return from_json(R"({"model_type": "olmo2", "vocab_size": 29, "hidden_size": 32, "intermediate_size": 40,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "tie_word_embeddings": false})");
+}
+ModelConfig granite_multipliers() {  // attention, embedding, residual multipliers, logits_scaling
+  return from_json(R"({"model_type": "granite", "vocab_size": 29, "hidden_size": 32, "intermediate_size": 40,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "attention_multiplier": 0.2, "embedding_multiplier": 6.0,
+    "residual_multiplier": 0.3, "logits_scaling": 4.0, "tie_word_embeddings": true})");
 }
 
 std::shared_ptr<const Model> model_for(const ModelConfig& c, const char* tag) {
@@ -379,8 +553,61 @@ TEST_P(GpuForward, AblatedHeadsMatchTheCpuWhileTyping) {
 
 INSTANTIATE_TEST_SUITE_P(RandomModels, GpuForward,
                          ::testing::Values(ForwardCase{"gpt2_odd", gpt2_odd}, ForwardCase{"llama_gqa", llama_gqa},
-                                           ForwardCase{"qwen2_mqa_odd", qwen_mqa_odd}),
+                                           ForwardCase{"qwen2_mqa_odd", qwen_mqa_odd},
+                                           ForwardCase{"qwen3_window", qwen3_window},
+                                           ForwardCase{"gemma2_softcap", gemma2_softcap},
+                                           ForwardCase{"gemma3_local_global", gemma3_local_global},
+                                           ForwardCase{"phi3_longrope", phi3_longrope},
+                                           ForwardCase{"smollm3_no_rope", smollm3_no_rope},
+                                           ForwardCase{"olmo2_post_norm", olmo2_post_norm},
+                                           ForwardCase{"granite_multipliers", granite_multipliers}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+TEST(GpuForward, TheTestModelsHaveTheFeaturesTheyStandFor) {
+  // Guards the cases above: a config key misread would quietly test plain llama.
+  EXPECT_EQ(qwen3_window().qk_norm, QkNorm::PerHead);
+  EXPECT_EQ(qwen3_window().layer(1).window, 5);
+  const ModelConfig g2 = gemma2_softcap();
+  EXPECT_GT(g2.layer(0).softcap, 0.f);
+  EXPECT_GT(g2.layer(0).window, 0);
+  EXPECT_EQ(g2.layer(1).window, 0);
+  EXPECT_GT(g2.final_softcap, 0.f);
+  EXPECT_EQ(g2.norm_place, NormPlace::Sandwich);
+  EXPECT_EQ(g2.mlp, MlpKind::GeGLU);
+  EXPECT_NE(g2.emb_scale, 1.f);
+  const ModelConfig g3 = gemma3_local_global();
+  EXPECT_NE(g3.layer(0).rope_theta, g3.layer(2).rope_theta);
+  EXPECT_EQ(g3.layer(2).window, 0);
+  const ModelConfig phi = phi3_longrope();
+  EXPECT_EQ(phi.rotary(), 6);
+  EXPECT_TRUE(rope_changes(phi, 16, 17));
+  EXPECT_NE(phi.layer(0).rope_scaling.mscale, 1.f);
+  EXPECT_FALSE(smollm3_no_rope().layer(3).rope);
+  EXPECT_EQ(olmo2_post_norm().qk_norm, QkNorm::Whole);
+  EXPECT_EQ(olmo2_post_norm().norm_place, NormPlace::Post);
+  const ModelConfig gr = granite_multipliers();
+  EXPECT_NE(gr.residual_scale, 1.f);
+  EXPECT_NE(gr.logit_scale, 1.f);
+  EXPECT_NE(gr.emb_scale, 1.f);
+  EXPECT_FLOAT_EQ(gr.layer(0).scale, 0.2f);
+}
+
+TEST(GpuForward, LongropeCrossingItsOriginalContextRecomputesEveryRow) {
+  // Typing across original_max_position (16): longrope's factors change with T, so the
+  // cached keys are wrong and the backend must compute every row again, as the CPU does.
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  const auto model = model_for(phi3_longrope(), "longrope");
+  Engine g(model, std::move(gpu));
+  std::vector<int> ids = random_ids(14, model->config.vocab_size, 40);
+  for (int step = 0; step < 5; ++step) {  // 14 … 18 tokens
+    Trace want;
+    make_cpu_backend()->forward(*model, ids, 0, want);
+    EXPECT_EQ(test::compare_traces(g.run(ids), want, kTol), "") << ids.size() << " tokens";
+    ids.push_back((step * 3 + 1) % model->config.vocab_size);
+  }
+}
 
 TEST(GpuForward, TwoModelsThroughOneBackend) {
   std::string why;
