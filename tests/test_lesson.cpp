@@ -9,6 +9,7 @@
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "core/model/config.h"
 #include "core/model/model.h"
 #include "tests/test_util.h"
 #include "ui/lesson.h"
@@ -34,7 +35,7 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
   ASSERT_FALSE(en.empty());
   ASSERT_FALSE(zh.empty());
   const Lesson a = load_lesson(en), b = load_lesson(zh);
-  ASSERT_EQ(a.steps.size(), 10u);
+  ASSERT_EQ(a.steps.size(), 11u);
   ASSERT_EQ(a.steps.size(), b.steps.size());
   const Trace& tr = run().trace;
   const ModelConfig& c = run().model->config;
@@ -48,9 +49,11 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
       EXPECT_EQ(text.find('{'), std::string::npos) << l->language << " " << l->steps[k].id << ": " << text;
     }
   }
-  // The ten steps, in the order a class meets them.
-  const char* want[] = {"qk", "dot", "scale", "mask", "exp", "softmax", "weighted_v", "gqa", "window", "kv_cache"};
-  for (size_t k = 0; k < 10; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
+  // The eleven steps, in the order a class meets them: the block_size crop, then a real
+  // sliding window beside it.
+  const char* want[] = {"qk",  "dot",    "scale",        "mask",    "exp", "softmax", "weighted_v",
+                        "gqa", "window", "local_window", "kv_cache"};
+  for (size_t k = 0; k < 11; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
   EXPECT_NE(fill_placeholders("{score} and {shared_heads}", n).find(", "), std::string::npos);
 }
 
@@ -87,6 +90,43 @@ TEST(Lesson, RowNumbersMatchTheRecordedTrace) {
   EXPECT_EQ(n.kv_cache_floats, 2LL * c.n_layer * tr.T() * c.n_kv_head * c.head_size);
   EXPECT_THROW(row_numbers(tr, c, 0, 0, 3, 4), Error);  // the key after the row is masked
   EXPECT_THROW(row_numbers(tr, c, 2, 0, 3, 1), Error);  // no layer 2
+}
+
+// A local layer (a mistral-style model, every layer a window of 3 keys): row i's numbers
+// hide the keys before i − 2 and still equal the engine's weights and output; the window
+// placeholders say what query i sees beside the block_size crop.
+TEST(Lesson, RowNumbersHonourALocalLayersWindow) {
+  nlohmann::json j = config_to_json(test::small_config("llama", 2, 32, 4, 2, 128, 64));
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 3;
+  const ModelConfig c = parse_config(j, "test config");
+  ASSERT_TRUE(c.any_local());
+  std::shared_ptr<const Model> model = load_model(test::make_model_dir(c, 7, "lesson-window"));
+  Engine engine{model, make_cpu_backend()};
+  const Trace& tr = engine.run_text("abcabcabcab");
+  ASSERT_EQ(tr.layers[0].window, 3);
+  const LayerTrace& lt = tr.layers[1];
+  for (int head : {0, 3})
+    for (int i : {0, 2, 5, tr.T() - 1}) {
+      const RowNumbers n = row_numbers(tr, model->config, 1, head, i, i);
+      EXPECT_EQ(n.window, 3);
+      EXPECT_EQ(n.first_key, std::max(0, i - 2));
+      EXPECT_EQ(n.outside_count, n.first_key);
+      double sum = 0.0;
+      for (int jj = 0; jj <= i; ++jj) {
+        EXPECT_NEAR(n.weights[static_cast<size_t>(jj)], lt.probs.at(head, i, jj), 1e-5) << head << "," << i << "," << jj;
+        if (jj < n.first_key) {
+          EXPECT_EQ(n.weights[static_cast<size_t>(jj)], 0.0);
+        }
+        sum += n.weights[static_cast<size_t>(jj)];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-9);
+      for (int x = 0; x < c.head_size; ++x)
+        EXPECT_NEAR(n.out_i[static_cast<size_t>(x)], lt.out.at(head, i, x), 1e-4);
+    }
+  const RowNumbers n = row_numbers(tr, model->config, 0, 0, 6, 5);
+  EXPECT_EQ(fill_placeholders("{first_key}..{i} of {seen_count}, W {window}, {outside_count} older, T {T} of {total}", n),
+            "4..6 of 3, W 3, 4 older, T 11 of 11");
 }
 
 TEST(Lesson, MalformedFilesNameTheFileAndTheStep) {

@@ -74,6 +74,75 @@ TEST(UiState, Navigation) {
   step_stage(s, -1);
   EXPECT_EQ(s.stage, Stage::Out);  // wraps to the last tab
   EXPECT_EQ(stage_tab_order().size(), size_t(kStageCount));
+  // The capped tab exists only on a layer that soft-caps: stepping skips it elsewhere.
+  EXPECT_EQ(stage_tabs(false).size(), size_t(kStageCount - 1));
+  s.stage = Stage::Scaled;
+  step_stage(s, +1);
+  EXPECT_EQ(s.stage, Stage::Masked);
+  step_stage(s, -1, /*capped=*/true);
+  EXPECT_EQ(s.stage, Stage::Capped);
+  step_stage(s, +1, true);
+  EXPECT_EQ(s.stage, Stage::Masked);
+  s.stage = Stage::Capped;
+  fit_stage(s, true);
+  EXPECT_EQ(s.stage, Stage::Capped);
+  fit_stage(s, false);  // moved to a layer that does not soft-cap
+  EXPECT_EQ(s.stage, Stage::Masked);
+}
+
+// A local layer of window W: query i sees keys [i − W + 1, i]; its KV cache keeps min(T, W)
+// entries; the tooltip's numbers honour the window and the soft-cap.
+TEST(UiState, LocalWindowSeenKeysCacheAndCellNumbers) {
+  EXPECT_EQ(seen_keys(0, 4).first, 0);
+  EXPECT_EQ(seen_keys(3, 4).first, 0);
+  EXPECT_EQ(seen_keys(4, 4).first, 1);
+  EXPECT_EQ(seen_keys(9, 4).count(), 4);
+  EXPECT_EQ(seen_keys(9, 1).first, 9);  // W = 1: itself only
+  EXPECT_EQ(seen_keys(9, 0).first, 0);  // global
+  EXPECT_FALSE(seen_keys(9, 0).local);
+  EXPECT_TRUE(outside_window(5, 1, 4));
+  EXPECT_FALSE(outside_window(5, 2, 4));
+  EXPECT_FALSE(outside_window(5, 6, 4));  // the future is the causal mask, not the window
+  EXPECT_EQ(kv_entries(10, 4), 4);
+  EXPECT_EQ(kv_entries(3, 4), 3);
+  EXPECT_EQ(kv_entries(10, 0), 10);
+  LayerSpec spec;
+  spec.window = 512;
+  EXPECT_EQ(layer_kind(spec), "local W=512");
+  spec.window = 0;
+  spec.rope = false;
+  EXPECT_EQ(layer_kind(spec), "global no RoPE");
+
+  nlohmann::json j = config_to_json(test::small_config("llama", 4, 32, 4, 2, 64, 64));
+  j["model_type"] = "gemma3_text";
+  j["sliding_window"] = 4;
+  j["sliding_window_pattern"] = 2;  // layers 0, 2 local; 1, 3 global
+  j["hidden_act"] = "gelu_pytorch_tanh";
+  const ModelConfig c = parse_config(j, "test config");
+  ASSERT_EQ(c.layer(0).window, 4);
+  ASSERT_EQ(c.layer(1).window, 0);
+  // 2 global layers × 10 + 2 local × 4 entries, × 2 (K, V) × 2 KV heads × d 8 × 4 B.
+  EXPECT_EQ(kv_cache_bytes_layers(c, 10, 2), (2 * 10 + 2 * 4) * 2 * 2 * 8 * 4);
+
+  LayerTrace lt;
+  lt.window = 2;
+  lt.scale = 0.5f;
+  lt.softcap = 1.f;
+  const float srow[] = {4.f, -2.f, 1.f, 0.f};  // row i = 2
+  const CellNumbers a = cell_numbers(lt, srow, 2, 0);
+  EXPECT_TRUE(a.masked);
+  EXPECT_TRUE(a.outside);
+  EXPECT_FALSE(a.future);
+  EXPECT_EQ(a.first, 1);
+  EXPECT_FLOAT_EQ(a.scaled, 2.f);
+  EXPECT_FLOAT_EQ(a.capped, std::tanh(2.f));
+  EXPECT_EQ(a.exp, 0.0);
+  const CellNumbers b = cell_numbers(lt, srow, 2, 2);
+  EXPECT_FALSE(b.masked);
+  // The row max and sum run over keys 1 … 2 only (key 0, the largest score, is outside).
+  EXPECT_NEAR(b.row_max, std::tanh(0.5), 1e-6);
+  EXPECT_NEAR(b.row_sum, 1.0 + std::exp(std::tanh(-1.0) - std::tanh(0.5)), 1e-6);
+  EXPECT_TRUE(cell_numbers(lt, srow, 2, 3).future);
 }
 
 TEST(UiState, HoverIsOneFrameDelayed) {
