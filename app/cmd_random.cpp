@@ -2,6 +2,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/random_model.h"
 
 namespace attnviz {
@@ -9,7 +10,7 @@ namespace attnviz {
 namespace {
 
 struct RandomOptions {
-  std::string preset = "tiny", out, tokenizer;
+  std::string preset = "tiny", out, tokenizer, gguf;
   uint64_t seed = 1;
   int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
 };
@@ -51,6 +52,14 @@ void run_random(const RandomOptions& o, Io& io) {
     throw Error(std::string(e.what()) + "\n  HINT: choose smaller --layers/--embd/--heads/--vocab/--context.",
                 ErrorKind::Usage);
   }
+  if (!o.gguf.empty()) {  // one DIR/model.gguf in llama.cpp's layout, the tokenizer inside
+    const GgmlType type = gguf_write_type(o.gguf);
+    if (!o.tokenizer.empty()) throw Error("--tokenizer cannot be combined with --gguf yet", ErrorKind::Usage);
+    const std::string path = write_random_gguf(c, o.seed, o.out, type);
+    io.err << "wrote random " << c.model_type << " model (random weights) as " << ggml_type_info(type).name << " to "
+           << path << "\n";
+    return;
+  }
   write_random_model(c, o.seed, o.out, o.tokenizer);
   io.err << "wrote random " << c.model_type << " model (random weights) to " << o.out << "\n";
 }
@@ -73,6 +82,9 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--vocab", o->vocab, "override the vocabulary size")->check(CLI::PositiveNumber);
   cmd->add_option("--context", o->ctx, "override the context length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
+  cmd->add_option("--gguf", o->gguf,
+                  "write DIR/model.gguf instead, 2-D weights as TYPE: F32, F16, BF16, Q8_0, Q4_0, Q5_0 or Q4_K "
+                  "(llama.cpp's names and layout, the tokenizer inside)");
   cmd->add_option("--out", o->out, "output directory")->required();
   return [o, &io] { run_random(*o, io); };
 }

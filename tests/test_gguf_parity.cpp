@@ -12,10 +12,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "app/cli.h"
+#include "core/error.h"
 #include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "tests/gguf_writer.h"
@@ -161,6 +167,253 @@ TEST(GgufParityText, TextThroughTheFilesOwnTokenizer) {
     const std::vector<int32_t> got = f.read_i32(*ids);
     const int V = config_for(arch).vocab_size;
     EXPECT_EQ(got, (std::vector<int32_t>{'t', 257, 258, 'a', 't', 'e', 'r', V - 1, 259})) << arch;
+  }
+}
+
+// ---- the architectures after llama (issue 23) ----------------------------------------
+//
+// Each family's small config is read from a Hugging Face config.json (parse_config), so the
+// GGUF side and the Hugging Face side start from the same ModelConfig; the writer stores it
+// with llama.cpp's names and conventions (q/k rows permuted for granite/smollm3/mistral,
+// Gemma norms with the +1 folded in, phi3's fused attn_qkv and gate|up ffn_up, the window
+// keys, longrope factor tensors, ...). The windows (3 to 5 keys) are shorter than the 11
+// tokens dumped, so every local layer masks keys.
+nlohmann::json family_json(const std::string& family) {
+  nlohmann::json j = {{"vocab_size", 320}, {"num_hidden_layers", 3}, {"hidden_size", 256},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64},
+                      {"intermediate_size", 512}, {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6},
+                      {"tie_word_embeddings", false}};
+  j["model_type"] = family;
+  if (family == "qwen3") j["rope_theta"] = 1000000.0;
+  if (family == "gemma2") {
+    j["sliding_window"] = 4, j["attn_logit_softcapping"] = 20.0, j["final_logit_softcapping"] = 15.0;
+    j["query_pre_attn_scalar"] = 100, j["tie_word_embeddings"] = true;
+  }
+  if (family == "gemma3_text") {  // local, global, local: a pattern that is not 5:1 (a per-layer array)
+    j["sliding_window"] = 4, j["rope_theta"] = 1000000.0, j["rope_local_base_freq"] = 10000.0;
+    j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  }
+  if (family == "gemma3_5to1") {  // Gemma 3's own 5 local : 1 global rule, as an integer pattern
+    j["model_type"] = "gemma3_text", j["num_hidden_layers"] = 6, j["sliding_window"] = 3;
+  }
+  if (family == "phi3") {  // 48 of 64 dims rotated; longrope with the long factors beyond 8 tokens
+    j["partial_rotary_factor"] = 0.75, j["sliding_window"] = 5, j["original_max_position_embeddings"] = 8;
+    std::vector<double> sf, lf;
+    for (int i = 0; i < 24; ++i) sf.push_back(1.0 + 0.05 * i), lf.push_back(1.0 + 0.5 * i);
+    j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", sf}, {"long_factor", lf}};
+  }
+  if (family == "smollm3") j["num_hidden_layers"] = 4;  // layer 3 without RoPE (every 4th)
+  if (family == "smollm3_nope") {  // a pattern llama.cpp's fixed rule does not give
+    j["model_type"] = "smollm3", j["no_rope_layers"] = {1, 0, 1};
+  }
+  if (family == "granite") {
+    j["attention_multiplier"] = 0.05, j["embedding_multiplier"] = 12.0, j["residual_multiplier"] = 0.22;
+    j["logits_scaling"] = 8.0;
+  }
+  if (family == "mistral") j["sliding_window"] = 4;
+  if (family == "qwen2") {  // layers from max_window_layers on are local
+    j["use_sliding_window"] = true, j["sliding_window"] = 3, j["max_window_layers"] = 1;
+  }
+  return j;
+}
+
+class GgufFamily : public ::testing::TestWithParam<std::tuple<std::string, GgmlType>> {};
+
+TEST_P(GgufFamily, DumpEqualsTheHuggingFaceModel) {
+  const auto [family, type] = GetParam();
+  const ModelConfig c = parse_config(family_json(family), family);
+  const std::string dir = test::temp_dir("gguf-family-" + family);
+  const std::string gguf = test::write_gguf_model_pair(c, type, 23, dir);
+  const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
+  ASSERT_EQ(dump(gguf, a), "") << family;
+  ASSERT_EQ(dump(dir + "/hf", b), "") << family;
+  // The weights in memory are the same floats on both sides; the scales the two configs
+  // spell differently (query_pre_attn_scalar against attention.scale, ...) may round apart
+  // by an ulp, so 1e-5 relative for every type.
+  EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << family << " " << ggml_type_info(type).name;
+  // What the GGUF loader decided is what the Hugging Face loader decided, layer by layer.
+  const auto g = load_model(gguf), h = load_model(dir + "/hf");
+  EXPECT_EQ(g->config.features(), h->config.features()) << family;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerSpec x = g->config.layer(l), y = h->config.layer(l);
+    EXPECT_EQ(x.window, y.window) << family << " layer " << l;
+    EXPECT_EQ(x.rope, y.rope) << family << " layer " << l;
+    EXPECT_FLOAT_EQ(x.rope_theta, y.rope_theta) << family << " layer " << l;
+    EXPECT_EQ(x.rope_scaling.type, y.rope_scaling.type) << family << " layer " << l;
+    EXPECT_FLOAT_EQ(x.scale, y.scale) << family << " layer " << l;
+    EXPECT_FLOAT_EQ(x.softcap, y.softcap) << family << " layer " << l;
+  }
+  EXPECT_FLOAT_EQ(g->config.emb_scale, h->config.emb_scale);
+  EXPECT_FLOAT_EQ(g->config.logit_scale, h->config.logit_scale);
+  EXPECT_FLOAT_EQ(g->config.residual_scale, h->config.residual_scale);
+  EXPECT_FLOAT_EQ(g->config.final_softcap, h->config.final_softcap);
+  EXPECT_EQ(g->config.rotary(), h->config.rotary());
+}
+
+std::string family_name(const ::testing::TestParamInfo<GgufFamily::ParamType>& i) {
+  return std::get<0>(i.param) + "_" + ggml_type_info(std::get<1>(i.param)).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, GgufFamily,
+    ::testing::Combine(::testing::Values("qwen3", "gemma2", "gemma3_text", "gemma3_5to1", "phi3", "smollm3",
+                                         "smollm3_nope", "olmo2", "granite", "mistral", "qwen2"),
+                       ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K)),
+    family_name);
+
+// The llama.cpp conventions themselves, on the file: Gemma's norms stored as 1 + w, q/k rows
+// permuted for granite but not for qwen3, phi3's fused tensors, the window keys.
+TEST(GgufFamilyLayout, LlamaCppConventionsInTheFile) {
+  const std::string dir = test::temp_dir("gguf-layout");
+  {
+    const ModelConfig c = parse_config(family_json("gemma2"), "gemma2");
+    const std::string gguf = test::write_gguf_model_pair(c, GgmlType::F32, 3, dir + "/gemma2");
+    const auto f = GgufFile::open(gguf);
+    EXPECT_EQ(f.get_string("general.architecture"), "gemma2");
+    EXPECT_EQ(f.get_int("gemma2.attention.sliding_window"), 4);
+    EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("gemma2.attn_logit_softcapping", 0)), 20.f);
+    EXPECT_TRUE(f.find("blk.0.post_attention_norm.weight") && f.find("blk.0.post_ffw_norm.weight") &&
+                f.find("blk.0.ffn_norm.weight"));
+    const auto st = SafetensorsFile::open(dir + "/gemma2/hf/model.safetensors");
+    const auto hf_w = st.read_f32(*st.find("model.layers.0.input_layernorm.weight"));
+    const auto gg_w = f.read_f32(*f.find("blk.0.attn_norm.weight"));
+    EXPECT_FLOAT_EQ(gg_w[0], hf_w[0] + 1.f);  // the converter's +1
+  }
+  {
+    const ModelConfig c = parse_config(family_json("phi3"), "phi3");
+    const auto f = GgufFile::open(test::write_gguf_model_pair(c, GgmlType::F32, 3, dir + "/phi3"));
+    EXPECT_EQ(f.find("blk.0.attn_qkv.weight")->shape(), (std::vector<int64_t>{256 + 2 * 128, 256}));
+    EXPECT_EQ(f.find("blk.0.ffn_up.weight")->shape(), (std::vector<int64_t>{2 * 512, 256}));
+    EXPECT_FALSE(f.find("blk.0.ffn_gate.weight"));
+    EXPECT_EQ(f.find("rope_factors_long.weight")->shape(), (std::vector<int64_t>{24}));
+    EXPECT_EQ(f.get_int("phi3.rope.dimension_count"), 48);
+  }
+  for (const std::string fam : {"granite", "qwen3"}) {
+    const ModelConfig c = parse_config(family_json(fam), fam);
+    const std::string gguf = test::write_gguf_model_pair(c, GgmlType::F32, 3, dir + "/" + fam);
+    const auto f = GgufFile::open(gguf);
+    const auto st = SafetensorsFile::open(dir + "/" + fam + "/hf/model.safetensors");
+    const auto hq = st.read_f32(*st.find("model.layers.0.self_attn.q_proj.weight"));
+    const auto gq = f.read_f32(*f.find("blk.0.attn_q.weight"));
+    // GGUF row 1 is HF row d/2 = 32 when permuted, HF row 1 when not.
+    const size_t C = 256, hf_row = fam == "granite" ? 32 : 1;
+    EXPECT_TRUE(std::equal(gq.begin() + C, gq.begin() + 2 * C, hq.begin() + hf_row * C)) << fam;
+  }
+}
+
+// The quantizers `random --gguf` uses, against their own dequantization: Q8_0 within 1% of
+// the values' RMS, Q5_0 within 6%, Q4_0 and Q4_K within 12%; F16/BF16 to their precision.
+TEST(GgufQuantize, RoundTripWithinTheTypesStep) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> x(4096);
+  for (auto& v : x) v = n(rng);
+  const std::pair<GgmlType, double> cases[] = {{GgmlType::F32, 0.0},   {GgmlType::F16, 1e-3}, {GgmlType::BF16, 5e-3},
+                                               {GgmlType::Q8_0, 0.01}, {GgmlType::Q5_0, 0.06}, {GgmlType::Q4_0, 0.12},
+                                               {GgmlType::Q4_K, 0.12}};
+  for (const auto& [t, tol] : cases) {
+    const std::string b = quantize(t, x.data(), 4096);
+    ASSERT_EQ(b.size(), 4096u / ggml_type_info(t).block_elems * ggml_type_info(t).block_bytes);
+    std::vector<float> y(4096);
+    dequantize(t, reinterpret_cast<const uint8_t*>(b.data()), 4096, y.data());
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < x.size(); ++i) err += (x[i] - y[i]) * (x[i] - y[i]), ref += x[i] * x[i];
+    EXPECT_LE(std::sqrt(err / ref), tol) << ggml_type_info(t).name;
+  }
+}
+
+// `random --preset P --gguf TYPE`: one model.gguf with the tokenizer inside, text works, and
+// a quantized file holds the same model as the F32 one within the type's tolerance.
+TEST(GgufRandomCli, WritesOneFileWithItsTokenizer) {
+  const std::string dir = test::temp_dir("gguf-random-cli");
+  for (const std::string type : {"F32", "Q8_0", "Q4_K"}) {
+    const auto r = run_cli_captured({"random", "--preset", "tiny", "--out", dir + "/" + type, "--gguf", type});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/" + type + "/model.safetensors"));
+    ASSERT_EQ(dump(dir + "/" + type + "/model.gguf", dir + "/" + type + ".safetensors", {"--text", "hello world"}), "");
+  }
+  const auto f32 = load_model(dir + "/F32/model.gguf"), q8 = load_model(dir + "/Q8_0/model.gguf");
+  ASSERT_TRUE(f32->tokenizer);
+  const Mat& a = f32->weights.layers[0].wq;
+  const Mat& b = q8->weights.layers[0].wq;
+  ASSERT_EQ(a.rows(), b.rows());
+  EXPECT_LE((a - b).norm() / a.norm(), 0.01);
+  const auto bad = run_cli_captured({"random", "--preset", "tiny", "--out", dir + "/bad", "--gguf", "Q3_K"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("Q4_K"), std::string::npos) << bad.err;
+}
+
+// Bad input: each a clear Error naming the file and the key or tensor, before the weights.
+struct BadCase {
+  std::string what, expect;
+  std::function<void(test::GgufWriter&)> change;
+};
+
+test::GgufWriter tiny_meta(const std::string& arch) {
+  test::GgufWriter g;
+  const std::string a = arch + ".";
+  g.set_string("general.architecture", arch);
+  g.set_u32(a + "block_count", 2);
+  g.set_u32(a + "context_length", 16);
+  g.set_u32(a + "embedding_length", 8);
+  g.set_u32(a + "feed_forward_length", 16);
+  g.set_u32(a + "attention.head_count", 2);
+  g.set_u32(a + "attention.head_count_kv", 1);
+  g.set_u32(a + "attention.key_length", 4);
+  g.set_u32(a + "vocab_size", 8);
+  if (arch == "gemma2" || arch == "gemma3") g.set_u32(a + "attention.sliding_window", 4);
+  return g;
+}
+
+TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
+  const std::string dir = test::temp_dir("gguf-family-bad");
+  const std::vector<std::pair<std::string, BadCase>> cases = {
+      {"gemma3", {"unknown arch", "'general.architecture'", [](test::GgufWriter& g) { g.set_string("general.architecture", "gemma9"); }}},
+      {"gemma3", {"pattern array too short", "'gemma3.attention.sliding_window_pattern' must list 2",
+                  [](test::GgufWriter& g) { g.set_bools("gemma3.attention.sliding_window_pattern", {true}); }}},
+      {"gemma3", {"pattern beyond the layers", "'gemma3.attention.sliding_window_pattern' = 9",
+                  [](test::GgufWriter& g) { g.set_u32("gemma3.attention.sliding_window_pattern", 9); }}},
+      {"gemma2", {"window 0", "'gemma2.attention.sliding_window' = 0",
+                  [](test::GgufWriter& g) { g.set_u32("gemma2.attention.sliding_window", 0); }}},
+      {"mistral", {"negative window", "'mistral.attention.sliding_window' = -3",
+                   [](test::GgufWriter& g) { g.set_i32("mistral.attention.sliding_window", -3); }}},
+      {"gemma2", {"no window", "missing metadata 'gemma2.attention.sliding_window'",
+                  [](test::GgufWriter& g) { g.remove("gemma2.attention.sliding_window"); }}},
+      {"gemma2", {"soft-cap 0", "'gemma2.attn_logit_softcapping'",
+                  [](test::GgufWriter& g) { g.set_f32("gemma2.attn_logit_softcapping", 0.f); }}},
+      {"gemma2", {"final soft-cap NaN", "'gemma2.final_logit_softcapping'",
+                  [](test::GgufWriter& g) { g.set_f32("gemma2.final_logit_softcapping", NAN); }}},
+      {"granite", {"logit scale negative", "'granite.logit_scale'",
+                   [](test::GgufWriter& g) { g.set_f32("granite.logit_scale", -8.f); }}},
+      {"smollm3", {"no_rope_layers wrong length", "'smollm3.no_rope_layers' must list 2",
+                   [](test::GgufWriter& g) { g.set_i32s("smollm3.no_rope_layers", {1, 1, 0}); }}},
+      {"phi3", {"odd rotary dims", "'phi3.rope.dimension_count' 3",
+                [](test::GgufWriter& g) { g.set_u32("phi3.rope.dimension_count", 3); }}},
+      {"phi3", {"factor list of the wrong length", "tensor 'rope_factors_short.weight' has shape (3)",
+                [](test::GgufWriter& g) {
+                  g.add_f32("rope_factors_short.weight", {3}, {1.f, 1.f, 1.f});
+                  g.add_f32("rope_factors_long.weight", {2}, {1.f, 1.f});
+                }}},
+      {"phi3", {"one factor list", "'rope_factors_long.weight' is missing",
+                [](test::GgufWriter& g) { g.add_f32("rope_factors_short.weight", {2}, {1.f, 1.f}); }}},
+      {"phi3", {"fused rows that do not split", "tensor 'blk.0.attn_qkv.weight' has shape (17, 8), whose rows do not split",
+                [](test::GgufWriter& g) { g.add_f32("blk.0.attn_qkv.weight", {17, 8}, std::vector<float>(17 * 8)); }}},
+  };
+  int i = 0;
+  for (const auto& [arch, bc] : cases) {
+    test::GgufWriter g = tiny_meta(arch);
+    bc.change(g);
+    const std::string path = dir + "/bad" + std::to_string(i++) + ".gguf";
+    g.write(path);
+    try {
+      load_model(path);
+      ADD_FAILURE() << bc.what << ": loaded";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path), std::string::npos) << bc.what << ": " << msg;
+      EXPECT_NE(msg.find(bc.expect), std::string::npos) << bc.what << ": " << msg;
+    }
   }
 }
 

@@ -102,37 +102,6 @@ class GgufTensors {
   std::vector<std::string>* warnings_;
 };
 
-// RoPE scaling as llama.cpp stores it: rope.scaling.type "linear" with rope.scaling.factor
-// (every frequency divided by it), or a rope_freqs tensor of d/2 divisors, one per
-// frequency (what converters write for Llama 3.1/3.2's "llama3" scaling). Other types
-// (yarn, longrope) and both at once are refused.
-void read_rope_scaling(const GgufFile& f, const std::string& a, const std::string& where, ModelConfig& c) {
-  ModelConfig::RopeScaling& s = c.rope_scaling;
-  const std::string type = f.find_key(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "none";
-  if (type == "linear") {
-    s.type = "linear";
-    s.factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 0.0));
-    if (!(s.factor >= 1.f) || !std::isfinite(s.factor))
-      throw Error(where + "'" + a + "rope.scaling.factor' must be a number of at least 1 for linear RoPE scaling, found " +
-                  std::to_string(s.factor));
-  } else if (type != "none") {
-    throw Error(where + "'" + a + "rope.scaling.type' \"" + excerpt(type) +
-                "\" is not supported\n  HINT: attnviz reads \"linear\" and Llama 3's per-frequency factors (rope_freqs).");
-  }
-  const GgufTensorInfo* t = f.find("rope_freqs.weight");
-  if (!t) return;
-  if (!s.type.empty()) throw Error(where + "both linear RoPE scaling and a rope_freqs tensor: not supported together");
-  const int half = c.head_size / 2;
-  if (t->shape() != std::vector<int64_t>{half})
-    throw Error(where + "tensor 'rope_freqs.weight' has shape " + shape_str_of(t->shape()) + ", expected (" +
-                std::to_string(half) + ") (half the head size)");
-  s.freq_factors = f.read_f32(*t);
-  for (float x : s.freq_factors)
-    if (!(x > 0.f) || !std::isfinite(x))
-      throw Error(where + "tensor 'rope_freqs.weight' holds " + std::to_string(x) + "; RoPE factors must be positive numbers");
-  s.type = "factors";
-}
-
 // A positive metadata integer that fits an int.
 int positive(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
   const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
@@ -142,11 +111,110 @@ int positive(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
   return static_cast<int>(v);
 }
 
+// A factor tensor of RoPE scaling (rope_freqs, rope_factors_long/short): (rot/2) positive numbers.
+std::vector<float> rope_factor_tensor(const GgufFile& f, const GgufTensorInfo& t, int rot, const std::string& where) {
+  const int half = rot / 2;
+  if (t.shape() != std::vector<int64_t>{half})
+    throw Error(where + "tensor '" + t.name + "' has shape " + shape_str_of(t.shape()) + ", expected (" +
+                std::to_string(half) + ") (half the rotary dims, one factor per frequency)");
+  std::vector<float> v = f.read_f32(t);
+  for (float x : v)
+    if (!(x > 0.f) || !std::isfinite(x))
+      throw Error(where + "tensor '" + t.name + "' holds " + std::to_string(x) + "; RoPE factors must be positive numbers");
+  return v;
+}
+
+// RoPE scaling as llama.cpp stores it: rope.scaling.type "linear" with rope.scaling.factor
+// (every frequency divided by it); a rope_freqs tensor of rot/2 divisors, one per frequency
+// (what converters write for Llama 3.1/3.2's "llama3" scaling); or Phi-3's longrope as the
+// tensors rope_factors_short / rope_factors_long with rope.scaling.attn_factor and
+// rope.scaling.original_context_length. Other types (yarn) and two at once are refused.
+void read_rope_scaling(const GgufFile& f, const std::string& a, const std::string& where, ModelConfig& c) {
+  ModelConfig::RopeScaling& s = c.rope_scaling;
+  const int rot = c.rotary();
+  const std::string type = f.find_key(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "none";
+  const GgufTensorInfo* lng = f.find("rope_factors_long.weight");
+  const GgufTensorInfo* sht = f.find("rope_factors_short.weight");
+  if (type == "linear") {
+    s.type = "linear";
+    s.factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 0.0));
+    if (!(s.factor >= 1.f) || !std::isfinite(s.factor))
+      throw Error(where + "'" + a + "rope.scaling.factor' must be a number of at least 1 for linear RoPE scaling, found " +
+                  std::to_string(s.factor));
+  } else if (type != "none" && type != "longrope" && type != "su") {
+    throw Error(where + "'" + a + "rope.scaling.type' \"" + excerpt(type) +
+                "\" is not supported\n  HINT: attnviz reads \"linear\", Llama 3's per-frequency factors (rope_freqs) and "
+                "Phi-3's longrope (rope_factors_short/long).");
+  }
+  if (lng || sht) {
+    if (!s.type.empty()) throw Error(where + "both linear RoPE scaling and longrope factors: not supported together");
+    if (!lng || !sht)
+      throw Error(where + "tensor '" + std::string(lng ? "rope_factors_short.weight" : "rope_factors_long.weight") +
+                  "' is missing; longrope needs both factor lists");
+    s.type = "longrope";
+    s.freq_factors = rope_factor_tensor(f, *sht, rot, where);
+    s.long_factor = rope_factor_tensor(f, *lng, rot, where);
+    const std::string ok = a + "rope.scaling.original_context_length";
+    s.original_max_position = f.find_key(ok) ? positive(f, ok) : c.n_ctx;
+    s.factor = std::max(1.f, static_cast<float>(c.n_ctx) / static_cast<float>(s.original_max_position));
+    const double orig = s.original_max_position;
+    const double af = s.factor > 1.f ? std::sqrt(1.0 + std::log(static_cast<double>(s.factor)) / std::log(orig)) : 1.0;
+    s.mscale = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor", af));
+    if (!(s.mscale > 0.f) || !std::isfinite(s.mscale))
+      throw Error(where + "'" + a + "rope.scaling.attn_factor' must be a positive number, found " + std::to_string(s.mscale));
+  } else if (type == "longrope" || type == "su") {
+    throw Error(where + "'" + a + "rope.scaling.type' is \"" + type +
+                "\" but the tensors 'rope_factors_short.weight' and 'rope_factors_long.weight' are missing");
+  }
+  const GgufTensorInfo* t = f.find("rope_freqs.weight");
+  if (!t) return;
+  if (!s.type.empty()) throw Error(where + "both " + s.type + " RoPE scaling and a rope_freqs tensor: not supported together");
+  s.freq_factors = rope_factor_tensor(f, *t, rot, where);
+  s.type = "factors";
+}
+
+// A positive finite float key, or `fallback` when absent.
+float positive_float(const GgufFile& f, const std::string& key, float fallback, const char* what = "a positive number") {
+  if (!f.find_key(key)) return fallback;
+  const double v = f.get_float(key, fallback);
+  if (!(v > 0.0) || !std::isfinite(v) || v > 3.4e38)
+    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) + " must be " + what);
+  return static_cast<float>(v);
+}
+
+// A per-layer metadata value: an array of L entries (bools or 0/1), or an integer that
+// `from_int(l, v)` turns into layer l's flag.
+template <class F>
+std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int L, F from_int) {
+  const GgufValue* v = f.find_key(key);
+  std::vector<bool> out(static_cast<size_t>(L));
+  const std::string where = "GGUF file '" + f.path() + "': metadata '" + key + "'";
+  if (v->type == GgufValueType::ARRAY) {
+    if (!v->strings.empty() || !v->floats.empty() || v->array_size() != static_cast<size_t>(L))
+      throw Error(where + " must list " + std::to_string(L) + " entries of 0 or 1 (one per layer, block_count), found " +
+                  std::to_string(v->array_size()) + (v->ints.empty() && v->array_size() ? " non-integers" : ""));
+    for (int l = 0; l < L; ++l) {
+      const int64_t e = v->ints[static_cast<size_t>(l)];
+      if (e != 0 && e != 1) throw Error(where + "[" + std::to_string(l) + "] is " + std::to_string(e) + "; 0 or 1 expected");
+      out[static_cast<size_t>(l)] = e == 1;
+    }
+    return out;
+  }
+  if (!v->is_int()) throw Error(where + " must be an integer or a per-layer array");
+  for (int l = 0; l < L; ++l) out[static_cast<size_t>(l)] = from_int(l, v->i);
+  return out;
+}
+
+// The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
+// llama.cpp's converter writes Mistral as "llama").
+constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
+                                      "phi3", "smollm3", "olmo2", "granite", "gpt2"};
+
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
   const std::string a = arch + ".";
   ModelConfig c;
-  c.model_type = arch;
+  c.model_type = arch == "gemma3" ? "gemma3_text" : arch;
   c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
   c.n_layer = positive(f, a + "block_count");
   c.n_embd = positive(f, a + "embedding_length");
@@ -173,6 +241,8 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     return c;
   }
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  const int L = c.n_layer;
   c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
   if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.f))
@@ -188,18 +258,105 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   if (f.find_key(a + "attention.value_length") && positive(f, a + "attention.value_length") != c.head_size)
     throw Error(where + "'" + a + "attention.value_length' differs from the key length " +
                 std::to_string(c.head_size) + "; attnviz needs one head size");
-  if (f.find_key(a + "rope.dimension_count") && positive(f, a + "rope.dimension_count") != c.head_size)
-    throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(f.get_int(a + "rope.dimension_count")) +
-                " is not the head size " + std::to_string(c.head_size) + "; partial RoPE is not supported");
   if (c.head_size % 2 != 0) throw Error(where + "head size " + std::to_string(c.head_size) + " must be even for RoPE");
-  read_rope_scaling(f, a, where, c);
+  // Partial RoPE (Phi-3/4-mini): rope.dimension_count < head size turns only the first dims.
+  if (f.find_key(a + "rope.dimension_count")) {
+    const int rot = positive(f, a + "rope.dimension_count");
+    if (rot > c.head_size || rot % 2 != 0)
+      throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(rot) +
+                  " must be even and at most the head size " + std::to_string(c.head_size));
+    c.rotary_dim = rot == c.head_size ? 0 : rot;
+  }
   if (c.n_head % c.n_kv_head != 0)
     throw Error(where + "'" + a + "attention.head_count' " + std::to_string(c.n_head) + " is not a multiple of '" + a +
                 "attention.head_count_kv' " + std::to_string(c.n_kv_head));
+  checked_dim(c.n_head, c.head_size, where + "query width head_count x key_length");
+  read_rope_scaling(f, a, where, c);
   c.tie_embeddings = !f.find("output.weight");
   c.qkv_bias = arch == "qwen2" || f.find("blk.0.attn_q.bias");
   c.o_bias = f.find("blk.0.attn_output.bias") != nullptr;
   if (f.find("blk.0.ffn_up.bias")) throw Error(where + "MLP biases ('blk.0.ffn_up.bias') are not supported yet");
+
+  // Family traits, as llama.cpp's graph for each architecture applies them.
+  if (arch == "qwen3" || arch == "gemma3") c.qk_norm = QkNorm::PerHead;
+  if (arch == "olmo2") c.qk_norm = QkNorm::Whole, c.norm_place = NormPlace::Post;
+  if (gemma) {
+    c.norm_place = NormPlace::Sandwich;
+    c.mlp = MlpKind::GeGLU;
+    c.norm_plus_one = true;  // the converter stored 1 + w: held as is
+    c.emb_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));  // implied by the architecture
+  }
+  if (arch == "phi3") c.fused_qkv = f.find("blk.0.attn_qkv.weight") != nullptr;
+  if (arch == "granite") {
+    c.emb_scale = positive_float(f, a + "embedding_scale", 1.f);
+    c.residual_scale = positive_float(f, a + "residual_scale", 1.f);
+    c.logit_scale = 1.f / positive_float(f, a + "logit_scale", 1.f);  // llama.cpp divides the logits by it
+  }
+  const char* cap = "a positive number (the soft-cap c in c*tanh(x/c))";
+  c.final_softcap = gemma ? positive_float(f, a + "final_logit_softcapping", 0.f, cap) : 0.f;
+  const float attn_softcap = arch == "gemma2" ? positive_float(f, a + "attn_logit_softcapping", 0.f, cap) : 0.f;
+  // The score scale: attention.scale where written (granite's attention_multiplier); else
+  // 1/sqrt(d), except the 27B Gemmas, where llama.cpp (like their query_pre_attn_scalar)
+  // takes n_embd / n_head.
+  float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
+  if ((arch == "gemma2" && L == 46) || (arch == "gemma3" && L == 62))
+    scale = 1.f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  scale = positive_float(f, a + "attention.scale", scale);
+
+  // Local layers: attention.sliding_window W, on the layers attention.sliding_window_pattern
+  // names (an integer period p: layer l is local unless (l + 1) % p == 0, 0 = all; or one
+  // bool per layer), else by the family's rule: Gemma 2 every other layer, Gemma 3 five of
+  // six, the others (Mistral, Phi-3, Qwen) every layer, as their Hugging Face configs say.
+  int window = 0;
+  std::vector<bool> local(static_cast<size_t>(L), false);
+  const std::string wk = a + "attention.sliding_window", pk = a + "attention.sliding_window_pattern";
+  if (f.find_key(wk)) {
+    const int64_t w = f.get_int(wk);
+    if (w <= 0)
+      throw Error(where + "metadata '" + wk + "' = " + std::to_string(w) + " must be a positive number of keys");
+    window = static_cast<int>(std::min<int64_t>(w, kMaxDim));
+    const int period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;
+    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = period == 0 || (l + 1) % period != 0;
+    if (f.find_key(pk))
+      local = per_layer_flags(f, pk, L, [&](int l, int64_t p) {
+        if (p < 0 || p > L)
+          throw Error(where + "metadata '" + pk + "' = " + std::to_string(p) + " must be a period from 0 to " +
+                      std::to_string(L) + " (block_count)");
+        return p == 0 || (l + 1) % p != 0;
+      });
+  } else if (gemma) {
+    throw Error(where + "missing metadata '" + wk + "' (Gemma's local layers need their window)");
+  } else if (f.find_key(pk)) {
+    throw Error(where + "metadata '" + pk + "' without '" + wk + "'");
+  }
+  const bool any_local = std::find(local.begin(), local.end(), true) != local.end();
+  // Gemma 3's local layers turn with rope.freq_base_swa (10000 by default) and no scaling.
+  const float local_theta = arch == "gemma3" ? positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
+
+  // Layers without RoPE: SmolLM3's every 4th (fixed in llama.cpp), or attnviz's
+  // smollm3.no_rope_layers (1 = RoPE, as Hugging Face's no_rope_layers).
+  std::vector<bool> rope(static_cast<size_t>(L), true);
+  if (arch == "smollm3") {
+    for (int l = 0; l < L; ++l) rope[static_cast<size_t>(l)] = (l + 1) % 4 != 0;
+    if (f.find_key(a + "no_rope_layers"))
+      rope = per_layer_flags(f, a + "no_rope_layers", L, [&](int, int64_t) -> bool {
+        throw Error(where + "metadata '" + a + "no_rope_layers' must be a per-layer array");
+      });
+  }
+  const bool uniform = !any_local && attn_softcap == 0.f && std::find(rope.begin(), rope.end(), false) == rope.end() &&
+                       scale == 1.f / std::sqrt(static_cast<float>(c.head_size)) && arch != "gemma3";
+  if (uniform) return c;
+  for (int l = 0; l < L; ++l) {
+    LayerSpec s;
+    const bool loc = local[static_cast<size_t>(l)];
+    s.window = loc ? window : 0;
+    s.rope = rope[static_cast<size_t>(l)];
+    s.rope_theta = loc ? local_theta : c.rope_theta;
+    s.rope_scaling = loc && arch == "gemma3" ? RopeScaling{} : c.rope_scaling;
+    s.scale = scale;
+    s.softcap = attn_softcap;
+    c.layer_specs.push_back(std::move(s));
+  }
   return c;
 }
 
@@ -228,48 +385,108 @@ void load_gpt2(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
   if (!c.tie_embeddings) w.lm_head = s.mat("output.weight", c.vocab_size, C);
 }
 
-void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
-  const int C = c.n_embd, I = c.n_inner, d = c.head_size, H = c.n_head, KV = c.n_kv_head;
-  // llama.cpp's converter reorders Q/K rows for llama only; qwen2 keeps HF's order.
-  const bool permuted = c.model_type == "llama";
-  w.tok_emb = s.mat("token_embd.weight", c.vocab_size, C);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights l;
-    l.norm1_w = s.vec(p + "attn_norm.weight", C);
-    if (permuted) {
-      l.wq = s.linear_unpermuted(p + "attn_q.weight", H, d, C);
-      l.wk = s.linear_unpermuted(p + "attn_k.weight", KV, d, C);
-    } else {
-      l.wq = s.linear(p + "attn_q.weight", H * d, C);
-      l.wk = s.linear(p + "attn_k.weight", KV * d, C);
-    }
-    l.wv = s.linear(p + "attn_v.weight", KV * d, C);
-    if (c.qkv_bias) {
-      l.bq = permuted ? s.vec_unpermuted(p + "attn_q.bias", H, d) : s.vec(p + "attn_q.bias", H * d);
-      l.bk = permuted ? s.vec_unpermuted(p + "attn_k.bias", KV, d) : s.vec(p + "attn_k.bias", KV * d);
-      l.bv = s.vec(p + "attn_v.bias", KV * d);
-    }
-    l.wo = s.linear(p + "attn_output.weight", C, H * d);
-    if (c.o_bias) l.bo = s.vec(p + "attn_output.bias", C);
-    l.norm2_w = s.vec(p + "ffn_norm.weight", C);
-    l.w_fc = s.linear(p + "ffn_gate.weight", I, C);
-    l.w_up = s.linear(p + "ffn_up.weight", I, C);
-    l.w_down = s.linear(p + "ffn_down.weight", C, I);
-    w.layers.push_back(std::move(l));
+// llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one).
+std::string gguf_tensor_name(Slot s, int layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  switch (s) {
+    case Slot::TokEmb: return "token_embd.weight";
+    case Slot::NormF: return "output_norm.weight";
+    case Slot::LmHead: return "output.weight";
+    case Slot::Norm1: return p + "attn_norm.weight";
+    case Slot::Wq: return p + "attn_q.weight";
+    case Slot::Wk: return p + "attn_k.weight";
+    case Slot::Wv: return p + "attn_v.weight";
+    case Slot::Bq: return p + "attn_q.bias";
+    case Slot::Bk: return p + "attn_k.bias";
+    case Slot::Bv: return p + "attn_v.bias";
+    case Slot::Wqkv: return p + "attn_qkv.weight";
+    case Slot::Wo: return p + "attn_output.weight";
+    case Slot::Bo: return p + "attn_output.bias";
+    case Slot::QNorm: return p + "attn_q_norm.weight";
+    case Slot::KNorm: return p + "attn_k_norm.weight";
+    case Slot::PostAttnNorm: return p + "post_attention_norm.weight";
+    case Slot::Norm2: return p + "ffn_norm.weight";
+    case Slot::Wfc: return p + "ffn_gate.weight";
+    case Slot::Wup: return p + "ffn_up.weight";
+    case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up rows in one ffn_up
+    case Slot::Wdown: return p + "ffn_down.weight";
+    case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
   }
-  w.normf_w = s.vec("output_norm.weight", C);
-  if (!c.tie_embeddings) w.lm_head = s.mat("output.weight", c.vocab_size, C);
+  return "";
+}
+
+// Every llama-family architecture: the tensors decoder_tensors() lists for the config, under
+// llama.cpp's names. Norm weights are taken as stored (Gemma's converter folded in the +1).
+void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, const GgufFile& f) {
+  const int C = c.n_embd, I = c.n_inner, d = c.head_size, H = c.n_head, KV = c.n_kv_head;
+  const int Hd = H * d, KVd = KV * d;
+  // llama.cpp's converter reorders q/k rows for the llama-style architectures only (their
+  // graphs rotate adjacent pairs); qwen2/3, gemma, phi3 and olmo2 keep Hugging Face's order.
+  const std::string& t0 = c.model_type;
+  const bool permuted = t0 == "llama" || t0 == "mistral" || t0 == "granite" || t0 == "smollm3";
+  const std::vector<DecoderTensor> list = decoder_tensors(c);
+  // Fused tensors whose rows do not split are refused before anything is read.
+  for (const DecoderTensor& t : list) {
+    if (t.slot != Slot::Wqkv && t.slot != Slot::WgateUp) continue;
+    const std::string name = gguf_tensor_name(t.slot, t.layer);
+    const GgufTensorInfo* info = f.find(name);
+    if (info && info->shape() != t.shape)
+      throw Error("GGUF file '" + f.path() + "': tensor '" + name + "' has shape " + shape_str_of(info->shape()) +
+                  ", whose rows do not split into " +
+                  (t.slot == Slot::Wqkv ? "q | k | v (" + std::to_string(Hd) + " + 2 x " + std::to_string(KVd) + ")"
+                                        : "gate | up (2 x " + std::to_string(I) + ")") +
+                  " of width " + std::to_string(C) + "; expected " + shape_str_of(t.shape));
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (const DecoderTensor& t : list) {
+    const std::string name = gguf_tensor_name(t.slot, t.layer);
+    LayerWeights* l = t.layer >= 0 ? &w.layers[static_cast<size_t>(t.layer)] : nullptr;
+    const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
+    switch (t.slot) {
+      case Slot::TokEmb: w.tok_emb = s.mat(name, rows, cols); break;
+      case Slot::LmHead: w.lm_head = s.mat(name, rows, cols); break;
+      case Slot::NormF: w.normf_w = s.vec(name, rows); break;
+      case Slot::Norm1: l->norm1_w = s.vec(name, rows); break;
+      case Slot::Norm2: l->norm2_w = s.vec(name, rows); break;
+      case Slot::QNorm: l->q_norm = s.vec(name, rows); break;
+      case Slot::KNorm: l->k_norm = s.vec(name, rows); break;
+      case Slot::PostAttnNorm: l->post_attn_norm = s.vec(name, rows); break;
+      case Slot::PostMlpNorm: l->post_mlp_norm = s.vec(name, rows); break;
+      case Slot::Bq: l->bq = permuted ? s.vec_unpermuted(name, H, d) : s.vec(name, rows); break;
+      case Slot::Bk: l->bk = permuted ? s.vec_unpermuted(name, KV, d) : s.vec(name, rows); break;
+      case Slot::Bv: l->bv = s.vec(name, rows); break;
+      case Slot::Bo: l->bo = s.vec(name, rows); break;
+      case Slot::Wq: l->wq = permuted ? s.linear_unpermuted(name, H, d, C) : s.linear(name, rows, cols); break;
+      case Slot::Wk: l->wk = permuted ? s.linear_unpermuted(name, KV, d, C) : s.linear(name, rows, cols); break;
+      case Slot::Wv: l->wv = s.linear(name, rows, cols); break;
+      case Slot::Wo: l->wo = s.linear(name, rows, cols); break;
+      case Slot::Wfc: l->w_fc = s.linear(name, rows, cols); break;
+      case Slot::Wup: l->w_up = s.linear(name, rows, cols); break;
+      case Slot::Wdown: l->w_down = s.linear(name, rows, cols); break;
+      case Slot::Wqkv: {  // (Hd + 2·KVd, C): q rows, then k, then v
+        const Mat m = s.linear(name, rows, cols);  // (C, Hd + 2·KVd)
+        l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
+        break;
+      }
+      case Slot::WgateUp: {  // (2·I, C): gate rows, then up
+        const Mat m = s.linear(name, rows, cols);  // (C, 2·I)
+        l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace
 
 void load_gguf_model(const GgufFile& f, Model& m) {
   const std::string arch = f.get_string("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "gpt2")
-    throw Error("GGUF file '" + f.path() + "': unknown architecture '" + arch +
-                "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture llama, qwen2 "
-                "and gpt2.");
+  if (std::find(std::begin(kGgufArchs), std::end(kGgufArchs), arch) == std::end(kGgufArchs)) {
+    std::string known;
+    for (const char* a : kGgufArchs) known += std::string(known.empty() ? "" : ", ") + a;
+    throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
+                "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " + known + ".");
+  }
   m.config = gguf_config(f, arch);
   if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
@@ -279,7 +496,7 @@ void load_gguf_model(const GgufFile& f, Model& m) {
                "use a smaller model, or free memory.");
   const GgufTensors s(f, &m.warnings);
   if (m.config.arch == Arch::Gpt2) load_gpt2(m.config, s, m.weights);
-  else load_llama(m.config, s, m.weights);
+  else load_llama(m.config, s, m.weights, f);
   m.format = "gguf";
   std::map<std::string, int> counts;
   for (const auto& t : f.tensors()) ++counts[ggml_type_info(t.type).name];

@@ -1,0 +1,720 @@
+#include "core/model/gguf_writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "core/limits.h"
+#include "core/model/model.h"
+#include "core/model/safetensors.h"
+#include "core/tokenize/hf_tokenizer.h"
+
+namespace attnviz {
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  if (exp <= 0) {  // subnormal half (or zero)
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // may carry into the exponent: still right
+  return static_cast<uint16_t>(sign | h);
+}
+
+std::string le32(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+std::string gguf_str(const std::string& s) { return le64(s.size()) + s; }
+
+namespace {
+std::string f32_bytes(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return le32(b);
+}
+uint64_t pad(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+}  // namespace
+
+void GgufWriter::put(const std::string& key, uint32_t type, std::string payload) {
+  remove(key);
+  kv_.emplace_back(key, le32(type) + payload);
+}
+void GgufWriter::set_u32(const std::string& k, uint32_t v) { put(k, 4, le32(v)); }
+void GgufWriter::set_i32(const std::string& k, int32_t v) { put(k, 5, le32(static_cast<uint32_t>(v))); }
+void GgufWriter::set_u64(const std::string& k, uint64_t v) { put(k, 10, le64(v)); }
+void GgufWriter::set_f32(const std::string& k, float v) { put(k, 6, f32_bytes(v)); }
+void GgufWriter::set_bool(const std::string& k, bool v) { put(k, 7, std::string(1, v ? 1 : 0)); }
+void GgufWriter::set_string(const std::string& k, const std::string& v) { put(k, 8, gguf_str(v)); }
+void GgufWriter::set_strings(const std::string& k, const std::vector<std::string>& v) {
+  std::string p = le32(8) + le64(v.size());
+  for (const auto& s : v) p += gguf_str(s);
+  put(k, 9, p);
+}
+void GgufWriter::set_f32s(const std::string& k, const std::vector<float>& v) {
+  std::string p = le32(6) + le64(v.size());
+  for (float x : v) p += f32_bytes(x);
+  put(k, 9, p);
+}
+void GgufWriter::set_i32s(const std::string& k, const std::vector<int32_t>& v) {
+  std::string p = le32(5) + le64(v.size());
+  for (int32_t x : v) p += le32(static_cast<uint32_t>(x));
+  put(k, 9, p);
+}
+void GgufWriter::set_bools(const std::string& k, const std::vector<bool>& v) {
+  std::string p = le32(7) + le64(v.size());
+  for (bool x : v) p += std::string(1, x ? 1 : 0);
+  put(k, 9, p);
+}
+void GgufWriter::set_raw(const std::string& k, uint32_t type, const std::string& payload) { put(k, type, payload); }
+void GgufWriter::remove_tensor(const std::string& name) {
+  tensors_.erase(std::remove_if(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.name == name; }),
+                 tensors_.end());
+}
+
+void GgufWriter::remove(const std::string& key) {
+  for (auto it = kv_.begin(); it != kv_.end(); ++it)
+    if (it->first == key) {
+      kv_.erase(it);
+      return;
+    }
+}
+
+void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type, std::string bytes) {
+  Tensor t{name, {}, static_cast<uint32_t>(type), std::move(bytes), 0, {}};
+  t.nbytes = t.bytes.size();
+  for (auto it = shape.rbegin(); it != shape.rend(); ++it) t.ne.push_back(static_cast<uint64_t>(*it));
+  tensors_.push_back(std::move(t));
+}
+
+void GgufWriter::add_tensor_generated(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
+                                      uint64_t nbytes, std::function<std::string()> make) {
+  Tensor t{name, {}, static_cast<uint32_t>(type), {}, nbytes, std::move(make)};
+  for (auto it = shape.rbegin(); it != shape.rend(); ++it) t.ne.push_back(static_cast<uint64_t>(*it));
+  tensors_.push_back(std::move(t));
+}
+
+void GgufWriter::add_f32(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  add_tensor(name, shape, GgmlType::F32,
+             std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+}
+
+std::string GgufWriter::header() const {
+  std::string h = magic + le32(version) + le64(tensors_.size()) + le64(kv_.size());
+  for (const auto& [k, v] : kv_) h += gguf_str(k) + v;
+  uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    const auto ne = ne_override.count(t.name) ? ne_override.at(t.name) : t.ne;
+    h += gguf_str(t.name) + le32(static_cast<uint32_t>(ne.size()));
+    for (uint64_t d : ne) h += le64(d);
+    h += le32(type_override.count(t.name) ? type_override.at(t.name) : t.type);
+    h += le64(offset_override.count(t.name) ? offset_override.at(t.name) : offset);
+    offset = pad(offset + t.nbytes, alignment);
+  }
+  h.resize(pad(h.size(), alignment), '\0');
+  return h;
+}
+
+std::string GgufWriter::bytes() const {
+  std::string out = header();
+  for (const auto& t : tensors_) {
+    out += t.make ? t.make() : t.bytes;
+    out.resize(pad(out.size(), alignment), '\0');
+  }
+  return out;
+}
+
+void GgufWriter::write(const std::string& path) const {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "'");
+  const std::string h = header();
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
+  const std::string zeros(alignment, '\0');
+  for (const auto& t : tensors_) {
+    const std::string made = t.make ? t.make() : std::string();
+    const std::string& b = t.make ? made : t.bytes;
+    if (b.size() != t.nbytes) throw std::logic_error("GgufWriter: tensor '" + t.name + "' has an unexpected size");
+    f.write(b.data(), static_cast<std::streamsize>(b.size()));
+    f.write(zeros.data(), static_cast<std::streamsize>(pad(b.size(), alignment) - b.size()));
+  }
+  if (!f) throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "' (disk full?)");
+}
+
+std::string random_tensor_bytes(GgmlType type, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  std::string out(static_cast<size_t>(n / info.block_elems * info.block_bytes), '\0');
+  auto put16 = [&](size_t at, uint16_t v) {
+    out[at] = static_cast<char>(v & 0xff);
+    out[at + 1] = static_cast<char>(v >> 8);
+  };
+  if (type == GgmlType::F32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = normal(rng);
+      std::memcpy(&out[4 * i], &v, 4);
+    }
+    return out;
+  }
+  if (type == GgmlType::F16 || type == GgmlType::BF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = normal(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      put16(2 * i, type == GgmlType::F16 ? float_to_half(v) : static_cast<uint16_t>(bits >> 16));
+    }
+    return out;
+  }
+  // Quantized: random bytes, then the fp16 fields (offset in the block, value).
+  for (auto& c : out) c = static_cast<char>(rng() & 0xff);
+  std::vector<std::pair<int, float>> fields;
+  switch (type) {
+    case GgmlType::Q8_0: fields = {{0, 0.2f / 127}}; break;
+    case GgmlType::Q4_0: fields = {{0, 0.2f / 8}}; break;
+    case GgmlType::Q4_1: fields = {{0, 0.4f / 15}, {2, -0.2f}}; break;
+    case GgmlType::Q5_0: fields = {{0, 0.2f / 16}}; break;
+    case GgmlType::Q5_1: fields = {{0, 0.4f / 31}, {2, -0.2f}}; break;
+    case GgmlType::Q2_K: fields = {{80, 0.4f / 45}, {82, 0.2f / 15}}; break;
+    case GgmlType::Q3_K: fields = {{108, 0.2f / 128}}; break;
+    case GgmlType::Q4_K: fields = {{0, 0.4f / 945}, {2, 0.2f / 63}}; break;
+    case GgmlType::Q5_K: fields = {{0, 0.4f / 1953}, {2, 0.2f / 63}}; break;
+    case GgmlType::Q6_K: fields = {{208, 0.2f / 4096}}; break;
+    default: throw std::logic_error("random_tensor_bytes: unexpected type");
+  }
+  for (size_t b = 0; b < out.size(); b += info.block_bytes)
+    for (const auto& [at, v] : fields) put16(b + at, float_to_half(v));
+  return out;
+}
+
+// ---- quantizers ------------------------------------------------------------------------
+
+namespace {
+
+float half_value(uint16_t h) {  // the float an fp16 field holds (through the reader's own decoder)
+  const uint8_t b[2] = {static_cast<uint8_t>(h & 0xff), static_cast<uint8_t>(h >> 8)};
+  float v;
+  dequantize(GgmlType::F16, b, 1, &v);
+  return v;
+}
+void put16(std::string& out, size_t at, uint16_t v) {
+  out[at] = static_cast<char>(v & 0xff);
+  out[at + 1] = static_cast<char>(v >> 8);
+}
+// The value of largest magnitude in x[0, n), with its sign.
+float signed_max(const float* x, int n) {
+  float m = 0.f;
+  for (int i = 0; i < n; ++i)
+    if (std::abs(x[i]) > std::abs(m)) m = x[i];
+  return m;
+}
+
+void quantize_q8_0(const float* x, uint8_t* b) {  // 32 values → 34 bytes
+  float amax = 0.f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
+  const uint16_t dh = float_to_half(amax / 127.f);
+  const float d = half_value(dh);
+  b[0] = static_cast<uint8_t>(dh & 0xff), b[1] = static_cast<uint8_t>(dh >> 8);
+  for (int i = 0; i < 32; ++i) {
+    const int q = d == 0.f ? 0 : static_cast<int>(std::lround(x[i] / d));
+    b[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127, 127)));
+  }
+}
+
+// Q4_0 (bits 4, offset 8) and Q5_0 (bits 5, offset 16): d = signed max / −offset.
+void quantize_q_0(const float* x, uint8_t* b, int bits) {
+  const int off = 1 << (bits - 1), top = (1 << bits) - 1;
+  const uint16_t dh = float_to_half(signed_max(x, 32) / static_cast<float>(-off));
+  const float d = half_value(dh);
+  b[0] = static_cast<uint8_t>(dh & 0xff), b[1] = static_cast<uint8_t>(dh >> 8);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = d == 0.f ? off : std::clamp(static_cast<int>(std::lround(x[i] / d)) + off, 0, top);
+  uint8_t* qs = b + 2;
+  if (bits == 5) {
+    uint32_t qh = 0;
+    for (int i = 0; i < 32; ++i) qh |= static_cast<uint32_t>((q[i] >> 4) & 1) << i;
+    for (int i = 0; i < 4; ++i) b[2 + i] = static_cast<uint8_t>((qh >> (8 * i)) & 0xff);
+    qs = b + 6;
+  }
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 0xf) | ((q[i + 16] & 0xf) << 4));
+}
+
+// Q4_K: 8 sub-blocks of 32 values, each x ≈ d·sc·q − dmin·m with 6-bit sc, m and 4-bit q.
+void quantize_q4_k(const float* x, uint8_t* b) {  // 256 values → 144 bytes
+  float scale[8], minv[8];
+  for (int s = 0; s < 8; ++s) {
+    float lo = 0.f, hi = -INFINITY;
+    for (int i = 0; i < 32; ++i) lo = std::min(lo, x[32 * s + i]), hi = std::max(hi, x[32 * s + i]);
+    scale[s] = (hi - lo) / 15.f;
+    minv[s] = -lo;
+  }
+  const float smax = *std::max_element(scale, scale + 8), mmax = *std::max_element(minv, minv + 8);
+  const uint16_t dh = float_to_half(smax / 63.f), mh = float_to_half(mmax / 63.f);
+  const float d = half_value(dh), dmin = half_value(mh);
+  int sc[8], m[8];
+  for (int s = 0; s < 8; ++s) {
+    sc[s] = d == 0.f ? 0 : std::clamp(static_cast<int>(std::lround(scale[s] / d)), 0, 63);
+    m[s] = dmin == 0.f ? 0 : std::clamp(static_cast<int>(std::lround(minv[s] / dmin)), 0, 63);
+    // The rounded scale must still reach the sub-block's largest value.
+    if (d != 0.f && sc[s] < 63 && d * sc[s] * 15.f - dmin * m[s] < (scale[s] * 15.f - minv[s]) - 1e-12f) ++sc[s];
+  }
+  std::memset(b, 0, 144);
+  b[0] = static_cast<uint8_t>(dh & 0xff), b[1] = static_cast<uint8_t>(dh >> 8);
+  b[2] = static_cast<uint8_t>(mh & 0xff), b[3] = static_cast<uint8_t>(mh >> 8);
+  uint8_t* scales = b + 4;
+  for (int j = 0; j < 4; ++j) scales[j] = static_cast<uint8_t>(sc[j]), scales[j + 4] = static_cast<uint8_t>(m[j]);
+  for (int j = 4; j < 8; ++j) {
+    scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xf) | ((m[j] & 0xf) << 4));
+    scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+    scales[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
+  }
+  int q[256];
+  for (int s = 0; s < 8; ++s) {
+    const float step = d * static_cast<float>(sc[s]), offset = dmin * static_cast<float>(m[s]);
+    for (int i = 0; i < 32; ++i)
+      q[32 * s + i] = step == 0.f ? 0 : std::clamp(static_cast<int>(std::lround((x[32 * s + i] + offset) / step)), 0, 15);
+  }
+  uint8_t* qs = b + 16;
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+}
+
+}  // namespace
+
+bool can_quantize(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
+         t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K;
+}
+
+std::string quantize(GgmlType type, const float* x, int64_t n) {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  if (!can_quantize(type) || n % info.block_elems != 0) throw std::logic_error("quantize: unsupported type or size");
+  std::string out(static_cast<size_t>(n / info.block_elems * info.block_bytes), '\0');
+  auto* o = reinterpret_cast<uint8_t*>(out.data());
+  switch (type) {
+    case GgmlType::F32: std::memcpy(o, x, static_cast<size_t>(n) * 4); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) put16(out, 2 * static_cast<size_t>(i), float_to_half(x[i]));
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {  // round to nearest even (values are finite here)
+        uint32_t bits;
+        std::memcpy(&bits, &x[i], 4);
+        bits += 0x7fff + ((bits >> 16) & 1);
+        put16(out, 2 * static_cast<size_t>(i), static_cast<uint16_t>(bits >> 16));
+      }
+      break;
+    case GgmlType::Q8_0:
+      for (int64_t k = 0; k < n / 32; ++k) quantize_q8_0(x + 32 * k, o + 34 * k);
+      break;
+    case GgmlType::Q4_0:
+      for (int64_t k = 0; k < n / 32; ++k) quantize_q_0(x + 32 * k, o + 18 * k, 4);
+      break;
+    case GgmlType::Q5_0:
+      for (int64_t k = 0; k < n / 32; ++k) quantize_q_0(x + 32 * k, o + 22 * k, 5);
+      break;
+    case GgmlType::Q4_K:
+      for (int64_t k = 0; k < n / 256; ++k) quantize_q4_k(x + 256 * k, o + 144 * k);
+      break;
+    default: break;
+  }
+  return out;
+}
+
+GgmlType gguf_write_type(const std::string& name) {
+  std::string list;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+                     GgmlType::Q4_K}) {
+    std::string n = ggml_type_info(t).name, u = name;
+    std::transform(u.begin(), u.end(), u.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    if (n == u) return t;
+    list += (list.empty() ? "" : ", ") + n;
+  }
+  throw Error("--gguf type '" + excerpt(name) + "' cannot be written\n  HINT: one of " + list + ".", ErrorKind::Usage);
+}
+
+void set_tokenizer(GgufWriter& g, const GgufTokenizerData& t) {
+  g.set_string("tokenizer.ggml.model", t.model);
+  if (!t.pre.empty()) g.set_string("tokenizer.ggml.pre", t.pre);
+  g.set_strings("tokenizer.ggml.tokens", t.tokens);
+  if (!t.token_type.empty()) g.set_i32s("tokenizer.ggml.token_type", t.token_type);
+  if (!t.scores.empty()) g.set_f32s("tokenizer.ggml.scores", t.scores);
+  if (!t.merges.empty() || t.model == "gpt2") g.set_strings("tokenizer.ggml.merges", t.merges);
+  const std::pair<const char*, int64_t> ids[] = {{"tokenizer.ggml.bos_token_id", t.bos_id},
+                                                 {"tokenizer.ggml.eos_token_id", t.eos_id},
+                                                 {"tokenizer.ggml.unknown_token_id", t.unk_id},
+                                                 {"tokenizer.ggml.padding_token_id", t.pad_id}};
+  for (const auto& [key, id] : ids)
+    if (id >= 0) g.set_u32(key, static_cast<uint32_t>(id));
+  const std::pair<const char*, int> flags[] = {{"tokenizer.ggml.add_bos_token", t.add_bos},
+                                               {"tokenizer.ggml.add_eos_token", t.add_eos},
+                                               {"tokenizer.ggml.add_space_prefix", t.add_space_prefix}};
+  for (const auto& [key, v] : flags)
+    if (v >= 0) g.set_bool(key, v != 0);
+}
+
+GgufTokenizerData char_gguf_tokenizer(int vocab) {
+  GgufTokenizerData t;
+  t.model = "gpt2";
+  t.pre = "default";
+  std::vector<std::string> pieces;
+  pieces.push_back("\n");
+  for (char ch = ' '; ch <= '~'; ++ch) pieces.emplace_back(1, ch);
+  pieces.resize(std::min<size_t>(pieces.size(), static_cast<size_t>(vocab)));
+  for (const std::string& p : pieces) t.tokens.push_back(hf::bytes_to_unicode(p));
+  while (t.tokens.size() < static_cast<size_t>(vocab)) t.tokens.push_back("<" + std::to_string(t.tokens.size()) + ">");
+  t.token_type.assign(t.tokens.size(), kGgufNormal);
+  t.add_bos = 0;
+  return t;
+}
+
+std::string gguf_arch_of(const ModelConfig& c) {
+  if (c.model_type == "gemma3_text") return "gemma3";
+  if (c.model_type == "mistral") return "llama";
+  return c.model_type;
+}
+
+// ---- a random model -------------------------------------------------------------------
+
+namespace {
+
+// llama.cpp's converter permutes the q/k rows of these (rotary pairs (i, i + d/2) made
+// adjacent: GGUF row (h, i, half) holds Hugging Face row (h, half, i)); the others keep HF's order.
+bool permutes_qk(const std::string& gguf_arch) {
+  return gguf_arch == "llama" || gguf_arch == "granite" || gguf_arch == "smollm3";
+}
+
+// HF rows from GGUF rows (the inverse of the converter's permutation).
+std::vector<float> hf_rows(const std::vector<float>& g, int heads, int d, int64_t in) {
+  std::vector<float> out(g.size());
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < d / 2; ++i)
+      for (int half = 0; half < 2; ++half) {
+        const int64_t src = (static_cast<int64_t>(h) * d / 2 + i) * 2 + half;    // (h, i, half)
+        const int64_t dst = (static_cast<int64_t>(h) * 2 + half) * (d / 2) + i;  // (h, half, i)
+        std::copy_n(g.begin() + src * in, in, out.begin() + dst * in);
+      }
+  return out;
+}
+
+std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> t(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) t[static_cast<size_t>(k * rows + r)] = v[static_cast<size_t>(r * cols + k)];
+  return t;
+}
+
+// The type a (rows, cols) weight is stored as: `type`, or llama.cpp's fallback where rows
+// are not whole blocks of it.
+GgmlType storage_type(GgmlType type, int64_t cols) {
+  GgmlType t = type;
+  if (cols % ggml_type_info(t).block_elems != 0) {
+    switch (t) {
+      case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
+      case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
+      case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
+      default: t = GgmlType::Q4_0; break;
+    }
+    if (cols % ggml_type_info(t).block_elems != 0) t = GgmlType::F16;
+  }
+  return t;
+}
+
+// Collects a model's tensors as GGUF (and, with_hf, as the Hugging Face twin).
+struct PairWriter {
+  GgmlType type;
+  std::mt19937_64 rng;
+  GgufWriter gguf;
+  SafetensorsWriter hf;
+  bool with_hf;
+
+  // Values of a (rows, cols) weight: N(mean, sd) where the type has a quantizer, else the
+  // random stored bytes' values. Stored as storage_type(); returns the stored values (after
+  // dequantization) when with_hf, else nothing (the tensor is made while writing).
+  std::vector<float> weight(const std::string& name, int64_t rows, int64_t cols, float sd, float mean = 0.f) {
+    const GgmlType t = storage_type(type, cols);
+    const int64_t n = checked_product({rows, cols}, "tensor '" + name + "'");
+    const uint64_t seed = rng();
+    auto make = [t, n, seed, sd, mean] {
+      if (!can_quantize(t)) return random_tensor_bytes(t, n, seed);
+      std::mt19937_64 r(seed);
+      std::normal_distribution<float> dist(mean, sd);
+      std::vector<float> v(static_cast<size_t>(n));
+      for (auto& x : v) x = dist(r);
+      return quantize(t, v.data(), n);
+    };
+    const GgmlTypeInfo& info = ggml_type_info(t);
+    if (!with_hf) {
+      gguf.add_tensor_generated(name, {rows, cols}, t, static_cast<uint64_t>(n / info.block_elems * info.block_bytes), make);
+      return {};
+    }
+    std::string b = make();
+    std::vector<float> v(static_cast<size_t>(n));
+    dequantize(t, reinterpret_cast<const uint8_t*>(b.data()), n, v.data());
+    gguf.add_tensor(name, {rows, cols}, t, std::move(b));
+    return v;
+  }
+  // A 1-D F32 tensor: N(base, 0.1²).
+  std::vector<float> vector(const std::string& name, int64_t n, float base) {
+    std::normal_distribution<float> normal(0.f, 0.1f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = base + normal(rng);
+    gguf.add_f32(name, {n}, v);
+    return v;
+  }
+  void to_hf(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    if (with_hf) hf.add_f32(name, std::move(shape), v.data());
+  }
+};
+
+// llama.cpp's GGUF name of a decoder tensor (the Hugging Face one in decoder_tensors()).
+std::string gguf_name(Slot s, int layer, bool bias_of_w = false) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  switch (s) {
+    case Slot::TokEmb: return "token_embd.weight";
+    case Slot::NormF: return "output_norm.weight";
+    case Slot::LmHead: return "output.weight";
+    case Slot::Norm1: return p + "attn_norm.weight";
+    case Slot::Wq: return p + "attn_q.weight";
+    case Slot::Wk: return p + "attn_k.weight";
+    case Slot::Wv: return p + "attn_v.weight";
+    case Slot::Bq: return p + "attn_q.bias";
+    case Slot::Bk: return p + "attn_k.bias";
+    case Slot::Bv: return p + "attn_v.bias";
+    case Slot::Wqkv: return p + "attn_qkv.weight";
+    case Slot::Wo: return p + "attn_output.weight";
+    case Slot::Bo: return p + "attn_output.bias";
+    case Slot::QNorm: return p + "attn_q_norm.weight";
+    case Slot::KNorm: return p + "attn_k_norm.weight";
+    case Slot::PostAttnNorm: return p + "post_attention_norm.weight";
+    case Slot::Norm2: return p + "ffn_norm.weight";
+    case Slot::Wfc: return p + "ffn_gate.weight";
+    case Slot::Wup: return p + "ffn_up.weight";
+    case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up in one ffn_up
+    case Slot::Wdown: return p + "ffn_down.weight";
+    case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
+  }
+  (void)bias_of_w;
+  return "";
+}
+
+void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g, PairWriter& w) {
+  const std::string a = arch + ".";
+  const bool gpt2 = c.arch == Arch::Gpt2;
+  g.set_string("general.architecture", arch);
+  g.set_string("general.name", "attnviz random model (random weights)");
+  g.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
+  g.set_u32(a + "context_length", static_cast<uint32_t>(c.n_ctx));
+  g.set_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
+  g.set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_inner));
+  g.set_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
+  if (gpt2) {
+    g.set_f32(a + "attention.layer_norm_epsilon", c.norm_eps);
+    return;
+  }
+  g.set_u32(a + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
+  g.set_f32(a + "rope.freq_base", c.rope_theta);
+  g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rotary()));
+  g.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_size));
+  g.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_size));
+  const RopeScaling& rs = c.rope_scaling;
+  const int rot = c.rotary();
+  if (rs.type == "linear") {
+    g.set_string(a + "rope.scaling.type", "linear");
+    g.set_f32(a + "rope.scaling.factor", rs.factor);
+  } else if (rs.type == "llama3" || rs.type == "factors") {
+    // As a converter stores Llama 3's scaling: one divisor per frequency, 1 for short
+    // wavelengths, `factor` for long ones, 1 / ((1 − s)/factor + s) between, where s
+    // goes from 0 to 1 as old_ctx / wavelength goes from low_freq_factor to high_freq_factor.
+    std::vector<float> div(static_cast<size_t>(rot / 2));
+    for (size_t i = 0; i < div.size(); ++i) {
+      if (rs.type == "factors") {
+        div[i] = rs.freq_factors.at(i);
+        continue;
+      }
+      const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / rot);
+      const double wavelen = 2 * 3.14159265358979323846 / freq, old_ctx = rs.original_max_position;
+      if (wavelen < old_ctx / rs.high_freq_factor) div[i] = 1.f;
+      else if (wavelen > old_ctx / rs.low_freq_factor) div[i] = rs.factor;
+      else {
+        const double sm = (old_ctx / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        div[i] = static_cast<float>(1.0 / ((1 - sm) / rs.factor + sm));
+      }
+    }
+    g.add_f32("rope_freqs.weight", {rot / 2}, div);
+  } else if (rs.type == "longrope") {
+    // Phi-3's converter: the two factor lists as tensors, the attention factor and the
+    // original context as metadata (context_length is max_position_embeddings).
+    g.add_f32("rope_factors_long.weight", {rot / 2}, rs.long_factor);
+    g.add_f32("rope_factors_short.weight", {rot / 2}, rs.freq_factors);
+    g.set_f32(a + "rope.scaling.attn_factor", rs.mscale);
+    g.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(rs.original_max_position));
+  }
+  (void)w;
+
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  const LayerSpec first = c.layer(0);
+  if (first.softcap > 0) g.set_f32(a + "attn_logit_softcapping", first.softcap);
+  if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
+  // llama.cpp's granite converter writes attention.scale (attention_multiplier); for Gemma it
+  // derives 1/√d from the shapes, so attnviz writes the key only where the scale differs.
+  if (arch == "granite" || first.scale != 1.f / std::sqrt(static_cast<float>(c.head_size)))
+    g.set_f32(a + "attention.scale", first.scale);
+  if (arch == "granite") {
+    g.set_f32(a + "embedding_scale", c.emb_scale);
+    g.set_f32(a + "residual_scale", c.residual_scale);
+    g.set_f32(a + "logit_scale", 1.f / c.logit_scale);  // llama.cpp divides the logits by it
+  }
+  // Windows: the size, and which layers are local where the family's rule does not say it.
+  std::vector<bool> local(static_cast<size_t>(c.n_layer));
+  int W = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    local[static_cast<size_t>(l)] = c.layer(l).window > 0;
+    W = std::max(W, c.layer(l).window);
+  }
+  if (W > 0) {
+    g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
+    const int period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;  // 0: every layer local
+    bool rule = true;
+    for (int l = 0; l < c.n_layer; ++l) rule = rule && local[static_cast<size_t>(l)] == (period == 0 || (l + 1) % period != 0);
+    if (!rule) g.set_bools(a + "attention.sliding_window_pattern", local);
+    else if (arch == "gemma3") g.set_u32(a + "attention.sliding_window_pattern", 6);
+    if (arch == "gemma3")
+      for (int l = 0; l < c.n_layer; ++l)
+        if (local[static_cast<size_t>(l)]) {
+          g.set_f32(a + "rope.freq_base_swa", c.layer(l).rope_theta);
+          break;
+        }
+  }
+  (void)gemma;
+  // SmolLM3's layers without RoPE: llama.cpp fixes every 4th; another pattern goes into
+  // an attnviz key (1 = RoPE, as Hugging Face's no_rope_layers).
+  if (arch == "smollm3") {
+    std::vector<int32_t> nr;
+    bool rule = true;
+    for (int l = 0; l < c.n_layer; ++l) {
+      nr.push_back(c.layer(l).rope ? 1 : 0);
+      rule = rule && c.layer(l).rope == ((l + 1) % 4 != 0);
+    }
+    if (!rule) g.set_i32s(a + "no_rope_layers", nr);
+  }
+}
+
+}  // namespace
+
+void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& path,
+                      const GgufTokenizerData* tokenizer, const std::string& hf_dir) {
+  const bool with_hf = !hf_dir.empty();
+  PairWriter w{type, std::mt19937_64(seed), {}, {}, with_hf};
+  GgufWriter& g = w.gguf;
+  const std::string arch = gguf_arch_of(c);
+  const bool gpt2 = c.arch == Arch::Gpt2;
+  write_metadata(c, arch, g, w);
+  if (tokenizer) set_tokenizer(g, *tokenizer);
+
+  const int64_t C = c.n_embd, I = c.n_inner, V = c.vocab_size, d = c.head_size;
+  const float s_in = 1.f / std::sqrt(static_cast<float>(C)), s_hid = 1.f / std::sqrt(static_cast<float>(I));
+  if (gpt2) {
+    w.to_hf("wte.weight", {V, C}, w.weight("token_embd.weight", V, C, 0.5f));
+    w.to_hf("wpe.weight", {c.n_ctx, C}, w.weight("position_embd.weight", c.n_ctx, C, 0.3f));
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".", h = "h." + std::to_string(l) + ".";
+      auto hf_t = [&](const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& v) {
+        if (with_hf) w.to_hf(name, {cols, rows}, transposed(v, rows, cols));  // Conv1D (in, out)
+      };
+      w.to_hf(h + "ln_1.weight", {C}, w.vector(b + "attn_norm.weight", C, 1.f));
+      w.to_hf(h + "ln_1.bias", {C}, w.vector(b + "attn_norm.bias", C, 0.f));
+      hf_t(h + "attn.c_attn.weight", 3 * C, C, w.weight(b + "attn_qkv.weight", 3 * C, C, 1.5f * s_in));
+      w.to_hf(h + "attn.c_attn.bias", {3 * C}, w.vector(b + "attn_qkv.bias", 3 * C, 0.f));
+      hf_t(h + "attn.c_proj.weight", C, C, w.weight(b + "attn_output.weight", C, C, s_in));
+      w.to_hf(h + "attn.c_proj.bias", {C}, w.vector(b + "attn_output.bias", C, 0.f));
+      w.to_hf(h + "ln_2.weight", {C}, w.vector(b + "ffn_norm.weight", C, 1.f));
+      w.to_hf(h + "ln_2.bias", {C}, w.vector(b + "ffn_norm.bias", C, 0.f));
+      hf_t(h + "mlp.c_fc.weight", I, C, w.weight(b + "ffn_up.weight", I, C, s_in));
+      w.to_hf(h + "mlp.c_fc.bias", {I}, w.vector(b + "ffn_up.bias", I, 0.f));
+      hf_t(h + "mlp.c_proj.weight", C, I, w.weight(b + "ffn_down.weight", C, I, s_hid));
+      w.to_hf(h + "mlp.c_proj.bias", {C}, w.vector(b + "ffn_down.bias", C, 0.f));
+    }
+    w.to_hf("ln_f.weight", {C}, w.vector("output_norm.weight", C, 1.f));
+    w.to_hf("ln_f.bias", {C}, w.vector("output_norm.bias", C, 0.f));
+  } else {
+    const bool permuted = permutes_qk(arch);
+    const float s_o = 1.f / std::sqrt(static_cast<float>(c.n_head * d));
+    for (const DecoderTensor& t : decoder_tensors(c)) {
+      const std::string name = gguf_name(t.slot, t.layer);
+      const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
+      if (t.shape.size() == 1) {
+        if (slot_is_norm(t.slot)) {
+          // Held as applied in GGUF (Gemma: 1 + w folded in by the converter); HF Gemma stores w.
+          auto v = w.vector(name, rows, 1.f);
+          if (c.norm_plus_one)
+            for (auto& x : v) x -= 1.f;
+          w.to_hf(t.name, t.shape, v);
+          continue;
+        }
+        auto v = w.vector(name, rows, 0.f);
+        if (permuted && (t.slot == Slot::Bq || t.slot == Slot::Bk))
+          v = hf_rows(v, t.slot == Slot::Bq ? c.n_head : c.n_kv_head, static_cast<int>(d), 1);
+        w.to_hf(t.name, t.shape, v);
+        continue;
+      }
+      float sd = s_in;
+      switch (t.slot) {
+        case Slot::TokEmb: sd = 0.5f; break;
+        case Slot::Wq: case Slot::Wk: case Slot::Wqkv: sd = 1.5f * s_in; break;
+        case Slot::Wo: sd = s_o; break;
+        case Slot::Wdown: sd = s_hid; break;
+        default: break;
+      }
+      auto v = w.weight(name, rows, cols, sd);
+      if (with_hf && permuted && (t.slot == Slot::Wq || t.slot == Slot::Wk))
+        v = hf_rows(v, t.slot == Slot::Wq ? c.n_head : c.n_kv_head, static_cast<int>(d), cols);
+      w.to_hf(t.name, t.shape, v);
+    }
+  }
+
+  g.write(path);
+  if (with_hf) {
+    std::filesystem::create_directories(hf_dir);
+    write_file_atomic(hf_dir + "/config.json", config_to_json(c).dump(2) + "\n");
+    w.hf.write(hf_dir + "/model.safetensors");
+  }
+}
+
+std::string write_random_gguf(const ModelConfig& c, uint64_t seed, const std::string& dir, GgmlType type) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("cannot create '" + excerpt(dir, kPathExcerptBytes) + "': " + ec.message());
+  const std::string path = dir + "/model.gguf";
+  const GgufTokenizerData tok = char_gguf_tokenizer(c.vocab_size);
+  write_gguf_model(c, type, seed, path, &tok);
+  return path;
+}
+
+}  // namespace attnviz
