@@ -102,7 +102,8 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--text", opt.text, "text to start with");
   cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
   cli.add_option("--head", opt.head, "query head to show (0-based)")->check(CLI::NonNegativeNumber);
-  cli.add_option("--stage", opt.stage, "heatmap tab")->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "masked", "probs", "out"}));
+  cli.add_option("--stage", opt.stage, "heatmap tab (capped: only where the layer soft-caps; else masked)")
+      ->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out"}));
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
   cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");

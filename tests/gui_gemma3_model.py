@@ -4,9 +4,11 @@
 another model directory), for the GUI's window-band check and screenshot. No numpy.
 
   gui_gemma3_model.py OUT_DIR TOKENIZER_DIR [--window 4] [--pattern 2] [--layers 4] [--seed 1]
+                      [--gemma2 SOFTCAP]
 
 Layers follow Gemma 3's rule: layer l is global when (l + 1) % pattern == 0, local (a
-sliding window of W keys) otherwise. The weights are RANDOM: the patterns are not learned.
+sliding window of W keys) otherwise. With --gemma2 C: a gemma2 model instead (no QK-norm,
+layers alternating local / global, attention logits soft-capped at C). The weights are RANDOM: the patterns are not learned.
 """
 import argparse
 import json
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--pattern", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gemma2", type=float, default=0.0, metavar="SOFTCAP")
     a = ap.parse_args()
     src = json.load(open(os.path.join(a.tokenizer_dir, "config.json")))
     V = int(src["vocab_size"])
@@ -49,6 +52,11 @@ def main():
         "tie_word_embeddings": True,
         "torch_dtype": "float32",
     }
+    if a.gemma2 > 0:
+        cfg.update({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "attn_logit_softcapping": a.gemma2,
+                    "final_logit_softcapping": 30.0})
+        for k in ("rope_local_base_freq", "sliding_window_pattern"):
+            del cfg[k]
     rng = random.Random(a.seed)
     tensors = []  # (name, shape, std); std 0: zeros (Gemma's norms act as 1 + w)
 
@@ -62,8 +70,9 @@ def main():
         add(p + "self_attn.q_proj.weight", [H * d, C], 0.3)
         add(p + "self_attn.k_proj.weight", [KV * d, C], 0.3)
         add(p + "self_attn.v_proj.weight", [KV * d, C], 0.1)
-        add(p + "self_attn.q_norm.weight", [d], 0.0)
-        add(p + "self_attn.k_norm.weight", [d], 0.0)
+        if a.gemma2 <= 0:
+            add(p + "self_attn.q_norm.weight", [d], 0.0)
+            add(p + "self_attn.k_norm.weight", [d], 0.0)
         add(p + "self_attn.o_proj.weight", [C, H * d], 0.05)
         add(p + "post_attention_layernorm.weight", [C], 0.0)
         add(p + "pre_feedforward_layernorm.weight", [C], 0.0)

@@ -16,7 +16,7 @@ const char* stage_explanation(Stage s) {
   switch (s) {
     case Stage::Scores: return "q_i \xC2\xB7 k_j for every pair: how well token j's key answers token i's query (before scaling; the future is not hidden yet)";
     case Stage::Scaled: return "scores / \xE2\x88\x9A" "d: keeps the numbers small so softmax does not saturate";
-    case Stage::Capped: return "soft-capped: c \xC2\xB7 tanh(s / c) keeps every scaled score within \xC2\xB1c before the mask (Gemma 2)";
+    case Stage::Capped: return "soft-capped: c \xC2\xB7 tanh(s / c) keeps every scaled score between \xE2\x88\x92" "c and c, before the mask (Gemma 2)";
     case Stage::Masked: return "causal mask: a token may not look at later tokens (j > i) \xE2\x86\x92 \xE2\x88\x92\xE2\x88\x9E (grey)";
     case Stage::Probs: return "softmax of each row: how much token i (row) attends to token j (column); every row sums to 1";
     case Stage::Q: return "queries (T \xC3\x97 d): what each token is looking for (after RoPE for llama)";
