@@ -324,7 +324,7 @@ std::vector<BadCase> bad_cases() {
                  GgufWriter w = tiny_writer();
                  w.add_f32("rope_freqs.weight", {3}, std::vector<float>(3, 1.f));
                  return write(w, "bad");
-               }, "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the head size)"});
+               }, "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the rotary dims"});
   v.push_back({"a zero rope frequency factor", [] {
                  GgufWriter w = tiny_writer();
                  std::vector<float> f(8, 1.f);
