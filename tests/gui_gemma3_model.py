@@ -92,7 +92,8 @@ def main():
         header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + len(b)]}
         blobs.append(b)
         at += len(b)
-    header["__metadata__"] = {"format": "pt", "note": "random weights (attnviz tests/gui_gemma3_model.py)"}
+    # "attnviz random …": the GUI labels the model RANDOM WEIGHTS, as for attnviz-cli random.
+    header["__metadata__"] = {"format": "pt", "generator": "attnviz random seed %d (tests/gui_gemma3_model.py)" % a.seed}
     h = json.dumps(header).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     os.makedirs(a.out, exist_ok=True)

@@ -215,13 +215,14 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
     ImGui::TextWrapped("T = %d of block_size %d, dropped %d", n.T, n.block_size, n.dropped);
   } else if (k == "local_window") {
     const ImVec4 band(0.f, 0.9f, 0.67f, 1.f);
-    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "crop (block_size %d): tokens %d â¦ %d of the text enter as positions 0 â¦ %d",
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "crop (block_size %d): tokens %d \xE2\x80\xA6 %d of the text enter as positions 0 \xE2\x80\xA6 %d",
                        n.block_size, n.dropped, n.dropped + n.T - 1, n.T - 1);
     if (n.window > 0)
-      ImGui::TextColored(band, "window (layer %d, W = %d): query %d sees keys %d â¦ %d, positions kept; %d older masked",
+      ImGui::TextColored(band, "window (layer %d, W = %d): query %d sees keys %d \xE2\x80\xA6 %d, positions kept; %d older masked",
                          n.layer, n.window, n.i, n.first_key, n.i, n.outside_count);
     else
-      ImGui::TextColored(band, "layer %d is global: query %d sees keys 0 â¦ %d", n.layer, n.i, n.i);
+      ImGui::TextColored(band, "layer %d is global: query %d sees keys 0 \xE2\x80\xA6 %d", n.layer, n.i, n.i);
     const ModelConfig& c = ctx.model->config;
     if (!c.any_local())
       ImGui::TextDisabled("this model has no local layers: open a Gemma, Mistral or Phi-3 model to see a real window");
@@ -232,6 +233,7 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
           break;
         }
     }
+    ImGui::PopTextWrapPos();
   } else if (k == "kv_cache") {
     ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head,
                        n.d, n.kv_cache_floats);
