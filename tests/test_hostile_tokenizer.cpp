@@ -25,6 +25,17 @@ using nlohmann::json;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// The message of the Error `f` throws, or "accepted".
+template <class F>
+std::string error_of(const F& f) {
+  try {
+    f();
+    return "accepted";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 // A small byte-level-free BPE tokenizer.json: vocab a..z and space, no merges.
 json small_tokenizer() {
   json vocab = json::object();
@@ -38,12 +49,7 @@ json small_tokenizer() {
 // The message HfTokenizer gives for `text` (parsed here; nlohmann's parser is iterative),
 // or "accepted".
 std::string tokenizer_error(const std::string& text) {
-  try {
-    const HfTokenizer t(json::parse(text), "tok.json");
-    return "accepted";
-  } catch (const Error& e) {
-    return e.what();
-  }
+  return error_of([&] { const HfTokenizer t(json::parse(text), "tok.json"); });
 }
 std::string tokenizer_error(const json& j) { return tokenizer_error(j.dump()); }
 
@@ -85,6 +91,16 @@ TEST(HostileTokenizer, DeepValuesAreNeverCopied) {
     EXPECT_TRUE(has(e, "tok.json: " + std::string(part))) << e.substr(0, 300);
     EXPECT_TRUE(has(e, "an array of 1 element")) << e.substr(0, 300);
     EXPECT_LT(e.size(), 400u);
+  }
+}
+
+TEST(HostileTokenizer, JsonTypeErrorsNameTheFile) {
+  const std::string path = test::temp_dir("typenum") + "/tokenizer.json";
+  for (const char* text : {"{\"type\":5,\"vocab\":[]}", "{\"type\":\"char\",\"vocab\":[1]}",
+                           "{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[[1,2]]}}"}) {
+    test::write_bytes(path, text);
+    const std::string e = error_of([&] { (void)load_tokenizer_file(path); });
+    EXPECT_TRUE(has(e, path + ": ")) << text << ": " << e;
   }
 }
 
@@ -162,12 +178,8 @@ TEST(HostileTokenizer, NormalizerGrowthIsBoundedBeforeItIsBuilt) {
   json j = small_tokenizer();
   j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", std::string(60000, 'a')}};
   const HfTokenizer t(j, "tok.json");
-  try {
-    t.encode(std::string(5000, ' '));
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "tok.json: normalizer.Replace: the normalized text would be")) << e.what();
-  }
+  const std::string e = error_of([&] { (void)t.encode(std::string(5000, ' ')); });
+  EXPECT_TRUE(has(e, "tok.json: normalizer.Replace: the normalized text would be")) << e;
   EXPECT_EQ(t.encode(" ").size(), 60000u);
 }
 
@@ -178,12 +190,8 @@ TEST(HostileTokenizer, RegexErrorsNameTheFileAndPart) {
   // Catastrophic backtracking hits PCRE2's match limit: the error names the part.
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a|a?)+$"}}}, {"behavior", "Isolated"}};
   const HfTokenizer t(j, "tok.json");
-  try {
-    t.encode(std::string(5000, 'a') + "b");
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "tok.json: pre_tokenizer.Split: the regex failed")) << e.what();
-  }
+  const std::string e = error_of([&] { (void)t.encode(std::string(5000, 'a') + "b"); });
+  EXPECT_TRUE(has(e, "tok.json: pre_tokenizer.Split: the regex failed")) << e;
 }
 
 // --- 5. quadratic paths
@@ -234,12 +242,8 @@ TEST(HostileTokenizer, MergesDerivedFromScoresAreBounded) {
   GgufTokenizerData d;
   d.model = "llama";
   for (int k = 1; k <= 1500; ++k) d.tokens.push_back(std::string(static_cast<size_t>(k), 'a'));
-  try {
-    gguf_tokenizer_json(d, "m.gguf");
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "m.gguf: tokenizer.ggml.tokens: the merges derived from the scores exceed")) << e.what();
-  }
+  const std::string e = error_of([&] { (void)gguf_tokenizer_json(d, "m.gguf"); });
+  EXPECT_TRUE(has(e, "m.gguf: tokenizer.ggml.tokens: the merges derived from the scores exceed")) << e;
 }
 
 TEST(HostileShards, ManyShardNamesAreRefusedInLinearTime) {
@@ -249,12 +253,8 @@ TEST(HostileShards, ManyShardNamesAreRefusedInLinearTime) {
   json map = json::object();
   for (int i = 0; i < 200000; ++i) map["t" + std::to_string(i)] = "s" + std::to_string(i) + ".safetensors";
   test::write_bytes(dir + "/model.safetensors.index.json", json{{"weight_map", map}}.dump());
-  try {
-    SafetensorsSet::open_dir(dir);
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "model.safetensors.index.json names more than " + std::to_string(kMaxShards))) << e.what();
-  }
+  const std::string e = error_of([&] { (void)SafetensorsSet::open_dir(dir); });
+  EXPECT_TRUE(has(e, "model.safetensors.index.json names more than " + std::to_string(kMaxShards))) << e;
 }
 
 // --- 6. GGUF byte counts
@@ -266,13 +266,9 @@ TEST(HostileGguf, TensorByteCountOverflowIsRefused) {
   g.ne_override["t"] = {(uint64_t{1} << 62) + 8};  // ·4 bytes wraps to 32
   const std::string path = test::temp_dir("ggufoverflow") + "/m.gguf";
   g.write(path);
-  try {
-    GgufFile::open(path);
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "tensor 't'")) << e.what();
-    EXPECT_TRUE(has(e.what(), "byte count")) << e.what();
-  }
+  const std::string e = error_of([&] { (void)GgufFile::open(path); });
+  EXPECT_TRUE(has(e, "tensor 't'")) << e;
+  EXPECT_TRUE(has(e, "byte count")) << e;
 }
 
 // --- 7. strict UTF-8
@@ -281,24 +277,13 @@ TEST(HostileText, StrictUtf8) {
   for (const std::string bad : {"\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xF0\x80\x80\x80", "\xF0\x8F\xBF\xBF",
                                 "\xED\xA0\x80", "\xED\xBF\xBF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xF7\xBF\xBF\xBF",
                                 "\xFF", "\x80", "\xE4\xB8", "\xE4\x41\x41"}) {
-    try {
-      utf8_validate("ok " + bad);
-      ADD_FAILURE() << "accepted " << excerpt(bad);
-    } catch (const Error& e) {
-      EXPECT_TRUE(has(e.what(), "at byte 3")) << e.what();
-    }
+    const std::string e = error_of([&] { utf8_validate("ok " + bad); });
+    EXPECT_TRUE(has(e, "not valid UTF-8 at byte 3")) << excerpt(bad) << ": " << e;
   }
   for (const std::string good : {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
                                  "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"})
     EXPECT_NO_THROW(utf8_validate(good)) << excerpt(good);
-  EXPECT_TRUE(has([] {
-    try {
-      utf8_validate("ab\xED\xA0\x80");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }(), "UTF-16 surrogate"));
+  EXPECT_TRUE(has(error_of([] { utf8_validate("ab\xED\xA0\x80"); }), "UTF-16 surrogate"));
   // Every tokenizer refuses it before any regex sees it.
   json j = small_tokenizer();
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}};

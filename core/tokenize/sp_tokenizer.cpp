@@ -12,9 +12,11 @@ namespace attnviz {
 
 struct SentencePieceTokenizer::Impl {
   sentencepiece::SentencePieceProcessor sp;
+  std::string path;  // for errors
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
   const auto st = impl_->sp.Load(path);
   if (!st.ok())
     throw Error(path + ": not a SentencePiece model: " + st.ToString() +
@@ -27,7 +29,7 @@ std::vector<int> SentencePieceTokenizer::encode_with(std::string_view text, bool
   utf8_validate(text);
   std::vector<int> ids;
   const auto st = impl_->sp.Encode(text, &ids);
-  if (!st.ok()) throw Error("SentencePiece could not encode the text: " + st.ToString());
+  if (!st.ok()) throw Error(impl_->path + ": SentencePiece could not encode the text: " + st.ToString());
   if (add_special && impl_->sp.bos_id() >= 0) ids.insert(ids.begin(), impl_->sp.bos_id());
   return ids;
 }
@@ -42,7 +44,11 @@ std::string SentencePieceTokenizer::token_bytes(int id) const {
   if (id < 0 || id >= vocab_size()) return "";
   const std::string p = impl_->sp.IdToPiece(id);
   if (is_special(id)) return p;
-  if (impl_->sp.IsByte(id) && p.size() == 6) return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+  if (impl_->sp.IsByte(id) && p.size() == 6) {  // "<0xNN>"; anything else in a byte piece is shown as written
+    unsigned v = 0;
+    if (std::sscanf(p.c_str(), "<0x%2x>", &v) == 1 && v < 256) return std::string(1, static_cast<char>(v));
+    return p;
+  }
   std::string out;  // ▁ → space
   for (size_t i = 0; i < p.size();) {
     if (p.compare(i, 3, "\xE2\x96\x81") == 0) {
@@ -64,7 +70,7 @@ std::string SentencePieceTokenizer::piece(int id) const {
 std::string SentencePieceTokenizer::decode(const std::vector<int>& ids) const {
   std::string out;
   const auto st = impl_->sp.Decode(ids, &out);
-  if (!st.ok()) throw Error("SentencePiece could not decode the ids: " + st.ToString());
+  if (!st.ok()) throw Error(impl_->path + ": SentencePiece could not decode the ids: " + st.ToString());
   return out;
 }
 

@@ -186,10 +186,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
     throw Error(excerpt(path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200) +
                 "\n  HINT: a tokenizer.json is a JSON object; a SentencePiece model is named tokenizer.model.");
   }
-  if (j.is_object() && j.value("type", std::string()) == "char" && j.contains("vocab") && j["vocab"].is_array()) {
+  // (A "type" that is not a string is not a char tokenizer; HfTokenizer names what is wrong.)
+  if (j.is_object() && j.contains("type") && j["type"].is_string() && j["type"] == "char" && j.contains("vocab") &&
+      j["vocab"].is_array()) {
     std::vector<std::string> pieces;
     for (const auto& p : j["vocab"]) {
-      if (!p.is_string()) throw Error(path + ": every vocab entry must be a string");
+      if (!p.is_string()) throw Error(path + ": every vocab entry must be a string, found " + json_excerpt(p));
       pieces.push_back(p.get<std::string>());
     }
     return std::make_unique<CharTokenizer>(std::move(pieces));
