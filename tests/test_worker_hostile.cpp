@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,19 @@ std::string broken_model(const std::string& tag, const std::function<void(const 
   return dir;
 }
 
+// A tiny model directory whose tokenizer.json is a BPE file with `extra` members.
+std::string model_with_tokenizer(const std::string& tag, const std::string& extra) {
+  return broken_model(tag, [&](const std::string& d) {
+    test::write_bytes(d + "/tokenizer.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"h\":0,\"i\":1},\"merges\":[]}" + extra + "}");
+  });
+}
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
 void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
   nlohmann::json j = nlohmann::json::parse(test::read_file(dir + "/config.json"));
   edit(j);
@@ -37,7 +51,8 @@ TEST(UiWorkerHostile, BrokenModelsKeepThePreviousModelAndShowTheError) {
   const std::string good = test::make_model_dir(c, 5, "worker-good");
   struct Bad {
     std::string name, message;
-    std::string dir;
+    std::string dir;        // the model opened
+    std::string text = "";  // the text typed ("" keeps "hello")
   };
   std::vector<Bad> bad = {
       {"missing_config", "not found", broken_model("nocfg", [](auto& d) { fs::remove(d + "/config.json"); })},
@@ -79,7 +94,25 @@ TEST(UiWorkerHostile, BrokenModelsKeepThePreviousModelAndShowTheError) {
        })},
       {"missing_dir", "does not exist", "/no/such/model/dir"},
       {"builtin_escape", "not a built-in model name", "builtin:../.."},
+      // hostile tokenizer files (test_hostile_tokenizer.cpp has each class)
+      {"deep_sequence", "nested more than",
+       model_with_tokenizer("deepseq", ",\"decoder\":" + repeat("{\"type\":\"Sequence\",\"decoders\":[", 50000) +
+                                           "{\"type\":\"Fuse\"}" + repeat("]}", 50000))},
+      {"deep_tokenizer_value", "expected an object",
+       model_with_tokenizer("deepval", ",\"normalizer\":" + std::string(100000, '[') + std::string(100000, ']'))},
+      {"added_id_2pow40", "added_tokens[0].id is 1099511627776",
+       model_with_tokenizer("id40", ",\"added_tokens\":[{\"id\":1099511627776,\"content\":\"<s>\",\"special\":true}]")},
+      {"metaspace_empty", "must be one character",
+       model_with_tokenizer("meta", ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\"}")},
+      {"strip_huge", "\"stop\" must be a whole number",
+       model_with_tokenizer("strip", ",\"decoder\":{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":4294967296}")},
   };
+  // Text that is not strict UTF-8, typed into the good model.
+  for (const auto& [name, message, text] : std::vector<std::array<std::string, 3>>{
+           {"surrogate_text", "UTF-16 surrogate", "hel\xED\xA0\x80lo"},
+           {"overlong_text", "overlong", "hel\xC0\xAFlo"},
+           {"above_10ffff_text", "above U+10FFFF", "hel\xF4\x90\x80\x80lo"}})
+    bad.push_back({name, message, good, text});
 
   Worker w;
   Request r;
@@ -95,6 +128,7 @@ TEST(UiWorkerHostile, BrokenModelsKeepThePreviousModelAndShowTheError) {
   for (const Bad& b : bad) {
     Request br = r;
     br.model_spec = b.dir;
+    if (!b.text.empty()) br.text = b.text;
     ASSERT_TRUE(w.wait_for(w.post(br), 60000)) << b.name << ": the worker did not answer";
     s = w.latest();
     EXPECT_NE(s->error.find(b.message), std::string::npos) << b.name << ": " << s->error.substr(0, 300);
