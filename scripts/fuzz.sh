@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer binaries (clang, -fsanitize=fuzzer,address,undefined) and runs each
 # fuzz target. Usage:
-#   scripts/fuzz.sh [--seconds N] [--runs N] [TARGET...]
+#   scripts/fuzz.sh [--seconds N] [--runs N] [--fork J] [TARGET...]
 # Each target stops after N seconds or N executions, whichever comes first (--runs alone:
-# no time limit). Defaults: 60 seconds per target, every target. New inputs go to build-fuzz/corpus/TARGET
-# (seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
+# no time limit). --fork J runs J fuzzing processes per target at once (libFuzzer's
+# -fork; --runs is then not exact). Defaults: 60 seconds per target, every target, one
+# process. New inputs go to build-fuzz/corpus/TARGET (ATTNVIZ_FUZZ_BUILD names another
+# folder; seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
 # and makes this script exit non-zero: add the file to tests/fuzz/corpus/TARGET/ with the
 # fix, so every build replays it. Prints one summary line per target (executions, time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds= runs=-1 targets=()
+seconds= runs=-1 fork=0 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --fork) fork="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -25,7 +28,7 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   # the names listed in tests/fuzz/CMakeLists.txt
   mapfile -t targets < <(sed -n '/^set(ATTNVIZ_FUZZ_TARGETS/,/^)/p' tests/fuzz/CMakeLists.txt | sed '1d;$d' | tr -d ' ')
 fi
-build=build-fuzz
+build="${ATTNVIZ_FUZZ_BUILD:-build-fuzz}"  # the build folder (ATTNVIZ_FUZZ_BUILD overrides)
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNVIZ_FUZZ=ON \
   -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF -DATTNVIZ_BLAS=eigen \
@@ -40,7 +43,7 @@ for t in "${targets[@]}"; do
   log="$build/fuzz-$t.log"
   start=$(date +%s)
   if "$build/tests/fuzz/attnviz_fuzz_$t" "$corpus" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -runs="$runs" \
-       -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
+       -fork="$fork" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix="$artifacts/" >"$log" 2>&1; then
     result=ok
   else
@@ -48,6 +51,8 @@ for t in "${targets[@]}"; do
     status=1
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END{print s+0}')
+  # with --fork the parent prints running totals as "#N: cov: ..." instead
+  [[ "$fork" -gt 0 ]] && execs=$(grep -o '^#[0-9]*:' "$log" | tr -d '#:' | tail -n 1)
   echo "fuzz $t: $execs executions in $(( $(date +%s) - start )) s, $result"
 done
 exit $status
