@@ -319,9 +319,9 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = period == 0 || (l + 1) % period != 0;
     if (f.find_key(pk))
       local = per_layer_flags(f, pk, L, [&](int l, int64_t p) {
-        if (p < 0 || p > L)
-          throw Error(where + "metadata '" + pk + "' = " + std::to_string(p) + " must be a period from 0 to " +
-                      std::to_string(L) + " (block_count)");
+        if (p < 0)
+          throw Error(where + "metadata '" + pk + "' = " + std::to_string(p) +
+                      " must be a period of 0 (every layer local) or more");
         return p == 0 || (l + 1) % p != 0;
       });
   } else if (gemma) {

@@ -387,6 +387,15 @@ GgufTokenizerData char_gguf_tokenizer(int vocab) {
   pieces.resize(std::min<size_t>(pieces.size(), static_cast<size_t>(vocab)));
   for (const std::string& p : pieces) t.tokens.push_back(hf::bytes_to_unicode(p));
   while (t.tokens.size() < static_cast<size_t>(vocab)) t.tokens.push_back("<" + std::to_string(t.tokens.size()) + ">");
+  // A byte-level BPE needs merges: one that no text can reach, of two placeholder pieces
+  // (never produced from characters) into a third (so a vocabulary of at least 99 ids keeps
+  // every character at its id; a smaller one gives its last three ids to these).
+  if (vocab >= 3) {
+    const size_t n = t.tokens.size(), a = std::max<size_t>(n - 3, std::min<size_t>(n - 3, 96));
+    const size_t first = n >= 99 ? 96 : a;
+    t.tokens[first] = "<a>", t.tokens[first + 1] = "<b>", t.tokens[first + 2] = "<a><b>";
+    t.merges.push_back("<a> <b>");
+  }
   t.token_type.assign(t.tokens.size(), kGgufNormal);
   t.add_bos = 0;
   return t;
