@@ -137,7 +137,9 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   if (!ctx.state.presentation && !rollout_) export_.draw(ctx, what);  // presenting: the room goes to the matrix
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float bar_w = ImGui::GetFontSize() * 5.5f;
+  // The colorbar's column; a local layer's legend ("outside W=512") needs a little more.
+  const bool local = ctx.state.layer < static_cast<int>(ctx.trace.layers.size()) && ctx.trace.layers[ctx.state.layer].window > 0;
+  const float bar_w = ImGui::GetFontSize() * (local ? 8.5f : 5.5f);
   image_rect_ = ImVec4(0, 0, 0, 0);
   draw_matrix(ctx, std::max(50.f, avail.x - bar_w), avail.y);
   ImGui::SameLine();
@@ -371,7 +373,8 @@ void HeatmapPanel::draw_colorbar(FrameContext& ctx, float height) {
     }
   const float fs = ImGui::GetFontSize();
   ImGui::BeginGroup();
-  const float h = std::max(fs * 4.f, std::min(height - fs * 5.f, image_rect_.w > 0 ? image_rect_.w : height));
+  const bool window_legend = !rollout_ && ctx.trace.layers[ctx.state.layer].window > 0;  // one more legend line
+  const float h = std::max(fs * 4.f, std::min(height - fs * (window_legend ? 6.3f : 5.f), image_rect_.w > 0 ? image_rect_.w : height));
   ImGui::Text("%s", colormap_name(cmap_));
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::Image(colorbars_[static_cast<int>(cmap_)].id(), ImVec2(fs * 1.2f, h));
@@ -398,7 +401,7 @@ void HeatmapPanel::draw_colorbar(FrameContext& ctx, float height) {
       dl->AddRect(r, r + ImVec2(fs * 1.2f, fs), kBandColor, 0.f, 0, 1.5f);
       ImGui::Dummy(ImVec2(fs * 1.3f, fs));
       ImGui::SameLine();
-      ImGui::Text("outside\nwindow %d", lt.window);
+      ImGui::Text("outside W=%d", lt.window);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("window %d: query i sees keys [i \xE2\x88\x92 %d, i]; older keys are masked (this colour), "
                           "the future is masked (grey)", lt.window, lt.window - 1);
@@ -413,7 +416,10 @@ void HeatmapPanel::draw_window_line(const FrameContext& ctx) const {
   if (!c.any_local() || ctx.state.layer >= static_cast<int>(ctx.trace.layers.size())) return;
   const LayerTrace& lt = ctx.trace.layers[ctx.state.layer];
   ImGui::PushTextWrapPos(0.f);
-  if (lt.window > 0)
+  if (lt.window > 0 && ctx.state.presentation)  // one line: the room goes to the matrix
+    ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f), "layer %d local, window %d: query i sees keys [i \xE2\x88\x92 %d, i]",
+                       ctx.state.layer, lt.window, lt.window - 1);
+  else if (lt.window > 0)
     ImGui::TextColored(ImVec4(0.f, 0.9f, 0.67f, 1.f),
                        "layer %d is local, window W = %d: query i sees keys [i \xE2\x88\x92 %d, i] (the framed band); "
                        "older keys are masked. block_size %d is a different thing: a crop of the text, positions restart at 0.",
