@@ -53,7 +53,9 @@ TEST(WindowRule, QueryISeesExactlyKeysIMinusWPlusOneToI) {
           for (int j = 0; j < T; ++j) {
             const bool visible = j <= i && j >= i - W + 1;  // written out, not through attention_masked
             ASSERT_EQ(std::isinf(lt.value(Stage::Masked, h, i, j)), !visible) << "W=" << W << " i=" << i << " j=" << j;
-            if (!visible) ASSERT_EQ(lt.probs.at(h, i, j), 0.f);
+            if (!visible) {
+              ASSERT_EQ(lt.probs.at(h, i, j), 0.f);
+            }
             seen += visible;
             sum += lt.probs.at(h, i, j);
           }

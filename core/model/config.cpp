@@ -270,20 +270,7 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
     }
   }
 
-  const bool uniform = !any_local && attn_softcap == 0.f && std::find(rope.begin(), rope.end(), false) == rope.end() &&
-                       scale == 1.f / std::sqrt(static_cast<float>(c.head_size)) && !per_type_rope;
-  if (uniform) return;  // llama's layers: layer() derives them
-  for (int l = 0; l < L; ++l) {
-    LayerSpec s;
-    const bool loc = local[static_cast<size_t>(l)];
-    s.window = loc ? window : 0;
-    s.rope = rope[static_cast<size_t>(l)];
-    s.rope_theta = loc ? local_theta : c.rope_theta;
-    s.rope_scaling = loc ? local_scaling : c.rope_scaling;
-    s.scale = scale;
-    s.softcap = attn_softcap;
-    c.layer_specs.push_back(std::move(s));
-  }
+  set_layer_specs(c, local, window, rope, local_theta, local_scaling, scale, attn_softcap, per_type_rope);
 }
 constexpr const char* kDecoderTypes[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3_text",
                                           "phi3", "smollm3", "olmo2", "granite"};
@@ -371,6 +358,26 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
                 known_types() + ".");
   }
   return c;
+}
+
+void set_layer_specs(ModelConfig& c, const std::vector<bool>& local, int window, const std::vector<bool>& rope,
+                     float local_theta, const RopeScaling& local_scaling, float scale, float softcap, bool always) {
+  const bool any_local = std::find(local.begin(), local.end(), true) != local.end();
+  const bool uniform = !any_local && softcap == 0.f && std::find(rope.begin(), rope.end(), false) == rope.end() &&
+                       scale == 1.f / std::sqrt(static_cast<float>(c.head_size));
+  c.layer_specs.clear();
+  if (uniform && !always) return;  // llama's layers: layer() derives them
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerSpec s;
+    const bool loc = local[static_cast<size_t>(l)];
+    s.window = loc ? window : 0;
+    s.rope = rope[static_cast<size_t>(l)];
+    s.rope_theta = loc ? local_theta : c.rope_theta;
+    s.rope_scaling = loc ? local_scaling : c.rope_scaling;
+    s.scale = scale;
+    s.softcap = softcap;
+    c.layer_specs.push_back(std::move(s));
+  }
 }
 
 LayerSpec ModelConfig::layer(int l) const {

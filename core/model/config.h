@@ -113,6 +113,13 @@ struct ParamCounts {
 };
 ParamCounts parameter_counts(const ModelConfig& c);
 
+// Fills c.layer_specs (L): layer l local with `window` where local[l], with RoPE where
+// rope[l]; local layers turn with local_theta / local_scaling, global ones with the model's
+// rope_theta / rope_scaling. Left empty (llama's layers, see ModelConfig::layer) when no
+// layer differs from llama's and `always` is false. Both loaders (config.json, GGUF) call it.
+void set_layer_specs(ModelConfig& c, const std::vector<bool>& local, int window, const std::vector<bool>& rope,
+                     float local_theta, const RopeScaling& local_scaling, float scale, float softcap, bool always);
+
 // Parses and validates; `where` names the file in error messages.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where);
 

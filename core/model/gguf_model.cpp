@@ -329,7 +329,6 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   } else if (f.find_key(pk)) {
     throw Error(where + "metadata '" + pk + "' without '" + wk + "'");
   }
-  const bool any_local = std::find(local.begin(), local.end(), true) != local.end();
   // Gemma 3's local layers turn with rope.freq_base_swa (10000 by default) and no scaling.
   const float local_theta = arch == "gemma3" ? positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
 
@@ -343,20 +342,8 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
         throw Error(where + "metadata '" + a + "no_rope_layers' must be a per-layer array");
       });
   }
-  const bool uniform = !any_local && attn_softcap == 0.f && std::find(rope.begin(), rope.end(), false) == rope.end() &&
-                       scale == 1.f / std::sqrt(static_cast<float>(c.head_size)) && arch != "gemma3";
-  if (uniform) return c;
-  for (int l = 0; l < L; ++l) {
-    LayerSpec s;
-    const bool loc = local[static_cast<size_t>(l)];
-    s.window = loc ? window : 0;
-    s.rope = rope[static_cast<size_t>(l)];
-    s.rope_theta = loc ? local_theta : c.rope_theta;
-    s.rope_scaling = loc && arch == "gemma3" ? RopeScaling{} : c.rope_scaling;
-    s.scale = scale;
-    s.softcap = attn_softcap;
-    c.layer_specs.push_back(std::move(s));
-  }
+  set_layer_specs(c, local, window, rope, local_theta, arch == "gemma3" ? RopeScaling{} : c.rope_scaling, scale,
+                  attn_softcap, arch == "gemma3");
   return c;
 }
 
@@ -385,35 +372,6 @@ void load_gpt2(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
   if (!c.tie_embeddings) w.lm_head = s.mat("output.weight", c.vocab_size, C);
 }
 
-// llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one).
-std::string gguf_tensor_name(Slot s, int layer) {
-  const std::string p = "blk." + std::to_string(layer) + ".";
-  switch (s) {
-    case Slot::TokEmb: return "token_embd.weight";
-    case Slot::NormF: return "output_norm.weight";
-    case Slot::LmHead: return "output.weight";
-    case Slot::Norm1: return p + "attn_norm.weight";
-    case Slot::Wq: return p + "attn_q.weight";
-    case Slot::Wk: return p + "attn_k.weight";
-    case Slot::Wv: return p + "attn_v.weight";
-    case Slot::Bq: return p + "attn_q.bias";
-    case Slot::Bk: return p + "attn_k.bias";
-    case Slot::Bv: return p + "attn_v.bias";
-    case Slot::Wqkv: return p + "attn_qkv.weight";
-    case Slot::Wo: return p + "attn_output.weight";
-    case Slot::Bo: return p + "attn_output.bias";
-    case Slot::QNorm: return p + "attn_q_norm.weight";
-    case Slot::KNorm: return p + "attn_k_norm.weight";
-    case Slot::PostAttnNorm: return p + "post_attention_norm.weight";
-    case Slot::Norm2: return p + "ffn_norm.weight";
-    case Slot::Wfc: return p + "ffn_gate.weight";
-    case Slot::Wup: return p + "ffn_up.weight";
-    case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up rows in one ffn_up
-    case Slot::Wdown: return p + "ffn_down.weight";
-    case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
-  }
-  return "";
-}
 
 // Every llama-family architecture: the tensors decoder_tensors() lists for the config, under
 // llama.cpp's names. Norm weights are taken as stored (Gemma's converter folded in the +1).

@@ -1,7 +1,9 @@
 #include "core/model/gguf_writer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -150,19 +152,42 @@ std::string GgufWriter::bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "'");
-  const std::string h = header();
-  f.write(h.data(), static_cast<std::streamsize>(h.size()));
-  const std::string zeros(alignment, '\0');
-  for (const auto& t : tensors_) {
-    const std::string made = t.make ? t.make() : std::string();
-    const std::string& b = t.make ? made : t.bytes;
-    if (b.size() != t.nbytes) throw std::logic_error("GgufWriter: tensor '" + t.name + "' has an unexpected size");
-    f.write(b.data(), static_cast<std::streamsize>(b.size()));
-    f.write(zeros.data(), static_cast<std::streamsize>(pad(b.size(), alignment) - b.size()));
+  // Streamed to a temporary file beside `path`, renamed over it when complete; on any
+  // failure (a full disk, a file-size limit) the temporary file goes and nothing is left.
+  const std::string tmp = path + ".tmp-attnviz";
+  const auto fail = [&](int err) {
+    std::remove(tmp.c_str());
+    std::string m = "cannot write '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(err) + " (nothing was written)";
+    if (err == EFBIG) m += "\n  HINT: the file is larger than the file-size limit allows (ulimit -f); raise the limit.";
+    if (err == ENOSPC) m += "\n  HINT: the disk is full; free some space or choose another --out path.";
+    return Error(m);
+  };
+  FILE* fp = std::fopen(tmp.c_str(), "wb");
+  if (!fp) throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(errno));
+  const auto put = [fp](const void* d, size_t n) { return n == 0 || std::fwrite(d, 1, n, fp) == n; };
+  bool ok = true;
+  errno = 0;
+  try {
+    const std::string h = header();
+    ok = put(h.data(), h.size());
+    const std::string zeros(alignment, '\0');
+    for (size_t i = 0; ok && i < tensors_.size(); ++i) {
+      const auto& t = tensors_[i];
+      const std::string made = t.make ? t.make() : std::string();
+      const std::string& b = t.make ? made : t.bytes;
+      if (b.size() != t.nbytes) throw std::logic_error("GgufWriter: tensor '" + t.name + "' has an unexpected size");
+      ok = put(b.data(), b.size()) && put(zeros.data(), pad(b.size(), alignment) - b.size());
+    }
+  } catch (...) {
+    std::fclose(fp);
+    std::remove(tmp.c_str());
+    throw;
   }
-  if (!f) throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "' (disk full?)");
+  int err = ok ? 0 : errno;
+  const bool closed = std::fclose(fp) == 0;
+  if (ok && !closed) err = errno;
+  if (!ok || !closed) throw fail(err ? err : EIO);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw fail(errno);
 }
 
 std::string random_tensor_bytes(GgmlType type, int64_t n, uint64_t seed) {
@@ -500,36 +525,6 @@ struct PairWriter {
   }
 };
 
-// llama.cpp's GGUF name of a decoder tensor (the Hugging Face one in decoder_tensors()).
-std::string gguf_name(Slot s, int layer, bool bias_of_w = false) {
-  const std::string p = "blk." + std::to_string(layer) + ".";
-  switch (s) {
-    case Slot::TokEmb: return "token_embd.weight";
-    case Slot::NormF: return "output_norm.weight";
-    case Slot::LmHead: return "output.weight";
-    case Slot::Norm1: return p + "attn_norm.weight";
-    case Slot::Wq: return p + "attn_q.weight";
-    case Slot::Wk: return p + "attn_k.weight";
-    case Slot::Wv: return p + "attn_v.weight";
-    case Slot::Bq: return p + "attn_q.bias";
-    case Slot::Bk: return p + "attn_k.bias";
-    case Slot::Bv: return p + "attn_v.bias";
-    case Slot::Wqkv: return p + "attn_qkv.weight";
-    case Slot::Wo: return p + "attn_output.weight";
-    case Slot::Bo: return p + "attn_output.bias";
-    case Slot::QNorm: return p + "attn_q_norm.weight";
-    case Slot::KNorm: return p + "attn_k_norm.weight";
-    case Slot::PostAttnNorm: return p + "post_attention_norm.weight";
-    case Slot::Norm2: return p + "ffn_norm.weight";
-    case Slot::Wfc: return p + "ffn_gate.weight";
-    case Slot::Wup: return p + "ffn_up.weight";
-    case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up in one ffn_up
-    case Slot::Wdown: return p + "ffn_down.weight";
-    case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
-  }
-  (void)bias_of_w;
-  return "";
-}
 
 void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g, PairWriter& w) {
   const std::string a = arch + ".";
@@ -676,7 +671,7 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
     const bool permuted = permutes_qk(arch);
     const float s_o = 1.f / std::sqrt(static_cast<float>(c.n_head * d));
     for (const DecoderTensor& t : decoder_tensors(c)) {
-      const std::string name = gguf_name(t.slot, t.layer);
+      const std::string name = gguf_tensor_name(t.slot, t.layer);
       const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
       if (t.shape.size() == 1) {
         if (slot_is_norm(t.slot)) {

@@ -270,6 +270,35 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
   return out;
 }
 
+std::string gguf_tensor_name(Slot s, int layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  switch (s) {
+    case Slot::TokEmb: return "token_embd.weight";
+    case Slot::NormF: return "output_norm.weight";
+    case Slot::LmHead: return "output.weight";
+    case Slot::Norm1: return p + "attn_norm.weight";
+    case Slot::Wq: return p + "attn_q.weight";
+    case Slot::Wk: return p + "attn_k.weight";
+    case Slot::Wv: return p + "attn_v.weight";
+    case Slot::Bq: return p + "attn_q.bias";
+    case Slot::Bk: return p + "attn_k.bias";
+    case Slot::Bv: return p + "attn_v.bias";
+    case Slot::Wqkv: return p + "attn_qkv.weight";
+    case Slot::Wo: return p + "attn_output.weight";
+    case Slot::Bo: return p + "attn_output.bias";
+    case Slot::QNorm: return p + "attn_q_norm.weight";
+    case Slot::KNorm: return p + "attn_k_norm.weight";
+    case Slot::PostAttnNorm: return p + "post_attention_norm.weight";
+    case Slot::Norm2: return p + "ffn_norm.weight";
+    case Slot::Wfc: return p + "ffn_gate.weight";
+    case Slot::Wup: return p + "ffn_up.weight";
+    case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up in one ffn_up
+    case Slot::Wdown: return p + "ffn_down.weight";
+    case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
+  }
+  return "";
+}
+
 void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l) {
   const Eigen::Index C = qkv.rows();
   l.wq = qkv.middleCols(0, C);

@@ -117,6 +117,10 @@ bool slot_is_norm(Slot s);
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix = "model.",
                                            const std::string& lm_head = "lm_head.weight");
 
+// llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one):
+// "blk.3.attn_q_norm.weight". The GGUF loader and writer both read it.
+std::string gguf_tensor_name(Slot s, int layer);
+
 // GPT-2's packed attention input: qkv (C, 3C) = q | k | v side by side and its bias (3C)
 // into l.wq, l.wk, l.wv (C, C) and l.bq, l.bk, l.bv (C).
 void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l);
