@@ -1190,30 +1190,7 @@ def main(argv: List[str]) -> int:
         if unknown:
             ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
         cases = [c for c in CASES if c.name in wanted]
-    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="attnviz-arch-parity-"))
-    os.makedirs(workdir, exist_ok=True)
-    torch.set_num_threads(1)
-    try:
-        if args.selftest:
-            report = run_selftest(cases, workdir, args.timeout)
-        else:
-            report = Report()
-            run_cli_cases(cases, os.path.abspath(args.cli) if os.sep in args.cli else args.cli,
-                          workdir, report, args.timeout)
-    finally:
-        if args.keep:
-            print(f"(kept {workdir})")
-        elif args.workdir:
-            for case in cases:
-                shutil.rmtree(os.path.join(workdir, case.name), ignore_errors=True)
-            for name in ("fake-cli-ok", "fake-cli-fail", "fake-cli-silent"):
-                if os.path.exists(os.path.join(workdir, name)):
-                    os.remove(os.path.join(workdir, name))
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print(report.summary())
-    return 1 if report.failed else 0
-
+    return P.drive(args, cases, "attnviz-arch-parity-", run_selftest, run_cli_cases)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

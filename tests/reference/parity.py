@@ -1080,16 +1080,22 @@ def main(argv: List[str]) -> int:
     if args.selftest:
         cases = [c for c in cases if not c.ablate]
 
-    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="attnviz-parity-"))
+    return drive(args, cases, "attnviz-parity-", run_selftest, run_cli_cases)
+
+
+def drive(args, cases, prefix, selftest, cli_cases) -> int:
+    """Runs `cases` (selftest, or against args.cli) in args.workdir (else a fresh temporary
+    directory named `prefix`...), cleans up unless --keep, prints the summary; exit status.
+    arch_parity.py drives its own cases and functions through this too."""
+    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix=prefix))
     os.makedirs(workdir, exist_ok=True)
     torch.set_num_threads(1)
     try:
         if args.selftest:
-            report = run_selftest(cases, workdir, args.timeout)
+            report = selftest(cases, workdir, args.timeout)
         else:
             report = Report()
-            run_cli_cases(cases, os.path.abspath(args.cli) if os.sep in args.cli else args.cli,
-                          workdir, report, args.timeout)
+            cli_cases(cases, os.path.abspath(args.cli) if os.sep in args.cli else args.cli, workdir, report, args.timeout)
     finally:
         if args.keep:
             print(f"(kept {workdir})")
@@ -1103,7 +1109,6 @@ def main(argv: List[str]) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     print(report.summary())
     return 1 if report.failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
