@@ -80,10 +80,7 @@ import argparse
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
 
@@ -840,17 +837,7 @@ def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: fl
         cmd += ["--backend", CLI_BACKEND]
         want_meta = {**want_meta, "backend": CLI_BACKEND}
     cmd += ["--out", out]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        report.add(case.name, "<cli>", False, f"could not run {' '.join(cmd)}: {e}")
-        return
-    if proc.returncode != 0:
-        if not report.quiet:
-            print(f"command: {' '.join(cmd)}\nstderr:\n{proc.stderr.rstrip()}")
-        report.add(case.name, "<cli>", False, f"exit code {proc.returncode}")
-        return
-    check_dump(case.name, out, expected, want_meta, report)
+    P.run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, check_dump)
 
 
 def run_cli_cases(cases, cli, workdir, report, timeout):

@@ -762,17 +762,24 @@ def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: fl
     cmd = cli_command(cli, case, model_dir, out)
     if CLI_BACKEND:
         want_meta = {**want_meta, "backend": CLI_BACKEND}
+    run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, check_dump)
+
+
+def run_and_check(name, cmd, out, expected, want_meta, report, timeout, check) -> None:
+    """Runs the CLI command `cmd` (which writes the dump `out`); a failure to run or a
+    non-zero exit is one failed entry of `report`, else check(name, out, expected, want_meta,
+    report) compares the dump. arch_parity.py runs its cases through this too."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
-        report.add(case.name, "<cli>", False, f"could not run {' '.join(cmd)}: {e}")
+        report.add(name, "<cli>", False, f"could not run {' '.join(cmd)}: {e}")
         return
     if proc.returncode != 0:
         if not report.quiet:
             print(f"command: {' '.join(cmd)}\nstderr:\n{proc.stderr.rstrip()}")
-        report.add(case.name, "<cli>", False, f"exit code {proc.returncode}")
+        report.add(name, "<cli>", False, f"exit code {proc.returncode}")
         return
-    check_dump(case.name, out, expected, want_meta, report)
+    check(name, out, expected, want_meta, report)
 
 
 def run_cli_cases(cases, cli, workdir, report, timeout):
