@@ -19,9 +19,12 @@
 #include <imgui_impl_opengl3.h>
 #include <stb_image_write.h>
 
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -150,12 +153,27 @@ GLFWwindow* open_window(bool screenshot, int width, int height) {
 
 // Saves the back buffer as shot.path and the sidecar JSON beside it; 0, or 1 on failure.
 int write_screenshot(const attnviz::ui::App& app, const ShotOptions& shot, int fw, int fh) {
+  errno = 0;
   if (!save_png(shot.path, fw, fh)) {
-    std::fprintf(stderr, "attnviz: cannot write '%s'\n", shot.path.c_str());
+    const int err = errno;
+    std::remove(shot.path.c_str());  // a part written before a full disk or a size limit
+    std::fprintf(stderr, "attnviz: cannot write '%s': %s (nothing was written)\n", shot.path.c_str(),
+                 err ? std::strerror(err) : "write failed");
     return 1;
   }
   const ImVec2 s = ImGui::GetIO().DisplayFramebufferScale;
-  std::ofstream(shot.path + ".json") << app.sidecar_json(s.x, s.y) << "\n";
+  const std::string sidecar = shot.path + ".json";
+  std::ofstream side(sidecar);
+  side << app.sidecar_json(s.x, s.y) << "\n";
+  side.close();
+  if (!side) {
+    const int err = errno;
+    std::remove(sidecar.c_str());
+    std::remove(shot.path.c_str());
+    std::fprintf(stderr, "attnviz: cannot write '%s': %s (nothing was written)\n", sidecar.c_str(),
+                 err ? std::strerror(err) : "write failed");
+    return 1;
+  }
   std::printf("attnviz: wrote %s (%dx%d) and %s.json\n", shot.path.c_str(), fw, fh, shot.path.c_str());
   return 0;
 }
@@ -218,6 +236,9 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
 
 int main(int argc, char** argv) {
   attnviz::reexec_with_passive_wait(argv);  // idle OpenMP threads sleep instead of spinning
+  // Past the file-size limit (ulimit -f) a write fails with EFBIG and the error path runs
+  // (the temporary file goes, the message names the file) instead of SIGXFSZ killing us.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App cli{"attnviz: watch causal self-attention work, live, as you type"};
   attnviz::ui::AppOptions opt;
   ShotOptions shot;

@@ -323,30 +323,43 @@ void SafetensorsWriter::write(const std::string& path) const {
 }
 
 namespace {
+// Why a write failed, with a hint for the limits a user can do something about.
+std::string write_failure(const std::string& path, int err) {
+  std::string m = "cannot write '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(err) + " (nothing was written)";
+  if (err == EFBIG)
+    m += "\n  HINT: the file is larger than the file-size limit allows (ulimit -f, or the file system's maximum); "
+         "raise the limit or write less (a shorter text, fewer stages).";
+  else if (err == ENOSPC || err == EDQUOT)
+    m += "\n  HINT: the disk or your quota is full; free some space or choose another --out path.";
+  return m;
+}
+
 void write_atomic(const std::string& path, const std::function<bool(FILE*)>& body) {
   const std::string tmp = path + ".tmp-attnviz";
   FILE* fp = std::fopen(tmp.c_str(), "wb");
   if (!fp)
-    throw Error("cannot write '" + path + "': " + std::strerror(errno) +
+    throw Error("cannot write '" + excerpt(path, kPathExcerptBytes) + "': " + std::strerror(errno) +
                 "\n  HINT: check that the folder exists and is writable, or choose another --out path.");
   bool ok = false;
   try {
+    errno = 0;
     ok = body(fp);
   } catch (...) {
     std::fclose(fp);
     std::remove(tmp.c_str());
     throw;
   }
+  int err = ok ? 0 : errno;  // the failed fwrite's reason, before fclose can change errno
   const bool closed = std::fclose(fp) == 0;
+  if (ok && !closed) err = errno;  // the buffered rest failed to reach the file
   if (!ok || !closed) {
-    const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': " + why + " (nothing was written)");
+    throw Error(write_failure(path, err ? err : EIO));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
+    err = errno;
     std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': " + why + " (nothing was written)");
+    throw Error(write_failure(path, err));
   }
 }
 }  // namespace
