@@ -86,7 +86,7 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
     const int orig = get_int(top, "original_max_position_embeddings", at, get_int(r, "original_max_position_embeddings", at, max_pos));
     s.original_max_position = orig;
     s.factor = std::max(1.f, static_cast<float>(max_pos) / static_cast<float>(orig));
-    const float af = s.factor > 1.f ? static_cast<float>(std::sqrt(1.0 + std::log(static_cast<double>(s.factor)) / std::log(static_cast<double>(orig))))
+    const float af = s.factor > 1.f && orig > 1 ? static_cast<float>(std::sqrt(1.0 + std::log(static_cast<double>(s.factor)) / std::log(static_cast<double>(orig))))
                                     : 1.f;
     s.mscale = get_float(r, "attention_factor", af, at, true);
     return;
@@ -168,7 +168,7 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
   if (t == "phi3") {
     c.fused_qkv = true;
     const float f = get_float(j, "partial_rotary_factor", 1.f, where);
-    const double rot = static_cast<double>(c.head_size) * f;
+    const double rot = static_cast<double>(c.head_size) * (f > 0.f && f <= 1.f ? f : 0.f);
     const int rot_i = static_cast<int>(rot);  // Hugging Face: int(head_dim * partial_rotary_factor)
     if (!(f > 0.f && f <= 1.f) || rot_i < 2 || rot_i % 2 != 0)
       throw Error(where + ": partial_rotary_factor " + json_excerpt(j.value("partial_rotary_factor", nlohmann::json())) +
