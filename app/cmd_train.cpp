@@ -82,8 +82,9 @@ class FilmstripRecorder {
   std::vector<FilmstripFrame> frames_;
 };
 
-// At every validation: the best head's induction score on random strings repeated twice,
-// and the first step where it reaches kInductionFormed (the phase change).
+// At every validation: the best head's induction score on random strings typed twice that
+// are not in the corpus (induction_probes: 8 strings of 10-30 characters), and the first
+// step where it reaches kInductionFormed (the phase change).
 class InductionWatch {
  public:
   // "" except after a validation: "  induction 0.43 (L1 H2)".
@@ -91,12 +92,13 @@ class InductionWatch {
     if (!p.evaluated && !p.start) return "";
     if (!tok_) {
       tok_ = std::make_shared<const CharTokenizer>(p.run->corpus.vocab);
-      probes_ = induction_probes(tok_.get(), p.run->c.vocab_size, p.run->c.n_ctx, 0, 3);
+      probes_ = induction_probes(tok_.get(), p.run->c.vocab_size, p.run->c.n_ctx, 0, 8, &p.run->corpus.ids);
     }
     const auto scores = probe_head_scores(*model_of_run(*p.run, tok_, ""), probes_);
     const HeadScore* best = &scores.front();
     for (const auto& h : scores)
       if (h.induction > best->induction) best = &h;
+    last_ = *best;
     if (step_ < 0 && best->induction >= kInductionFormed) {
       step_ = p.step;
       seconds_ = p.elapsed_s;
@@ -106,10 +108,16 @@ class InductionWatch {
     return buf;
   }
   std::string summary() const {
-    if (step_ < 0) return "no induction head yet (no head scored " + std::to_string(kInductionFormed).substr(0, 3) + ")\n";
-    char buf[128];
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "induction score %.2f (layer %d head %d) on %zu random strings of 10-30 characters typed twice, "
+                  "none of them in the corpus\n",
+                  last_.induction, last_.layer, last_.head, probes_.size());
+    if (step_ < 0)
+      return buf + ("no induction head yet (no head scored " + std::to_string(kInductionFormed).substr(0, 3) + ")\n");
+    std::string out = buf;
     std::snprintf(buf, sizeof buf, "an induction head formed by step %d (%.1f s of training)\n", step_, seconds_);
-    return buf;
+    return out + buf;
   }
 
  private:
@@ -117,6 +125,7 @@ class InductionWatch {
   std::vector<std::vector<int>> probes_;
   int step_ = -1;
   double seconds_ = 0;
+  HeadScore last_;  // the best head at the last validation
 };
 
 // Trains with the options as given, except a warm-up as long as the run, which becomes a

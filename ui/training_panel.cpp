@@ -170,11 +170,12 @@ void TrainingPanel::draw_form() {
     ImGui::SetNextItemWidth(w);
     ImGui::InputInt("block_size", &form_.train.block_size);
   } else {
-    ImGui::TextDisabled("llama, 2 layers, 64 wide, 4 heads, block_size 32, batch 16");
+    ImGui::TextDisabled("llama, 2 layers, 64 wide, 4 heads, block_size 64, batch 16");
   }
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14.f);
   if (ImGui::InputText("corpus", corpus_buf_, sizeof corpus_buf_)) form_.train.corpus = corpus_buf_;
   help_marker(
+      "builtin:typing (every printable ASCII character: sentences and random strings, each line written twice), "
       "builtin:repeats (random words, each line written twice), or the path of any UTF-8 text file: its "
       "characters are the vocabulary and its last 10% the validation text.");
   const float w = ImGui::GetFontSize() * 6.f;

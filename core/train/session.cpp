@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
@@ -31,11 +32,37 @@ std::shared_ptr<const Model> model_of_run(const TrainRun& r, std::shared_ptr<con
   return m;
 }
 
-std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count) {
-  const int n = len > 0 ? std::min(len, n_ctx / 2) : std::min(24, n_ctx / 2);
+std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count,
+                                               const std::vector<int>* avoid) {
+  std::vector<int> pool;
+  for (int id = 0; tok && id < std::min(vocab_size, tok->vocab_size()); ++id) {
+    const std::string p = tok->piece(id);
+    const auto c = p.empty() ? 0 : static_cast<unsigned char>(p[0]);
+    const bool printable_ascii = p.size() == 1 && c >= 0x20 && c < 0x7f;
+    const size_t lead_len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    if (printable_ascii || (lead_len && p.size() == lead_len)) pool.push_back(id);
+  }
+  if (pool.size() < 2) {
+    pool.clear();
+    for (int id = 0; id < vocab_size; ++id) pool.push_back(id);
+  }
+  const int hi = std::max(1, std::min(30, n_ctx / 2)), lo = std::min(10, hi);
   std::vector<std::vector<int>> probes;
-  for (int s = 0; s < count; ++s)
-    probes.push_back(repeated_random_tokens(tok, vocab_size, n, static_cast<uint64_t>(s) + 1));
+  for (int s = 0; s < count; ++s) {
+    // Not the training batches' stream (seed · golden ratio + step): a seed of its own.
+    std::mt19937_64 rng(0x1dc7105eedull * (static_cast<uint64_t>(s) + 1));
+    std::uniform_int_distribution<size_t> any(0, pool.size() - 1);
+    std::vector<int> str;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int n = len > 0 ? std::max(1, std::min(len, n_ctx / 2)) : std::uniform_int_distribution<int>(lo, hi)(rng);
+      str.clear();
+      for (int i = 0; i < n; ++i) str.push_back(pool[any(rng)]);
+      if (!avoid || std::search(avoid->begin(), avoid->end(), str.begin(), str.end()) == avoid->end()) break;
+    }
+    std::vector<int> ids = str;
+    ids.insert(ids.end(), str.begin(), str.end());
+    probes.push_back(std::move(ids));
+  }
   return probes;
 }
 
@@ -44,17 +71,24 @@ std::vector<HeadScore> probe_head_scores(const Model& m, const std::vector<std::
   if (probes.empty()) return mean;
   // The engine wants shared ownership; this view does not own `m`, which outlives it.
   Engine engine(std::shared_ptr<const Model>(&m, [](const Model*) {}), make_cpu_backend());
+  std::vector<float> scratch;
   for (const auto& ids : probes) {
     engine.clear_cache();
-    const auto s = score_heads(engine.run(ids));
+    const Trace& tr = engine.run(ids);
+    const auto s = score_heads(tr);
     if (mean.empty()) mean.assign(s.size(), HeadScore{});
+    const int T = static_cast<int>(ids.size()), n = T / 2;
     for (size_t i = 0; i < s.size(); ++i) {
       mean[i].layer = s[i].layer;
       mean[i].head = s[i].head;
       mean[i].previous_token += s[i].previous_token / probes.size();
-      mean[i].induction += std::max(0.f, s[i].induction) / probes.size();
       mean[i].first_token += s[i].first_token / probes.size();
       mean[i].self += s[i].self / probes.size();
+      // The repeat score: each query of the second copy on the token after its first copy.
+      const float* P = tr.layers[static_cast<size_t>(s[i].layer)].head_values(Stage::Probs, s[i].head, scratch);
+      double rep = 0;
+      for (int q = n; q < 2 * n; ++q) rep += P[static_cast<int64_t>(q) * T + (q - n + 1)];
+      mean[i].induction += static_cast<float>(n ? rep / n : 0.0) / probes.size();
     }
   }
   for (auto& h : mean) h.induction += 1;  // HeadScore starts induction at −1 ("none")
@@ -85,7 +119,8 @@ void TrainingSession::start(const SessionOptions& o) {
   // Everything that can fail on bad input happens here, before the old run is touched.
   auto run = std::make_unique<TrainRun>(start_run(o.train));
   auto tok = std::make_shared<const CharTokenizer>(run->corpus.vocab);
-  auto probes = induction_probes(tok.get(), run->c.vocab_size, run->c.n_ctx, o.probe_len, o.probe_strings);
+  auto probes =
+      induction_probes(tok.get(), run->c.vocab_size, run->c.n_ctx, o.probe_len, o.probe_strings, &run->corpus.ids);
   const double val0 = validate_run(*run);
   auto model = model_of_run(*run, tok, "training (step " + std::to_string(run->st.step) + ")");
   auto scores = probe_head_scores(*model, probes);
@@ -185,6 +220,11 @@ void TrainingSession::save(const std::string& dir, int step) const {
       return;
     }
   throw Error("step " + std::to_string(step) + " is not among the kept snapshots");
+}
+
+std::vector<std::vector<int>> TrainingSession::probes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return probe_ids_;
 }
 
 void TrainingSession::record_locked(std::shared_ptr<const Model> model, const std::vector<HeadScore>* scores,

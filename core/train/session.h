@@ -4,8 +4,8 @@
 // same losses and weights as `attnviz-cli train`, step for step.
 //
 // Every `publish_every` steps the session publishes a SessionStatus: the losses so far,
-// each head's previous-token and induction scores (measured on random strings repeated
-// twice), and the current weights as a Model the engine runs. Every `snapshot_every`
+// each head's previous-token and induction scores (measured on random strings typed
+// twice that are not in the corpus: induction_probes), and the current weights as a Model the engine runs. Every `snapshot_every`
 // steps it keeps a copy of the weights; when the copies exceed the memory budget the
 // oldest are thinned first (the one whose neighbours are closest goes; the first and the
 // newest always stay). A loss that is not finite stops the run with a message; the
@@ -32,8 +32,8 @@ struct SessionOptions {
   int publish_every = 25;               // steps between published models and head scores
   int snapshot_every = 100;             // steps between kept weight snapshots
   size_t snapshot_budget = 256u << 20;  // bytes for all snapshots together
-  int probe_len = 0;                    // length of the repeated random strings; 0 = min(24, block_size/2)
-  int probe_strings = 3;                // induction and previous-token scores average over this many
+  int probe_len = 0;                    // length of the repeated random strings; 0 = 10 … 30 (≤ block_size/2)
+  int probe_strings = 8;                // induction and previous-token scores average over this many
 };
 
 // An induction head has formed when some head's induction score reaches this.
@@ -101,6 +101,9 @@ class TrainingSession {
   // snapshot's weights only (no optimizer state). Throws an Error while running or when
   // there is nothing to save.
   void save(const std::string& dir, int step = -1) const;
+  // The strings the induction scores are measured on (induction_probes, none of them in
+  // the corpus): each a string typed twice, as token ids. Empty before start().
+  std::vector<std::vector<int>> probes() const;
 
  private:
   struct Snap {
@@ -134,12 +137,20 @@ class TrainingSession {
 std::shared_ptr<const Model> model_of_run(const TrainRun& r, std::shared_ptr<const Tokenizer> tok,
                                           const std::string& name);
 
-// `count` random strings of `len` tokens (0 = min(24, n_ctx/2)), each repeated twice:
-// what probe_head_scores measures on (seeds 1 … count).
-std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count);
+// `count` random strings, each typed twice: what probe_head_scores measures on. Each
+// string is `len` tokens long (0 = a length drawn from 10 … 30), at most n_ctx/2, drawn
+// with replacement from the ids that are one printable character (space … '~', or one
+// non-ASCII code point; every id when fewer than two are). Seeded apart from any training
+// batch (the same strings for the same arguments), and, with `avoid` (the corpus as ids),
+// redrawn while a string occurs in it: the model never saw them.
+std::vector<std::vector<int>> induction_probes(const Tokenizer* tok, int vocab_size, int n_ctx, int len, int count,
+                                               const std::vector<int>* avoid = nullptr);
 
-// Previous-token and induction scores of every head, averaged over `probes` (token id
-// sequences, each a random string repeated twice) run through the model on the CPU.
+// Scores of every head averaged over `probes` (token id sequences, each a string typed
+// twice) run through the model on the CPU. previous_token, first_token and self as
+// score_heads; induction is the repeat score: with n the length of the string, the mean
+// over the queries i of the repeat (n … 2n−1) of the weight on i − n + 1, the token after
+// the query's earlier copy.
 std::vector<HeadScore> probe_head_scores(const Model& m, const std::vector<std::vector<int>>& probes);
 
 }  // namespace attnviz

@@ -19,9 +19,11 @@
 
 namespace attnviz {
 
-std::string repeats_corpus_text(size_t n_chars, uint64_t seed) {
-  // Sentences of a small made-up grammar over common words: English-like letter statistics
-  // (so that a previous-token head pays off early), with nothing to memorise beyond them.
+namespace {
+
+// One line of a small made-up grammar over common words: English-like letter statistics
+// (so that a previous-token head pays off early), with nothing to memorise beyond them.
+std::string grammar_sentence(std::mt19937_64& rng) {
   static const std::vector<std::vector<std::string>> parts = {
       {"the", "a", "my", "one", "that", "every", "his", "her", "our", "this"},
       {"old", "red", "small", "happy", "quiet", "big", "green", "lazy", "brave", "cold", "dark", "warm"},
@@ -30,27 +32,69 @@ std::string repeats_corpus_text(size_t n_chars, uint64_t seed) {
       {"saw", "liked", "found", "took", "ate", "made", "met", "heard", "drew", "kept", "sold", "left", "had", "knew",
        "moved", "called"},
       {"near", "under", "over", "behind", "past", "with", "from", "into", "by", "beside"}};
-  std::mt19937_64 rng(seed);
   auto pick = [&](int part) {
     const auto& p = parts[static_cast<size_t>(part)];
     return p[std::uniform_int_distribution<size_t>(0, p.size() - 1)(rng)];
   };
   std::uniform_int_distribution<int> coin(0, 1);
+  // det [adj] noun verb det [adj] noun [prep det noun]
+  std::string line = pick(0) + " " + (coin(rng) ? pick(1) + " " : "") + pick(2) + " " + pick(3) + " " + pick(0) + " " +
+                     (coin(rng) ? pick(1) + " " : "") + pick(2);
+  if (coin(rng)) line += " " + pick(4) + " " + pick(0) + " " + pick(2);
+  return line;
+}
+
+}  // namespace
+
+std::string repeats_corpus_text(size_t n_chars, uint64_t seed) {
+  std::mt19937_64 rng(seed);
   std::string text;
   while (text.size() < n_chars) {
-    // det [adj] noun verb det [adj] noun [prep det noun]
-    std::string line = pick(0) + " " + (coin(rng) ? pick(1) + " " : "") + pick(2) + " " + pick(3) + " " + pick(0) + " " +
-                       (coin(rng) ? pick(1) + " " : "") + pick(2);
-    if (coin(rng)) line += " " + pick(4) + " " + pick(0) + " " + pick(2);
+    const std::string line = grammar_sentence(rng);
     text += line + ". " + line + ".\n";
+  }
+  return text;
+}
+
+const std::string& typing_chars() {
+  static const std::string chars = [] {
+    std::string s;
+    for (char c = 0x20; c < 0x7f; ++c) s += c;
+    return s;
+  }();
+  return chars;
+}
+
+std::string typing_corpus_text(size_t n_chars, uint64_t seed) {
+  const std::string& chars = typing_chars();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> any(0, chars.size() - 1);
+  std::uniform_int_distribution<int> len(10, 30), coin(0, 1), digit(0, 9);
+  // The first line holds every character once, typed twice: the vocabulary is all of them
+  // whatever the seed.
+  std::string text = chars + " " + chars + "\n";
+  while (text.size() < n_chars) {
+    std::string line;
+    if (coin(rng)) {  // a sentence, sometimes capitalised, with a number and . ! or ?
+      line = grammar_sentence(rng);
+      if (coin(rng)) line[0] = static_cast<char>(line[0] - 'a' + 'A');
+      if (coin(rng)) line += " " + std::to_string(digit(rng) * 10 + digit(rng)) + " times";
+      line += ".!?,;"[std::uniform_int_distribution<int>(0, 2)(rng)];
+    } else {  // 10-30 random printable characters
+      const int n = len(rng);
+      for (int i = 0; i < n; ++i) line += chars[any(rng)];
+    }
+    text += line + " " + line + "\n";
   }
   return text;
 }
 
 Corpus load_corpus(const std::string& path, float val_frac) {
   if (path == "builtin:repeats") return corpus_from_text(repeats_corpus_text(100000, 1), val_frac, path);
+  if (path == "builtin:typing") return corpus_from_text(typing_corpus_text(100000, 1), val_frac, path);
   if (path.rfind("builtin:", 0) == 0)
-    throw Error("unknown corpus '" + excerpt(path) + "'\n  HINT: the built-in corpus is builtin:repeats; otherwise give a UTF-8 file.");
+    throw Error("unknown corpus '" + excerpt(path) +
+                "'\n  HINT: the built-in corpora are builtin:typing and builtin:repeats; otherwise give a UTF-8 file.");
   struct stat sb {};
   if (stat(path.c_str(), &sb) != 0)
     throw Error("cannot read corpus '" + excerpt(path, kPathExcerptBytes) +
@@ -100,15 +144,15 @@ void apply_train_preset(const std::string& name, TrainOptions& o) {
   o.embd = 64;
   o.heads = 4;
   o.kv_heads = 0;
-  o.block_size = 32;  // short windows, more of them: the copying signal per step is the same, and a step is cheaper
+  o.block_size = 64;  // a string of up to 30 characters typed twice fits, with room
   o.batch = 16;
-  o.steps = 1500;
+  o.steps = 2000;
   o.lr = 3e-3f;
   o.warmup = 100;
   o.repeat_frac = 1.f;
   o.eval_every = 100;
   o.eval_batches = 4;
-  o.corpus = "builtin:repeats";
+  o.corpus = "builtin:typing";
 }
 
 ModelConfig make_train_config(const TrainOptions& o, int vocab_size) {
@@ -251,11 +295,11 @@ nlohmann::json options_json(const TrainOptions& o) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& dir, const ModelConfig& c, const Params<float>& p,
-                     const std::vector<std::string>& vocab, const AdamState* st, const TrainOptions* o) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create checkpoint directory '" + dir + "': " + ec.message());
+namespace {
+
+// The files of a checkpoint, each written atomically (see save_checkpoint).
+void write_checkpoint_files(const std::string& dir, const ModelConfig& c, const Params<float>& p,
+                            const std::vector<std::string>& vocab, const AdamState* st, const TrainOptions* o) {
   SafetensorsWriter w;
   if (c.arch == Arch::Gpt2) {
     // GPT-2: Conv1D weights are (in, out) as we store them; c_attn packs q | k | v.
@@ -324,6 +368,24 @@ void save_checkpoint(const std::string& dir, const ModelConfig& c, const Params<
     nlohmann::json j = {{"step", st->step}};
     if (o) j["options"] = options_json(*o);
     write_file_atomic(dir + "/trainer_state.json", j.dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const ModelConfig& c, const Params<float>& p,
+                     const std::vector<std::string>& vocab, const AdamState* st, const TrainOptions* o) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  try {
+    write_checkpoint_files(dir, c, p, vocab, st, o);
+  } catch (...) {
+    // Each file is whole or absent; a directory this call made goes again when it fails
+    // (a full disk, a file-size limit), so a failed first save leaves nothing behind.
+    if (!existed) std::filesystem::remove_all(dir, ec);
+    throw;
   }
 }
 

@@ -40,7 +40,7 @@ struct TrainOptions {
   float val_frac = 0.1f;  // the LAST val_frac of the corpus is validation
   int eval_every = 200;   // steps between validation passes (and checkpoints); also at the end
   int eval_batches = 8;   // validation batches (of `batch` sequences) per pass
-  std::string corpus;     // UTF-8 text file, or builtin:repeats
+  std::string corpus;     // UTF-8 text file, or builtin:typing / builtin:repeats
   int max_vocab = 0;      // > 0: a corpus with more distinct characters than this is an error
   std::string out;        // checkpoint directory
   std::string resume;     // checkpoint directory to continue from ("" = fresh run)
@@ -64,9 +64,10 @@ float lr_at(const TrainOptions& o, int step);
 
 // Presets for `train --preset NAME` and the GUI's Training panel, applied over the
 // defaults. "induction-head": the classroom preset, a 2-layer 64-wide llama with 4 heads
-// and block_size 32 on builtin:repeats with every sequence repeating a segment, in which
-// an induction head forms suddenly (a phase change) after about 700 steps, within two
-// minutes on two cores.
+// and block_size 64 on builtin:typing (every printable ASCII character, so a class can type
+// anything) with every sequence repeating a segment, in which an induction head forms
+// suddenly (a phase change) and then scores ≥ 0.8 on random strings typed twice that it
+// never saw, within a minute on two cores (docs/lesson.md has the measurements).
 const std::vector<std::string>& train_preset_names();
 // Usage Error listing the names for an unknown one.
 void apply_train_preset(const std::string& name, TrainOptions& o);
@@ -155,6 +156,16 @@ double validate_run(const TrainRun& r);
 // be predicted by copying: the task an induction head solves. Deterministic; about
 // `n_chars` characters.
 std::string repeats_corpus_text(size_t n_chars, uint64_t seed);
+
+// The characters a class types: every printable ASCII character, space to '~' (letters of
+// both cases, digits, space and punctuation), in code-point order.
+const std::string& typing_chars();
+// The corpus "builtin:typing", the classroom preset's: a first line with every
+// typing_chars() character, then lines that are either a sentence of the same made-up
+// grammar (sometimes capitalised, with a number, ending in . ! or ?) or 10-30 random
+// printable characters, each written twice with a space between ("x7#k q!a x7#k q!a").
+// Its vocabulary is typing_chars() and newline. Deterministic; about `n_chars` characters.
+std::string typing_corpus_text(size_t n_chars, uint64_t seed);
 
 // Runs the whole training; calls `progress` after every step.
 TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress);
