@@ -179,8 +179,18 @@ TEST(HostileTokenizer, NormalizerGrowthIsBoundedBeforeItIsBuilt) {
   j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", std::string(60000, 'a')}};
   const HfTokenizer t(j, "tok.json");
   const std::string e = error_of([&] { (void)t.encode(std::string(5000, ' ')); });
-  EXPECT_TRUE(has(e, "tok.json: normalizer.Replace: the normalized text would be")) << e;
+  EXPECT_TRUE(has(e, "tok.json: normalizer.Replace: the text would grow to")) << e;
   EXPECT_EQ(t.encode(" ").size(), 60000u);
+}
+
+TEST(HostileTokenizer, DecoderGrowthIsBounded) {
+  // A 60 KB replacement at every position of every token: the per-token text table would
+  // need about 1 GB; it stops at 256 MiB in all.
+  json j = small_tokenizer();
+  for (int i = 0; i < 5000; ++i) j["model"]["vocab"]["t" + std::to_string(i)] = 100 + i;
+  j["decoder"] = {{"type", "Replace"}, {"pattern", {{"Regex", ""}}}, {"content", std::string(60000, 'a')}};
+  const std::string e = tokenizer_error(j);
+  EXPECT_TRUE(has(e, "tok.json: decoder: the tokens' decoded text exceeds")) << e;
 }
 
 TEST(HostileTokenizer, RegexErrorsNameTheFileAndPart) {

@@ -194,6 +194,7 @@ void read_decoder(const json& root, const std::string& where, std::vector<Decode
   walk_sequence(root, "decoders", where, [&](const json& j, const std::string& w) {
     const std::string t = type_of(j, w);
     Decoder d{};
+    d.where = w + "." + t;
     if (t == "ByteLevel") d.kind = Decoder::ByteLevel;
     else if (t == "ByteFallback") d.kind = Decoder::ByteFallback;
     else if (t == "Fuse") d.kind = Decoder::Fuse;
@@ -505,9 +506,17 @@ HfTokenizer::HfTokenizer(const json& j, const std::string& name) : name_(name) {
     (t.normalized ? index_->norm : index_->raw).add(&t);
   }
   // Each token's bytes, once: labels read them for every token of every result.
+  // Bounded in all: decoders (Replace) can make each token's text larger than its entry.
   bytes_.resize(id_to_token_.size());
-  for (size_t id = 0; id < bytes_.size(); ++id)
-    if (!id_to_token_[id].empty()) bytes_[id] = compute_token_bytes(static_cast<int>(id));
+  int64_t total = 0;
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    if (id_to_token_[id].empty()) continue;
+    bytes_[id] = compute_token_bytes(static_cast<int>(id));
+    total += static_cast<int64_t>(bytes_[id].size());
+    if (total > kMaxJsonBytes)
+      throw Error(name + ": decoder: the tokens' decoded text exceeds " + format_bytes(static_cast<double>(kMaxJsonBytes)) +
+                  "\n  HINT: a decoder's replacement is too long; the file is damaged or hostile.");
+  }
 }
 
 bool HfTokenizer::supports_incremental() const {
@@ -680,17 +689,6 @@ std::string byte_level_decode(const std::string& t) {
   return out;
 }
 
-std::string replace_all(const Pattern& p, const std::string& s, const std::string& with) {
-  std::string out;
-  size_t prev = 0;
-  for (const Span& h : p.find_all(s)) {
-    out.append(s, prev, h.begin - prev);
-    out += with;
-    prev = h.end;
-  }
-  return out.append(s, prev, std::string::npos);
-}
-
 // Invalid UTF-8 sequences → U+FFFD (as Rust's from_utf8_lossy, one per bad sequence start).
 std::string lossy_utf8(const std::string& s) {
   std::string out;
@@ -722,7 +720,7 @@ std::vector<std::string> HfTokenizer::decode_chain(std::vector<std::string> toks
         break;
       }
       case Decoder::Replace:
-        for (std::string& t : toks) t = replace_all(d.pattern, t, d.text);
+        for (std::string& t : toks) t = replace_all(d.pattern, t, d.text, d.where);
         break;
       case Decoder::ByteFallback: {
         std::vector<std::string> out;

@@ -63,6 +63,10 @@ struct Pattern {
   std::vector<Span> find_all(std::string_view s) const;
 };
 
+// Every match of `p` in `s` replaced by `with`; a result larger than kMaxNormalizedBytes is
+// refused (an Error starting with `where`) before it is built. Normalizers and decoders.
+std::string replace_all(const Pattern& p, const std::string& s, const std::string& with, const std::string& where);
+
 // --- normalizers (normalize.cpp) -----------------------------------------------------
 struct Normalizer {
   enum Kind { NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace } kind;
@@ -148,6 +152,7 @@ struct Decoder {
   std::string text;           // Replace: replacement; Strip: content; Metaspace: replacement
   int start = 0, stop = 0;    // Strip
   bool prepend = true;        // Metaspace: drop the leading space of the first token
+  std::string where;          // "FILE: decoder..." for errors
 };
 
 // An added token ("added_tokens"): matched in the text before the model runs.

@@ -42,21 +42,21 @@ std::string lowercase(const std::string& s) {
 }
 
 // Refuses a result of `bytes` bytes when it exceeds kMaxNormalizedBytes.
-void check_growth(const Normalizer& n, double bytes) {
+void check_growth(const std::string& where, double bytes) {
   if (bytes > static_cast<double>(kMaxNormalizedBytes))
-    throw Error(n.where + ": the normalized text would be " + format_bytes(bytes) + ", more than the " +
+    throw Error(where + ": the text would grow to " + format_bytes(bytes) + ", more than the " +
                 format_bytes(static_cast<double>(kMaxNormalizedBytes)) +
                 " attnviz allows\n  HINT: the replacement is too long for this text; use a shorter text or fix the file.");
 }
 
-std::string replace_all(const Normalizer& n, const std::string& s) {
-  const Pattern& p = n.pattern;
-  const std::string& with = n.text;
+}  // namespace
+
+std::string replace_all(const Pattern& p, const std::string& s, const std::string& with, const std::string& where) {
   const std::vector<Span> hits = p.find_all(s);
   if (hits.empty()) return s;
   double size = static_cast<double>(s.size());
   for (const Span& h : hits) size += static_cast<double>(with.size()) - static_cast<double>(h.end - h.begin);
-  check_growth(n, size);
+  check_growth(where, size);
   std::string out;
   size_t prev = 0;
   for (const Span& h : hits) {
@@ -68,8 +68,6 @@ std::string replace_all(const Normalizer& n, const std::string& s) {
   return out;
 }
 
-}  // namespace
-
 std::string normalize(const std::vector<Normalizer>& steps, std::string s) {
   for (const Normalizer& n : steps) {
     switch (n.kind) {
@@ -79,10 +77,10 @@ std::string normalize(const std::vector<Normalizer>& steps, std::string s) {
       case Normalizer::NFKD: s = unicode_map(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, n.where); break;
       case Normalizer::Lowercase: s = lowercase(s); break;
       case Normalizer::Prepend:
-        check_growth(n, static_cast<double>(s.size()) + static_cast<double>(n.text.size()));
+        check_growth(n.where, static_cast<double>(s.size()) + static_cast<double>(n.text.size()));
         if (!s.empty()) s = n.text + s;  // Hugging Face prepends to non-empty text only
         break;
-      case Normalizer::Replace: s = replace_all(n, s); break;
+      case Normalizer::Replace: s = replace_all(n.pattern, s, n.text, n.where); break;
     }
   }
   return s;
