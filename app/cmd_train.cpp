@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <memory>
 #include <tuple>
@@ -135,6 +136,10 @@ void run_train(const TrainOptions& o, const FilmstripOptions& film, bool quiet, 
   if (o.corpus.empty()) throw Error("train needs --corpus FILE (or --preset NAME)", ErrorKind::Usage);
   const TrainOptions& opts = o;
   FilmstripRecorder filmstrip(film, o);
+  // A small model trains on one thread (train_single_threaded) unless OMP_NUM_THREADS says otherwise.
+  if (!std::getenv("OMP_NUM_THREADS") && o.resume.empty() &&
+      train_single_threaded(make_train_config(o, 2)))
+    omp_set_num_threads(1);
   if (!quiet) io.err << "training on " << o.corpus << " with " << omp_get_max_threads() << " threads\n";
   // A redirected stderr (a log file) gets a line per percent, not a redrawn bar.
   const bool redraw = isatty(STDERR_FILENO);

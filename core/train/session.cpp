@@ -1,7 +1,10 @@
 #include "core/train/session.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "core/engine/backend.h"
@@ -275,6 +278,9 @@ void TrainingSession::thin_snapshots() {
 
 void TrainingSession::loop() {
   using clock = std::chrono::steady_clock;
+  // This thread's parallel regions only (the setting is per thread); the user's
+  // OMP_NUM_THREADS wins.
+  if (!std::getenv("OMP_NUM_THREADS") && train_single_threaded(run_->c)) omp_set_num_threads(1);
   std::unique_lock<std::mutex> lock(mu_);
   const int steps = run_->o.steps, eval_every = run_->o.eval_every;
   for (;;) {

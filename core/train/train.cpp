@@ -146,8 +146,8 @@ void apply_train_preset(const std::string& name, TrainOptions& o) {
   o.kv_heads = 0;
   o.block_size = 64;  // a string of up to 30 characters typed twice fits, with room
   o.batch = 16;
-  o.steps = 2000;
-  o.lr = 3e-3f;
+  o.steps = 1600;
+  o.lr = 6e-3f;
   o.warmup = 100;
   o.repeat_frac = 1.f;
   o.eval_every = 100;
@@ -501,6 +501,8 @@ void train_step(TrainRun& r, TrainProgress& pr) {
 double validate_run(const TrainRun& r) {
   return evaluate(r.c, r.p, r.corpus.ids, r.corpus.n_train, r.corpus.ids.size(), r.o.batch, r.o.eval_batches);
 }
+
+bool train_single_threaded(const ModelConfig& c) { return c.n_embd <= 128; }
 
 TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
   using clock = std::chrono::steady_clock;

@@ -167,6 +167,11 @@ const std::string& typing_chars();
 // Its vocabulary is typing_chars() and newline. Deterministic; about `n_chars` characters.
 std::string typing_corpus_text(size_t n_chars, uint64_t seed);
 
+// Whether the training steps of this shape should run on one thread: a model this small
+// (n_embd ≤ 128) spends more on OpenMP's barriers than it gains, and on a busy machine two
+// threads waiting for each other made the classroom preset 7x slower (docs/lesson.md).
+bool train_single_threaded(const ModelConfig& c);
+
 // Runs the whole training; calls `progress` after every step.
 TrainResult train(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress);
 
