@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/tokenize/hf_tokenizer.h"
 
 namespace attnviz {
@@ -17,7 +18,15 @@ struct SentencePieceTokenizer::Impl {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
-  const auto st = impl_->sp.Load(path);
+  sentencepiece::util::Status st;
+  try {
+    st = impl_->sp.Load(path);
+  } catch (const std::exception& e) {
+    // libsentencepiece throws (its double-array trie builder) on some malformed models,
+    // e.g. an empty piece in a unigram model, instead of returning a status.
+    throw Error(path + ": not a usable SentencePiece model: " + excerpt(e.what(), 200) +
+                "\n  HINT: tokenizer.model must be the protobuf file the model was trained with.");
+  }
   if (!st.ok())
     throw Error(path + ": not a SentencePiece model: " + st.ToString() +
                 "\n  HINT: tokenizer.model must be the protobuf file the model was trained with.");
