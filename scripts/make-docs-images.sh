@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Regenerates every image in README.md and docs/ from a built tree, so they can follow the
+# GUI when it changes:
+#   scripts/make-docs-images.sh [BUILD_DIR] [NAME...]
+# BUILD_DIR defaults to build (it needs app/attnviz and app/attnviz-cli). With NAMEs (file
+# names in docs/, e.g. screenshot.png) only those are made. GUI images are the application's
+# own --screenshot under Xvfb (1920x1200 screen, the default 1600x1000 window unless a
+# --size is given); heatmaps and filmstrips are attnviz-cli's export and train --filmstrip.
+# Needs xvfb-run and python3 (the crop below uses only its standard library). The training images train the classroom preset (about a minute each on 2 cores).
+# Look at every image after running it: the captions in README.md and docs/ describe them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+app=$build/app/attnviz
+cli=$build/app/attnviz-cli
+for b in "$app" "$cli"; do
+  [ -x "$b" ] || { echo "make-docs-images: $b not found; build first (cmake --build $build)" >&2; exit 1; }
+done
+only=("$@")
+wanted() {  # wanted NAME: true when no names were given or NAME is one of them
+  [ ${#only[@]} -eq 0 ] && return 0
+  local n; for n in "${only[@]}"; do [ "$n" = "$1" ] && return 0; done; return 1
+}
+# A fixed work folder: the model paths it makes show in the screenshots (/tmp/attnviz-docs/g3).
+work=${TMPDIR:-/tmp}/attnviz-docs
+rm -rf "$work" && mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+# A fresh settings folder: no saved layout or model from the user's own sessions.
+export XDG_CONFIG_HOME="$work/config" XDG_CACHE_HOME="$work/cache"
+gui() { xvfb-run -a -s "-screen 0 1920x1200x24" "$app" "$@" >"$work/gui.log" 2>&1 || { cat "$work/gui.log" >&2; exit 1; }; }
+# shot NAME ARGS...: the GUI's screenshot (its .json sidecar stays in the work folder) as docs/NAME.
+shot() { local name=$1; shift; gui "$@" --screenshot "$work/$name" && cp "$work/$name" "docs/$name"; }
+made() { echo "docs/$1"; }
+# crop_png IN X Y W H OUT: cut a rectangle out of an 8-bit RGB/RGBA PNG (the screenshots).
+crop_png() {
+  python3 - "$@" <<'PY'
+import struct, sys, zlib
+src, x, y, w, h, dst = sys.argv[1], *map(int, sys.argv[2:6]), sys.argv[6]
+data = open(src, "rb").read()
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    if kind == b"IHDR": ihdr = body
+    if kind == b"IDAT": idat += body
+    pos += 12 + n
+W, H, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", ihdr)
+assert depth == 8 and ctype in (2, 6) and not interlace, "crop_png: 8-bit RGB(A) only"
+bpp = 3 if ctype == 2 else 4
+raw, stride, prev, rows = zlib.decompress(idat), W * bpp, bytearray(W * bpp), []
+for r in range(y + h):
+    f, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+    for i in range(stride):
+        a = line[i - bpp] if i >= bpp else 0
+        b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+        if f == 1: line[i] = (line[i] + a) & 255
+        elif f == 2: line[i] = (line[i] + b) & 255
+        elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    prev = line
+    if r >= y: rows.append(b"\0" + bytes(line[x * bpp:(x + w) * bpp]))
+chunk = lambda k, b: struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b))
+out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, ctype, 0, 0, 0))
+open(dst, "wb").write(out + chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + chunk(b"IEND", b""))
+PY
+}
+cat2="The cat sat on the mat. The cat sat on the mat."
+cat3="The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+letters="vkgpdmwbfz vkgpdmwbfz"
+
+# README: the main window on the built-in model, the induction head selected.
+if wanted screenshot.png; then
+  shot screenshot.png --model builtin:fortunes-en --text "$cat2" --layer 1 --head 4 --stage probs
+  made screenshot.png
+fi
+
+# Presentation mode at a projector's size (the size gui_screenshot.sh checks).
+if wanted presentation-1280x720.png; then
+  shot presentation-1280x720.png --model builtin:fortunes-en --presentation --size 1280x720 \
+    --layer 1 --head 4 --text "$cat2"
+  made presentation-1280x720.png
+fi
+
+# export: one head of poems-zh, every head of fortunes-en.
+if wanted export-poems-zh.png; then
+  "$cli" export --model builtin:poems-zh --text "床前明月光，疑是地上霜。" --layer 1 --head 2 --cell 30 \
+    --out docs/export-poems-zh.png
+  made export-poems-zh.png
+fi
+if wanted export-fortunes-en-grid.png; then
+  "$cli" export --model builtin:fortunes-en --text "$cat2" --layer all --head all --cell 5 \
+    --out docs/export-fortunes-en-grid.png
+  made export-fortunes-en-grid.png
+fi
+
+# A random 2-layer GPT-2-small with GPT-2's own tokenizer: byte-level tokens in the strip.
+if wanted tokens-gpt2-bpe.png; then
+  "$cli" random --preset gpt2-small --layers 2 --tokenizer tests/data/tokenizers/gpt2.tokenizer.json \
+    --out "$work/gpt2r" >/dev/null 2>&1
+  shot tokens-gpt2-bpe.png --model "$work/gpt2r" --text "Hello world! 龘 is one character, two GPT-2 tokens."
+  made tokens-gpt2-bpe.png
+fi
+
+# Local and global layers: a Gemma-3-shaped random model (window 4), cropped by block_size 16
+# (the same model and view as tests/gui_window_band.sh).
+if wanted window-band.png; then
+  "$cli" random --preset tiny --layers 1 --out "$work/tiny" >/dev/null 2>&1
+  /usr/bin/python3 tests/gui_gemma3_model.py "$work/g3" "$work/tiny" >/dev/null 2>&1
+  shot window-band.png --model "$work/g3" --text "the cat sat on the mat, the cat ate" --layer 0 --stage probs \
+    --block-size 16
+  made window-band.png
+fi
+
+# Head importance: the All heads and Head importance panels on the sentence typed three
+# times, cut from the window (the two panels fill the right column's top 464 x 535 pixels).
+if wanted importance-fortunes-en.png; then
+  gui --model builtin:fortunes-en --text "$cat3" --layer 1 --head 4 --screenshot "$work/importance.png"
+  crop_png "$work/importance.png" 1136 163 464 535 docs/importance-fortunes-en.png
+  made importance-fortunes-en.png
+fi
+
+# The Training panel after the classroom preset, and the filmstrip of its induction head
+# (layer 1 head 3 with the preset's seed 1 and its 1600 steps; docs/lesson.md has the measurements).
+if wanted training-panel.png; then
+  shot training-panel.png --train-steps 1600 --text "$letters" --layer 1 --head 3
+  made training-panel.png
+fi
+if wanted filmstrip-induction-head.png; then
+  "$cli" train --preset induction-head --out "$work/run" --filmstrip 1:3 --text "$letters" \
+    --every 300 --cell 10 --filmstrip-out docs/filmstrip-induction-head.png >"$work/train.log" 2>&1 \
+    || { cat "$work/train.log" >&2; exit 1; }
+  made filmstrip-induction-head.png
+fi
