@@ -55,7 +55,6 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::SameLine();
   if (ImGui::SliderInt("head", &s.head, 0, c.n_head - 1)) s.kv_group = c.kv_head_of(s.head);
   ImGui::PopItemWidth();
-  if (false) return;  // presenting: the caption says the rest; F2 leaves for the colormap and zoom
   ImGui::SameLine();
   ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced

@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/engine/trace.h"
-
 namespace attnviz {
 
 // Per (head, row i) of probs P: the terms that score_heads averages (see head_scores.h).

@@ -1,6 +1,6 @@
 #include "core/engine/ops.h"
 
-#include "core/engine/trace.h"
+#include "core/engine/mask.h"
 
 #include <omp.h>
 

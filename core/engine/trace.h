@@ -1,12 +1,12 @@
 // What one forward pass records: every matrix of attention, per layer and head, as plain
 // data. The engine writes it; panels, exporters and the CLI read it as const&.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/engine/ablation.h"
+#include "core/engine/mask.h"
 
 namespace attnviz {
 
@@ -53,16 +53,7 @@ const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
 const char* stage_label(Stage s);  // what people read: "scores q·kᵀ", "scaled /√d", "masked", "softmax", "Q", …, "head output"
 bool stage_from_name(const std::string& name, Stage* out);  // the stage whose stage_name is `name`; false when none
 
-// Cells a causal mask hides: query i may not see key j > i.
-inline bool causally_masked(int64_t i, int64_t j) { return j > i; }
-// The first key query i sees: 0 on a global layer (window 0), i − W + 1 on a local one.
-inline int window_first(int i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
-inline int64_t window_first(int64_t i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
-// Cells a layer's mask hides: j > i, and on a local layer of window W also j ≤ i − W, so
-// that query i sees exactly the keys [i − W + 1, i].
-inline bool attention_masked(int64_t i, int64_t j, int window) { return j > i || j < window_first(i, window); }
-// Attention logit soft-capping (Gemma 2): c·tanh(x/c); x when c is 0.
-inline float softcap_value(float x, float c) { return c > 0 ? c * std::tanh(x / c) : x; }
+
 
 // Stored stages: q, k, v, scores, probs, out. `scaled` and `masked` are derived when asked
 // for (scaled = scores · scale, masked = scaled with −inf where j > i), never stored: that

@@ -90,7 +90,8 @@ struct WeightSpan {
 std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass = false);
 
 
-// `spec` is a model directory, a GGUF file (core/model/gguf_model.h) or builtin:NAME. Throws attnviz::Error naming the file, the
+// `spec` is a model directory, a GGUF file (core/model/gguf_model.h) or builtin:NAME
+// (defined in load.cpp, which includes the loaders). Throws attnviz::Error naming the file, the
 // tensor, the expected and the found shape when something is wrong.
 std::shared_ptr<const Model> load_model(const std::string& spec);
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Checks the include rules of core/ (core/README.md): a folder includes only from the
+folders to its left in  tokenize <- model <- engine <- {gpu, train, export}  (and
+error.h / limits.h anywhere); the one exception is engine/backend.cpp, the backend factory,
+which includes gpu/gl_backend.h; nothing in core/ includes ui/, app/, ImGui or GLFW; and no
+two modules of core/ (foo.h + foo.cpp counted as one) include each other, directly or
+through others. Prints each violation and exits 1 when there is any.
+
+    /usr/bin/python3 scripts/check_includes.py [ROOT]
+"""
+import os
+import re
+import sys
+
+RANK = {"tokenize": 0, "model": 1, "engine": 2, "gpu": 3, "train": 3, "export": 3}
+ANYWHERE = {"core/error.h", "core/limits.h"}
+EXCEPTIONS = {("core/engine/backend.cpp", "core/gpu/gl_backend.h")}
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+def module(path):  # core/model/model.h and core/model/model.cpp -> core/model/model
+    return os.path.splitext(path)[0]
+
+
+def main(root):
+    problems = []
+    edges = {}
+    for dirpath, _, files in os.walk(os.path.join(root, "core")):
+        for name in sorted(files):
+            if not name.endswith((".h", ".cpp")):
+                continue
+            path = os.path.relpath(os.path.join(dirpath, name), root)
+            parts = path.split(os.sep)
+            folder = parts[1] if len(parts) > 2 else None
+            text = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
+            for kind, inc in INCLUDE.findall(text):
+                if re.match(r"(ui|app)/|imgui|GLFW|backends/imgui", inc):
+                    problems.append(f"{path}: includes {inc} (core/ never includes the UI, the app, ImGui or GLFW)")
+                    continue
+                if kind != '"' or not inc.startswith("core/"):
+                    continue
+                if inc in ANYWHERE:
+                    continue
+                to = inc.split("/")
+                to_folder = to[1] if len(to) > 2 else None
+                if folder and to_folder and folder != to_folder and (path, inc) not in EXCEPTIONS:
+                    if RANK.get(to_folder, 99) >= RANK.get(folder, -1):
+                        problems.append(f"{path}: includes {inc}, but {folder}/ may include only from "
+                                        f"folders to its left (tokenize <- model <- engine <- gpu, train, export)")
+                if module(path) != module(inc) and (path, inc) not in EXCEPTIONS:
+                    edges.setdefault(module(path), set()).add(module(inc))
+    # Cycles between modules: a depth-first search that reports each back edge's cycle once.
+    state, stack, seen_cycles = {}, [], set()
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(edges.get(m, ())):
+            if state.get(n) == 1:
+                cycle = stack[stack.index(n):] + [n]
+                key = frozenset(cycle)
+                if key not in seen_cycles:
+                    seen_cycles.add(key)
+                    problems.append("include cycle: " + " -> ".join(cycle))
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    for p in problems:
+        print(p)
+    print(f"{len(problems)} include problem(s) in core/")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")))
