@@ -263,6 +263,10 @@ void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>&
 }
 
 void softmax_causal_row(const float* masked, int len, int last, float* probs) {
+  softmax_window_row(masked, len, 0, last, probs);
+}
+
+void softmax_window_row(const float* masked, int len, int first, int last, float* probs) {
   // Vectorised through Eigen (its exp is a SIMD polynomial, within a few ulp of std::exp).
   // The exp runs over whole SIMD packets, in an aligned buffer of its own, padded with −inf
   // (exp → 0) up to a multiple of the packet size: Eigen would take a remainder, and on
@@ -271,9 +275,9 @@ void softmax_causal_row(const float* masked, int len, int last, float* probs) {
   // element goes through the same exp wherever the row lies and however long it is (a
   // compact trace recomputes rows elsewhere and at a later T; see LayerTrace).
   constexpr int kPacket = 16;
-  const int n = last + 1;
+  const int n = last + 1 - first;
   const int padded = (n + kPacket - 1) / kPacket * kPacket;
-  const Eigen::Map<const Eigen::ArrayXf> x(masked, n);
+  const Eigen::Map<const Eigen::ArrayXf> x(masked + first, n);
   const float mx = x.maxCoeff();  // a max is the same in any order
   thread_local Eigen::ArrayXf buf;
   if (buf.size() < padded) buf.resize(std::max<Eigen::Index>(padded, 2 * buf.size()));
@@ -282,8 +286,9 @@ void softmax_causal_row(const float* masked, int len, int last, float* probs) {
   e.tail(padded - n).setConstant(-INFINITY);
   e = e.exp();
   const float inv = 1.f / e.head(n).sum();  // from element 0 of an aligned buffer: always the same order
-  Eigen::Map<Eigen::ArrayXf>(probs, n) = e.head(n) * inv;  // masked may be probs (in place): read above
-  std::fill(probs + n, probs + len, 0.f);  // exactly 0 where masked
+  Eigen::Map<Eigen::ArrayXf>(probs + first, n) = e.head(n) * inv;  // masked may be probs (in place): read above
+  std::fill(probs, probs + first, 0.f);         // exactly 0 where masked: outside the window
+  std::fill(probs + last + 1, probs + len, 0.f);  // and after the diagonal
 }
 
 int attention_row_block(int T) { return std::max(8, std::min(128, (64 * 1024) / std::max(T, 1))); }
@@ -360,8 +365,7 @@ void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int 
     P.row(r).head(i + 1) = S.row(r).head(i + 1) * rule.scale;  // the visible part of `masked`
     if (rule.softcap > 0)
       for (int j = first; j <= i; ++j) P(r, j) = softcap_value(P(r, j), rule.softcap);
-    P.row(r).head(first).setConstant(-INFINITY);   // outside a local layer's window
-    softmax_causal_row(&P(r, 0), T, i, &P(r, 0));  // in place; zeroes j > i and the −inf
+    softmax_window_row(&P(r, 0), T, first, i, &P(r, 0));  // in place; zeroes j > i and j < first
   }
 }
 

@@ -52,6 +52,10 @@ void rope_inplace(Mat& x, int heads, int d, int pos0, const std::vector<double>&
 // writes probs[0..len), zeros after `last`. probs may be masked (in place). The result does
 // not depend on where the row lies in memory (its sum is taken in a fixed order).
 void softmax_causal_row(const float* masked, int len, int last, float* probs);
+// The same over the visible keys [first, last] of a local layer's row: reads masked[first
+// … last], writes probs[0, len) with exact zeros outside [first, last] (an exp of −inf is
+// not exactly 0 in every SIMD build, so the keys outside the window are not exponentiated).
+void softmax_window_row(const float* masked, int len, int first, int last, float* probs);
 
 // A head's (T, d) queries or keys, rows ld apart; a block of (rows, T) attention rows.
 using ConstRowsRef = Eigen::Ref<const Mat, 0, Eigen::OuterStride<>>;
