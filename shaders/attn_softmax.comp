@@ -4,7 +4,7 @@
 //   a ← c·tanh(a / c)   when softcap c > 0 (Gemma 2's attention logit soft-capping)
 //   probs = softmax(a) over the keys j in [first, i], 0 elsewhere, where first = 0 on a
 //   global layer (window 0) and max(0, i − window + 1) on a local one (window_first in
-//   core/engine/trace.h): exactly `window` keys, the query's own included.
+//   core/engine/mask.h): exactly `window` keys, the query's own included.
 // The scaled, capped and masked stages are not stored (LayerTrace derives them from the
 // scores).
 // Rows i ≥ p are new and done in full; rows i < p were computed earlier and only their
