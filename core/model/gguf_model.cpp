@@ -398,40 +398,15 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (const DecoderTensor& t : list) {
     const std::string name = gguf_tensor_name(t.slot, t.layer);
-    LayerWeights* l = t.layer >= 0 ? &w.layers[static_cast<size_t>(t.layer)] : nullptr;
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
-    switch (t.slot) {
-      case Slot::TokEmb: w.tok_emb = s.mat(name, rows, cols); break;
-      case Slot::LmHead: w.lm_head = s.mat(name, rows, cols); break;
-      case Slot::NormF: w.normf_w = s.vec(name, rows); break;
-      case Slot::Norm1: l->norm1_w = s.vec(name, rows); break;
-      case Slot::Norm2: l->norm2_w = s.vec(name, rows); break;
-      case Slot::QNorm: l->q_norm = s.vec(name, rows); break;
-      case Slot::KNorm: l->k_norm = s.vec(name, rows); break;
-      case Slot::PostAttnNorm: l->post_attn_norm = s.vec(name, rows); break;
-      case Slot::PostMlpNorm: l->post_mlp_norm = s.vec(name, rows); break;
-      case Slot::Bq: l->bq = permuted ? s.vec_unpermuted(name, H, d) : s.vec(name, rows); break;
-      case Slot::Bk: l->bk = permuted ? s.vec_unpermuted(name, KV, d) : s.vec(name, rows); break;
-      case Slot::Bv: l->bv = s.vec(name, rows); break;
-      case Slot::Bo: l->bo = s.vec(name, rows); break;
-      case Slot::Wq: l->wq = permuted ? s.linear_unpermuted(name, H, d, C) : s.linear(name, rows, cols); break;
-      case Slot::Wk: l->wk = permuted ? s.linear_unpermuted(name, KV, d, C) : s.linear(name, rows, cols); break;
-      case Slot::Wv: l->wv = s.linear(name, rows, cols); break;
-      case Slot::Wo: l->wo = s.linear(name, rows, cols); break;
-      case Slot::Wfc: l->w_fc = s.linear(name, rows, cols); break;
-      case Slot::Wup: l->w_up = s.linear(name, rows, cols); break;
-      case Slot::Wdown: l->w_down = s.linear(name, rows, cols); break;
-      case Slot::Wqkv: {  // (Hd + 2·KVd, C): q rows, then k, then v
-        const Mat m = s.linear(name, rows, cols);  // (C, Hd + 2·KVd)
-        l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
-        break;
-      }
-      case Slot::WgateUp: {  // (2·I, C): gate rows, then up
-        const Mat m = s.linear(name, rows, cols);  // (C, 2·I)
-        l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
-        break;
-      }
-    }
+    const bool q = t.slot == Slot::Wq || t.slot == Slot::Bq, k = t.slot == Slot::Wk || t.slot == Slot::Bk;
+    Vec v;
+    Mat m;
+    if (t.shape.size() == 1) v = permuted && (q || k) ? s.vec_unpermuted(name, q ? H : KV, d) : s.vec(name, rows);
+    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.mat(name, rows, cols);  // (V, C) as stored
+    else if (permuted && (q || k)) m = s.linear_unpermuted(name, q ? H : KV, d, C);
+    else m = s.linear(name, rows, cols);  // stored (out, in) → (in, out)
+    place_decoder_tensor(c, t, std::move(m), std::move(v), w);
   }
 }
 

@@ -118,8 +118,9 @@ void text_model_names(const SafetensorsSet& f, std::string& prefix, std::string&
 
 void load_decoder(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
   TensorSource s(f, "", &warnings);
-  const int C = c.n_embd, I = c.n_inner, Hd = checked_dim(c.n_head, c.head_size, "query width"),
-            KVd = checked_dim(c.n_kv_head, c.head_size, "key/value width");
+  const int C = c.n_embd;
+  checked_dim(c.n_head, c.head_size, "query width");
+  checked_dim(c.n_kv_head, c.head_size, "key/value width");
   std::string prefix, lm_head;
   text_model_names(f, prefix, lm_head);
   if (!c.tie_embeddings && !f.find(lm_head))
@@ -127,43 +128,14 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w
                 ") and tie_word_embeddings is false");
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (const DecoderTensor& t : decoder_tensors(c, prefix, lm_head)) {
-    LayerWeights* l = t.layer >= 0 ? &w.layers[static_cast<size_t>(t.layer)] : nullptr;
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     Vec v;
+    Mat m;
     if (t.shape.size() == 1) v = s.vec(t.name, rows);
+    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.mat(t.name, rows, cols);  // (V, C) as stored
+    else m = s.mat_t(t.name, rows, cols);  // nn.Linear (out, in) → (in, out)
     if (slot_is_norm(t.slot) && c.norm_plus_one) v.array() += 1.f;  // Gemma: x·(1 + w)
-    switch (t.slot) {
-      case Slot::TokEmb: w.tok_emb = s.mat(t.name, rows, cols); break;
-      case Slot::LmHead: w.lm_head = s.mat(t.name, rows, cols); break;
-      case Slot::NormF: w.normf_w = std::move(v); break;
-      case Slot::Norm1: l->norm1_w = std::move(v); break;
-      case Slot::Norm2: l->norm2_w = std::move(v); break;
-      case Slot::QNorm: l->q_norm = std::move(v); break;
-      case Slot::KNorm: l->k_norm = std::move(v); break;
-      case Slot::PostAttnNorm: l->post_attn_norm = std::move(v); break;
-      case Slot::PostMlpNorm: l->post_mlp_norm = std::move(v); break;
-      case Slot::Bq: l->bq = std::move(v); break;
-      case Slot::Bk: l->bk = std::move(v); break;
-      case Slot::Bv: l->bv = std::move(v); break;
-      case Slot::Bo: l->bo = std::move(v); break;
-      case Slot::Wq: l->wq = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wk: l->wk = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wv: l->wv = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wo: l->wo = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wfc: l->w_fc = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wup: l->w_up = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wdown: l->w_down = s.mat_t(t.name, rows, cols); break;
-      case Slot::Wqkv: {  // (Hd + 2·KVd, C): q rows, then k, then v
-        const Mat m = s.mat_t(t.name, rows, cols);  // (C, Hd + 2·KVd)
-        l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
-        break;
-      }
-      case Slot::WgateUp: {  // (2·I, C): gate rows, then up
-        const Mat m = s.mat_t(t.name, rows, cols);  // (C, 2·I)
-        l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
-        break;
-      }
-    }
+    place_decoder_tensor(c, t, std::move(m), std::move(v), w);
   }
   const std::vector<std::string> unused = s.unused();
   size_t vision = 0;

@@ -52,6 +52,39 @@ void Model::set_stored_types(const std::map<std::string, int>& counts) {
 }
 
 
+void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Mat m, Vec v, ModelWeights& w) {
+  const int Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size, I = c.n_inner;
+  LayerWeights* l = t.layer >= 0 ? &w.layers.at(static_cast<size_t>(t.layer)) : nullptr;
+  switch (t.slot) {
+    case Slot::TokEmb: w.tok_emb = std::move(m); break;
+    case Slot::LmHead: w.lm_head = std::move(m); break;
+    case Slot::NormF: w.normf_w = std::move(v); break;
+    case Slot::Norm1: l->norm1_w = std::move(v); break;
+    case Slot::Norm2: l->norm2_w = std::move(v); break;
+    case Slot::QNorm: l->q_norm = std::move(v); break;
+    case Slot::KNorm: l->k_norm = std::move(v); break;
+    case Slot::PostAttnNorm: l->post_attn_norm = std::move(v); break;
+    case Slot::PostMlpNorm: l->post_mlp_norm = std::move(v); break;
+    case Slot::Bq: l->bq = std::move(v); break;
+    case Slot::Bk: l->bk = std::move(v); break;
+    case Slot::Bv: l->bv = std::move(v); break;
+    case Slot::Bo: l->bo = std::move(v); break;
+    case Slot::Wq: l->wq = std::move(m); break;
+    case Slot::Wk: l->wk = std::move(m); break;
+    case Slot::Wv: l->wv = std::move(m); break;
+    case Slot::Wo: l->wo = std::move(m); break;
+    case Slot::Wfc: l->w_fc = std::move(m); break;
+    case Slot::Wup: l->w_up = std::move(m); break;
+    case Slot::Wdown: l->w_down = std::move(m); break;
+    case Slot::Wqkv:  // (C, Hd + 2·KVd): q columns, then k, then v
+      l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
+      break;
+    case Slot::WgateUp:  // (C, 2·I): gate columns, then up
+      l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
+      break;
+  }
+}
+
 bool slot_is_norm(Slot s) {
   return s == Slot::NormF || s == Slot::Norm1 || s == Slot::Norm2 || s == Slot::QNorm || s == Slot::KNorm ||
          s == Slot::PostAttnNorm || s == Slot::PostMlpNorm;

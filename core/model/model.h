@@ -118,6 +118,12 @@ bool slot_is_norm(Slot s);
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix = "model.",
                                            const std::string& lm_head = "lm_head.weight");
 
+// Puts a decoder tensor, once read, where `t.slot` says: a vector (norm weights already as
+// applied, biases) or a matrix in attnviz's layout (embeddings (V, C) as stored; linears
+// (in, out)). Phi-3's fused qkv (C, Hd + 2·KVd) and gate_up (C, 2·I) are split here. Both
+// loaders (safetensors, GGUF) read every tensor through this.
+void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Mat m, Vec v, ModelWeights& w);
+
 // llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one):
 // "blk.3.attn_q_norm.weight". The GGUF loader and writer both read it.
 std::string gguf_tensor_name(Slot s, int layer);
