@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real sliding windows in the GUI (issue 23): a small Gemma-3-shaped random model (local
+# Real sliding windows in the GUI: a small Gemma-3-shaped random model (local
 # layers of window 4 alternating with global ones, tests/gui_gemma3_model.py) opened under
 # Xvfb with a block_size crop. The softmax tab of a local layer paints the keys outside the
 # window in their own colour and frames the band it sees; the token strip and the lesson run;

@@ -170,7 +170,7 @@ TEST(GgufParityText, TextThroughTheFilesOwnTokenizer) {
   }
 }
 
-// ---- the architectures after llama (issue 23) ----------------------------------------
+// ---- the architectures after llama --------------------------------------------------
 //
 // Each family's small config is read from a Hugging Face config.json (parse_config), so the
 // GGUF side and the Hugging Face side start from the same ModelConfig; the writer stores it
