@@ -211,6 +211,23 @@ void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y, Eigen::Index r0, 
   }
 }
 
+void gemm_bt(const float* x, int64_t M, int64_t K, int64_t ldx, const float* w, int64_t N, int64_t ldw, float* y,
+             int64_t ldy) {
+  if (M == 0 || N == 0) return;
+#ifdef ATTNVIZ_BLAS_GEMM
+  if (blas_rows(M) && K) {
+    blas_threads();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.f, x, static_cast<int>(ldx), w, static_cast<int>(ldw), 0.f, y, static_cast<int>(ldy));
+    return;
+  }
+#endif
+  using Stride = Eigen::OuterStride<>;
+  const Eigen::Map<const Mat, 0, Stride> X(x, M, K, Stride(ldx)), W(w, N, K, Stride(ldw));
+  Eigen::Map<Mat, 0, Stride> Y(y, M, N, Stride(ldy));
+  Y.noalias() = X * W.transpose();
+}
+
 std::string blas_kernels() {
 #if defined(ATTNVIZ_BLAS_OPENBLAS)
   return openblas_get_corename();
