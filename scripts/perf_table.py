@@ -35,7 +35,7 @@ full width. GFLOP/s counts the forward's FLOPs as app/cmd_bench.cpp's forward_fl
 "weights read once" is bench's weights_read_median_ms: a summing pass over every weight a
 one-token pass reads (the floor for appending a token); the last ratio is append / that.
 
-Two more tables (--sections picks which of base, job, large run; default all three):
+More tables (--sections picks which of base, job, large, llama run; default the first three):
 
 job: GPT-2 small at T=256 and 1024 doing what a viewer needs, all heads' attention
 weights and the next-token distribution at the last position: `bench --matrices keep
@@ -48,6 +48,22 @@ T = 2048 (random weights, float32), attnviz only, run as the GUI runs them (`ben
 against reading the weights once, one head's heatmap recomputed, trace size and peak RSS
 against the budget 2 x weights + 1 GB. One round each; the full pass dominates (T=4096:
 about 3 x 35 s on 2 cores).
+
+llama: attnviz against llama.cpp on the same GGUF file, 2 threads each. For every shape
+(--shapes, default 0.5b,3b,8b: presets qwen2.5-0.5b, llama3.2-3b, llama3.1-8b) and type
+(--types, default Q4_K,Q8_0,F16) it writes the file with `attnviz-cli random --gguf TYPE`
+(random weights, character tokenizer), runs `attnviz-cli bench --model FILE --length 512
+--matrices auto --last-logits --json` with OMP_NUM_THREADS=2 (the default weights, and
+again with `--weights f32` when bench accepts that flag), then
+bench/llama_peer/llama_peer.mjs on the same file (node-llama-cpp's prebuilt CPU llama.cpp,
+2 threads, a 512-token prompt, then one more token), and deletes the file unless
+--keep-models. Goals: attnviz's append <= 1.25 x llama.cpp's decode of one token after the
+prompt; attnviz's full pass at T=512 <= 1.5 x llama.cpp's pp512. A run attnviz refuses for
+memory (float32 weights of the 8B shape: 32 GB) is shown as such. One run per row, reps
+(--llama-reps, default 3 / 2 / 1 for 0.5B / 3B / 8B) small: the 8B F16 row alone is
+several minutes on 2 cores. Needs Node 20+ and the peer installed once:
+`cd bench/llama_peer && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional`.
+Big files go to --workdir (default a temporary directory; an 8B F16 file is 16 GB).
 
 Run time: about 5–10 minutes for base on 2 busy cores (gpt2-small at T=1024 alone is most
 of it: one round, one repetition), about 5 for job, about 10 for large; --quick skips
@@ -68,6 +84,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TORCH_BENCH = os.path.join(ROOT, "tests", "reference", "torch_bench.py")
 LENGTHS = (64, 256, 1024)
+PEER = os.path.join(ROOT, "bench", "llama_peer", "llama_peer.mjs")
+# llama section: shape name -> (random preset, reps per row by default).
+LLAMA_SHAPES = {"0.5b": ("qwen2.5-0.5b", 3), "3b": ("llama3.2-3b", 2), "8b": ("llama3.1-8b", 1)}
+LLAMA_T = 512
 
 
 def cpu_peak():
@@ -139,7 +159,15 @@ def main(argv):
     ap.add_argument("--torch-blas", help="directory with the libblas.so.3 torch should use, or 'system'")
     ap.add_argument("--json-out", help="also write every measurement as JSON here")
     ap.add_argument("--sections", default="base,job,large",
-                    help="comma list of the tables to make: base, job, large (default all)")
+                    help="comma list of the tables to make: base, job, large, llama (default base,job,large)")
+    ap.add_argument("--shapes", default=",".join(LLAMA_SHAPES), help="llama section: comma list of 0.5b, 3b, 8b")
+    ap.add_argument("--types", default="Q4_K,Q8_0,F16", help="llama section: comma list of GGUF types")
+    ap.add_argument("--llama-reps", type=int, help="llama section: reps per row (default 3 / 2 / 1 for 0.5B / 3B / 8B)")
+    ap.add_argument("--keep-models", action="store_true", help="llama section: keep the GGUF files (default: delete "
+                    "each after its row)")
+    ap.add_argument("--max-load", type=float, help="llama section: before each measurement wait (up to 10 minutes) "
+                    "until the 1-minute load average is at most this (the cores are shared)")
+    ap.add_argument("--node", default="node", help="llama section: the Node.js binary (default: node on PATH)")
     a = ap.parse_args(argv)
     cli = os.path.join(os.path.abspath(a.build), "app", "attnviz-cli")
     if not os.access(cli, os.X_OK):
@@ -151,9 +179,15 @@ def main(argv):
     if blas:
         torch_env["LD_LIBRARY_PATH"] = blas + (":" + torch_env["LD_LIBRARY_PATH"] if torch_env.get("LD_LIBRARY_PATH") else "")
     t_start = time.time()
+    sections = set(a.sections.split(","))
+    unknown = sections - {"base", "job", "large", "llama"}
+    if unknown:
+        sys.exit(f"perf_table.py: unknown --sections {','.join(sorted(unknown))}\n  HINT: base, job, large, llama")
+    bad = [s for s in a.shapes.lower().split(",") if s.strip() and s.strip() not in LLAMA_SHAPES]
+    if bad:
+        sys.exit(f"perf_table.py: unknown --shapes {','.join(bad)}\n  HINT: {', '.join(LLAMA_SHAPES)}")
     try:
-        sections = set(a.sections.split(","))
-        peak, peak_desc = measured_peak(os.path.abspath(a.build)) or cpu_peak()
+        peak, peak_desc = (measured_peak(os.path.abspath(a.build)) or cpu_peak()) if "base" in sections else (None, None)
         raw = []
         if "base" in sections:
             base_table(a, cli, work, torch_env, blas, peak, peak_desc, raw, t_start)
@@ -161,6 +195,8 @@ def main(argv):
             job_table(a, cli, work, torch_env, raw, t_start)
         if "large" in sections:
             large_table(cli, work, raw, t_start)
+        if "llama" in sections:
+            llama_table(a, cli, work, raw, t_start)
         if a.json_out:
             with open(a.json_out, "w") as f:
                 json.dump({"peak_gflops": peak, "peak": peak_desc, "runs": raw}, f, indent=1)
@@ -288,6 +324,128 @@ def large_table(cli, work, raw, t_start):
               f"| {j['head_median_ms']:.1f} | {j['trace_mb']:.0f} | {'yes' if j['compact'] else 'no'} | {w:.0f} "
               f"| {j['peak_rss_mb']:.0f} | {2 * w + 1000:.0f} | {reps} |")
 
+
+
+def mem_available_mb():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def fmt_ms(v):
+    return "—" if v is None else f"{v:.0f}" if v >= 1000 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def fmt_ratio(x, y, goal):
+    if x is None or y is None:
+        return "—"
+    r = x / y
+    return f"{r:.2f}" + ("" if r <= goal else " ✗")
+
+
+def wait_for_quiet(max_load, limit_s=600):
+    """Waits until the 1-minute load average is at most max_load (or limit_s passed);
+    -> the load average when the measurement starts."""
+    t0 = time.time()
+    while max_load is not None and os.getloadavg()[0] > max_load and time.time() - t0 < limit_s:
+        time.sleep(10)
+    return os.getloadavg()[0]
+
+
+def attnviz_llama_run(cli, path, reps, extra, env, need_mb):
+    """bench on one GGUF file as the GUI runs it; -> its JSON, or {"error": why} when it
+    cannot run (attnviz refused, or the float32 weights alone would not fit in memory)."""
+    avail = mem_available_mb()
+    if need_mb is not None and need_mb > 0.9 * avail:
+        return {"error": f"skipped: about {need_mb / 1024:.1f} GB of weights, {avail / 1024:.1f} GB available"}
+    cmd = [cli, "bench", "--model", path, "--length", str(LLAMA_T), "--reps", str(reps), "--matrices", "auto",
+           "--last-logits", "--json"] + extra
+    try:
+        return json.loads(run(cmd, env=env, timeout=3600))
+    except RuntimeError as e:
+        lines = str(e).splitlines()
+        return {"error": "refused: " + (lines[1] if len(lines) > 1 else lines[0])[:160]}
+
+
+def llama_table(a, cli, work, raw, t_start):
+    """attnviz against llama.cpp (node-llama-cpp's prebuilt CPU build) on the same GGUF files."""
+    shapes = [s.strip().lower() for s in a.shapes.split(",") if s.strip()]
+    types = [t.strip().upper() for t in a.types.split(",") if t.strip()]
+    peer_dir = os.path.dirname(PEER)
+    if not os.path.isdir(os.path.join(peer_dir, "node_modules", "node-llama-cpp")):
+        sys.exit("perf_table.py: the llama.cpp peer is not installed\n  HINT: cd bench/llama_peer && "
+                 "NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional   (Node 20+; nothing else needs it)")
+    has_weights_flag = "--weights" in run([cli, "bench", "--help"])
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    rows, peer_build = [], None
+    for shape in shapes:
+        preset, default_reps = LLAMA_SHAPES[shape]
+        reps = a.llama_reps or default_reps
+        for typ in types:
+            d = os.path.join(work, f"llama-{shape}-{typ}")
+            path = os.path.join(d, "model.gguf")
+            t0 = time.time()
+            if not os.path.exists(path):
+                run([cli, "random", "--preset", preset, "--gguf", typ, "--out", d], timeout=3600)
+            gen_s = time.time() - t0
+            try:
+                info = json.loads(run([cli, "info", "--model", path, "--json"]))
+                f32_mb = info["parameters"]["total"] * 4 / 2**20
+                size_mb = os.path.getsize(path) / 2**20
+                # The default path keeps the file's types once --weights exists; before, it is float32.
+                load = [wait_for_quiet(a.max_load)]
+                ours = attnviz_llama_run(cli, path, reps, [], env, None if has_weights_flag else f32_mb)
+                print(f"  llama {shape} {typ}: attnviz done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+                load.append(wait_for_quiet(a.max_load))
+                try:
+                    peer = json.loads(run([a.node, PEER, "--model", path, "--threads", "2", "--prompt-tokens",
+                                           str(LLAMA_T), "--reps", str(reps), "--json"], timeout=3600))
+                    peer_build = f"node-llama-cpp {peer['node_llama_cpp_version']}, llama.cpp {peer['llama_cpp_build']}"
+                except RuntimeError as e:  # llama.cpp refused the file: say so in the row
+                    peer = {"error": "llama.cpp: " + str(e).splitlines()[-1][:160]}
+                print(f"  llama {shape} {typ}: llama.cpp done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+                f32 = None
+                if has_weights_flag:
+                    load.append(wait_for_quiet(a.max_load))
+                    f32 = attnviz_llama_run(cli, path, reps, ["--weights", "f32"], env, f32_mb)
+                load.append(os.getloadavg()[0])
+            finally:
+                if not a.keep_models:
+                    shutil.rmtree(d, ignore_errors=True)
+            for who, j in (("attnviz", ours), ("llama.cpp", peer), ("attnviz --weights f32", f32)):
+                if j is not None:
+                    raw.append({"table": "llama", "shape": shape, "type": typ, "who": who, "load_avg": load, **j})
+            rows.append((shape, typ, size_mb, ours, peer, f32, reps, load))
+            print(f"  llama {shape} {typ}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+    print(f"\nattnviz against llama.cpp on the same GGUF file (random weights), 2 threads each, T = {LLAMA_T}: "
+          "attnviz `bench --matrices auto --last-logits` (OMP_NUM_THREADS=2); llama.cpp through "
+          f"bench/llama_peer ({peer_build or '?'}; CPU, no mmap, no flash attention). "
+          "append = one token through the KV cache (attnviz: the 512th after 511; llama.cpp: the 513th after "
+          "512, logits + greedy pick); full = the whole 512-token pass with the last row's logits (llama.cpp: "
+          "pp512). Goals: append / decode <= 1.25, full / pp512 <= 1.5 (✗ = not met). load avg: the 1-minute "
+          f"load average around the row's runs ({os.cpu_count()} logical CPUs; above that the runs shared the cores).")
+    if not has_weights_flag:
+        print("This build's bench has no --weights flag: its default path converts the weights to float32, so the "
+              "default columns are the float32 path and the f32 columns repeat them.")
+    print("\n| shape | type | file MB | attnviz append ms | llama.cpp decode ms | append / decode | attnviz full ms "
+          "| llama.cpp pp512 ms | full / pp512 | f32 append ms | f32 full ms | f32 append / decode | f32 full / pp512 "
+          "| peak RSS MB: attnviz / f32 / llama.cpp | reps | load avg |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    for shape, typ, size_mb, ours, peer, f32, reps, load in rows:
+        if f32 is None:
+            f32 = ours
+        g = lambda j, k: None if "error" in j else j[k]  # noqa: E731
+        dec, pp = g(peer, "decode_median_ms"), g(peer, "pp_median_ms")
+        rss = " / ".join("—" if "error" in j else f"{j['peak_rss_mb']:.0f}" for j in (ours, f32, peer))
+        notes = "; ".join(dict.fromkeys(j["error"] for j in (ours, f32, peer) if "error" in j))
+        print(f"| {shape} | {typ} | {size_mb:.0f} | {fmt_ms(g(ours, 'append_median_ms'))} | {fmt_ms(dec)} "
+              f"| {fmt_ratio(g(ours, 'append_median_ms'), dec, 1.25)} | {fmt_ms(g(ours, 'median_ms'))} | {fmt_ms(pp)} "
+              f"| {fmt_ratio(g(ours, 'median_ms'), pp, 1.5)} | {fmt_ms(g(f32, 'append_median_ms'))} "
+              f"| {fmt_ms(g(f32, 'median_ms'))} | {fmt_ratio(g(f32, 'append_median_ms'), dec, 1.25)} "
+              f"| {fmt_ratio(g(f32, 'median_ms'), pp, 1.5)} | {rss} | {reps}{' (' + notes + ')' if notes else ''} "
+              f"| {min(load):.1f}–{max(load):.1f} |")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
