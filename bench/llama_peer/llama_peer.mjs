@@ -44,7 +44,7 @@ function nodeLlamaCppVersion() {
 }
 
 function parseArgs(argv) {
-  const o = { model: null, threads: 2, promptTokens: 512, reps: 3, json: false, seed: 1 };
+  const o = { model: null, threads: 2, promptTokens: 512, reps: 3, json: false, seed: 1, top: 0 };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i], next = () => {
       if (i + 1 >= argv.length) usage(`${a} needs a value`);
@@ -61,6 +61,7 @@ function parseArgs(argv) {
     else if (a === "--reps") o.reps = int(next());
     else if (a === "--seed") o.seed = int(next());
     else if (a === "--json") o.json = true;
+    else if (a === "--top-logits") o.top = int(next());
     else if (a === "--help" || a === "-h") usage(null);
     else usage(`unknown option '${a}'`);
   }
@@ -69,7 +70,7 @@ function parseArgs(argv) {
 }
 
 function usage(err) {
-  const text = "usage: node llama_peer.mjs --model FILE.gguf [--threads 2] [--prompt-tokens 512] [--reps 3] [--seed 1] [--json]";
+  const text = "usage: node llama_peer.mjs --model FILE.gguf [--threads 2] [--prompt-tokens 512] [--reps 3] [--seed 1] [--top-logits K] [--json]";
   if (err) {
     console.error(`llama_peer: ${err}\n${text}`);
     process.exit(2);
@@ -133,11 +134,13 @@ async function main() {
   const withLogits = (ids) => ids.map((id, i) => (i === ids.length - 1 ? [id, greedy] : id));
 
   const pp = [], decode = [], decodeNoLogits = [];
+  let nextAfterPrompt = null;
   for (let r = 0; r <= o.reps; ++r) {  // r = 0: warm-up, not counted
     await seq.clearHistory();
     let t0 = nowMs();
-    await seq.controlledEvaluate(withLogits(prompt));
+    const ppOut = await seq.controlledEvaluate(withLogits(prompt));
     const tPp = nowMs() - t0;
+    nextAfterPrompt = ppOut[prompt.length - 1]?.next?.token ?? null;
     t0 = nowMs();
     const out = await seq.controlledEvaluate(withLogits([extra]));
     const tDecode = nowMs() - t0;
@@ -151,6 +154,15 @@ async function main() {
     if (!o.json) console.error(`rep ${r}${r ? "" : " (warm-up)"}: pp ${tPp.toFixed(1)} ms, decode ${tDecode.toFixed(2)} ms, decode without logits ${tBare.toFixed(2)} ms`);
   }
   const rel = llama.llamaCppRelease;
+  // --top-logits K: the K largest logits after the prompt (untimed), to check that attnviz
+  // reads the file alike (attnviz-cli dump --tokens <the prompt_ids> --stages logits).
+  let topLogits;
+  if (o.top > 0) {
+    await seq.clearHistory();
+    const last = [prompt[prompt.length - 1], { generateNext: { logits: { filter: { includeTop: o.top } } } }];
+    const out = await seq.controlledEvaluate([...prompt.slice(0, -1), last]);
+    topLogits = [...out[prompt.length - 1].next.logits.entries()].sort((x, y) => y[1] - x[1]).slice(0, o.top);
+  }
   const result = {
     model: o.model,
     threads: o.threads,
@@ -161,7 +173,9 @@ async function main() {
     pp_ms: pp,
     decode_ms: decode,
     reps: o.reps,
+    next_token: nextAfterPrompt,  // the greedy next token after the prompt (a check that both programs read the file alike)
     n_vocab: nVocab,
+    ...(o.top > 0 ? { prompt_ids: prompt, top_logits: topLogits } : {}),
     architecture: arch,
     file_bytes: statSync(o.model).size,
     node_llama_cpp_version: nodeLlamaCppVersion(),
