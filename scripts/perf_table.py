@@ -3,6 +3,9 @@
 
     /usr/bin/python3 scripts/perf_table.py BUILD_DIR [--workdir DIR] [--rounds N] [--quick]
                                            [--torch-blas DIR|system] [--json-out F]
+                                           [--sections base,job,large,llama] [--shapes 0.5b,3b,8b]
+                                           [--types Q4_K,Q8_0,F16] [--llama-reps N] [--keep-models]
+                                           [--max-load L] [--node NODE]
 
 Builds nothing: BUILD_DIR must hold app/attnviz-cli. It writes random models with
 `attnviz-cli random` (preset tiny: llama GQA, 4 layers, 64 wide, 8 heads, 2 KV heads;
@@ -61,7 +64,8 @@ bench/llama_peer/llama_peer.mjs on the same file (node-llama-cpp's prebuilt CPU 
 prompt; attnviz's full pass at T=512 <= 1.5 x llama.cpp's pp512. A run attnviz refuses for
 memory (float32 weights of the 8B shape: 32 GB) is shown as such. One run per row, reps
 (--llama-reps, default 3 / 2 / 1 for 0.5B / 3B / 8B) small: the 8B F16 row alone is
-several minutes on 2 cores. Needs Node 20+ and the peer installed once:
+several minutes on 2 cores; --max-load L waits (up to 10 minutes) before each
+measurement for the 1-minute load average to fall to L. Needs Node 20+ and the peer installed once:
 `cd bench/llama_peer && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional`.
 Big files go to --workdir (default a temporary directory; an 8B F16 file is 16 GB).
 
