@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "app/commands.h"
 #include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
 #include "core/engine/threads.h"
 #include "core/error.h"
 
@@ -36,12 +38,22 @@ double forward_flops(const ModelConfig& c, int T) {
 
 // Reads every weight a one-token pass reads, once, summing them so that nothing can be
 // skipped: the memory-bandwidth floor of appending a token. Returns the sum.
+// Spans are read as 64-bit words (float32 arrays and stored blocks alike: what counts is
+// the bytes).
 double read_weights_once(const std::vector<WeightSpan>& spans) {
-  double total = 0;
+  uint64_t total = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
-  for (size_t i = 0; i < spans.size(); ++i)
-    total += Eigen::Map<const Eigen::VectorXf>(spans[i].data, spans[i].size).sum();
-  return total;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const auto* p = static_cast<const uint8_t*>(spans[i].data);
+    uint64_t s = 0;
+    for (long long at = 0; at + 8 <= spans[i].bytes; at += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + at, 8);
+      s += w;
+    }
+    total += s;
+  }
+  return static_cast<double>(total);
 }
 
 struct BenchOptions {
@@ -106,7 +118,8 @@ void run_bench(const BenchOptions& o, Io& io) {
   // The floor for appending: reading the weights once (largest arrays split over threads).
   std::vector<WeightSpan> spans;
   for (const WeightSpan& w : weight_spans(engine.model().weights, true))
-    for (long long at = 0; at < w.size; at += 1 << 20) spans.push_back({w.data + at, std::min(w.size - at, 1LL << 20)});
+    for (long long at = 0; at < w.bytes; at += 4 << 20)
+      spans.push_back({static_cast<const uint8_t*>(w.data) + at, std::min(w.bytes - at, 4LL << 20), 0});
   std::vector<double> weight_read;
   volatile double sink = 0;
   for (int r = 0; r < o.reps + 1; ++r) {
@@ -114,8 +127,8 @@ void run_bench(const BenchOptions& o, Io& io) {
     sink = sink + read_weights_once(spans);
     if (r > 0) weight_read.push_back(ms(clock::now() - t0));  // the first read warms the caches
   }
-  long long weight_floats = 0;
-  for (const WeightSpan& w : spans) weight_floats += w.size;
+  long long weight_bytes = 0;
+  for (const WeightSpan& w : spans) weight_bytes += w.bytes;
   const double med = median(full), flops = forward_flops(c, o.length);
   nlohmann::json j = {{"model", o.in.model}, {"backend", engine.backend().name()}, {"length", o.length},
                             {"reps", o.reps}, {"median_ms", med},
@@ -131,7 +144,10 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"logits_mb", engine.trace().logits.data.size() * 4.0 / 1e6},
                             {"all_logits", engine.trace().logits_from == 0},
                             {"peak_rss_mb", peak_rss_mb()},
-                            {"weights_mb", weight_floats * 4.0 / 1e6},
+                            {"weights_mb", weight_bytes / 1e6},
+                            {"weights", engine.model().weights.any_stored() ? "stored" : "f32"},
+                            {"weights_held", engine.model().held_types_str()},
+                            {"stored_kernel", stored_kernel_name()},
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);
   if (o.json) {
@@ -142,6 +158,9 @@ void run_bench(const BenchOptions& o, Io& io) {
          << ", T=" << o.length << ", " << o.reps << " reps, " << omp_get_max_threads() << " threads (OpenMP wait policy: "
          << openmp_wait_policy() << "), products on " << blas_name()
          << (blas_kernels().empty() ? "" : " (" + blas_kernels() + ")") << "\n"
+         << "weights: " << engine.model().held_types_str()
+         << (engine.model().weights.any_stored() ? std::string(", read in place (") + stored_kernel_name() + " kernels)" : "")
+         << "\n"
          << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
          << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
          << "append one token (KV cache): median " << j["append_median_ms"].get<double>() << " ms\n"

@@ -2,7 +2,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "core/engine/stored_product.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/gguf.h"
 #include "core/model/paths.h"
 #include "core/model/random_model.h"
@@ -10,13 +12,6 @@
 namespace attnviz {
 
 namespace {
-
-std::string format_bytes(long long b) {
-  char buf[32];
-  if (b >= (1ll << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ll << 30));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1ll << 20));
-  return buf;
-}
 
 std::string tokenizer_str(const Model& m) {
   if (m.gguf_tokenizer) {
@@ -39,6 +34,8 @@ void print_info(const Model& m, bool json, std::ostream& out) {
   if (json) {
     nlohmann::json stored = nlohmann::json::object();
     for (const auto& [type, count] : m.stored_types) stored[type] = count;
+    nlohmann::json held = nlohmann::json::object();  // element type → bytes as held in memory
+    for (const auto& [type, bytes] : m.held_types()) held[type] = bytes;
     const nlohmann::json j = {
         {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
         {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
@@ -48,6 +45,7 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
                         {"norms", norms}, {"lm_head", head}}},
         {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()},
+        {"weights_held", held}, {"stored_kernel", stored_kernel_name()},
         {"features", c.features()}, {"notes", c.notes}};
     nlohmann::json with_layers = j;
     with_layers["layer_specs"] = nlohmann::json::array();  // (L) what each layer's attention does
@@ -80,12 +78,15 @@ void print_info(const Model& m, bool json, std::ostream& out) {
       << "context     " << c.n_ctx << " tokens\n"
       << "parameters  " << m.parameter_count() << "  (embeddings " << emb << ", attention " << attn << ", MLP " << mlp
       << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n"
-      << "weights     " << m.format << ": " << m.stored_types_str() << "; in memory as float32: "
-      << format_bytes(m.weight_bytes()) << "\n";
+      << "weights     " << m.format << ": " << m.stored_types_str() << "\n"
+      << "in memory   " << format_bytes(static_cast<double>(m.weight_bytes())) << ": " << m.held_types_str()
+      << (m.weights.any_stored() ? std::string("; used where the file stores them (") + stored_kernel_name() + " kernels)"
+                                 : std::string("; float32"))
+      << "\n";
 }
 
 struct InfoOptions {
-  std::string model;
+  std::string model, weights = "stored";
   bool json = false, list = false;
 };
 
@@ -99,7 +100,7 @@ void run_info(const InfoOptions& o, Io& io) {
     if (!o.list) throw Error("info needs --model M (or --list)", ErrorKind::Usage);
     return;
   }
-  const auto m = load_model(o.model);
+  const auto m = load_model(o.model, load_options(o.weights));
   print_info(*m, o.json, io.out);
   for (const std::string& w : m->warnings) io.err << "warning: " << w << "\n";
 }
@@ -111,6 +112,7 @@ Action add_info_command(CLI::App& app, Io& io) {
   auto* cmd = app.add_subcommand("info", "Show a model's configuration and parameter counts");
   cmd->add_option("--model", o->model, "model directory, FILE.gguf or builtin:NAME");
   cmd->add_flag("--json", o->json, "print JSON");
+  add_weights_option(cmd, o->weights);
   cmd->add_flag("--list", o->list, "list the built-in models and random presets");
   return [o, &io] { run_info(*o, io); };
 }

@@ -32,6 +32,7 @@ Action add_tokenize_command(CLI::App& app, Io& io);
 // model on some input shares.
 struct InputOptions {
   std::string model, text, tokens, backend = "cpu";
+  std::string weights = "stored";  // --weights stored|f32 (LoadOptions)
   int block_size = 0;
   std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, when registered
   CLI::Option* text_opt = nullptr;
@@ -46,6 +47,10 @@ void add_ablation_options(CLI::App* cmd, InputOptions& o);
 Engine open_engine(const InputOptions& o, std::ostream& err);
 // open_engine, then runs the --text or --tokens input.
 Engine run_input(const InputOptions& o, std::ostream& err);
+
+// --weights stored|f32 as LoadOptions (a usage Error for anything else), and the option itself.
+LoadOptions load_options(const std::string& weights);
+void add_weights_option(CLI::App* cmd, std::string& weights);
 
 // "3,1,4" → {3, 1, 4}; a usage Error for anything else.
 std::vector<int> parse_token_list(const std::string& s);

@@ -28,6 +28,20 @@ std::vector<int> parse_token_list(const std::string& s) {
   return ids;
 }
 
+LoadOptions load_options(const std::string& weights) {
+  LoadOptions opt;
+  if (weights == "f32") opt.weights = WeightsMode::F32;
+  else if (weights != "stored")
+    throw Error("--weights: '" + excerpt(weights) + "' is not stored or f32", ErrorKind::Usage);
+  return opt;
+}
+
+void add_weights_option(CLI::App* cmd, std::string& weights) {
+  cmd->add_option("--weights", weights,
+                  "stored (default: matrices used where the file stores them, quantized or F16/BF16) or f32 (every "
+                  "matrix converted to float32 on load)");
+}
+
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   cmd->add_option("--model", o.model, "model directory (config.json + model.safetensors), FILE.gguf or builtin:NAME")->required();
   if (with_input) {
@@ -39,6 +53,7 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   cmd->add_option("--block-size", o.block_size,
                   "context window: only the last N tokens are seen (default: the model's context)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  add_weights_option(cmd, o.weights);
 }
 
 void add_ablation_options(CLI::App* cmd, InputOptions& o) {
@@ -50,7 +65,7 @@ void add_ablation_options(CLI::App* cmd, InputOptions& o) {
 }
 
 Engine open_engine(const InputOptions& o, std::ostream& err) {
-  auto model = load_model(o.model);
+  auto model = load_model(o.model, load_options(o.weights));
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
   if (!note.empty()) err << "note: " << note << "\n";

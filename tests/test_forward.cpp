@@ -76,7 +76,7 @@ TEST(Forward, ResultsDependOnTheWeightsOfTheRightKvHead) {
   const auto ids = random_ids(6, 20, 3);
   Engine before(model, make_cpu_backend());
   const Trace t0 = before.run(ids);
-  model->weights.layers[0].wk.rightCols(8).setZero();  // KV head 1 = columns 8..15
+  model->weights.layers[0].wk.f32.rightCols(8).setZero();  // KV head 1 = columns 8..15
   Engine after(model, make_cpu_backend());
   const Trace t1 = after.run(ids);
   for (int h = 0; h < 4; ++h) {

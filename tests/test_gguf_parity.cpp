@@ -5,8 +5,9 @@
 // Hugging Face directory whose weights are the GGUF's dequantized values, laid out the
 // Hugging Face way (nn.Linear (out, in), GPT-2 Conv1D (in, out), rotate-half Q/K rows).
 // Both are dumped through attnviz-cli on the same token ids; every recorded tensor must
-// agree: within 1e-5 relative for F32/F16/BF16, bit for bit for the quantized types (the
-// weights in memory are then the same floats).
+// agree within 1e-5 relative: the GGUF side reads its weights where they lie (the same
+// values, summed in another order). With --weights f32 the GGUF side converts them to the
+// same float32 matrices as the directory holds, and the quantized types agree bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,10 +33,12 @@ namespace {
 
 // Dumps `model` on `input` ("--tokens" ids by default, or "--text" and a text).
 std::string dump(const std::string& model, const std::string& out,
-                 std::pair<const char*, const char*> input = {"--tokens", "5,1,250,7,7,42,3,99,0,255,17"}) {
-  const char* argv[] = {"attnviz-cli", "dump", "--model", model.c_str(), input.first, input.second, "--out", out.c_str()};
+                 std::pair<const char*, const char*> input = {"--tokens", "5,1,250,7,7,42,3,99,0,255,17"},
+                 std::pair<const char*, const char*> extra = {"--weights", "stored"}) {
+  const char* argv[] = {"attnviz-cli", "dump",      "--model",    model.c_str(), input.first, input.second,
+                        extra.first,   extra.second, "--out",      out.c_str()};
   std::ostringstream o, e;
-  const int code = run_cli(8, argv, o, e);
+  const int code = run_cli(10, argv, o, e);
   return code == 0 ? "" : e.str();
 }
 
@@ -96,8 +99,12 @@ TEST_P(GgufParity, DumpEqualsTheHuggingFaceModel) {
   const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
   ASSERT_EQ(dump(gguf, a), "");
   ASSERT_EQ(dump(dir + "/hf", b), "");
+  EXPECT_EQ(compare_dumps(a, b, 1e-5), "");
+  // The float32 path: the same floats in the same products.
+  const std::string c = dir + "/gguf-f32.safetensors";
+  ASSERT_EQ(dump(gguf, c, {"--tokens", "5,1,250,7,7,42,3,99,0,255,17"}, {"--weights", "f32"}), "");
   const bool float_type = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
-  EXPECT_EQ(compare_dumps(a, b, float_type ? 1e-5 : 0.0), "");
+  EXPECT_EQ(compare_dumps(c, b, float_type ? 1e-5 : 0.0), "");
 }
 
 // Guards the test itself: had the loader left llama's Q/K rows in the converter's order, the
@@ -159,7 +166,7 @@ TEST(GgufParityText, TextThroughTheFilesOwnTokenizer) {
     const std::pair<const char*, const char*> text = {"--text", "the theater<|endoftext|> a"};
     ASSERT_EQ(dump(gguf, a, text), "") << arch;
     ASSERT_EQ(dump(dir + "/hf", b, text), "") << arch;
-    EXPECT_EQ(compare_dumps(a, b, 0.0), "") << arch;
+    EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << arch;
     // "the" → t, he; " theater" → Ġthe, a, t, e, r; <|endoftext|> is one control token; " a".
     const auto f = SafetensorsFile::open(a);
     const TensorInfo* ids = f.find("tokens");
@@ -335,8 +342,8 @@ TEST(GgufRandomCli, WritesOneFileWithItsTokenizer) {
   }
   const auto f32 = load_model(dir + "/F32/model.gguf"), q8 = load_model(dir + "/Q8_0/model.gguf");
   ASSERT_TRUE(f32->tokenizer);
-  const Mat& a = f32->weights.layers[0].wq;
-  const Mat& b = q8->weights.layers[0].wq;
+  const Mat a = f32->weights.layers[0].wq.linear_f32();
+  const Mat b = q8->weights.layers[0].wq.linear_f32();
   ASSERT_EQ(a.rows(), b.rows());
   EXPECT_LE((a - b).norm() / a.norm(), 0.01);
   const auto bad = run_cli_captured({"random", "--preset", "tiny", "--out", dir + "/bad", "--gguf", "Q3_K"});

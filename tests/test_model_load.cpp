@@ -45,10 +45,10 @@ TEST(ModelLoad, LlamaGqaLoadsWithTransposedShapes) {
   EXPECT_EQ(m->config.group_size(), 2);
   EXPECT_EQ(m->config.kv_head_of(3), 1);
   ASSERT_EQ(m->weights.layers.size(), 2u);
-  EXPECT_EQ(m->weights.layers[0].wq.rows(), 32);  // (C, H·d)
-  EXPECT_EQ(m->weights.layers[0].wq.cols(), 32);
-  EXPECT_EQ(m->weights.layers[0].wk.cols(), 16);  // (C, KV·d)
-  EXPECT_EQ(m->weights.layers[0].w_down.rows(), c.n_inner);
+  EXPECT_EQ(m->weights.layers[0].wq.f32.rows(), 32);  // (C, H·d)
+  EXPECT_EQ(m->weights.layers[0].wq.f32.cols(), 32);
+  EXPECT_EQ(m->weights.layers[0].wk.f32.cols(), 16);  // (C, KV·d)
+  EXPECT_EQ(m->weights.layers[0].w_down.f32.rows(), c.n_inner);
   ASSERT_TRUE(m->tokenizer);
   EXPECT_EQ(m->tokenizer->encode("AB").size(), 2u);
 }
@@ -64,9 +64,9 @@ TEST(ModelLoad, Gpt2SplitsPackedQkvInConv1DLayout) {
   const auto m = load_model(dir);
   const auto& l = m->weights.layers[0];
   // c_attn.weight is (C, 3C) = [q | k | v] along the output axis
-  EXPECT_EQ(l.wq(5, 7), packed[5 * 36 + 7]);
-  EXPECT_EQ(l.wk(5, 7), packed[5 * 36 + 12 + 7]);
-  EXPECT_EQ(l.wv(5, 7), packed[5 * 36 + 24 + 7]);
+  EXPECT_EQ(l.wq.f32(5, 7), packed[5 * 36 + 7]);
+  EXPECT_EQ(l.wk.f32(5, 7), packed[5 * 36 + 12 + 7]);
+  EXPECT_EQ(l.wv.f32(5, 7), packed[5 * 36 + 24 + 7]);
 }
 
 TEST(ModelLoad, Gpt2AcceptsTransformerPrefix) {

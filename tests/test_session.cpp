@@ -62,9 +62,10 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b, const std
   const auto A = weight_spans(a), B = weight_spans(b);
   ASSERT_EQ(A.size(), B.size()) << what;
   for (size_t t = 0; t < A.size(); ++t) {
-    ASSERT_EQ(A[t].size, B[t].size) << what;
-    for (long long i = 0; i < A[t].size; ++i)
-      ASSERT_EQ(A[t].data[i], B[t].data[i]) << what << " tensor " << t << "[" << i << "]";
+    ASSERT_EQ(A[t].numel, B[t].numel) << what;
+    const auto *a_f = static_cast<const float*>(A[t].data), *b_f = static_cast<const float*>(B[t].data);
+    for (long long i = 0; i < A[t].numel; ++i)
+      ASSERT_EQ(a_f[i], b_f[i]) << what << " tensor " << t << "[" << i << "]";
   }
 }
 

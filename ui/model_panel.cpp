@@ -4,6 +4,8 @@
 #include <iterator>
 #include <utility>
 
+#include "core/engine/stored_product.h"
+#include "core/limits.h"
 #include "ui/fonts.h"
 #include "ui/imgui_util.h"
 
@@ -52,9 +54,16 @@ void ModelPanel::draw_content(FrameContext& ctx) {
     ImGui::TextDisabled("note: %s", note.c_str());
     ImGui::PopTextWrapPos();
   }
-  // What the file stored, and what the float32 weights take in memory.
-  ImGui::TextWrapped("%s: %s \xC2\xB7 %.1f MiB as float32", m.format.c_str(), m.stored_types_str().c_str(),
-                     static_cast<double>(m.weight_bytes()) / (1 << 20));
+  // What the file stored, and how the weights are held in memory (in place or float32).
+  ImGui::TextWrapped("%s: %s", m.format.c_str(), m.stored_types_str().c_str());
+  ImGui::TextWrapped("in memory: %s (%s)%s", format_bytes(static_cast<double>(m.weight_bytes())).c_str(),
+                     m.held_types_str().c_str(),
+                     m.weights.any_stored() ? ", read where the file stores them" : "");
+  if (ImGui::IsItemHovered() && m.weights.any_stored())
+    ImGui::SetTooltip("The matrices stay in the file's memory map in their own types and are decoded block by block "
+                      "inside each product (%s kernels); activations and every recorded matrix are float32. "
+                      "attnviz-cli --weights f32 converts them instead.",
+                      stored_kernel_name());
   ImGui::Text("head_size = n_embd / n_head = %d / %d = %d", c.n_embd, c.n_head, c.n_embd / std::max(1, c.n_head));
   if (c.head_size != c.n_embd / std::max(1, c.n_head)) ImGui::TextDisabled("(this config sets head_dim = %d)", c.head_size);
 

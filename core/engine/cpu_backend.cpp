@@ -175,6 +175,7 @@ class CpuBackend : public Backend {
   bool can_compact() const override { return true; }
 
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
+    m.check_files();  // weights read in place: their file must still be whole
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size());
@@ -189,7 +190,7 @@ class CpuBackend : public Backend {
 
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {
-      x.row(r) = w.tok_emb.row(window[p + r]);
+      w.tok_emb.table_row(window[p + r], &x(r, 0));
       if (c.emb_scale != 1.f) x.row(r) *= c.emb_scale;  // Gemma √C, Granite's embedding_multiplier
       if (c.arch == Arch::Gpt2) x.row(r) += w.pos_emb.row(p + r);
     }
@@ -197,6 +198,7 @@ class CpuBackend : public Backend {
   }
 
   bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& tr) override {
+    m.check_files();
     const ModelConfig& c = m.config;
     const int T = static_cast<int>(window.size());
     if (tr.tokens != window || static_cast<int>(tr.layers.size()) != c.n_layer || layer < 0 || layer >= c.n_layer ||
@@ -255,7 +257,7 @@ class CpuBackend : public Backend {
       add_branch(c, lw.post_attn_norm, y, h, x);
       const Mat& hm = lw.norm2_w.size() ? (norm(c, x, lw.norm2_w, lw.norm2_b, h), h) : x;
       linear(hm, lw.w_fc, lw.b_fc, y);  // (n, I)
-      if (lw.w_up.size()) linear(hm, lw.w_up, Vec(), up);  // (n, I)
+      if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (n, I)
       mlp_activation(c, y, up);
       linear(y, lw.w_down, lw.b_down, h);  // (n, C)
       add_branch(c, lw.post_mlp_norm, h, y, x);
@@ -297,7 +299,7 @@ class CpuBackend : public Backend {
     tr.logits_from = T - 1;
     const int nr = T - r_begin;
     const Mat rows = MapConstMat(tr.final_hidden.data.data(), T, C).middleRows(r_begin, nr);  // (nr, C)
-    const Mat& U = m.weights.unembedding();                                                  // (V, C)
+    const Weight& U = m.weights.unembedding();                                               // (V, C)
     std::vector<float> mx(static_cast<size_t>(nr), -INFINITY), target(static_cast<size_t>(nr), 0.f);
     std::vector<double> sum(static_cast<size_t>(nr), 0.0);
     const int VB = std::max(256, static_cast<int>(8'000'000 / nr));  // a block of at most ~32 MB

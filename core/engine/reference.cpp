@@ -80,7 +80,9 @@ void store(const Rows& x, Tensor& t, int head) {
 
 Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation) {
   const ModelConfig& cfg = m.config;
-  const ModelWeights& w = m.weights;
+  ModelWeights f32 = m.weights;  // stored matrices decoded: the loops read float32
+  f32.to_f32();
+  const ModelWeights& w = f32;
   const int T = static_cast<int>(window.size()), C = cfg.n_embd, H = cfg.n_head, KV = cfg.n_kv_head,
             d = cfg.head_size;
   const double NEG_INF = -std::numeric_limits<double>::infinity();
@@ -94,7 +96,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
   Rows x = zeros(T, C);
   for (int t = 0; t < T; ++t)
     for (int c = 0; c < C; ++c)
-      x[t][c] = w.tok_emb(window[t], c) * static_cast<double>(cfg.emb_scale) + (cfg.arch == Arch::Gpt2 ? w.pos_emb(t, c) : 0.0);
+      x[t][c] = w.tok_emb.f32(window[t], c) * static_cast<double>(cfg.emb_scale) + (cfg.arch == Arch::Gpt2 ? w.pos_emb(t, c) : 0.0);
 
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -109,7 +111,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
 
     const Rows h = lw.norm1_w.size() ? normalize(cfg, x, lw.norm1_w, lw.norm1_b) : x;
     // All heads' projections, QK-normed over the whole row (OLMo 2) before they are split.
-    Rows q_all = linear_cols(h, lw.wq, lw.bq, 0, H * d), k_all = linear_cols(h, lw.wk, lw.bk, 0, KV * d);
+    Rows q_all = linear_cols(h, lw.wq.f32, lw.bq, 0, H * d), k_all = linear_cols(h, lw.wk.f32, lw.bk, 0, KV * d);
     if (cfg.qk_norm == QkNorm::Whole) {
       rms_slice(q_all, 0, H * d, lw.q_norm, cfg.norm_eps);
       rms_slice(k_all, 0, KV * d, lw.k_norm, cfg.norm_eps);
@@ -120,7 +122,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       Rows q = zeros(T, d), k = zeros(T, d);
       for (int t = 0; t < T; ++t)
         for (int e = 0; e < d; ++e) q[t][e] = q_all[t][head * d + e], k[t][e] = k_all[t][g * d + e];
-      Rows v = linear_cols(h, lw.wv, lw.bv, g * d, d);     // (T, d)
+      Rows v = linear_cols(h, lw.wv.f32, lw.bv, g * d, d);     // (T, d)
       if (cfg.qk_norm == QkNorm::PerHead) {
         rms_slice(q, 0, d, lw.q_norm, cfg.norm_eps);
         rms_slice(k, 0, d, lw.k_norm, cfg.norm_eps);
@@ -166,26 +168,26 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       store(probs, lt.probs, head);
       store(out, lt.out, head);
     }
-    add_branch(cfg, lw.post_attn_norm, linear_cols(concat, lw.wo, lw.bo, 0, C), x);  // output projection
+    add_branch(cfg, lw.post_attn_norm, linear_cols(concat, lw.wo.f32, lw.bo, 0, C), x);  // output projection
 
     const Rows h2 = lw.norm2_w.size() ? normalize(cfg, x, lw.norm2_w, lw.norm2_b) : x;
     const int I = cfg.n_inner;
-    Rows a = linear_cols(h2, lw.w_fc, lw.b_fc, 0, I);
+    Rows a = linear_cols(h2, lw.w_fc.f32, lw.b_fc, 0, I);
     auto gelu = [](double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); };
     if (cfg.arch == Arch::Gpt2) {
       for (auto& row : a)
         for (double& u : row) u = gelu(u);
     } else {
-      const Rows up = linear_cols(h2, lw.w_up, Vec(), 0, I);
+      const Rows up = linear_cols(h2, lw.w_up.f32, Vec(), 0, I);
       const bool geglu = cfg.mlp == MlpKind::GeGLU;
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < I; ++i) a[t][i] = (geglu ? gelu(a[t][i]) : a[t][i] / (1 + std::exp(-a[t][i]))) * up[t][i];
     }
-    add_branch(cfg, lw.post_mlp_norm, linear_cols(a, lw.w_down, lw.b_down, 0, C), x);
+    add_branch(cfg, lw.post_mlp_norm, linear_cols(a, lw.w_down.f32, lw.b_down, 0, C), x);
     tr.layers.push_back(std::move(lt));
   }
   const Rows hf = normalize(cfg, x, w.normf_w, w.normf_b);
-  const Mat& U = w.unembedding();  // (V, C)
+  const Mat& U = w.unembedding().f32;  // (V, C)
   const int V = cfg.vocab_size;
   tr.logits = Tensor{{T, V}, std::vector<float>(static_cast<size_t>(T * V))};
   for (int t = 0; t < T; ++t)

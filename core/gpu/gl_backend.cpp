@@ -57,11 +57,16 @@ struct DevRope {
 // Identifies the model whose weights are on the device.
 uint64_t fingerprint(const Model& m) {
   uint64_t h = reinterpret_cast<uintptr_t>(&m) * 0x9E3779B97F4A7C15ull;
-  auto mix = [&h](const float* p, Eigen::Index n) { h ^= hash_row(p, static_cast<int>(std::min<Eigen::Index>(n, 64))) + (h << 6); };
+  auto mix = [&h](const Weight& w) {
+    if (w.is_stored())  // a mapped file's bytes: where they lie identifies them
+      h ^= (reinterpret_cast<uintptr_t>(w.stored.data) ^ static_cast<uint64_t>(w.stored.bytes())) + (h << 6);
+    else
+      h ^= hash_row(w.f32.data(), static_cast<int>(std::min<Eigen::Index>(w.f32.size(), 64))) + (h << 6);
+  };
   const ModelWeights& w = m.weights;
-  mix(w.tok_emb.data(), w.tok_emb.size());
-  for (const auto& l : w.layers) mix(l.wq.data(), l.wq.size()), mix(l.w_down.data(), l.w_down.size());
-  mix(w.unembedding().data(), w.unembedding().size());
+  mix(w.tok_emb);
+  for (const auto& l : w.layers) mix(l.wq), mix(l.w_down);
+  mix(w.unembedding());
   const ModelConfig& c = m.config;
   for (int v : {c.vocab_size, c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.head_size, c.n_inner, c.n_ctx})
     h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
@@ -107,6 +112,7 @@ class GlBackend : public Backend {
   // outputs into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     std::lock_guard<std::mutex> lock(mu_);
+    m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = m.config;
     const int T = static_cast<int>(window.size());
@@ -349,7 +355,10 @@ class GlBackend : public Backend {
   }
 
   // (rows, C) table split into chunks of vchunk_ rows, each within one storage block.
-  void put_rows(std::vector<GlBuffer>& out, const Mat& m, const char* what) {
+  // Stored tables are decoded to float32 for the device.
+  void put_rows(std::vector<GlBuffer>& out, const Weight& w, const char* what) {
+    Mat tmp;
+    const Mat& m = w.is_stored() ? (tmp = w.table_f32()) : w.f32;
     out.clear();
     for (Eigen::Index r0 = 0; r0 < m.rows(); r0 += vchunk_) {
       out.emplace_back();
@@ -358,6 +367,9 @@ class GlBackend : public Backend {
       out.back().upload(m.data() + r0 * m.cols(), sizeof(float) * static_cast<size_t>(rn * m.cols()));
     }
   }
+
+  // A linear weight (in, out) as float32: its own matrix, or a stored one decoded into tmp.
+  static const Mat& dense(const Weight& w, Mat& tmp) { return w.is_stored() ? (tmp = w.linear_f32()) : w.f32; }
 
   void ensure_model(const Model& m) {
     const uint64_t fp = fingerprint(m);
@@ -368,7 +380,7 @@ class GlBackend : public Backend {
     const int C = c.n_embd;
     vchunk_ = static_cast<int>(std::max<long long>(1, std::min<long long>(c.vocab_size, k_->limit() / (sizeof(float) * C))));
     put_rows(tok_, w.tok_emb, "the token embeddings");
-    if (w.lm_head.size()) put_rows(unemb_, w.lm_head, "the output embeddings");
+    if (!w.lm_head.empty()) put_rows(unemb_, w.lm_head, "the output embeddings");
     else unemb_.clear();
     if (c.arch == Arch::Gpt2) put(pos_, w.pos_emb, "the position embeddings");
     // Granite's logits × (1 / logits_scaling) folded into the final norm: (x̂·w + b)·s.
@@ -391,28 +403,31 @@ class GlBackend : public Backend {
       if ((dl.has_post_attn = lw.post_attn_norm.size() > 0)) put(dl.post_attn, Vec(lw.post_attn_norm * rs), "a norm");
       if ((dl.has_post_mlp = lw.post_mlp_norm.size() > 0)) put(dl.post_mlp, Vec(lw.post_mlp_norm * rs), "a norm");
       const float rs_attn = dl.has_post_attn ? 1.f : rs, rs_mlp = dl.has_post_mlp ? 1.f : rs;
-      Mat wqkv(lw.wq.rows(), lw.wq.cols() + lw.wk.cols() + lw.wv.cols());
-      wqkv << lw.wq, lw.wk, lw.wv;
+      Mat tq, tk, tv, to, tf, tu, td;
+      const Mat &wq = dense(lw.wq, tq), &wk = dense(lw.wk, tk), &wv = dense(lw.wv, tv), &wo = dense(lw.wo, to);
+      const Mat &w_fc = dense(lw.w_fc, tf), &w_up = dense(lw.w_up, tu), &w_down = dense(lw.w_down, td);
+      Mat wqkv(wq.rows(), wq.cols() + wk.cols() + wv.cols());
+      wqkv << wq, wk, wv;
       put(dl.wqkv, wqkv, "the q|k|v projection");
       dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
       if (dl.has_bqkv) {
         Vec b = Vec::Zero(wqkv.cols());
         if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
-        if (lw.bk.size()) b.segment(lw.wq.cols(), lw.bk.size()) = lw.bk;
-        if (lw.bv.size()) b.segment(lw.wq.cols() + lw.wk.cols(), lw.bv.size()) = lw.bv;
+        if (lw.bk.size()) b.segment(wq.cols(), lw.bk.size()) = lw.bk;
+        if (lw.bv.size()) b.segment(wq.cols() + wk.cols(), lw.bv.size()) = lw.bv;
         put(dl.bqkv, b, "the q|k|v bias");
       }
-      if (rs_attn == 1.f) put(dl.wo, lw.wo, "the output projection");
-      else put(dl.wo, Mat(lw.wo * rs_attn), "the output projection");
+      if (rs_attn == 1.f) put(dl.wo, wo, "the output projection");
+      else put(dl.wo, Mat(wo * rs_attn), "the output projection");
       if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, Vec(lw.bo * rs_attn), "the output projection bias");
       if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
       if (!gated_mlp(c)) {
-        put(dl.w_in, lw.w_fc, "the MLP");
+        put(dl.w_in, w_fc, "the MLP");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) put(dl.b_in, lw.b_fc, "the MLP bias");
       } else {
-        Mat gu(lw.w_fc.rows(), lw.w_fc.cols() + lw.w_up.cols());
-        gu << lw.w_fc, lw.w_up;
+        Mat gu(w_fc.rows(), w_fc.cols() + w_up.cols());
+        gu << w_fc, w_up;
         put(dl.w_in, gu, "the MLP gate|up projection");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) {
           Vec b = Vec::Zero(gu.cols());
@@ -420,8 +435,8 @@ class GlBackend : public Backend {
           put(dl.b_in, b, "the MLP bias");
         }
       }
-      if (rs_mlp == 1.f) put(dl.w_down, lw.w_down, "the MLP down projection");
-      else put(dl.w_down, Mat(lw.w_down * rs_mlp), "the MLP down projection");
+      if (rs_mlp == 1.f) put(dl.w_down, w_down, "the MLP down projection");
+      else put(dl.w_down, Mat(w_down * rs_mlp), "the MLP down projection");
       if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, Vec(lw.b_down * rs_mlp), "the MLP bias");
     }
     // New weights: nothing cached is valid.

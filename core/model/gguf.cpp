@@ -175,14 +175,6 @@ bool GgufValue::is_int() const {
 }
 bool GgufValue::is_float() const { return type == GgufValueType::F32 || type == GgufValueType::F64; }
 
-struct GgufFile::Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr && size) munmap(addr, size);
-  }
-};
-
 GgufFile GgufFile::open(const std::string& path) {
   // Non-blocking: a FIFO named x.gguf is refused below instead of waited on.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -194,19 +186,9 @@ GgufFile GgufFile::open(const std::string& path) {
   }
   GgufFile f;
   f.path_ = path;
-  f.map_ = std::make_shared<Mapping>();
   f.size_ = static_cast<uint64_t>(st.st_size);
-  if (f.size_ > 0) {
-    void* a = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (a == MAP_FAILED) {
-      ::close(fd);
-      throw Error("cannot map '" + path + "': " + std::strerror(errno));
-    }
-    f.map_->addr = a;
-    f.map_->size = f.size_;
-  }
-  ::close(fd);
-  f.base_ = static_cast<const uint8_t*>(f.map_->addr);
+  f.map_ = MappedFile::map(fd, f.size_, path);  // owns fd from here
+  f.base_ = f.map_->data();
   Cursor c(f.base_, f.size_, f.path_);
 
   // --- header

@@ -27,6 +27,8 @@
 
 namespace attnviz {
 
+class MappedFile;  // core/model/pages.h
+
 enum class GgufValueType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
   U64 = 10, I64 = 11, F64 = 12,
@@ -92,11 +94,12 @@ class GgufFile {
   // tensor does not hold the whole mapped file in memory on top of its float32 weights.
   // The bytes stay readable (they are read back from the file if touched again).
   void release(const GgufTensorInfo& t) const;
+  // The mapping the tensors' bytes lie in (weights used in place hold it).
+  const std::shared_ptr<const MappedFile>& mapping() const { return map_; }
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> map_;
+  std::shared_ptr<const MappedFile> map_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

@@ -31,7 +31,9 @@ Mat transposed(const float* src, int64_t rows, int64_t cols) {
 class GgufTensors {
  public:
   // `warnings` gets one line per tensor holding NaN or infinite values (as for safetensors).
-  GgufTensors(const GgufFile& f, std::vector<std::string>* warnings) : f_(f), warnings_(warnings) {}
+  // In WeightsMode::Stored, matrices stay in the file's mapping (stored(), table(), linear_w()).
+  GgufTensors(const GgufFile& f, std::vector<std::string>* warnings, WeightsMode mode)
+      : f_(f), warnings_(warnings), mode_(mode) {}
 
   bool has(const std::string& name) const { return f_.find(name) != nullptr; }
 
@@ -80,6 +82,45 @@ class GgufTensors {
         }
     return w;
   }
+  // The matrix stored (rows, cols), used where it lies. A block whose scale is NaN or
+  // infinite is an Error naming the tensor (a float tensor's non-finite values: a warning).
+  Weight stored(const std::string& name, int rows, int cols) const {
+    const GgufTensorInfo& t = info(name, {rows, cols});
+    const std::string where = "GGUF file '" + f_.path() + "': tensor '" + name + "'";
+    Weight w;
+    w.stored = StoredRows{t.type, f_.data(t), rows, cols, stored_row_bytes(t.type, cols, where), f_.mapping(),
+                          f_.path() + ": " + name};
+    int64_t first = -1;
+    const int64_t bad = count_non_finite(w.stored, &first);
+    if (bad && ggml_type_info(t.type).block_elems > 1)
+      throw Error(where + " has " + std::to_string(bad) + " block" + (bad == 1 ? "" : "s") + " of " +
+                  ggml_type_info(t.type).name + " with a NaN or infinite scale (the first: block " +
+                  std::to_string(first) + ")\n  HINT: the file is damaged; download or convert it again.");
+    if (bad && warnings_)
+      warnings_->push_back("tensor '" + excerpt(name) + "' holds " + std::to_string(bad) + " NaN or infinite value" +
+                           (bad == 1 ? "" : "s") + " (of " + std::to_string(t.numel) + "); its outputs will be NaN");
+    return w;
+  }
+  // An embedding table or unembedding (V, C): stored, or as float32.
+  Weight table(const std::string& name, int rows, int cols) const {
+    return mode_ == WeightsMode::Stored ? stored(name, rows, cols) : Weight(mat(name, rows, cols));
+  }
+  // A linear weight stored (out, in): kept so, or as float32 (in, out).
+  Weight linear_w(const std::string& name, int out, int in) const {
+    return mode_ == WeightsMode::Stored ? stored(name, out, in) : Weight(linear(name, out, in));
+  }
+  // A llama attn_q / attn_k weight: kept in llama.cpp's row order with the map back to
+  // Hugging Face's (see linear_unpermuted), or as float32 in Hugging Face's order.
+  Weight linear_unpermuted_w(const std::string& name, int heads, int d, int in) const {
+    if (mode_ != WeightsMode::Stored) return linear_unpermuted(name, heads, d, in);
+    Weight w = stored(name, heads * d, in);
+    auto rows = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(heads) * d);
+    for (int h = 0; h < heads; ++h)
+      for (int half = 0; half < 2; ++half)
+        for (int i = 0; i < d / 2; ++i) (*rows)[static_cast<size_t>(h * d + half * (d / 2) + i)] = h * d + 2 * i + half;
+    w.row_of_col = std::move(rows);
+    return w;
+  }
   Vec vec(const std::string& name, int n) const {
     auto v = get(name, {n});
     return Eigen::Map<Vec>(v.data(), n);
@@ -100,6 +141,7 @@ class GgufTensors {
   }
   const GgufFile& f_;
   std::vector<std::string>* warnings_;
+  WeightsMode mode_;
 };
 
 // A positive metadata integer that fits an int.
@@ -349,27 +391,27 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
 
 void load_gpt2(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
   const int C = c.n_embd, I = c.n_inner;
-  w.tok_emb = s.mat("token_embd.weight", c.vocab_size, C);
+  w.tok_emb = s.table("token_embd.weight", c.vocab_size, C);
   w.pos_emb = s.mat("position_embd.weight", c.n_ctx, C);
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
     l.norm1_w = s.vec(p + "attn_norm.weight", C);
     l.norm1_b = s.vec(p + "attn_norm.bias", C);
-    split_packed_qkv(s.linear(p + "attn_qkv.weight", 3 * C, C), s.vec(p + "attn_qkv.bias", 3 * C), l);
-    l.wo = s.linear(p + "attn_output.weight", C, C);
+    split_packed_qkv(s.linear_w(p + "attn_qkv.weight", 3 * C, C), s.vec(p + "attn_qkv.bias", 3 * C), l);
+    l.wo = s.linear_w(p + "attn_output.weight", C, C);
     l.bo = s.vec(p + "attn_output.bias", C);
     l.norm2_w = s.vec(p + "ffn_norm.weight", C);
     l.norm2_b = s.vec(p + "ffn_norm.bias", C);
-    l.w_fc = s.linear(p + "ffn_up.weight", I, C);
+    l.w_fc = s.linear_w(p + "ffn_up.weight", I, C);
     l.b_fc = s.vec(p + "ffn_up.bias", I);
-    l.w_down = s.linear(p + "ffn_down.weight", C, I);
+    l.w_down = s.linear_w(p + "ffn_down.weight", C, I);
     l.b_down = s.vec(p + "ffn_down.bias", C);
     w.layers.push_back(std::move(l));
   }
   w.normf_w = s.vec("output_norm.weight", C);
   w.normf_b = s.vec("output_norm.bias", C);
-  if (!c.tie_embeddings) w.lm_head = s.mat("output.weight", c.vocab_size, C);
+  if (!c.tie_embeddings) w.lm_head = s.table("output.weight", c.vocab_size, C);
 }
 
 
@@ -401,18 +443,18 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     const bool q = t.slot == Slot::Wq || t.slot == Slot::Bq, k = t.slot == Slot::Wk || t.slot == Slot::Bk;
     Vec v;
-    Mat m;
+    Weight m;
     if (t.shape.size() == 1) v = permuted && (q || k) ? s.vec_unpermuted(name, q ? H : KV, d) : s.vec(name, rows);
-    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.mat(name, rows, cols);  // (V, C) as stored
-    else if (permuted && (q || k)) m = s.linear_unpermuted(name, q ? H : KV, d, C);
-    else m = s.linear(name, rows, cols);  // stored (out, in) → (in, out)
+    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.table(name, rows, cols);  // (V, C)
+    else if (permuted && (q || k)) m = s.linear_unpermuted_w(name, q ? H : KV, d, C);
+    else m = s.linear_w(name, rows, cols);  // stored (out, in)
     place_decoder_tensor(c, t, std::move(m), std::move(v), w);
   }
 }
 
 }  // namespace
 
-void load_gguf_model(const GgufFile& f, Model& m) {
+void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
   const std::string arch = f.get_string("general.architecture");
   if (std::find(std::begin(kGgufArchs), std::end(kGgufArchs), arch) == std::end(kGgufArchs)) {
     std::string known;
@@ -424,13 +466,20 @@ void load_gguf_model(const GgufFile& f, Model& m) {
   if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
                 std::to_string(m.config.norm_eps));
-  // The weights are held as float32: refuse before converting when they cannot fit.
-  check_memory(4.0 * static_cast<double>(parameter_counts(m.config).total()), "the model in '" + excerpt(f.path(), kPathExcerptBytes) + "'",
-               "use a smaller model, or free memory.");
-  const GgufTensors s(f, &m.warnings);
+  // Refuse before reading when the weights cannot fit: in place, the file's tensors (they
+  // are all read); as float32, 4 bytes a parameter.
+  double tensor_bytes = 0;
+  for (const auto& t : f.tensors()) tensor_bytes += static_cast<double>(t.nbytes);
+  const bool f32 = opt.weights == WeightsMode::F32;
+  check_memory(f32 ? 4.0 * static_cast<double>(parameter_counts(m.config).total()) : tensor_bytes,
+               "the model in '" + excerpt(f.path(), kPathExcerptBytes) + "'" + (f32 ? " as float32" : ""),
+               f32 ? "drop --weights f32 to use the weights as the file stores them, or use a smaller model."
+                   : "use a smaller model or a smaller quantization, or free memory.");
+  const GgufTensors s(f, &m.warnings, opt.weights);
   if (m.config.arch == Arch::Gpt2) load_gpt2(m.config, s, m.weights);
   else load_llama(m.config, s, m.weights, f);
   m.format = "gguf";
+  if (m.weights.any_stored()) m.files.push_back(f.mapping());
   std::map<std::string, int> counts;
   for (const auto& t : f.tensors()) ++counts[ggml_type_info(t.type).name];
   m.set_stored_types(counts);

@@ -14,7 +14,9 @@
 //   gpt2   position_embd, attn_qkv (q | k | v rows), LayerNorm weights and biases,
 //          biases everywhere, {arch}.attention.layer_norm_epsilon.
 // A GGUF linear weight has ne = [in, out] (rows of `in` values, like HF's nn.Linear
-// (out, in)); it is transposed to attnviz's (in, out).
+// (out, in)). By default every matrix is used where it lies (Weight::stored, of any
+// supported type; reordered q/k rows are mapped back by Weight::row_of_col, not moved);
+// with WeightsMode::F32 it is converted and transposed to attnviz's float32 (in, out).
 #pragma once
 #include <string>
 
@@ -24,8 +26,9 @@ namespace attnviz {
 
 class GgufFile;
 
-// Fills m.config, m.weights, m.format, m.stored_types and m.gguf_tokenizer from `f`.
-// Throws attnviz::Error naming the key or tensor when something is missing or wrong.
-void load_gguf_model(const GgufFile& f, Model& m);
+// Fills m.config, m.weights, m.format, m.stored_types, m.files and m.gguf_tokenizer from
+// `f`. Throws attnviz::Error naming the key or tensor when something is missing or wrong,
+// or the estimate when the weights would not fit in memory.
+void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt = {});
 
 }  // namespace attnviz

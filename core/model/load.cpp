@@ -14,6 +14,7 @@
 #include "core/model/gguf.h"
 #include "core/model/gguf_model.h"
 #include "core/model/model.h"
+#include "core/model/pages.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
 
@@ -24,8 +25,9 @@ namespace {
 // Fetches tensors by Hugging Face name, checking shapes, and remembers which were used.
 class TensorSource {
  public:
-  TensorSource(const SafetensorsSet& f, std::string prefix, std::vector<std::string>* warnings = nullptr)
-      : f_(f), prefix_(std::move(prefix)), warnings_(warnings) {}
+  TensorSource(const SafetensorsSet& f, std::string prefix, std::vector<std::string>* warnings = nullptr,
+               WeightsMode mode = WeightsMode::F32)
+      : f_(f), prefix_(std::move(prefix)), warnings_(warnings), mode_(mode) {}
 
   // Reads `name` (prefix added) with exactly `shape`, as float32, into out (numel floats).
   void get_into(const std::string& name, const std::vector<int64_t>& shape, float* out) {
@@ -53,6 +55,30 @@ class TensorSource {
   Mat mat_t(const std::string& name, int out, int in) {  // nn.Linear (out, in) → (in, out)
     return mat(name, out, in).transpose();
   }
+  // A matrix stored (rows, cols) (an nn.Linear's (out, in), or a table (V, C)): an F16 or
+  // BF16 one kept where it lies in WeightsMode::Stored, otherwise as float32 (in, out) for
+  // a linear, (V, C) for a table.
+  Weight weight(const std::string& name, int rows, int cols, bool table) {
+    const TensorInfo* t = f_.find(prefix_ + name);
+    if (mode_ == WeightsMode::Stored && t && t->shape == std::vector<int64_t>{rows, cols} &&
+        (t->dtype == DType::F16 || t->dtype == DType::BF16)) {
+      const std::string full = prefix_ + name;
+      used_.insert(full);
+      const SafetensorsFile& file = f_.file_of(*t);
+      const GgmlType type = t->dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16;
+      Weight w;
+      w.stored = StoredRows{type, file.bytes(*t), rows, cols, int64_t{2} * cols, file.mapping(), file.path() + ": " + full};
+      if (warnings_)
+        if (const int64_t bad = count_non_finite(w.stored))
+          warnings_->push_back("tensor '" + excerpt(full) + "' holds " + std::to_string(bad) + " NaN or infinite value" +
+                               (bad == 1 ? "" : "s") + " (of " + std::to_string(t->numel()) + "); its outputs will be NaN");
+      files_.insert(file.mapping());
+      return w;
+    }
+    return table ? mat(name, rows, cols) : mat_t(name, rows, cols);
+  }
+  // The mappings that weights kept in place lie in.
+  const std::set<std::shared_ptr<const MappedFile>>& files() const { return files_; }
   Vec vec(const std::string& name, int n) {
     Vec v(n);
     get_into(name, {n}, v.data());
@@ -69,7 +95,9 @@ class TensorSource {
   const SafetensorsSet& f_;
   std::string prefix_;
   std::vector<std::string>* warnings_;
+  WeightsMode mode_;
   std::set<std::string> used_;
+  std::set<std::shared_ptr<const MappedFile>> files_;
 };
 
 void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
@@ -116,8 +144,9 @@ void text_model_names(const SafetensorsSet& f, std::string& prefix, std::string&
   }
 }
 
-void load_decoder(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
-  TensorSource s(f, "", &warnings);
+void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mode, Model& model) {
+  ModelWeights& w = model.weights;
+  TensorSource s(f, "", &model.warnings, mode);
   const int C = c.n_embd;
   checked_dim(c.n_head, c.head_size, "query width");
   checked_dim(c.n_kv_head, c.head_size, "key/value width");
@@ -130,18 +159,18 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w
   for (const DecoderTensor& t : decoder_tensors(c, prefix, lm_head)) {
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     Vec v;
-    Mat m;
+    Weight m;
     if (t.shape.size() == 1) v = s.vec(t.name, rows);
-    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.mat(t.name, rows, cols);  // (V, C) as stored
-    else m = s.mat_t(t.name, rows, cols);  // nn.Linear (out, in) → (in, out)
+    else m = s.weight(t.name, rows, cols, t.slot == Slot::TokEmb || t.slot == Slot::LmHead);
     if (slot_is_norm(t.slot) && c.norm_plus_one) v.array() += 1.f;  // Gemma: x·(1 + w)
     place_decoder_tensor(c, t, std::move(m), std::move(v), w);
   }
   const std::vector<std::string> unused = s.unused();
   size_t vision = 0;
   for (const std::string& n : unused) vision += n.rfind(prefix, 0) != 0 && n != lm_head;
+  model.files.assign(s.files().begin(), s.files().end());
   if (vision && prefix != "model.")
-    warnings.push_back(std::to_string(vision) + " tensors outside the text model (the vision tower) are not used");
+    model.warnings.push_back(std::to_string(vision) + " tensors outside the text model (the vision tower) are not used");
 }
 
 bool is_dir(const std::string& p) {
@@ -151,12 +180,12 @@ bool is_dir(const std::string& p) {
 
 }  // namespace
 
-std::shared_ptr<const Model> load_model(const std::string& spec) {
+std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptions& opt) {
   auto m = std::make_shared<Model>();
   m->name = spec;
   m->dir = resolve_model_dir(spec);
   if (!is_dir(m->dir) && looks_like_gguf(m->dir)) {
-    load_gguf_model(GgufFile::open(m->dir), *m);
+    load_gguf_model(GgufFile::open(m->dir), *m, opt);
     return m;
   }
   if (!is_dir(m->dir))
@@ -176,15 +205,22 @@ std::shared_ptr<const Model> load_model(const std::string& spec) {
     throw Error(excerpt(cfg_path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   m->config = parse_config(j, cfg_path);
-  // The weights are held as float32: refuse before allocating when they cannot fit.
-  check_memory(4.0 * static_cast<double>(parameter_counts(m->config).total()), "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
-               "use a smaller model, or free memory.");
   const auto f = SafetensorsSet::open_dir(m->dir);  // model.safetensors, or the shards of its index
+  // Refuse before reading when the weights cannot fit: float32 ones take 4 bytes a
+  // parameter, F16/BF16 matrices kept in place (not gpt2's, whose layout is transposed) 2.
+  const bool in_place = opt.weights == WeightsMode::Stored && m->config.arch != Arch::Gpt2;
+  double bytes = 0;
   std::map<std::string, int> types;
-  for (const auto& t : f.tensors()) ++types[dtype_name(t.dtype)];
+  for (const auto& t : f.tensors()) {
+    ++types[dtype_name(t.dtype)];
+    const bool half = t.dtype == DType::F16 || t.dtype == DType::BF16;
+    bytes += static_cast<double>(t.numel()) * (in_place && half && t.shape.size() == 2 ? 2.0 : 4.0);
+  }
+  check_memory(bytes, "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
+               "use a smaller model, or free memory.");
   m->set_stored_types(types);
   if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
-  else load_decoder(m->config, f, m->weights, m->warnings);
+  else load_decoder(m->config, f, in_place ? WeightsMode::Stored : WeightsMode::F32, *m);
   m->tokenizer = load_tokenizer(m->dir);
   if (m->tokenizer) check_tokenizer_fits(*m->tokenizer, m->config.vocab_size, tokenizer_file_in(m->dir));
   return m;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/pages.h"
 
 namespace attnviz {
 
@@ -17,26 +19,121 @@ void warn_if_not_finite(const std::string& name, const float* v, int64_t n, std:
                        (bad == 1 ? "" : "s") + " (of " + std::to_string(n) + "); its outputs will be NaN");
 }
 
+Weight Weight::columns(int64_t c0, int64_t n) const {
+  Weight w;
+  if (is_stored()) {
+    if (row_of_col) throw std::logic_error("Weight::columns of a reordered matrix");
+    w.stored = stored.slice(c0, n);
+  } else {
+    w.f32 = f32.middleCols(c0, n);
+  }
+  return w;
+}
+
+Mat Weight::table_f32() const {
+  if (!is_stored()) return f32;
+  Mat m(stored.rows, stored.cols);
+  stored.decode_rows(0, stored.rows, m.data(), stored.cols);
+  return m;
+}
+
+Mat Weight::linear_f32() const {
+  if (!is_stored()) return f32;
+  const int64_t out = stored.rows, in = stored.cols;
+  Mat m(in, out);
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t c = 0; c < out; ++c) {
+    stored.decode_row(row_of_col ? (*row_of_col)[static_cast<size_t>(c)] : c, row.data());
+    m.col(c) = Eigen::Map<const Eigen::VectorXf>(row.data(), in);
+  }
+  return m;
+}
+
+void Weight::table_row(int64_t r, float* dst) const {
+  if (is_stored()) stored.decode_row(r, dst);
+  else std::copy_n(&f32(r, 0), f32.cols(), dst);
+}
+
+namespace {
+// Calls f(name, weight) for every matrix of the model.
+template <class F>
+void each_matrix(ModelWeights& w, F f) {
+  f(w.tok_emb, true);
+  f(w.lm_head, true);
+  for (auto& l : w.layers)
+    for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down}) f(*m, false);
+}
+}  // namespace
+
+bool ModelWeights::any_stored() const {
+  bool any = false;
+  each_matrix(const_cast<ModelWeights&>(*this), [&](Weight& m, bool) { any = any || m.is_stored(); });
+  return any;
+}
+
+void ModelWeights::to_f32() {
+  each_matrix(*this, [](Weight& m, bool table) {
+    if (!m.is_stored()) return;
+    Weight f(table ? m.table_f32() : m.linear_f32());
+    m = std::move(f);
+  });
+}
+
 std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass) {
   std::vector<WeightSpan> out;
   auto add = [&](const auto& m) {
-    if (m.size()) out.push_back({m.data(), static_cast<long long>(m.size())});
+    if (m.size()) out.push_back({m.data(), static_cast<long long>(m.size() * sizeof(float)), static_cast<long long>(m.size())});
   };
-  if (!one_token_pass || !w.lm_head.size()) add(w.tok_emb);
+  auto add_w = [&](const Weight& m) {
+    if (m.is_stored()) out.push_back({m.stored.data, m.stored.bytes(), m.numel()});
+    else add(m.f32);
+  };
+  if (!one_token_pass || w.lm_head.empty()) add_w(w.tok_emb);
   if (!one_token_pass) add(w.pos_emb);
   for (const auto& l : w.layers) {
-    add(l.norm1_w), add(l.norm1_b), add(l.wq), add(l.wk), add(l.wv), add(l.bq), add(l.bk), add(l.bv);
-    add(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add(l.w_fc), add(l.b_fc), add(l.w_up);
-    add(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
+    add(l.norm1_w), add(l.norm1_b), add_w(l.wq), add_w(l.wk), add_w(l.wv), add(l.bq), add(l.bk), add(l.bv);
+    add_w(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add_w(l.w_fc), add(l.b_fc), add_w(l.w_up);
+    add_w(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
   }
-  add(w.normf_w), add(w.normf_b), add(w.lm_head);
+  add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
   return out;
 }
 
 long long Model::parameter_count() const {
   long long n = 0;
-  for (const WeightSpan& s : weight_spans(weights)) n += s.size;
+  for (const WeightSpan& s : weight_spans(weights)) n += s.numel;
   return n;
+}
+
+void Model::check_files() const {
+  for (const auto& f : files) f->check_size();
+}
+
+long long Model::weight_bytes() const {
+  long long n = 0;
+  for (const WeightSpan& s : weight_spans(weights)) n += s.bytes;
+  return n;
+}
+
+std::vector<std::pair<std::string, long long>> Model::held_types() const {
+  std::map<std::string, long long> bytes;
+  long long all = 0;
+  for (const WeightSpan& s : weight_spans(weights)) all += s.bytes;
+  each_matrix(const_cast<ModelWeights&>(weights), [&](Weight& m, bool) {
+    if (m.is_stored()) bytes[m.type_name()] += m.bytes();
+  });
+  long long stored = 0;
+  for (const auto& [k, v] : bytes) stored += v;
+  if (all > stored) bytes["F32"] += all - stored;
+  std::vector<std::pair<std::string, long long>> out(bytes.begin(), bytes.end());
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return out;
+}
+
+std::string Model::held_types_str() const {
+  std::string s;
+  for (const auto& [type, bytes] : held_types()) s += (s.empty() ? "" : ", ") + type + " " + format_bytes(static_cast<double>(bytes));
+  return s;
 }
 
 std::string Model::stored_types_str() const {
@@ -52,7 +149,7 @@ void Model::set_stored_types(const std::map<std::string, int>& counts) {
 }
 
 
-void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Mat m, Vec v, ModelWeights& w) {
+void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m, Vec v, ModelWeights& w) {
   const int Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size, I = c.n_inner;
   LayerWeights* l = t.layer >= 0 ? &w.layers.at(static_cast<size_t>(t.layer)) : nullptr;
   switch (t.slot) {
@@ -77,10 +174,10 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Mat m, V
     case Slot::Wup: l->w_up = std::move(m); break;
     case Slot::Wdown: l->w_down = std::move(m); break;
     case Slot::Wqkv:  // (C, Hd + 2·KVd): q columns, then k, then v
-      l->wq = m.leftCols(Hd), l->wk = m.middleCols(Hd, KVd), l->wv = m.rightCols(KVd);
+      l->wq = m.columns(0, Hd), l->wk = m.columns(Hd, KVd), l->wv = m.columns(Hd + KVd, KVd);
       break;
     case Slot::WgateUp:  // (C, 2·I): gate columns, then up
-      l->w_fc = m.leftCols(I), l->w_up = m.rightCols(I);
+      l->w_fc = m.columns(0, I), l->w_up = m.columns(I, I);
       break;
   }
 }
@@ -164,11 +261,11 @@ std::string gguf_tensor_name(Slot s, int layer) {
   return "";
 }
 
-void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l) {
-  const Eigen::Index C = qkv.rows();
-  l.wq = qkv.middleCols(0, C);
-  l.wk = qkv.middleCols(C, C);
-  l.wv = qkv.middleCols(2 * C, C);
+void split_packed_qkv(const Weight& qkv, const Vec& qkv_b, LayerWeights& l) {
+  const Eigen::Index C = qkv_b.size() / 3;
+  l.wq = qkv.columns(0, C);
+  l.wk = qkv.columns(C, C);
+  l.wv = qkv.columns(2 * C, C);
   l.bq = qkv_b.segment(0, C);
   l.bk = qkv_b.segment(C, C);
   l.bv = qkv_b.segment(2 * C, C);

@@ -1,8 +1,10 @@
 // Model weights as plain data, loaded from a Hugging Face directory
-// (config.json + model.safetensors [+ tokenizer.json]). All matrices are stored so that a
-// linear layer is y = x · W + b with x a row vector: W is (in, out), row-major. Hugging
-// Face nn.Linear weights (out, in) are transposed on load; GPT-2 Conv1D weights are
-// already (in, out). See core/model/config.h for the dimension letters.
+// (config.json + model.safetensors [+ tokenizer.json]) or a GGUF file. A linear layer is
+// y = x · W + b with x a row vector: W is (in, out). Held as float32, W is row-major (in,
+// out) (Hugging Face nn.Linear weights (out, in) are transposed on load; GPT-2 Conv1D
+// weights are already (in, out)); kept where the file stores it (a GGUF tensor of any type,
+// an F16/BF16 safetensors tensor), it is the file's (out, in) rows, used in place (Weight).
+// See core/model/config.h for the dimension letters.
 #pragma once
 #include <Eigen/Core>
 #include <map>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "core/model/config.h"
+#include "core/model/stored_rows.h"
 #include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
@@ -18,37 +21,67 @@ namespace attnviz {
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vec = Eigen::Matrix<float, 1, Eigen::Dynamic, Eigen::RowMajor>;  // row vector
 
+// A weight matrix, held as float32 in `f32` or where its file stores it in `stored`
+// (never both; empty when neither). For a linear layer f32 is W (in, out) and stored holds
+// Wᵀ, out rows of in values, as the file does; for an embedding table or the unembedding
+// both are (V, C). llama.cpp stores a llama model's q and k rows reordered: `row_of_col`
+// maps each output column (Hugging Face's order) to its stored row (null: the same order).
+struct Weight {
+  Mat f32;
+  StoredRows stored;
+  std::shared_ptr<const std::vector<int32_t>> row_of_col;  // (out) or null
+
+  Weight() = default;
+  Weight(Mat m) : f32(std::move(m)) {}  // NOLINT: a float32 matrix is a weight
+  bool is_stored() const { return !stored.empty(); }
+  bool empty() const { return !f32.size() && stored.empty(); }
+  int64_t numel() const { return is_stored() ? stored.rows * stored.cols : f32.size(); }
+  int64_t bytes() const { return is_stored() ? stored.bytes() : f32.size() * static_cast<int64_t>(sizeof(float)); }
+  const char* type_name() const { return is_stored() ? ggml_type_info(stored.type).name : "F32"; }
+  // A linear weight's output columns [c0, c0 + n): phi3's fused q | k | v and gate | up.
+  Weight columns(int64_t c0, int64_t n) const;
+  // As float32: a linear weight (in, out), a table (V, C) (copies f32, decodes stored).
+  Mat linear_f32() const;
+  Mat table_f32() const;
+  // Row r of a table (V, C) into dst[0, C): an embedding lookup.
+  void table_row(int64_t r, float* dst) const;
+};
+
 struct LayerWeights {
   Vec norm1_w, norm1_b;  // (C); norm1_b empty for RMSNorm; norm1_w empty when the block has
                          // no norm before attention (olmo2). RMSNorm weights are as applied:
                          // Gemma's files hold w for (1 + w), and 1 + w is held here.
-  Mat wq;                // (C, H*d)
-  Mat wk;                // (C, KV*d)
-  Mat wv;                // (C, KV*d)
+  Weight wq;             // (C, H*d)
+  Weight wk;             // (C, KV*d)
+  Weight wv;             // (C, KV*d)
   Vec bq, bk, bv;        // (H*d), (KV*d), (KV*d); empty when the model has none
-  Mat wo;                // (H*d, C)
+  Weight wo;             // (H*d, C)
   Vec bo;                // (C) or empty
   Vec norm2_w, norm2_b;  // (C); empty when the block has no norm before its MLP (olmo2)
   Vec q_norm, k_norm;    // QK-norm weights: (d) per head, or (H*d), (KV*d) whole; empty: none
   Vec post_attn_norm;    // (C) norm of the attention output before its add (gemma, olmo2) or empty
   Vec post_mlp_norm;     // (C) norm of the MLP output before its add (gemma, olmo2) or empty
-  Mat w_fc;              // (C, I)  gpt2 c_fc, llama gate_proj
+  Weight w_fc;           // (C, I)  gpt2 c_fc, llama gate_proj
   Vec b_fc;              // (I) or empty
-  Mat w_up;              // (C, I)  llama up_proj; empty for gpt2
-  Mat w_down;            // (I, C)  gpt2 mlp.c_proj, llama down_proj
+  Weight w_up;           // (C, I)  llama up_proj; empty for gpt2
+  Weight w_down;         // (I, C)  gpt2 mlp.c_proj, llama down_proj
   Vec b_down;            // (C) or empty
 };
 
 struct ModelWeights {
-  Mat tok_emb;  // (V, C)
-  Mat pos_emb;  // (n_ctx, C) gpt2 only
+  Weight tok_emb;  // (V, C)
+  Mat pos_emb;     // (n_ctx, C) gpt2 only
   std::vector<LayerWeights> layers;
   Vec normf_w, normf_b;  // (C)
-  Mat lm_head;  // (V, C); empty when tied to tok_emb
-  const Mat& unembedding() const { return lm_head.size() ? lm_head : tok_emb; }  // (V, C)
+  Weight lm_head;  // (V, C); empty when tied to tok_emb
+  const Weight& unembedding() const { return lm_head.empty() ? tok_emb : lm_head; }  // (V, C)
+  bool any_stored() const;  // some matrix is used where its file stores it
+  // Every stored matrix decoded to float32 (what the trainer and `--weights f32` need).
+  void to_f32();
 };
 
 struct GgufTokenizerData;  // core/tokenize/gguf_tokenizer.h
+class MappedFile;          // core/model/pages.h
 
 struct Model {
   std::string name;  // what the user passed: a directory, a FILE.gguf or builtin:NAME
@@ -64,13 +97,23 @@ struct Model {
   std::vector<std::string> warnings;
   std::string format = "safetensors";          // where the weights came from: "safetensors" or "gguf"
   // Element types as stored in the file with their tensor counts, most tensors first,
-  // e.g. {{"Q4_K", 192}, {"F32", 49}}. The weights in memory are float32 whatever these are.
+  // e.g. {{"Q4_K", 192}, {"F32", 49}}. held_types() says how they are held in memory.
   std::vector<std::pair<std::string, int>> stored_types;
   // A GGUF file's tokenizer metadata as plain data (null otherwise, or when it has none);
   // `tokenizer` runs it.
   std::shared_ptr<const GgufTokenizerData> gguf_tokenizer;
+  // The mapped files that stored weights lie in (empty when every weight is float32).
+  std::vector<std::shared_ptr<const MappedFile>> files;
+  // An Error naming the file when one of `files` has been truncated since it was opened:
+  // the backends call it before each pass, so a shrunken file is an error, not a SIGBUS.
+  void check_files() const;
   long long parameter_count() const;
-  long long weight_bytes() const { return parameter_count() * static_cast<long long>(sizeof(float)); }
+  // Bytes the weights take: float32 arrays plus the stored matrices' bytes in the mapped file.
+  long long weight_bytes() const;
+  // How the weights are held, by element type with their bytes, most bytes first:
+  // {{"Q4_K", 4.2e9}, {"Q6_K", 0.4e9}, {"F32", 1e6}}; "F32" counts every float32 array.
+  std::vector<std::pair<std::string, long long>> held_types() const;
+  std::string held_types_str() const;  // "Q4_K 4.2 GB, Q6_K 411 MB, F32 1 MB"
   std::string stored_types_str() const;  // "Q4_K 192 tensors, F32 49"
   void set_stored_types(const std::map<std::string, int>& counts);  // sorted into stored_types
 };
@@ -79,10 +122,11 @@ struct Model {
 // `warnings` when v[0, n) has any; the loaders (safetensors and GGUF) call it per tensor.
 void warn_if_not_finite(const std::string& name, const float* v, int64_t n, std::vector<std::string>& warnings);
 
-// One weight array as (pointer, number of floats).
+// One weight array as (pointer, bytes): float32 arrays and stored matrices alike.
 struct WeightSpan {
-  const float* data;
-  long long size;
+  const void* data;
+  long long bytes;
+  long long numel;  // its values
 };
 // Every weight array of the model. With `one_token_pass`: only what a pass over one new
 // token reads in full: all but the embedding rows it looks up (pos_emb, and tok_emb
@@ -93,7 +137,15 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass 
 // `spec` is a model directory, a GGUF file (core/model/gguf_model.h) or builtin:NAME
 // (defined in load.cpp, which includes the loaders). Throws attnviz::Error naming the file, the
 // tensor, the expected and the found shape when something is wrong.
-std::shared_ptr<const Model> load_model(const std::string& spec);
+// How load_model holds the weights: where the file stores them (the default: GGUF tensors of
+// every type, F16/BF16 safetensors; float32 safetensors are transposed into float32 as
+// before), or every matrix converted to float32 (`--weights f32`: the comparison
+// baseline, and what the trainer needs).
+enum class WeightsMode { Stored, F32 };
+struct LoadOptions {
+  WeightsMode weights = WeightsMode::Stored;
+};
+std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptions& opt = {});
 
 // Where one tensor of a llama-family checkpoint goes (decoder_tensors).
 enum class Slot {
@@ -122,7 +174,7 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
 // applied, biases) or a matrix in attnviz's layout (embeddings (V, C) as stored; linears
 // (in, out)). Phi-3's fused qkv (C, Hd + 2·KVd) and gate_up (C, 2·I) are split here. Both
 // loaders (safetensors, GGUF) read every tensor through this.
-void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Mat m, Vec v, ModelWeights& w);
+void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m, Vec v, ModelWeights& w);
 
 // llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one):
 // "blk.3.attn_q_norm.weight". The GGUF loader and writer both read it.
@@ -130,6 +182,6 @@ std::string gguf_tensor_name(Slot s, int layer);
 
 // GPT-2's packed attention input: qkv (C, 3C) = q | k | v side by side and its bias (3C)
 // into l.wq, l.wk, l.wv (C, C) and l.bq, l.bk, l.bv (C).
-void split_packed_qkv(const Mat& qkv, const Vec& qkv_b, LayerWeights& l);
+void split_packed_qkv(const Weight& qkv, const Vec& qkv_b, LayerWeights& l);
 
 }  // namespace attnviz

@@ -72,13 +72,6 @@ float bf16_to_float(uint16_t b) {
 
 // ---------------------------------------------------------------- reading
 
-struct SafetensorsFile::Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr && size) munmap(addr, size);
-  }
-};
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const std::string& why) -> Error {
@@ -94,19 +87,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   SafetensorsFile f;
   f.path_ = path;
-  f.map_ = std::make_shared<Mapping>();
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > 0) {
-    void* a = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (a == MAP_FAILED) {
-      ::close(fd);
-      throw Error("cannot map '" + path + "': " + std::strerror(errno));
-    }
-    f.map_->addr = a;
-    f.map_->size = size;
-  }
-  ::close(fd);
-  const auto* bytes = static_cast<const uint8_t*>(f.map_->addr);
+  f.map_ = MappedFile::map(fd, size, path);  // owns fd from here
+  const uint8_t* bytes = f.map_->data();
 
   if (size < 8) throw fail("truncated: " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
   uint64_t n = 0;
@@ -441,6 +424,11 @@ std::vector<float> SafetensorsSet::read_f32(const TensorInfo& t) const {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   read_f32_into(t, out.data());
   return out;
+}
+
+const SafetensorsFile& SafetensorsSet::file_of(const TensorInfo& t) const {
+  if (!find(t.name)) throw Error(path_ + ": no tensor '" + excerpt(t.name) + "'");
+  return files_[owner_.at(t.name)];
 }
 
 void SafetensorsSet::read_f32_into(const TensorInfo& t, float* out) const {

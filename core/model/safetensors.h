@@ -12,6 +12,8 @@
 
 namespace attnviz {
 
+class MappedFile;  // core/model/pages.h
+
 enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 
 const char* dtype_name(DType t);
@@ -44,11 +46,13 @@ class SafetensorsFile {
   void read_f32_into(const TensorInfo& t, float* out) const;
   // Values as int32 (I32 copied; I64/I16/I8/U8 converted with range check).
   std::vector<int32_t> read_i32(const TensorInfo& t) const;
+  // The tensor's bytes where they lie in the mapping, and the mapping (weights used in place hold it).
+  const uint8_t* bytes(const TensorInfo& t) const { return data_ + t.begin; }
+  const std::shared_ptr<const MappedFile>& mapping() const { return map_; }
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> map_;
+  std::shared_ptr<const MappedFile> map_;
   const uint8_t* data_ = nullptr;  // start of the data buffer
   uint64_t data_size_ = 0;
   std::vector<TensorInfo> tensors_;
@@ -70,6 +74,7 @@ class SafetensorsSet {
   const TensorInfo* find(const std::string& name) const;           // nullptr when absent
   std::vector<float> read_f32(const TensorInfo& t) const;           // t from find() or tensors()
   void read_f32_into(const TensorInfo& t, float* out) const;        // as SafetensorsFile's
+  const SafetensorsFile& file_of(const TensorInfo& t) const;        // the shard holding t
   const std::map<std::string, std::string>& metadata() const { return files_.front().metadata(); }
 
  private:

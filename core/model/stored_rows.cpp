@@ -2,6 +2,9 @@
 
 #include "core/error.h"
 
+#include <cmath>
+#include <cstring>
+
 namespace attnviz {
 
 StoredRows StoredRows::slice(int64_t r0, int64_t n) const {
@@ -15,6 +18,47 @@ void StoredRows::decode_row(int64_t r, float* dst) const { dequantize(type, data
 
 void StoredRows::decode_rows(int64_t r0, int64_t n, float* dst, int64_t ld) const {
   for (int64_t r = 0; r < n; ++r) decode_row(r0 + r, dst + r * ld);
+}
+
+namespace {
+bool finite_half(const uint8_t* p) { return ((p[1] & 0x7C) != 0x7C); }        // exponent not all ones
+bool finite_bf16(const uint8_t* p) { return ((p[1] & 0x7F) != 0x7F) || !(p[0] & 0x80); }
+}  // namespace
+
+int64_t count_non_finite(const StoredRows& w, int64_t* first) {
+  const GgmlTypeInfo& t = ggml_type_info(w.type);
+  // Offsets of a block's fp16 scale fields (−1: none).
+  int a = 0, b = -1;
+  switch (w.type) {
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: b = 2; break;
+    case GgmlType::Q2_K: a = 80, b = 82; break;
+    case GgmlType::Q3_K: a = 108; break;
+    case GgmlType::Q6_K: a = 208; break;
+    default: break;
+  }
+  int64_t bad = 0, at = -1;
+  const int64_t per_row = w.cols / t.block_elems;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const uint8_t* row = w.data + r * w.row_bytes;
+    for (int64_t i = 0; i < per_row; ++i) {
+      const uint8_t* p = row + i * t.block_bytes;
+      bool ok;
+      switch (w.type) {
+        case GgmlType::F32: {
+          float v;
+          std::memcpy(&v, p, 4);
+          ok = std::isfinite(v);
+          break;
+        }
+        case GgmlType::F16: ok = finite_half(p); break;
+        case GgmlType::BF16: ok = finite_bf16(p); break;
+        default: ok = finite_half(p + a) && (b < 0 || finite_half(p + b));
+      }
+      if (!ok && bad++ == 0) at = r * per_row + i;
+    }
+  }
+  if (first) *first = at;
+  return bad;
 }
 
 int64_t stored_row_bytes(GgmlType type, int64_t cols, const std::string& what) {

@@ -36,6 +36,11 @@ struct StoredRows {
   void decode_rows(int64_t r0, int64_t n, float* dst, int64_t ld) const;
 };
 
+// Values that are NaN or infinite. Block types: the blocks whose scale (d, and the min or
+// dmin where the type has one) is; float types (F32, F16, BF16): the values. `first` gets
+// the first one's index (block or value), −1 when there is none.
+int64_t count_non_finite(const StoredRows& w, int64_t* first = nullptr);
+
 // The row layout of `type` for rows of `cols` values: row_bytes, or an Error naming `what`
 // when cols is not a whole number of blocks or the type cannot be used in place.
 int64_t stored_row_bytes(GgmlType type, int64_t cols, const std::string& what);

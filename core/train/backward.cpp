@@ -39,21 +39,31 @@ Params<S> zeros_like(const Params<S>& p) {
   return z;
 }
 
+// A layer field as a dense float32 array: a Vec as it is, a Weight's float32 matrix
+// (params_from_weights decodes stored ones first).
+const Vec& dense(const Vec& v) { return v; }
+const Mat& dense(const Weight& w) { return w.f32; }
+
 template <class S>
 Params<S> params_from_weights(const ModelWeights& w) {
+  if (w.any_stored()) {  // the trainer updates float32 weights in place
+    ModelWeights f = w;
+    f.to_f32();
+    return params_from_weights<S>(f);
+  }
   Params<S> p;
-  p.tok_emb = w.tok_emb.cast<S>();
+  p.tok_emb = w.tok_emb.f32.cast<S>();
   p.pos_emb = w.pos_emb.cast<S>();
   for (const auto& lw : w.layers) {
     LayerParams<S> lp;
-#define X(f) lp.f = lw.f.template cast<S>();
+#define X(f) lp.f = dense(lw.f).template cast<S>();
     ATTNVIZ_LAYER_FIELDS(X)
 #undef X
     p.layers.push_back(std::move(lp));
   }
   p.normf_w = w.normf_w.cast<S>();
   p.normf_b = w.normf_b.cast<S>();
-  p.lm_head = w.lm_head.cast<S>();
+  p.lm_head = w.lm_head.f32.cast<S>();
   return p;
 }
 
