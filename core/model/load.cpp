@@ -205,10 +205,13 @@ std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptio
     throw Error(excerpt(cfg_path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
   }
   m->config = parse_config(j, cfg_path);
-  const auto f = SafetensorsSet::open_dir(m->dir);  // model.safetensors, or the shards of its index
   // Refuse before reading when the weights cannot fit: float32 ones take 4 bytes a
   // parameter, F16/BF16 matrices kept in place (not gpt2's, whose layout is transposed) 2.
+  // First from config.json's sizes (at least 2 bytes a parameter), then from the tensors.
   const bool in_place = opt.weights == WeightsMode::Stored && m->config.arch != Arch::Gpt2;
+  check_memory((in_place ? 2.0 : 4.0) * static_cast<double>(parameter_counts(m->config).total()),
+               "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'", "use a smaller model, or free memory.");
+  const auto f = SafetensorsSet::open_dir(m->dir);  // model.safetensors, or the shards of its index
   double bytes = 0;
   std::map<std::string, int> types;
   for (const auto& t : f.tensors()) {
