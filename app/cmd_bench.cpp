@@ -1,5 +1,7 @@
 #include <omp.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +56,27 @@ double read_weights_once(const std::vector<WeightSpan>& spans) {
     total += s;
   }
   return static_cast<double>(total);
+}
+
+// Bytes of the spans that are in memory now: float32 arrays are, a mapped file's pages are
+// when they have been read (mincore).
+double resident_bytes(const std::vector<WeightSpan>& spans) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  double total = 0;
+  std::vector<unsigned char> in;
+  for (const WeightSpan& s : spans) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(s.data) / page * page;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(s.data) + static_cast<uintptr_t>(s.bytes);
+    in.resize((b - a + page - 1) / page);
+    if (in.empty() || mincore(reinterpret_cast<void*>(a), b - a, in.data()) != 0) {
+      total += static_cast<double>(s.bytes);  // heap memory (mincore refuses non-mapped ranges on some kernels)
+      continue;
+    }
+    double pages = 0;
+    for (unsigned char c : in) pages += c & 1;
+    total += std::min(static_cast<double>(s.bytes), pages * static_cast<double>(page));
+  }
+  return total;
 }
 
 struct BenchOptions {
@@ -147,6 +170,8 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"weights_mb", weight_bytes / 1e6},
                             {"weights", engine.model().weights.any_stored() ? "stored" : "f32"},
                             {"weights_held", engine.model().held_types_str()},
+                            {"weights_types", engine.model().held_tensor_counts()},
+                            {"weights_resident_mb", resident_bytes(weight_spans(engine.model().weights)) / 1e6},
                             {"stored_kernel", stored_kernel_name()},
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);

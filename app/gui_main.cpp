@@ -109,6 +109,10 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
       ->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out"}));
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
+  cli.add_option_function<std::string>(
+         "--weights", [&opt](const std::string& w) { opt.f32_weights = w == "f32"; },
+         "stored (default: matrices used where the file stores them) or f32 (converted to float32 on load)")
+      ->check(CLI::IsMember({"stored", "f32"}));
   cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
   cli.add_option("--ablate", shot.ablate, "heads to start with switched off, layer:head pairs, e.g. 1:4,1:7");
   cli.add_option("--ablate-mode", shot.ablate_mode, "zero (default) or mean");

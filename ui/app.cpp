@@ -159,6 +159,7 @@ void App::post_if_changed() {
   Request r;
   r.model_spec = state_.model_spec;
   r.backend = state_.backend;
+  r.f32_weights = opt_.f32_weights;
   r.text = state_.text;
   r.block_size = state_.block_size;
   if ((r.model = training_->shown_model())) r.model_spec = r.model->name;  // the weights as they learn

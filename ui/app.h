@@ -39,6 +39,7 @@ struct AppOptions {
   int layer = -1, head = -1;  // -1: keep the saved selection
   std::string stage;         // "probs", "scores", ...; "" keeps
   std::string backend;       // "" keeps
+  bool f32_weights = false;  // --weights f32: convert every matrix to float32 on load
   int block_size = 0;        // 0 keeps
   bool presentation = false;
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini

@@ -121,13 +121,16 @@ void Worker::handle(const Request& r, uint64_t serial) {
   };
 
   // 1. The model and backend: reload only when they change (or the last load failed).
-  if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_ ||
+  if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_ || r.f32_weights != engine_f32_ ||
       (r.model && r.model != engine_->model_ptr())) {
     try {
       const auto t0 = std::chrono::steady_clock::now();
-      std::shared_ptr<const Model> model = r.model                                          ? r.model
-                                           : engine_ && r.model_spec == engine_model_ ? engine_->model_ptr()
-                                                                                      : load_model(r.model_spec);
+      LoadOptions opt;
+      if (r.f32_weights) opt.weights = WeightsMode::F32;
+      const bool same_spec = engine_ && r.model_spec == engine_model_ && r.f32_weights == engine_f32_;
+      std::shared_ptr<const Model> model = r.model    ? r.model
+                                           : same_spec ? engine_->model_ptr()
+                                                       : load_model(r.model_spec, opt);
       std::string note;
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();
@@ -136,6 +139,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       clean_engine_.reset();
       engine_model_ = r.model_spec;
       engine_backend_ = r.backend;
+      engine_f32_ = r.f32_weights;
       backend_note_ = note;
       if (!same_model) {
         random_weights_ = has_random_weights(*model);

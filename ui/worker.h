@@ -24,6 +24,7 @@ namespace attnviz::ui {
 struct Request {
   std::string model_spec;       // directory or builtin:NAME
   std::string backend = "cpu";  // "cpu" or "gpu"
+  bool f32_weights = false;     // --weights f32: every matrix converted on load (LoadOptions)
   std::string text;
   int block_size = 0;           // 0 or out of range: the model's context
   // A model already in memory (the Training panel's weights as they learn): used instead of
@@ -31,7 +32,8 @@ struct Request {
   std::shared_ptr<const Model> model;
   Ablation ablation;            // heads whose output is replaced (none: the plain model)
   bool operator==(const Request& o) const {
-    return model_spec == o.model_spec && backend == o.backend && text == o.text && block_size == o.block_size &&
+    return model_spec == o.model_spec && backend == o.backend && f32_weights == o.f32_weights && text == o.text &&
+           block_size == o.block_size &&
            model == o.model && ablation == o.ablation;
   }
   bool operator!=(const Request& o) const { return !(*this == o); }
@@ -123,6 +125,7 @@ class Worker {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Engine> clean_engine_;  // the same model without ablation, made when one is asked for
   std::string engine_model_, engine_backend_;
+  bool engine_f32_ = false;  // the loaded model's weights were converted to float32
   std::string backend_note_;
   bool random_weights_ = false;
   EncodeCache encode_cache_;  // the last text's tokens, for incremental re-tokenization

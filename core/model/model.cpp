@@ -130,6 +130,17 @@ std::vector<std::pair<std::string, long long>> Model::held_types() const {
   return out;
 }
 
+std::map<std::string, int> Model::held_tensor_counts() const {
+  std::map<std::string, int> n;
+  int stored = 0;
+  each_matrix(const_cast<ModelWeights&>(weights), [&](Weight& m, bool) {
+    if (m.is_stored()) ++n[m.type_name()], ++stored;
+  });
+  const int all = static_cast<int>(weight_spans(weights).size());
+  if (all > stored) n["F32"] += all - stored;
+  return n;
+}
+
 std::string Model::held_types_str() const {
   std::string s;
   for (const auto& [type, bytes] : held_types()) s += (s.empty() ? "" : ", ") + type + " " + format_bytes(static_cast<double>(bytes));

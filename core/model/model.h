@@ -114,6 +114,8 @@ struct Model {
   // {{"Q4_K", 4.2e9}, {"Q6_K", 0.4e9}, {"F32", 1e6}}; "F32" counts every float32 array.
   std::vector<std::pair<std::string, long long>> held_types() const;
   std::string held_types_str() const;  // "Q4_K 4.2 GB, Q6_K 411 MB, F32 1 MB"
+  // The weight arrays by the type they are held in: {{"Q4_K", 193}, {"F32", 49}}.
+  std::map<std::string, int> held_tensor_counts() const;
   std::string stored_types_str() const;  // "Q4_K 192 tensors, F32 49"
   void set_stored_types(const std::map<std::string, int>& counts);  // sorted into stored_types
 };
