@@ -3,35 +3,184 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "core/engine/ops.h"
+#include "core/engine/stored_kernels.h"
 
 namespace attnviz {
 
-// Portable first version: each weight row decoded into a row buffer, then dotted with every
-// row of x. (The vectorised kernels replace this.)
-void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
-                    int64_t n) {
-  if (n < 0) n = w.rows - r0;
-  const int64_t K = w.cols;
-#pragma omp parallel if (n * K > (1 << 18) && !omp_in_parallel())
+namespace {
+
+using stored::Kernels;
+
+// Products smaller than this many weights (rows · cols) stay on the calling thread: waking
+// the team costs more than it saves (the tiny 64-wide models' products are a few thousand).
+constexpr int64_t kSplitWeights = int64_t{1} << 18;
+
+// ---------------------------------------------------------------- the kernel family
+
+bool cpu_supports(const char* name) {
+  if (std::strcmp(name, "portable") == 0) return true;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (std::strcmp(name, "avx2") == 0) return avx2;
+  if (std::strcmp(name, "avx512") == 0) return avx2 && __builtin_cpu_supports("avx512f");
+#endif
+  return false;
+}
+
+// The family called `name` when this CPU can run it, else nullptr.
+const Kernels* family(const char* name) {
+  if (!cpu_supports(name)) return nullptr;
+#if defined(__x86_64__)
+  if (std::strcmp(name, "avx512") == 0) return &stored::avx512_kernels();
+  if (std::strcmp(name, "avx2") == 0) return &stored::avx2_kernels();
+#endif
+  return &stored::portable_kernels();
+}
+
+const Kernels* best_family() {
+  for (const char* name : {"avx512", "avx2"})
+    if (const Kernels* k = family(name)) return k;
+  return &stored::portable_kernels();
+}
+
+// At first use: ATTNVIZ_STORED_KERNEL when it names a family this CPU runs, else the best.
+const Kernels* initial_family() {
+  const char* env = std::getenv("ATTNVIZ_STORED_KERNEL");
+  if (env && *env) {
+    if (const Kernels* k = family(env)) return k;
+    std::fprintf(stderr,
+                 "attnviz: ATTNVIZ_STORED_KERNEL=%s is not a kernel family this CPU runs (avx512, avx2, "
+                 "portable); using %s\n",
+                 env, best_family()->name);
+  }
+  return best_family();
+}
+
+std::atomic<const Kernels*> g_forced{nullptr};  // set_stored_kernel's choice
+
+const Kernels& kernels() {
+  if (const Kernels* k = g_forced.load(std::memory_order_relaxed)) return *k;
+  static const Kernels* const first = initial_family();
+  return *first;
+}
+
+// ---------------------------------------------------------------- the two schemes
+
+// Few rows of x: the weight rows split over the team in contiguous ranges, each thread
+// running the family's matvec on its range, kMatvecRows rows of x at a time.
+void product_matvec(const Kernels& k, const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y,
+                    int64_t ldy, int64_t r0, int64_t n) {
+  const int64_t K = w.cols, rb = w.row_bytes;
+  const uint8_t* rows = w.data + r0 * rb;
+  auto run = [&](int64_t a, int64_t b) {
+    for (int64_t i = 0; i < M; i += stored::kMatvecRows)
+      k.matvec(w.type, rows + a * rb, rb, b - a, K, x + i * ldx, ldx,
+               static_cast<int>(std::min<int64_t>(stored::kMatvecRows, M - i)), y + i * ldy + a, ldy);
+  };
+  const int team = (n * K >= kSplitWeights && !omp_in_parallel()) ? omp_get_max_threads() : 1;
+  if (team <= 1) return run(0, n);
+#pragma omp parallel num_threads(team)
   {
-    std::vector<float> row(static_cast<size_t>(K));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      w.decode_row(r0 + r, row.data());
-      for (int64_t i = 0; i < M; ++i) {
-        const float* xi = x + i * ldx;
-        float s = 0.f;
-        for (int64_t k = 0; k < K; ++k) s += xi[k] * row[static_cast<size_t>(k)];
-        y[i * ldy + r] = s;
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t per = ((n + nt - 1) / nt + 3) / 4 * 4;  // whole groups of 4 rows
+    const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
+    if (a < b) run(a, b);
+  }
+}
+
+// Many rows of x: panels of weight rows decoded into a float32 buffer and multiplied by x
+// with gemm_bt. TODO(measure): which of the two parallel schemes.
+int64_t panel_rows(int64_t K, int64_t n, int64_t bytes) {
+  const int64_t p = std::max<int64_t>(16, bytes / (4 * std::max<int64_t>(K, 1)) / 16 * 16);
+  return std::min(p, n);
+}
+
+std::vector<float>& panel_buffer(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf;
+}
+
+void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y,
+                    int64_t ldy, int64_t r0, int64_t n) {
+  const int64_t K = w.cols, rb = w.row_bytes;
+  const uint8_t* rows = w.data + r0 * rb;
+  if (w.type == GgmlType::F32) {  // the rows are the product's operand already
+    gemm_bt(x, M, K, ldx, reinterpret_cast<const float*>(rows), n, rb / 4, y, ldy);
+    return;
+  }
+  const bool split = n * K >= kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
+  static const char* scheme_env = std::getenv("ATTNVIZ_PANEL_SCHEME");
+  static const int64_t panel_bytes = std::getenv("ATTNVIZ_PANEL_BYTES") ? std::atoll(std::getenv("ATTNVIZ_PANEL_BYTES")) : (1 << 20);
+  const bool per_thread = scheme_env && scheme_env[0] == 'B';
+  const int64_t P = panel_rows(K, n, panel_bytes);
+  if (!per_thread) {
+    // A: one panel at a time, decoded by the team, multiplied by the (multi-threaded) gemm.
+    std::vector<float>& buf = panel_buffer(static_cast<size_t>(P * K));
+    for (int64_t p = 0; p < n; p += P) {
+      const int64_t pn = std::min(P, n - p);
+      if (split) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < pn; ++r) k.decode(w.type, rows + (p + r) * rb, rb, 1, K, buf.data() + r * K, K);
+      } else {
+        k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
+      }
+      gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
+    }
+  } else {
+    // B: each thread decodes its own panels and multiplies them single-threaded.
+#pragma omp parallel if (split)
+    {
+      std::vector<float>& buf = panel_buffer(static_cast<size_t>(P * K));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t p = 0; p < n; p += P) {
+        const int64_t pn = std::min(P, n - p);
+        k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
+        gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
       }
     }
   }
 }
 
-const char* stored_kernel_name() { return "portable"; }
+}  // namespace
 
-bool set_stored_kernel(const char* name) { return name && (!*name || std::strcmp(name, "portable") == 0); }
+void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
+                    int64_t n) {
+  if (n < 0) n = w.rows - r0;
+  if (M <= 0 || n <= 0) return;
+  if (!ggml_type_info(w.type).supported())
+    throw std::logic_error("stored_product: " + w.origin + ": type " + ggml_type_info(w.type).name +
+                           " cannot be used in place");
+  if (w.cols == 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.f);
+    return;
+  }
+  const Kernels& k = kernels();
+  if (M <= stored::kMatvecRows)
+    product_matvec(k, x, M, ldx, w, y, ldy, r0, n);
+  else
+    product_panels(k, x, M, ldx, w, y, ldy, r0, n);
+}
+
+const char* stored_kernel_name() { return kernels().name; }
+
+bool set_stored_kernel(const char* name) {
+  if (!name) return false;
+  const Kernels* k = *name ? family(name) : best_family();
+  if (!k) return false;
+  g_forced.store(k, std::memory_order_relaxed);
+  return true;
+}
 
 }  // namespace attnviz

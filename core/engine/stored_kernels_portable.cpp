@@ -1,0 +1,167 @@
+// The portable kernel family: plain C++ on arrays of 8 lanes, which the compiler vectorises
+// for whatever the build targets (SSE2 on any x86-64, NEON on ARM). The fallback on CPUs
+// without AVX2 and on other architectures.
+#include <cstdint>
+#include <cstring>
+
+#include "core/engine/stored_kernels.h"
+#include "core/engine/stored_kernels_impl.h"
+
+namespace attnviz::stored {
+namespace {
+
+struct Portable {
+  static constexpr int W = 8;
+  struct F {
+    float v[W];
+  };
+  struct I {
+    int32_t v[W];
+  };
+
+  static F zero() { return set1(0.f); }
+  static F set1(float a) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a;
+    return r;
+  }
+  static F loadu(const float* p) {
+    F r;
+    std::memcpy(r.v, p, sizeof r.v);
+    return r;
+  }
+  static void storeu(float* p, const F& a) { std::memcpy(p, a.v, sizeof a.v); }
+  static F mul(const F& a, const F& b) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l];
+    return r;
+  }
+  // a·b ± c for a decoded weight: the product is exact (stored_kernels_impl.h), the sum rounds.
+  static F mul_add(const F& a, const F& b, const F& c) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
+    return r;
+  }
+  static F mul_sub(const F& a, const F& b, const F& c) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] - c.v[l];
+    return r;
+  }
+  // a·b + c: the sums of x·w.
+  static F fma(const F& a, const F& b, const F& c) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
+    return r;
+  }
+  static float hsum(const F& a) {
+    float s = 0.f;
+    for (int l = 0; l < W; ++l) s += a.v[l];
+    return s;
+  }
+
+  static I u8(const uint8_t* p) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = p[l];
+    return r;
+  }
+  static I i8(const uint8_t* p) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int8_t>(p[l]);
+    return r;
+  }
+  static I set1i(int32_t a) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = a;
+    return r;
+  }
+  static I iota() {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = l;
+    return r;
+  }
+  static I and_(const I& a, int32_t k) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] & k;
+    return r;
+  }
+  static I or_(const I& a, const I& b) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] | b.v[l];
+    return r;
+  }
+  static I add_i(const I& a, int32_t k) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] + k;
+    return r;
+  }
+  static I sub_i(const I& a, int32_t k) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] - k;
+    return r;
+  }
+  // Shifts as unsigned 32-bit lanes (the operands are bit fields).
+  static I srl(const I& a, int n) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) >> n);
+    return r;
+  }
+  static I sll(const I& a, int n) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) << n);
+    return r;
+  }
+  static I srlv(const I& a, const I& n) {
+    I r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) >> n.v[l]);
+    return r;
+  }
+  static F cvt(const I& a) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<float>(a.v[l]);
+    return r;
+  }
+
+  // fp16 → float by its bits, exact like half_to_float (core/model/safetensors.h).
+  static float h2f(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {  // zero or subnormal: mant · 2^−24, exact in float
+      const float v = static_cast<float>(mant) * 0x1p-24f;
+      std::memcpy(&bits, &v, 4);
+      bits |= sign;
+    } else if (exp == 31) {  // inf / nan
+      bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+      bits = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static F f16(const uint8_t* p) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = h2f(load_u16(p + 2 * l));
+    return r;
+  }
+  static F bf16(const uint8_t* p) {
+    F r;
+    for (int l = 0; l < W; ++l) {
+      const uint32_t bits = static_cast<uint32_t>(load_u16(p + 2 * l)) << 16;
+      std::memcpy(&r.v[l], &bits, 4);
+    }
+    return r;
+  }
+  static F f32(const uint8_t* p) {
+    F r;
+    std::memcpy(r.v, p, sizeof r.v);
+    return r;
+  }
+};
+
+const Kernels kPortable = {"portable", matvec<Portable>, decode<Portable>};
+
+}  // namespace
+
+const Kernels& portable_kernels() { return kPortable; }
+
+}  // namespace attnviz::stored
