@@ -1,0 +1,188 @@
+// Products that read weights where they lie (core/engine/stored_product.h), on a 4096×4096
+// weight matrix (rows × cols) of random valid blocks of each type:
+//   Matvec/TYPE   y (1, 4096) = x (1, 4096) · Wᵀ: appending a token. bytes_per_second counts
+//                 the weight bytes read (the matrix's size in its type).
+//   Full/TYPE     y (512, 4096) = x (512, 4096) · Wᵀ: a full pass. GFLOP/s = 2·M·N·K / time.
+//   *_gemm_bt_f32 the same products with a float32 matrix through gemm_bt (core/engine/ops.h).
+//   ReadBandwidth summing a float array of the Q4_K matrix's size and of 512 MiB on the
+//                 team: the memory speed the matvec is up against.
+// The kernel family is the CPU's best unless ATTNVIZ_STORED_KERNEL says (avx512, avx2,
+// portable); its name is each line's label. Threads: OMP_NUM_THREADS.
+//
+//   OMP_NUM_THREADS=2 ATTNVIZ_STORED_KERNEL=avx2 build/bench/attnviz_bench_stored
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
+#include "core/model/gguf_quant.h"
+#include "core/model/stored_rows.h"
+
+namespace attnviz {
+namespace {
+
+constexpr int64_t kRows = 4096, kCols = 4096, kFullM = 512;
+
+// The byte offsets of a block's fp16 fields (scales and mins).
+std::vector<int> half_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+// A kRows × kCols matrix of type t: random bytes with finite fp16 fields (values of about
+// ±0.01..1 for the float types), made once per type.
+const StoredRows& weights(GgmlType t) {
+  static std::map<GgmlType, StoredRows> cache;
+  StoredRows& w = cache[t];
+  if (!w.empty()) return w;
+  std::mt19937 rng(static_cast<unsigned>(t) + 1);
+  std::uniform_int_distribution<int> byte(0, 255), mant(0, 1023), sign(0, 1), exp16(9, 14);
+  auto half = [&] { return static_cast<uint16_t>(sign(rng) << 15 | exp16(rng) << 10 | mant(rng)); };
+  w.type = t;
+  w.rows = kRows;
+  w.cols = kCols;
+  w.row_bytes = stored_row_bytes(t, kCols, "bench");
+  auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.bytes()));
+  std::vector<uint8_t>& b = *bytes;
+  if (t == GgmlType::F32) {
+    std::normal_distribution<float> nd(0.f, 0.1f);
+    for (size_t i = 0; i < b.size(); i += 4) {
+      const float v = nd(rng);
+      std::memcpy(&b[i], &v, 4);
+    }
+  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
+    for (size_t i = 0; i < b.size(); i += 2) {
+      uint16_t h = half();
+      if (t == GgmlType::BF16) {  // the same value's upper half as bfloat16
+        const uint32_t e = (h >> 10) & 31, bits = (h & 0x8000u) << 16 | (e + 112) << 23 | (h & 0x3ffu) << 13;
+        h = static_cast<uint16_t>(bits >> 16);
+      }
+      b[i] = h & 0xff;
+      b[i + 1] = h >> 8;
+    }
+  } else {
+    for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));
+    for (size_t blk = 0; blk < b.size(); blk += ggml_type_info(t).block_bytes)
+      for (int at : half_fields(t)) {
+        const uint16_t h = half();
+        b[blk + at] = h & 0xff;
+        b[blk + at + 1] = h >> 8;
+      }
+  }
+  w.data = b.data();
+  w.keep = bytes;
+  w.origin = std::string("bench ") + ggml_type_info(t).name;
+  return w;
+}
+
+std::vector<float> random_floats(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = nd(rng);
+  return v;
+}
+
+// The kRows × kCols float32 matrix of weights(F32), for the gemm_bt baselines.
+const float* f32_matrix() { return reinterpret_cast<const float*>(weights(GgmlType::F32).data); }
+
+void BM_Matvec(benchmark::State& st, GgmlType t) {
+  const StoredRows& w = weights(t);
+  const std::vector<float> x = random_floats(kCols, 1);
+  std::vector<float> y(kRows);
+  for (auto _ : st) {
+    stored_product(x.data(), 1, kCols, w, y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * w.bytes());
+  st.SetLabel(stored_kernel_name());
+}
+
+void BM_Full(benchmark::State& st, GgmlType t) {
+  const StoredRows& w = weights(t);
+  const std::vector<float> x = random_floats(kFullM * kCols, 2);
+  std::vector<float> y(static_cast<size_t>(kFullM * kRows));
+  for (auto _ : st) {
+    stored_product(x.data(), kFullM, kCols, w, y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * kFullM * kRows * kCols, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(stored_kernel_name());
+}
+
+void BM_Matvec_gemm_bt_f32(benchmark::State& st) {
+  const float* w = f32_matrix();
+  const std::vector<float> x = random_floats(kCols, 1);
+  std::vector<float> y(kRows);
+  for (auto _ : st) {
+    gemm_bt(x.data(), 1, kCols, kCols, w, kRows, kCols, y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * kRows * kCols * 4);
+  st.SetLabel(blas_name());
+}
+
+void BM_Full_gemm_bt_f32(benchmark::State& st) {
+  const float* w = f32_matrix();
+  const std::vector<float> x = random_floats(kFullM * kCols, 2);
+  std::vector<float> y(static_cast<size_t>(kFullM * kRows));
+  for (auto _ : st) {
+    gemm_bt(x.data(), kFullM, kCols, kCols, w, kRows, kCols, y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * kFullM * kRows * kCols, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(blas_name());
+}
+
+// Sums st.range(0) bytes of floats on the team: the read bandwidth of that working set.
+void BM_ReadBandwidth(benchmark::State& st) {
+  const int64_t n = st.range(0) / 4;
+  const std::vector<float> a = random_floats(n, 3);
+  for (auto _ : st) {
+    float s = 0.f;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+    for (int64_t i = 0; i < n; ++i) s += a[static_cast<size_t>(i)];
+    benchmark::DoNotOptimize(s);
+  }
+  st.SetBytesProcessed(st.iterations() * n * 4);
+}
+
+#define STORED_CASES(BM, ...)                                                  \
+  BENCHMARK_CAPTURE(BM, Q4_K, GgmlType::Q4_K)->__VA_ARGS__;                    \
+  BENCHMARK_CAPTURE(BM, Q6_K, GgmlType::Q6_K)->__VA_ARGS__;                    \
+  BENCHMARK_CAPTURE(BM, Q8_0, GgmlType::Q8_0)->__VA_ARGS__;                    \
+  BENCHMARK_CAPTURE(BM, Q4_0, GgmlType::Q4_0)->__VA_ARGS__;                    \
+  BENCHMARK_CAPTURE(BM, F16, GgmlType::F16)->__VA_ARGS__;                      \
+  BENCHMARK_CAPTURE(BM, BF16, GgmlType::BF16)->__VA_ARGS__;                    \
+  BENCHMARK_CAPTURE(BM, F32, GgmlType::F32)->__VA_ARGS__
+
+STORED_CASES(BM_Matvec, UseRealTime()->Unit(benchmark::kMicrosecond));
+BENCHMARK(BM_Matvec_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMicrosecond);
+STORED_CASES(BM_Full, UseRealTime()->Unit(benchmark::kMillisecond));
+BENCHMARK(BM_Full_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadBandwidth)->Arg(kRows * kCols / 256 * 144)->Arg(int64_t{512} << 20)->UseRealTime()->Unit(
+    benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace attnviz
+
+BENCHMARK_MAIN();
