@@ -17,6 +17,7 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
+  static constexpr bool kLut = false;
   using F = __m256;
   using I = __m256i;
 
@@ -24,6 +25,7 @@ struct Avx2 {
   static F set1(float a) { return _mm256_set1_ps(a); }
   static F loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, F a) { _mm256_storeu_ps(p, a); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F mul_add(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }  // exact a·b: rounds as unfused
   static F mul_sub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }

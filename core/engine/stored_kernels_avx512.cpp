@@ -22,6 +22,7 @@ namespace {
 
 struct Avx512 {
   static constexpr int W = 16;
+  static constexpr bool kLut = true;
   using F = __m512;
   using I = __m512i;
 
@@ -29,6 +30,7 @@ struct Avx512 {
   static F set1(float a) { return _mm512_set1_ps(a); }
   static F loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, F a) { _mm512_storeu_ps(p, a); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F mul_add(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }  // exact a·b: rounds as unfused
   static F mul_sub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
@@ -47,6 +49,9 @@ struct Avx512 {
   static I sll(I a, int n) { return _mm512_sll_epi32(a, _mm_cvtsi32_si128(n)); }
   static I srlv(I a, I n) { return _mm512_srlv_epi32(a, n); }
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  static F iota_f() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  static F lut16(F table, I idx) { return _mm512_permutexvar_ps(idx, table); }
+  static F lut32(F lo, F hi, I idx) { return _mm512_permutex2var_ps(lo, idx, hi); }
 
   static float h2f(uint16_t h) { return _cvtsh_ss(h); }
   static F f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }

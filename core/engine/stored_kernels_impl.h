@@ -5,11 +5,15 @@
 // compiled for AVX-512 can be picked by the linker for a caller on an older CPU).
 //
 // S provides, for vectors of S::W lanes (F: float32, I: int32):
-//   zero, set1, loadu, storeu, mul, fma (a·b + c), mul_add / mul_sub (a·b ± c, for a decoded
+//   zero, set1, loadu, storeu, add, mul, fma (a·b + c), mul_add / mul_sub (a·b ± c, for a decoded
 //   weight whose product a·b is exact), hsum (sum of the lanes),
 //   u8 / i8 (W bytes zero- / sign-extended to I), set1i, and_ (with k), or_, add_i / sub_i
 //   (I ± k), srl / sll (by a count), srlv (lane by lane), iota (0, 1, … W−1), cvt (I → F),
 //   f16 / bf16 / f32 (W values of that type from bytes), h2f (one fp16 → float).
+// Where S::kLut (AVX-512: 16 lanes, one-instruction permutes), also iota_f (0.f … 15.f),
+// lut16 (lane j ← table[idx_j mod 16]) and lut32 (lane j ← (lo | hi)[idx_j mod 32]): the
+// 4- and 5-bit types then compute the 16 or 32 values a (sub-)block can take, with the very
+// formula of dequantize, once, and look each weight up instead of converting it.
 //
 // Exactness: each weight comes out exactly as `dequantize` (core/model/gguf_quant.cpp) gives
 // it. Every product in those formulas is exact in float32: an fp16 scale has at most 11
@@ -96,6 +100,13 @@ struct DecQ4_0 {  // d, qs[16]: (n − 8)·d
   template <class Fn>
   static void run(const uint8_t* b, Fn&& f) {
     const typename S::F d = S::set1(S::h2f(load_u16(b)));
+    if constexpr (S::kLut) {
+      const typename S::F tab = S::mul(S::cvt(S::sub_i(S::iota(), 8)), d);  // (n − 8)·d for n < 16
+      const typename S::I v = S::u8(b + 2);
+      f(0, S::lut16(tab, v));  // the index's low 4 bits: the low nibble
+      f(16, S::lut16(tab, S::srl(v, 4)));
+      return;
+    }
 #pragma GCC unroll 2
     for (int j = 0; j < 16; j += S::W) {
       const typename S::I v = S::u8(b + 2 + j);
@@ -112,6 +123,13 @@ struct DecQ4_1 {  // d, m, qs[16]: n·d + m
   template <class Fn>
   static void run(const uint8_t* b, Fn&& f) {
     const typename S::F d = S::set1(S::h2f(load_u16(b))), m = S::set1(S::h2f(load_u16(b + 2)));
+    if constexpr (S::kLut) {
+      const typename S::F tab = S::mul_add(S::iota_f(), d, m);  // n·d + m for n < 16
+      const typename S::I v = S::u8(b + 4);
+      f(0, S::lut16(tab, v));
+      f(16, S::lut16(tab, S::srl(v, 4)));
+      return;
+    }
 #pragma GCC unroll 2
     for (int j = 0; j < 16; j += S::W) {
       const typename S::I v = S::u8(b + 4 + j);
@@ -141,6 +159,14 @@ struct DecQ5_0 {  // d, qh[4], qs[16]: (n5 − 16)·d
   static void run(const uint8_t* b, Fn&& f) {
     const typename S::F d = S::set1(S::h2f(load_u16(b)));
     const uint32_t qh = load_u32(b + 2);
+    if constexpr (S::kLut) {  // (n5 − 16)·d for n5 < 16, then n5 ≥ 16
+      const typename S::F lo = S::mul(S::cvt(S::sub_i(S::iota(), 16)), d), hi = S::mul(S::iota_f(), d);
+      typename S::I q0, q1;
+      five_bits<S>(qh, b + 6, 0, &q0, &q1);
+      f(0, S::lut32(lo, hi, q0));
+      f(16, S::lut32(lo, hi, q1));
+      return;
+    }
 #pragma GCC unroll 2
     for (int j = 0; j < 16; j += S::W) {
       typename S::I lo, hi;
@@ -159,6 +185,14 @@ struct DecQ5_1 {  // d, m, qh[4], qs[16]: n5·d + m
   static void run(const uint8_t* b, Fn&& f) {
     const typename S::F d = S::set1(S::h2f(load_u16(b))), m = S::set1(S::h2f(load_u16(b + 2)));
     const uint32_t qh = load_u32(b + 4);
+    if constexpr (S::kLut) {  // n5·d + m for n5 < 16, then n5 ≥ 16
+      const typename S::F lo = S::mul_add(S::iota_f(), d, m), hi = S::mul_add(S::cvt(S::add_i(S::iota(), 16)), d, m);
+      typename S::I q0, q1;
+      five_bits<S>(qh, b + 8, 0, &q0, &q1);
+      f(0, S::lut32(lo, hi, q0));
+      f(16, S::lut32(lo, hi, q1));
+      return;
+    }
 #pragma GCC unroll 2
     for (int j = 0; j < 16; j += S::W) {
       typename S::I lo, hi;
@@ -261,6 +295,16 @@ struct DecQ4_K {
       const typename S::F d1 = S::set1(d * sc), m1 = S::set1(dmin * m);
       scale_min_k4(b + 4, 2 * c + 1, &sc, &m);
       const typename S::F d2 = S::set1(d * sc), m2 = S::set1(dmin * m);
+      if constexpr (S::kLut) {  // (d·sc)·n − dmin·m for n < 16, per sub-block
+        const typename S::F t1 = S::mul_sub(d1, S::iota_f(), m1), t2 = S::mul_sub(d2, S::iota_f(), m2);
+#pragma GCC unroll 2
+        for (int l = 0; l < 32; l += S::W) {
+          const typename S::I v = S::u8(b + 16 + 32 * c + l);
+          f(64 * c + l, S::lut16(t1, v));
+          f(64 * c + 32 + l, S::lut16(t2, S::srl(v, 4)));
+        }
+        continue;
+      }
 #pragma GCC unroll 4
       for (int l = 0; l < 32; l += S::W) {
         const typename S::I v = S::u8(b + 16 + 32 * c + l);
@@ -287,13 +331,26 @@ struct DecQ5_K {
       const typename S::F d1 = S::set1(d * sc), m1 = S::set1(dmin * m);
       scale_min_k4(b + 4, 2 * c + 1, &sc, &m);
       const typename S::F d2 = S::set1(d * sc), m2 = S::set1(dmin * m);
+      typename S::F t1lo, t1hi, t2lo, t2hi;  // (d·sc)·n5 − dmin·m for n5 < 16, then n5 ≥ 16
+      if constexpr (S::kLut) {
+        const typename S::F upper = S::cvt(S::add_i(S::iota(), 16));
+        t1lo = S::mul_sub(d1, S::iota_f(), m1);
+        t1hi = S::mul_sub(d1, upper, m1);
+        t2lo = S::mul_sub(d2, S::iota_f(), m2);
+        t2hi = S::mul_sub(d2, upper, m2);
+      }
 #pragma GCC unroll 4
       for (int l = 0; l < 32; l += S::W) {
         const typename S::I v = S::u8(b + 48 + 32 * c + l), hv = S::u8(b + 16 + l);
         const typename S::I lo = S::or_(S::and_(v, 15), S::sll(S::and_(S::srl(hv, 2 * c), 1), 4));
         const typename S::I hi = S::or_(S::srl(v, 4), S::sll(S::and_(S::srl(hv, 2 * c + 1), 1), 4));
-        f(64 * c + l, S::mul_sub(d1, S::cvt(lo), m1));
-        f(64 * c + 32 + l, S::mul_sub(d2, S::cvt(hi), m2));
+        if constexpr (S::kLut) {
+          f(64 * c + l, S::lut32(t1lo, t1hi, lo));
+          f(64 * c + 32 + l, S::lut32(t2lo, t2hi, hi));
+        } else {
+          f(64 * c + l, S::mul_sub(d1, S::cvt(lo), m1));
+          f(64 * c + 32 + l, S::mul_sub(d2, S::cvt(hi), m2));
+        }
       }
     }
   }
@@ -333,43 +390,33 @@ struct DecQ6_K {
 
 // --- the two kernels, for one decoder.
 
-// y[i·ldy + r] = x_i · W_r for R rows at a time (R independent sums per row of x, and each
-// block of x loaded once for the R rows), M rows of x.
-template <class S, class D, int M, int R>
-void matvec_rows(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
-                 int64_t ldy) {
-  const int64_t calls = K / D::E, done = calls * D::E;
-  for (int64_t r = 0; r + R <= n; r += R) {
-    typename S::F acc[R][M];
-    for (int rr = 0; rr < R; ++rr)
-      for (int i = 0; i < M; ++i) acc[rr][i] = S::zero();
-    for (int64_t c = 0; c < calls; ++c) {
-      const float* xc = x + c * D::E;
-      for (int rr = 0; rr < R; ++rr)
-        D::run(rows + (r + rr) * row_bytes + c * D::B, [&](int off, typename S::F w) {
-          for (int i = 0; i < M; ++i) acc[rr][i] = S::fma(S::loadu(xc + i * ldx + off), w, acc[rr][i]);
-        });
-    }
-    for (int rr = 0; rr < R; ++rr) {
-      const uint8_t* row = rows + (r + rr) * row_bytes;
-      for (int i = 0; i < M; ++i) {
-        float s = S::hsum(acc[rr][i]);
-        for (int64_t k = done; k < K; ++k) s += x[i * ldx + k] * D::one(row, k);
-        y[i * ldy + r + rr] = s;
-      }
-    }
-  }
-}
-
-// Rows in groups of R (more independent sums when x has fewer rows), the rest one by one.
+// y[i·ldy + r] = x_i · W_r, M rows of x, each row's sum in A accumulators (vector w at
+// element offset off goes to accumulator (off / W) mod A) so that M·A ≥ 4 sums are in
+// flight: one chain of fused multiply-adds would wait on each one's latency.
 template <class S, class D, int M>
 void matvec_m(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
               int64_t ldy) {
-  constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;
-  const int64_t grouped = n / R * R;
-  matvec_rows<S, D, M, R>(rows, row_bytes, grouped, K, x, ldx, y, ldy);
-  if (grouped < n)
-    matvec_rows<S, D, M, 1>(rows + grouped * row_bytes, row_bytes, n - grouped, K, x, ldx, y + grouped, ldy);
+  constexpr int A = M == 1 ? 4 : M == 2 ? 2 : 1;
+  const int64_t calls = K / D::E, done = calls * D::E;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    typename S::F acc[M][A];
+    for (int i = 0; i < M; ++i)
+      for (int a = 0; a < A; ++a) acc[i][a] = S::zero();
+    for (int64_t c = 0; c < calls; ++c) {
+      const float* xc = x + c * D::E;
+      D::run(row + c * D::B, [&](int off, typename S::F w) {
+        const int a = (off / S::W) % A;
+        for (int i = 0; i < M; ++i) acc[i][a] = S::fma(S::loadu(xc + i * ldx + off), w, acc[i][a]);
+      });
+    }
+    for (int i = 0; i < M; ++i) {
+      for (int a = 1; a < A; ++a) acc[i][0] = S::add(acc[i][0], acc[i][a]);
+      float s = S::hsum(acc[i][0]);
+      for (int64_t k = done; k < K; ++k) s += x[i * ldx + k] * D::one(row, k);
+      y[i * ldy + r] = s;
+    }
+  }
 }
 
 template <class S, class D>

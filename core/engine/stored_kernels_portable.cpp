@@ -12,6 +12,7 @@ namespace {
 
 struct Portable {
   static constexpr int W = 8;
+  static constexpr bool kLut = false;
   struct F {
     float v[W];
   };
@@ -31,6 +32,11 @@ struct Portable {
     return r;
   }
   static void storeu(float* p, const F& a) { std::memcpy(p, a.v, sizeof a.v); }
+  static F add(const F& a, const F& b) {
+    F r;
+    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] + b.v[l];
+    return r;
+  }
   static F mul(const F& a, const F& b) {
     F r;
     for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l];

@@ -99,17 +99,24 @@ void product_matvec(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
   }
 }
 
-// Many rows of x: panels of weight rows decoded into a float32 buffer and multiplied by x
-// with gemm_bt. TODO(measure): which of the two parallel schemes.
-int64_t panel_rows(int64_t K, int64_t n, int64_t bytes) {
-  const int64_t p = std::max<int64_t>(16, bytes / (4 * std::max<int64_t>(K, 1)) / 16 * 16);
-  return std::min(p, n);
-}
+// Many rows of x: panels of P weight rows decoded into a per-thread float32 buffer (P, K)
+// and multiplied by x with gemm_bt, single-threaded inside the team (a BLAS called in a
+// parallel region runs on its thread). Each thread takes whole panels (dynamic schedule):
+// one parallel region, no barrier per panel. Measured on the 2-core Zen 4 with
+// bench_stored's Full cases (M = 512, 4096 × 4096): within noise of the other scheme (one
+// shared panel, decoded by the team, then the multi-threaded gemm_bt; two barriers per
+// panel), and steadier when other programs share the cores.
+//
+// Each gemm_bt call packs all of x again, so panels must not be small: one thread's
+// product took 27% more CPU time than the float32 gemm_bt with 1 MiB panels (64 rows of 4096),
+// 15% with 4 MiB, 7% with 16 MiB. 4 MiB per thread it is, and at least two panels per
+// thread when there are rows enough, so that the team stays busy to the end.
+constexpr int64_t kPanelBytes = int64_t{4} << 20;
 
-std::vector<float>& panel_buffer(size_t floats) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < floats) buf.resize(floats);
-  return buf;
+int64_t panel_rows(int64_t K, int64_t n, int team) {
+  int64_t p = std::max<int64_t>(16, kPanelBytes / (4 * K) / 16 * 16);
+  if (team > 1) p = std::min(p, std::max<int64_t>(16, (n + 2 * team - 1) / (2 * team) + 15) / 16 * 16);
+  return std::min(p, n);
 }
 
 void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y,
@@ -120,36 +127,28 @@ void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
     gemm_bt(x, M, K, ldx, reinterpret_cast<const float*>(rows), n, rb / 4, y, ldy);
     return;
   }
-  const bool split = n * K >= kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
-  static const char* scheme_env = std::getenv("ATTNVIZ_PANEL_SCHEME");
-  static const int64_t panel_bytes = std::getenv("ATTNVIZ_PANEL_BYTES") ? std::atoll(std::getenv("ATTNVIZ_PANEL_BYTES")) : (1 << 20);
-  const bool per_thread = scheme_env && scheme_env[0] == 'B';
-  const int64_t P = panel_rows(K, n, panel_bytes);
-  if (!per_thread) {
-    // A: one panel at a time, decoded by the team, multiplied by the (multi-threaded) gemm.
-    std::vector<float>& buf = panel_buffer(static_cast<size_t>(P * K));
-    for (int64_t p = 0; p < n; p += P) {
-      const int64_t pn = std::min(P, n - p);
-      if (split) {
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < pn; ++r) k.decode(w.type, rows + (p + r) * rb, rb, 1, K, buf.data() + r * K, K);
-      } else {
-        k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
-      }
-      gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
-    }
-  } else {
-    // B: each thread decodes its own panels and multiplies them single-threaded.
-#pragma omp parallel if (split)
-    {
-      std::vector<float>& buf = panel_buffer(static_cast<size_t>(P * K));
+  const int team = (n * K >= kSplitWeights && !omp_in_parallel()) ? omp_get_max_threads() : 1;
+  const int64_t P = panel_rows(K, n, team);
+  auto panel = [&](int64_t p, std::vector<float>& buf) {  // rows [p, p + P) of the product
+    const int64_t pn = std::min(P, n - p);
+    k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
+    gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
+  };
+  auto buffer = [&]() -> std::vector<float>& {  // (P, K), kept by each thread for the next product
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(P * K)) buf.resize(static_cast<size_t>(P * K));
+    return buf;
+  };
+  if (team <= 1) {
+    std::vector<float>& buf = buffer();
+    for (int64_t p = 0; p < n; p += P) panel(p, buf);
+    return;
+  }
+#pragma omp parallel num_threads(team)
+  {
+    std::vector<float>& buf = buffer();
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t p = 0; p < n; p += P) {
-        const int64_t pn = std::min(P, n - p);
-        k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
-        gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
-      }
-    }
+    for (int64_t p = 0; p < n; p += P) panel(p, buf);
   }
 }
 
