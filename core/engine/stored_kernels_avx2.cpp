@@ -17,6 +17,8 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
+  static constexpr bool kInRegisters = true;
+  static constexpr int kChains = 4;
   static constexpr bool kLut = false;
   using F = __m256;
   using I = __m256i;

@@ -22,6 +22,8 @@ namespace {
 
 struct Avx512 {
   static constexpr int W = 16;
+  static constexpr bool kInRegisters = true;
+  static constexpr int kChains = 4;
   static constexpr bool kLut = true;
   using F = __m512;
   using I = __m512i;

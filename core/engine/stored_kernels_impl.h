@@ -9,7 +9,9 @@
 //   weight whose product a·b is exact), hsum (sum of the lanes),
 //   u8 / i8 (W bytes zero- / sign-extended to I), set1i, and_ (with k), or_, add_i / sub_i
 //   (I ± k), srl / sll (by a count), srlv (lane by lane), iota (0, 1, … W−1), cvt (I → F),
-//   f16 / bf16 / f32 (W values of that type from bytes), h2f (one fp16 → float).
+//   f16 / bf16 / f32 (W values of that type from bytes), h2f (one fp16 → float); kInRegisters
+//   (the matrix–vector kernel multiplies each decoded vector by x at once; else through a
+//   block buffer) and kChains (independent sums it keeps per row of y).
 // Where S::kLut (AVX-512: 16 lanes, one-instruction permutes), also iota_f (0.f … 15.f),
 // lut16 (lane j ← table[idx_j mod 16]) and lut32 (lane j ← (lo | hi)[idx_j mod 32]): the
 // 4- and 5-bit types then compute the 16 or 32 values a (sub-)block can take, with the very
@@ -391,12 +393,12 @@ struct DecQ6_K {
 // --- the two kernels, for one decoder.
 
 // y[i·ldy + r] = x_i · W_r, M rows of x, each row's sum in A accumulators (vector w at
-// element offset off goes to accumulator (off / W) mod A) so that M·A ≥ 4 sums are in
-// flight: one chain of fused multiply-adds would wait on each one's latency.
+// element offset off goes to accumulator (off / W) mod A) so that M·A ≥ S::kChains sums are
+// in flight: one chain of fused multiply-adds would wait on each one's latency.
 template <class S, class D, int M>
-void matvec_m(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
+void matvec_m_registers(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
               int64_t ldy) {
-  constexpr int A = M == 1 ? 4 : M == 2 ? 2 : 1;
+  constexpr int A = S::kChains / M > 1 ? S::kChains / M : 1;
   const int64_t calls = K / D::E, done = calls * D::E;
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = rows + r * row_bytes;
@@ -417,6 +419,45 @@ void matvec_m(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, cons
       y[i * ldy + r] = s;
     }
   }
+}
+
+// The same with each call's E weights stored to a small buffer on the stack (at most 256
+// floats, in L1) and dotted with x from there in S::W partial sums per row: for the
+// portable family, whose vectors are arrays the compiler keeps in registers only in
+// simple loops.
+template <class S, class D, int M>
+void matvec_m_buffered(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx,
+                       float* y, int64_t ldy) {
+  constexpr int W = S::W;
+  const int64_t calls = K / D::E, done = calls * D::E;
+  float wbuf[D::E];
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    float acc[M][W] = {};
+    for (int64_t c = 0; c < calls; ++c) {
+      D::run(row + c * D::B, [&](int off, const typename S::F& w) { S::storeu(wbuf + off, w); });
+      for (int i = 0; i < M; ++i) {
+        const float* xc = x + i * ldx + c * D::E;
+        for (int e = 0; e < D::E; e += W)
+          for (int l = 0; l < W; ++l) acc[i][l] += xc[e + l] * wbuf[e + l];
+      }
+    }
+    for (int i = 0; i < M; ++i) {
+      float s = 0.f;
+      for (int l = 0; l < W; ++l) s += acc[i][l];
+      for (int64_t k = done; k < K; ++k) s += x[i * ldx + k] * D::one(row, k);
+      y[i * ldy + r] = s;
+    }
+  }
+}
+
+template <class S, class D, int M>
+void matvec_m(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
+              int64_t ldy) {
+  if constexpr (S::kInRegisters)
+    matvec_m_registers<S, D, M>(rows, row_bytes, n, K, x, ldx, y, ldy);
+  else
+    matvec_m_buffered<S, D, M>(rows, row_bytes, n, K, x, ldx, y, ldy);
 }
 
 template <class S, class D>

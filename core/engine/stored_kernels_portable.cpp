@@ -12,6 +12,8 @@ namespace {
 
 struct Portable {
   static constexpr int W = 8;
+  static constexpr bool kInRegisters = false;
+  static constexpr int kChains = 1;
   static constexpr bool kLut = false;
   struct F {
     float v[W];
