@@ -157,11 +157,19 @@ void BM_Full_gemm_bt_f32(benchmark::State& st) {
 void BM_ReadBandwidth(benchmark::State& st) {
   const int64_t n = st.range(0) / 4;
   const std::vector<float> a = random_floats(n, 3);
+  const float* p = a.data();
   for (auto _ : st) {
-    float s = 0.f;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-    for (int64_t i = 0; i < n; ++i) s += a[static_cast<size_t>(i)];
-    benchmark::DoNotOptimize(s);
+    float total = 0.f;
+#pragma omp parallel reduction(+ : total)
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t begin = n / 64 * t / nt * 64, end = n / 64 * (t + 1) / nt * 64;
+      float s[64] = {};  // independent sums, so that the loop vectorises without reassociation
+      for (int64_t i = begin; i < end; i += 64)
+        for (int l = 0; l < 64; ++l) s[l] += p[i + l];
+      for (float v : s) total += v;
+    }
+    benchmark::DoNotOptimize(total);
   }
   st.SetBytesProcessed(st.iterations() * n * 4);
 }
