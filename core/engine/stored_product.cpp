@@ -93,7 +93,9 @@ void product_matvec(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
 #pragma omp parallel num_threads(team)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t per = ((n + nt - 1) / nt + 3) / 4 * 4;  // whole groups of 4 rows
+    // Ranges of whole 16-row steps: each thread's outputs start on a 64-byte line of y of
+    // their own (when y's rows do).
+    const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
     if (a < b) run(a, b);
   }
@@ -115,7 +117,10 @@ constexpr int64_t kPanelBytes = int64_t{4} << 20;
 
 int64_t panel_rows(int64_t K, int64_t n, int team) {
   int64_t p = std::max<int64_t>(16, kPanelBytes / (4 * K) / 16 * 16);
-  if (team > 1) p = std::min(p, std::max<int64_t>(16, (n + 2 * team - 1) / (2 * team) + 15) / 16 * 16);
+  if (team > 1) {  // at least two panels per thread
+    const int64_t share = (n + 2 * team - 1) / (2 * team);
+    p = std::min(p, std::max<int64_t>(16, (share + 15) / 16 * 16));
+  }
   return std::min(p, n);
 }
 
