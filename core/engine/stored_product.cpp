@@ -11,10 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/ops.h"
 #include "core/engine/stored_kernels.h"
 
 namespace attnviz {
+
+// y (M, N) = x (M, K) · Wᵀ on the configured matrix library: core/engine/ops.h's gemm_bt,
+// declared here rather than included because ops.cpp includes this module
+// (scripts/check_includes.py allows no include cycle between modules).
+void gemm_bt(const float* x, int64_t M, int64_t K, int64_t ldx, const float* w, int64_t N, int64_t ldw, float* y,
+             int64_t ldy);
 
 namespace {
 
