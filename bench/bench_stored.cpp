@@ -29,12 +29,18 @@ namespace attnviz {
 namespace {
 
 constexpr int64_t kRows = 4096, kCols = 4096, kFullM = 512;
+constexpr int64_t kQ4KBytes = kRows / 256 * kCols * 144;  // the Q4_K matrix's size
 
 // The byte offsets of a block's fp16 fields (scales and mins).
 std::vector<int> half_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q2_K: return {80, 82};
     case GgmlType::Q3_K: return {108};
     case GgmlType::Q6_K: return {208};
@@ -174,21 +180,24 @@ void BM_ReadBandwidth(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * n * 4);
 }
 
-#define STORED_CASES(BM, ...)                                                  \
-  BENCHMARK_CAPTURE(BM, Q4_K, GgmlType::Q4_K)->__VA_ARGS__;                    \
-  BENCHMARK_CAPTURE(BM, Q6_K, GgmlType::Q6_K)->__VA_ARGS__;                    \
-  BENCHMARK_CAPTURE(BM, Q8_0, GgmlType::Q8_0)->__VA_ARGS__;                    \
-  BENCHMARK_CAPTURE(BM, Q4_0, GgmlType::Q4_0)->__VA_ARGS__;                    \
-  BENCHMARK_CAPTURE(BM, F16, GgmlType::F16)->__VA_ARGS__;                      \
-  BENCHMARK_CAPTURE(BM, BF16, GgmlType::BF16)->__VA_ARGS__;                    \
+#define STORED_CASES(BM, ...)                               \
+  BENCHMARK_CAPTURE(BM, Q4_K, GgmlType::Q4_K)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q6_K, GgmlType::Q6_K)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q8_0, GgmlType::Q8_0)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q4_0, GgmlType::Q4_0)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, F16, GgmlType::F16)->__VA_ARGS__;   \
+  BENCHMARK_CAPTURE(BM, BF16, GgmlType::BF16)->__VA_ARGS__; \
   BENCHMARK_CAPTURE(BM, F32, GgmlType::F32)->__VA_ARGS__
 
 STORED_CASES(BM_Matvec, UseRealTime()->Unit(benchmark::kMicrosecond));
 BENCHMARK(BM_Matvec_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMicrosecond);
 STORED_CASES(BM_Full, UseRealTime()->Unit(benchmark::kMillisecond));
 BENCHMARK(BM_Full_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ReadBandwidth)->Arg(kRows * kCols / 256 * 144)->Arg(int64_t{512} << 20)->UseRealTime()->Unit(
-    benchmark::kMicrosecond);
+BENCHMARK(BM_ReadBandwidth)
+    ->Arg(kQ4KBytes)
+    ->Arg(int64_t{512} << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace attnviz

@@ -33,8 +33,13 @@ int block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
 // The byte offsets of a block's fp16 fields (scales and mins), from gguf_quant.h's table.
 std::vector<int> half_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q2_K: return {80, 82};
     case GgmlType::Q3_K: return {108};
     case GgmlType::Q6_K: return {208};

@@ -20,8 +20,7 @@ struct Kernels {
   void (*matvec)(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x,
                  int64_t ldx, int M, float* y, int64_t ldy);
   // W (n, K) decoded into dst (n, K), rows ld floats apart: the values `dequantize` gives.
-  void (*decode)(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, float* dst,
-                 int64_t ld);
+  void (*decode)(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, float* dst, int64_t ld);
 };
 
 // The most rows of x one matvec call takes.

@@ -19,8 +19,8 @@
 //
 // Exactness: each weight comes out exactly as `dequantize` (core/model/gguf_quant.cpp) gives
 // it. Every product in those formulas is exact in float32: an fp16 scale has at most 11
-// significant bits, the integer factors at most 7 (scales), 7 (Q6_K's int8 scale) and 6
-// (quants), and no product needs more than 24 bits (Q6_K's d·sc·q: 11 + 7 + 6). So the only
+// significant bits, each integer factor (sub-block scale, min or quant) at most 7, and no
+// product needs more than 24 bits (the most: Q6_K's d·sc·q, 11 + 7 + 6). So the only
 // rounding is the final sum or difference of Q4_1, Q5_1, Q2_K, Q4_K, Q5_K (e.g. Q4_K's
 // (d·sc)·n − dmin·m), and that rounds the same whether the exact product feeds it fused
 // (mul_add / mul_sub on FMA hardware) or not. The portable family computes it unfused:
@@ -52,7 +52,9 @@ template <class S>
 struct DecF32 {
   static constexpr int E = S::W, B = 4 * S::W;
   template <class Fn>
-  static void run(const uint8_t* b, Fn&& f) { f(0, S::f32(b)); }
+  static void run(const uint8_t* b, Fn&& f) {
+    f(0, S::f32(b));
+  }
   static float one(const uint8_t* row, int64_t k) {
     float v;
     std::memcpy(&v, row + 4 * k, 4);
@@ -64,7 +66,9 @@ template <class S>
 struct DecF16 {
   static constexpr int E = S::W, B = 2 * S::W;
   template <class Fn>
-  static void run(const uint8_t* b, Fn&& f) { f(0, S::f16(b)); }
+  static void run(const uint8_t* b, Fn&& f) {
+    f(0, S::f16(b));
+  }
   static float one(const uint8_t* row, int64_t k) { return S::h2f(load_u16(row + 2 * k)); }
 };
 
@@ -72,7 +76,9 @@ template <class S>
 struct DecBF16 {
   static constexpr int E = S::W, B = 2 * S::W;
   template <class Fn>
-  static void run(const uint8_t* b, Fn&& f) { f(0, S::bf16(b)); }
+  static void run(const uint8_t* b, Fn&& f) {
+    f(0, S::bf16(b));
+  }
   static float one(const uint8_t* row, int64_t k) {
     const uint32_t bits = static_cast<uint32_t>(load_u16(row + 2 * k)) << 16;
     float v;
@@ -396,8 +402,8 @@ struct DecQ6_K {
 // element offset off goes to accumulator (off / W) mod A) so that M·A ≥ S::kChains sums are
 // in flight: one chain of fused multiply-adds would wait on each one's latency.
 template <class S, class D, int M>
-void matvec_m_registers(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx, float* y,
-              int64_t ldy) {
+void matvec_m_registers(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t K, const float* x, int64_t ldx,
+                        float* y, int64_t ldy) {
   constexpr int A = S::kChains / M > 1 ? S::kChains / M : 1;
   const int64_t calls = K / D::E, done = calls * D::E;
   for (int64_t r = 0; r < n; ++r) {

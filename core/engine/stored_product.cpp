@@ -35,8 +35,7 @@ bool cpu_supports(const char* name) {
   if (std::strcmp(name, "portable") == 0) return true;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (std::strcmp(name, "avx2") == 0) return avx2;
   if (std::strcmp(name, "avx512") == 0) return avx2 && __builtin_cpu_supports("avx512f");
 #endif
