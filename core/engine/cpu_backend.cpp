@@ -10,6 +10,7 @@
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
 #include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
 
 namespace attnviz {
 

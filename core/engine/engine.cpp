@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
 #include "core/error.h"
 #include "core/limits.h"
 

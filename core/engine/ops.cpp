@@ -1,7 +1,6 @@
 #include "core/engine/ops.h"
 
 #include "core/engine/mask.h"
-#include "core/engine/stored_product.h"
 
 #include <omp.h>
 
@@ -227,31 +226,6 @@ void gemm_bt(const float* x, int64_t M, int64_t K, int64_t ldx, const float* w, 
   const Eigen::Map<const Mat, 0, Stride> X(x, M, K, Stride(ldx)), W(w, N, K, Stride(ldw));
   Eigen::Map<Mat, 0, Stride> Y(y, M, N, Stride(ldy));
   Y.noalias() = X * W.transpose();
-}
-
-void linear(const Mat& x, const Weight& w, const Vec& b, Mat& y) {
-  if (!w.is_stored()) return linear(x, w.f32, b, y);
-  const StoredRows& s = w.stored;  // (out, in)
-  eigen_assert(x.cols() == s.cols);
-  if (!w.row_of_col) {
-    y.resize(x.rows(), s.rows);
-    stored_product(x.data(), x.rows(), x.cols(), s, y.data(), y.cols());
-  } else {  // stored rows in llama.cpp's order: column c of y is stored row (*row_of_col)[c]
-    Mat t(x.rows(), s.rows);
-    stored_product(x.data(), x.rows(), x.cols(), s, t.data(), t.cols());
-    y.resize(x.rows(), s.rows);
-    const std::vector<int32_t>& rows = *w.row_of_col;
-    for (Eigen::Index r = 0; r < x.rows(); ++r)
-      for (Eigen::Index c = 0; c < y.cols(); ++c) y(r, c) = t(r, rows[static_cast<size_t>(c)]);
-  }
-  if (b.size()) y.rowwise() += b;
-}
-
-void linear_bt(const Mat& x, const Weight& wt, Eigen::Ref<Mat> y, Eigen::Index r0, Eigen::Index n) {
-  if (!wt.is_stored()) return linear_bt(x, wt.f32, y, r0, n);
-  if (n < 0) n = wt.stored.rows - r0;
-  eigen_assert(x.cols() == wt.stored.cols && y.rows() == x.rows() && y.cols() == n);
-  stored_product(x.data(), x.rows(), x.cols(), wt.stored, y.data(), y.outerStride(), r0, n);
 }
 
 std::string blas_kernels() {

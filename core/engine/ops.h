@@ -15,16 +15,13 @@ void norm(const ModelConfig& c, const Mat& x, const Vec& w, const Vec& b, Mat& y
 
 // y = x · W (+ b): W (in, out), b (out) or empty.
 void linear(const Mat& x, const Mat& w, const Vec& b, Mat& y);
-// The same with a Weight: float32 as above, or read where the file stores it
-// (stored_product; q/k rows reordered back to Hugging Face's order).
-void linear(const Mat& x, const Weight& w, const Vec& b, Mat& y);
 // y (rows, n) = x (rows, C) · Wt[r0 : r0 + n]ᵀ with Wt (N, C) (the unembedding; by default
 // all N rows), into a block of the caller's.
 void linear_bt(const Mat& x, const Mat& wt, Eigen::Ref<Mat> y, Eigen::Index r0 = 0, Eigen::Index n = -1);
-void linear_bt(const Mat& x, const Weight& wt, Eigen::Ref<Mat> y, Eigen::Index r0 = 0, Eigen::Index n = -1);
 // y (M, N) = x (M, K) · Wᵀ for W (N, K), all row-major with the given leading dimensions,
 // on the library below (as linear_bt's products of more than 4 rows; Eigen otherwise).
-// stored_product runs its decoded panels of weights through this.
+// stored_product runs its decoded panels of weights through this. (linear and linear_bt
+// with a Weight, which may be stored, are in core/engine/stored_product.h.)
 void gemm_bt(const float* x, int64_t M, int64_t K, int64_t ldx, const float* w, int64_t N, int64_t ldw, float* y,
              int64_t ldy);
 // Which library `linear` and `linear_bt` run their products on: "eigen", "openblas" or

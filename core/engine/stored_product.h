@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/model/model.h"
 #include "core/model/stored_rows.h"
 
 namespace attnviz {
@@ -22,6 +23,13 @@ namespace attnviz {
 // apart, y's ldy. n < 0: every row from r0. Runs on the calling thread's OpenMP team.
 void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy,
                     int64_t r0 = 0, int64_t n = -1);
+
+// y = x · W (+ b) for a linear layer's Weight (model.h): float32 through ops.h's linear, or
+// read where the file stores it (stored_product; llama's q/k rows reordered back to Hugging
+// Face's order through row_of_col).
+void linear(const Mat& x, const Weight& w, const Vec& b, Mat& y);
+// y (rows, n) = x (rows, C) · Wt[r0 : r0 + n]ᵀ for a table's Weight (V, C) (the unembedding).
+void linear_bt(const Mat& x, const Weight& wt, Eigen::Ref<Mat> y, Eigen::Index r0 = 0, Eigen::Index n = -1);
 
 // The kernel family this process runs: "avx512", "avx2" or "portable".
 const char* stored_kernel_name();
