@@ -31,22 +31,6 @@ namespace {
 constexpr int64_t kRows = 4096, kCols = 4096, kFullM = 512;
 constexpr int64_t kQ4KBytes = kRows / 256 * kCols * 144;  // the Q4_K matrix's size
 
-// The byte offsets of a block's fp16 fields (scales and mins).
-std::vector<int> half_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0: return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K: return {0, 2};
-    case GgmlType::Q2_K: return {80, 82};
-    case GgmlType::Q3_K: return {108};
-    case GgmlType::Q6_K: return {208};
-    default: return {};
-  }
-}
 
 // A kRows × kCols matrix of type t: random bytes with finite fp16 fields (values of about
 // ±0.01..1 for the float types), made once per type.
@@ -82,7 +66,7 @@ const StoredRows& weights(GgmlType t) {
   } else {
     for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));
     for (size_t blk = 0; blk < b.size(); blk += ggml_type_info(t).block_bytes)
-      for (int at : half_fields(t)) {
+      for (int at : ggml_scale_fields(t)) {
         const uint16_t h = half();
         b[blk + at] = h & 0xff;
         b[blk + at + 1] = h >> 8;

@@ -30,22 +30,6 @@ const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlT
 std::string type_name(GgmlType t) { return ggml_type_info(t).name; }
 int block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
 
-// The byte offsets of a block's fp16 fields (scales and mins), from gguf_quant.h's table.
-std::vector<int> half_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0: return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K: return {0, 2};
-    case GgmlType::Q2_K: return {80, 82};
-    case GgmlType::Q3_K: return {108};
-    case GgmlType::Q6_K: return {208};
-    default: return {};
-  }
-}
 
 // A finite fp16 with a random sign and mantissa and an exponent field in [lo, hi]
 // (0: zero or subnormal; 15: [1, 2)).
@@ -92,7 +76,7 @@ Matrix random_matrix(GgmlType t, int64_t rows, int64_t cols, unsigned seed) {
     for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));
     const int bb = ggml_type_info(t).block_bytes;
     for (size_t blk = 0; blk < b.size(); blk += bb)
-      for (int at : half_fields(t)) put16(blk + at, random_half(rng, 8, 16));
+      for (int at : ggml_scale_fields(t)) put16(blk + at, random_half(rng, 8, 16));
   }
   m.w.data = b.data();
   m.w.keep = m.bytes;

@@ -199,6 +199,17 @@ const GgmlTypeInfo* ggml_type_info(uint32_t id) {
   return nullptr;
 }
 
+std::vector<int> ggml_scale_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return {0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
 const GgmlTypeInfo& ggml_type_info(GgmlType t) { return *ggml_type_info(static_cast<uint32_t>(t)); }
 
 std::string supported_ggml_types() {

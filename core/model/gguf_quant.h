@@ -24,6 +24,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attnviz {
 
@@ -46,6 +47,10 @@ struct GgmlTypeInfo {
 // nullptr for ids ggml does not define.
 const GgmlTypeInfo* ggml_type_info(uint32_t id);
 const GgmlTypeInfo& ggml_type_info(GgmlType t);
+
+// The byte offsets inside one block of `t`'s fp16 scale fields (d, and the min m or dmin
+// where the type has one), from the table above; empty for F32, F16 and BF16.
+std::vector<int> ggml_scale_fields(GgmlType t);
 
 // "F32, F16, BF16, Q8_0, ..." — the supported types, for messages and the README.
 std::string supported_ggml_types();

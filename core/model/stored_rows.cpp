@@ -27,15 +27,7 @@ bool finite_bf16(const uint8_t* p) { return ((p[1] & 0x7F) != 0x7F) || !(p[0] & 
 
 int64_t count_non_finite(const StoredRows& w, int64_t* first) {
   const GgmlTypeInfo& t = ggml_type_info(w.type);
-  // Offsets of a block's fp16 scale fields (−1: none).
-  int a = 0, b = -1;
-  switch (w.type) {
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: b = 2; break;
-    case GgmlType::Q2_K: a = 80, b = 82; break;
-    case GgmlType::Q3_K: a = 108; break;
-    case GgmlType::Q6_K: a = 208; break;
-    default: break;
-  }
+  const std::vector<int> scales = ggml_scale_fields(w.type);  // fp16 fields checked per block
   int64_t bad = 0, at = -1;
   const int64_t per_row = w.cols / t.block_elems;
   for (int64_t r = 0; r < w.rows; ++r) {
@@ -52,7 +44,9 @@ int64_t count_non_finite(const StoredRows& w, int64_t* first) {
         }
         case GgmlType::F16: ok = finite_half(p); break;
         case GgmlType::BF16: ok = finite_bf16(p); break;
-        default: ok = finite_half(p + a) && (b < 0 || finite_half(p + b));
+        default:
+          ok = true;
+          for (int f : scales) ok = ok && finite_half(p + f);
       }
       if (!ok && bad++ == 0) at = r * per_row + i;
     }
