@@ -8,8 +8,7 @@ set -u
 build=$1
 work=$2
 checker=$3
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/check_lib.sh"
+. "$(dirname "$0")/check_lib.sh"
 verbose_checks=1
 export XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/config"  # never the user's own
 if ! command -v xvfb-run >/dev/null; then
@@ -28,11 +27,11 @@ check "screenshot runs" xrun "$app" --screenshot "$work/shot.png" --frames 5 --l
 check "screenshot pixels" "$checker" "$work/shot.png"
 # The default layout at the default size and at a projector's 1280x720: no panel covers
 # another, and the left column's panels are all drawn.
-check "no panel covers another" /usr/bin/python3 "$here/check_no_overlap.py" "$work/shot.png.json" \
+check "no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/shot.png.json" \
   "Text & model" "Next token" "Model" "Head statistics" "Attention heatmap" "All heads (softmax)"
 check "1280x720 runs" xrun "$app" --screenshot "$work/shot-720.png" --frames 5 --size 1280x720 \
   --text "The cat sat on the mat. The cat ate the fish."
-check "1280x720: no panel covers another" /usr/bin/python3 "$here/check_no_overlap.py" "$work/shot-720.png.json" \
+check "1280x720: no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/shot-720.png.json" \
   "Text & model" "Next token" "Model" "Head statistics" "Attention heatmap" "All heads (softmax)"
 check "--layer/--head honoured" grep -q '"head": 5' "$work/shot.png.json"
 # With no --model the installed builtin:fortunes-en opens (found next to the binary).
