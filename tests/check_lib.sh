@@ -2,7 +2,9 @@
 #   check NAME COMMAND...   runs COMMAND; a pass, or "not ok: NAME" with its output
 #   passed / failed [LOG]   count a check done by hand (failed prints LOG, if given)
 #   finish                  prints the counts; its status is the test's result
+#   $tests_dir              this folder (tests/), for the checkers beside it
 rm -rf "$work" && mkdir -p "$work"
+tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pass=0
 fail=0
 passed() { pass=$((pass + 1)); }

@@ -25,6 +25,14 @@ app="$work/prefix/bin/attnviz"
 check "screenshot runs" xrun "$app" --screenshot "$work/shot.png" --frames 5 --layer 1 --head 5 \
   --text "The cat sat on the mat. The cat ate the fish."
 check "screenshot pixels" "$checker" "$work/shot.png"
+# The default layout at the default size and at a projector's 1280x720: no panel covers
+# another, and the left column's panels are all drawn.
+check "no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/shot.png.json" \
+  "Text & model" "Next token" "Model" "Head statistics" "Attention heatmap" "All heads (softmax)"
+check "1280x720 runs" xrun "$app" --screenshot "$work/shot-720.png" --frames 5 --size 1280x720 \
+  --text "The cat sat on the mat. The cat ate the fish."
+check "1280x720: no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/shot-720.png.json" \
+  "Text & model" "Next token" "Model" "Head statistics" "Attention heatmap" "All heads (softmax)"
 check "--layer/--head honoured" grep -q '"head": 5' "$work/shot.png.json"
 # With no --model the installed builtin:fortunes-en opens (found next to the binary).
 check "opens the built-in model" grep -q '"model": "builtin:fortunes-en"' "$work/shot.png.json"

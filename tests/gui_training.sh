@@ -18,4 +18,12 @@ check "every panel shows the model in training" grep -q '"model": "training (ste
 check "the text fits the run's vocabulary" grep -q '"error": ""' "$work/train.png.json"
 # training loss (90,160,240) and validation loss (250,190,60) lines in the loss plot
 check "loss plot drawn" "$colors" "$work/train.png" 90,160,240:100 250,190,60:100
+# Training takes the left column below the text box: no other panel covers its plots (the
+# head statistics once did), and it covers none, at the default size and at 1280x720.
+check "no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/train.png.json" \
+  Training "Text & model" "Attention heatmap"
+check "1280x720 runs" xvfb-run -a -s "-screen 0 1920x1200x24" "$app" --train-steps 20 --size 1280x720 \
+  --screenshot "$work/train-720.png" --frames 5 --layer 1
+check "1280x720: no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/train-720.png.json" \
+  Training "Text & model" "Attention heatmap"
 finish

@@ -224,15 +224,24 @@ struct BadCase {
 
 std::string tiny_bytes() { return tiny_writer().bytes(); }
 
+// A case made by editing the tiny model's writer before it writes the file.
+std::function<std::string()> edited(std::function<void(GgufWriter&)> edit) {
+  return [edit] {
+    GgufWriter w = tiny_writer();
+    edit(w);
+    return write(w, "bad");
+  };
+}
+
 std::vector<BadCase> bad_cases() {
   std::vector<BadCase> v;
   v.push_back({"missing file", [] { return test::temp_dir("bad") + "/none.gguf"; }, "cannot open '"});
   v.push_back({"empty file", [] { return write_bytes("", "bad"); }, "truncated: the magic"});
-  v.push_back({"wrong magic", [] { GgufWriter w = tiny_writer(); w.magic = "GGML"; return write(w, "bad"); },
+  v.push_back({"wrong magic", edited([](GgufWriter& w) { w.magic = "GGML"; }),
                "wrong magic \"GGML\""});
-  v.push_back({"version 1", [] { GgufWriter w = tiny_writer(); w.version = 1; return write(w, "bad"); },
+  v.push_back({"version 1", edited([](GgufWriter& w) { w.version = 1; }),
                "unsupported GGUF version 1"});
-  v.push_back({"version 4", [] { GgufWriter w = tiny_writer(); w.version = 4; return write(w, "bad"); },
+  v.push_back({"version 4", edited([](GgufWriter& w) { w.version = 4; }),
                "unsupported GGUF version 4"});
   v.push_back({"truncated header", [] { return write_bytes(tiny_bytes().substr(0, 20), "bad"); }, "truncated"});
   v.push_back({"truncated in the metadata", [] { return write_bytes(tiny_bytes().substr(0, 300), "bad"); }, "truncated: metadata"});
@@ -242,22 +251,22 @@ std::vector<BadCase> bad_cases() {
   v.push_back({"truncated data", [] { const auto b = tiny_bytes(); return write_bytes(b.substr(0, b.size() - 100), "bad"); },
                "tensor 'output_norm.weight'"});
   v.push_back({"tensor past the end",
-               [] { GgufWriter w = tiny_writer(); w.offset_override["blk.0.ffn_norm.weight"] = 1u << 20; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.offset_override["blk.0.ffn_norm.weight"] = 1u << 20; }),
                "tensor 'blk.0.ffn_norm.weight' (128 bytes at data offset 1048576) runs past the end"});
   v.push_back({"overlapping tensors",
-               [] { GgufWriter w = tiny_writer(); w.offset_override["blk.0.attn_q.weight"] = 0; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.offset_override["blk.0.attn_q.weight"] = 0; }),
                "'blk.0.attn_q.weight' overlap"});
   v.push_back({"misaligned offset",
-               [] { GgufWriter w = tiny_writer(); w.offset_override["blk.0.attn_q.weight"] = 33; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.offset_override["blk.0.attn_q.weight"] = 33; }),
                "tensor 'blk.0.attn_q.weight': offset 33 is not a multiple of the alignment 32"});
   v.push_back({"element count overflows",
-               [] { GgufWriter w = tiny_writer(); w.ne_override["blk.0.attn_v.weight"] = {1ull << 32, 1ull << 32}; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.ne_override["blk.0.attn_v.weight"] = {1ull << 32, 1ull << 32}; }),
                "tensor 'blk.0.attn_v.weight': the element count of its shape overflows"});
   v.push_back({"shape past int64",
-               [] { GgufWriter w = tiny_writer(); w.ne_override["blk.0.attn_v.weight"] = {~0ull}; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.ne_override["blk.0.attn_v.weight"] = {~0ull}; }),
                "tensor 'blk.0.attn_v.weight': the element count of its shape overflows"});
   v.push_back({"five dimensions",
-               [] { GgufWriter w = tiny_writer(); w.ne_override["blk.0.attn_v.weight"] = {1, 1, 1, 1, 1}; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.ne_override["blk.0.attn_v.weight"] = {1, 1, 1, 1, 1}; }),
                "tensor 'blk.0.attn_v.weight': 5 dimensions"});
   v.push_back({"huge tensor count", [] {
                  std::string b = tiny_bytes();
@@ -270,119 +279,93 @@ std::vector<BadCase> bad_cases() {
                  b.replace(16, 8, le64(~0ull));
                  return write_bytes(b.substr(0, 1024), "bad");
                }, "metadata count 18446744073709551615 is larger than the file could hold"});
-  v.push_back({"huge array", [] {
-                 GgufWriter w = tiny_writer();
+  v.push_back({"huge array", edited([](GgufWriter& w) {
                  w.set_raw("tokenizer.ggml.scores", 9, le32(6) + le64(1ull << 61));
-                 return write(w, "bad");
-               }, "metadata 'tokenizer.ggml.scores': array length 2305843009213693952 is larger than the file could hold"});
-  v.push_back({"string longer than the file", [] {
-                 GgufWriter w = tiny_writer();
+               }), "metadata 'tokenizer.ggml.scores': array length 2305843009213693952 is larger than the file could hold"});
+  v.push_back({"string longer than the file", edited([](GgufWriter& w) {
                  w.set_raw("general.name", 8, le64(1ull << 40) + "abc");
-                 return write(w, "bad");
-               }, "metadata 'general.name': string length 1099511627776 is longer than the"});
+               }), "metadata 'general.name': string length 1099511627776 is longer than the"});
   v.push_back({"key longer than the file", [] {
                  std::string b = tiny_bytes();
                  b.replace(24, 8, le64(1ull << 50));
                  return write_bytes(b, "bad");
                }, "metadata key #0: string length 1125899906842624"});
-  v.push_back({"unknown value type", [] { GgufWriter w = tiny_writer(); w.set_raw("x.y", 13, ""); return write(w, "bad"); },
+  v.push_back({"unknown value type", edited([](GgufWriter& w) { w.set_raw("x.y", 13, ""); }),
                "metadata 'x.y': unknown value type 13"});
-  v.push_back({"nested array", [] { GgufWriter w = tiny_writer(); w.set_raw("x.y", 9, le32(9) + le64(1)); return write(w, "bad"); },
+  v.push_back({"nested array", edited([](GgufWriter& w) { w.set_raw("x.y", 9, le32(9) + le64(1)); }),
                "metadata 'x.y': nested arrays are not supported"});
   v.push_back({"duplicate key", [] {
                  const std::string h = "GGUF" + le32(3) + le64(0) + le64(2) + test::gguf_str("k") + le32(4) + le32(1) +
                                        test::gguf_str("k") + le32(4) + le32(2);
                  return write_bytes(h, "bad");
                }, "metadata key 'k' appears twice"});
-  v.push_back({"duplicate tensor", [] {
-                 GgufWriter w = tiny_writer();
+  v.push_back({"duplicate tensor", edited([](GgufWriter& w) {
                  w.add_f32("output_norm.weight", {32}, std::vector<float>(32, 1.f));
-                 return write(w, "bad");
-               }, "tensor 'output_norm.weight' appears twice"});
+               }), "tensor 'output_norm.weight' appears twice"});
   v.push_back({"unknown tensor type",
-               [] { GgufWriter w = tiny_writer(); w.type_override["blk.0.attn_v.weight"] = 77; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.type_override["blk.0.attn_v.weight"] = 77; }),
                "tensor 'blk.0.attn_v.weight': unknown tensor type 77"});
   v.push_back({"unsupported tensor type",
-               [] { GgufWriter w = tiny_writer(); w.type_override["blk.0.attn_v.weight"] = 23; return write(w, "bad"); },
+               edited([](GgufWriter& w) { w.type_override["blk.0.attn_v.weight"] = 23; }),
                "tensor 'blk.0.attn_v.weight': tensor type IQ4_XS is not supported"});
-  v.push_back({"rows not whole blocks", [] {
-                 GgufWriter w = tiny_writer();
+  v.push_back({"rows not whole blocks", edited([](GgufWriter& w) {
                  w.add_tensor("odd", {2, 16}, GgmlType::Q8_0, std::string(68, '\0'));
-                 return write(w, "bad");
-               }, "tensor 'odd': rows of 16 values are not whole Q8_0 blocks of 32"});
-  v.push_back({"bad alignment", [] { GgufWriter w = tiny_writer(); w.set_u32("general.alignment", 24); return write(w, "bad"); },
+               }), "tensor 'odd': rows of 16 values are not whole Q8_0 blocks of 32"});
+  v.push_back({"bad alignment", edited([](GgufWriter& w) { w.set_u32("general.alignment", 24); }),
                "'general.alignment' = 24 is not a power of two"});
-  v.push_back({"unknown architecture", [] { GgufWriter w = tiny_writer(); w.set_string("general.architecture", "mamba"); return write(w, "bad"); },
+  v.push_back({"unknown architecture", edited([](GgufWriter& w) { w.set_string("general.architecture", "mamba"); }),
                "unknown architecture 'mamba'"});
-  v.push_back({"no architecture", [] { GgufWriter w = tiny_writer(); w.remove("general.architecture"); return write(w, "bad"); },
+  v.push_back({"no architecture", edited([](GgufWriter& w) { w.remove("general.architecture"); }),
                "missing metadata key 'general.architecture'"});
-  v.push_back({"missing key", [] { GgufWriter w = tiny_writer(); w.remove("llama.block_count"); return write(w, "bad"); },
+  v.push_back({"missing key", edited([](GgufWriter& w) { w.remove("llama.block_count"); }),
                "missing metadata key 'llama.block_count'"});
-  v.push_back({"key of the wrong type", [] { GgufWriter w = tiny_writer(); w.set_string("llama.embedding_length", "32"); return write(w, "bad"); },
+  v.push_back({"key of the wrong type", edited([](GgufWriter& w) { w.set_string("llama.embedding_length", "32"); }),
                "metadata 'llama.embedding_length' must be an integer, found string"});
-  v.push_back({"zero heads", [] { GgufWriter w = tiny_writer(); w.set_u32("llama.attention.head_count", 0); return write(w, "bad"); },
+  v.push_back({"zero heads", edited([](GgufWriter& w) { w.set_u32("llama.attention.head_count", 0); }),
                "'llama.attention.head_count' = 0 must be a positive integer"});
-  v.push_back({"rope scaling", [] { GgufWriter w = tiny_writer(); w.set_string("llama.rope.scaling.type", "yarn"); return write(w, "bad"); },
+  v.push_back({"rope scaling", edited([](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "yarn"); }),
                "'llama.rope.scaling.type' \"yarn\" is not supported"});
-  v.push_back({"rope frequency factors of the wrong length", [] {
-                 GgufWriter w = tiny_writer();
+  v.push_back({"rope frequency factors of the wrong length", edited([](GgufWriter& w) {
                  w.add_f32("rope_freqs.weight", {3}, std::vector<float>(3, 1.f));
-                 return write(w, "bad");
-               }, "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the rotary dims"});
-  v.push_back({"a zero rope frequency factor", [] {
-                 GgufWriter w = tiny_writer();
+               }), "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the rotary dims"});
+  v.push_back({"a zero rope frequency factor", edited([](GgufWriter& w) {
                  std::vector<float> f(8, 1.f);
                  f[5] = 0.f;
                  w.add_f32("rope_freqs.weight", {8}, f);
-                 return write(w, "bad");
-               }, "RoPE factors must be positive numbers"});
-  v.push_back({"linear rope scaling below 1", [] {
-                 GgufWriter w = tiny_writer();
+               }), "RoPE factors must be positive numbers"});
+  v.push_back({"linear rope scaling below 1", edited([](GgufWriter& w) {
                  w.set_string("llama.rope.scaling.type", "linear");
                  w.set_f32("llama.rope.scaling.factor", 0.5f);
-                 return write(w, "bad");
-               }, "'llama.rope.scaling.factor' must be a number of at least 1"});
-  v.push_back({"linear rope scaling and factors at once", [] {
-                 GgufWriter w = tiny_writer();
+               }), "'llama.rope.scaling.factor' must be a number of at least 1"});
+  v.push_back({"linear rope scaling and factors at once", edited([](GgufWriter& w) {
                  w.set_string("llama.rope.scaling.type", "linear");
                  w.set_f32("llama.rope.scaling.factor", 2.f);
                  w.add_f32("rope_freqs.weight", {8}, std::vector<float>(8, 1.f));
-                 return write(w, "bad");
-               }, "not supported together"});
-  v.push_back({"missing tensor", [] {
-                 GgufWriter w = tiny_writer();
+               }), "not supported together"});
+  v.push_back({"missing tensor", edited([](GgufWriter& w) {
                  w.set_u32("llama.block_count", 2);
-                 return write(w, "bad");
-               }, "missing tensor 'blk.1.attn_norm.weight'"});
-  v.push_back({"wrong shape", [] { GgufWriter w = tiny_writer(); w.set_u32("llama.feed_forward_length", 64); return write(w, "bad"); },
+               }), "missing tensor 'blk.1.attn_norm.weight'"});
+  v.push_back({"wrong shape", edited([](GgufWriter& w) { w.set_u32("llama.feed_forward_length", 64); }),
                "tensor 'blk.0.ffn_gate.weight' has shape (32, 32), expected (64, 32)"});
-  v.push_back({"tokenizer arrays disagree", [] {
-                 GgufWriter w = tiny_writer();
+  v.push_back({"tokenizer arrays disagree", edited([](GgufWriter& w) {
                  w.set_string("tokenizer.ggml.model", "gpt2");
                  w.set_strings("tokenizer.ggml.tokens", {"a", "b", "c"});
                  w.set_f32s("tokenizer.ggml.scores", {0.f, 1.f});
-                 return write(w, "bad");
-               }, "'tokenizer.ggml.scores' has 2 entries but 'tokenizer.ggml.tokens' has 3"});
-  v.push_back({"token types disagree", [] {
-                 GgufWriter w = tiny_writer();
+               }), "'tokenizer.ggml.scores' has 2 entries but 'tokenizer.ggml.tokens' has 3"});
+  v.push_back({"token types disagree", edited([](GgufWriter& w) {
                  w.set_string("tokenizer.ggml.model", "llama");
                  w.set_strings("tokenizer.ggml.tokens", {"a", "b", "c"});
                  w.set_i32s("tokenizer.ggml.token_type", {1, 1, 1, 1});
-                 return write(w, "bad");
-               }, "'tokenizer.ggml.token_type' has 4 entries but 'tokenizer.ggml.tokens' has 3"});
-  v.push_back({"bos id outside the vocabulary", [] {
-                 GgufWriter w = tiny_writer();
+               }), "'tokenizer.ggml.token_type' has 4 entries but 'tokenizer.ggml.tokens' has 3"});
+  v.push_back({"bos id outside the vocabulary", edited([](GgufWriter& w) {
                  w.set_string("tokenizer.ggml.model", "llama");
                  w.set_strings("tokenizer.ggml.tokens", {"a", "b"});
                  w.set_u32("tokenizer.ggml.bos_token_id", 2);
-                 return write(w, "bad");
-               }, "'tokenizer.ggml.bos_token_id' = 2 is not a token id"});
-  v.push_back({"more tokens than the model's vocabulary", [] {
-                 GgufWriter w = tiny_writer();
+               }), "'tokenizer.ggml.bos_token_id' = 2 is not a token id"});
+  v.push_back({"more tokens than the model's vocabulary", edited([](GgufWriter& w) {
                  w.set_string("tokenizer.ggml.model", "gpt2");
                  w.set_strings("tokenizer.ggml.tokens", std::vector<std::string>(9, "x"));
-                 return write(w, "bad");
-               }, "'tokenizer.ggml.tokens' has 9 tokens but the model's vocabulary is 8"});
+               }), "'tokenizer.ggml.tokens' has 9 tokens but the model's vocabulary is 8"});
   return v;
 }
 

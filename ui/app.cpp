@@ -82,14 +82,13 @@ App::App(const AppOptions& opt) : opt_(opt) {
   next_ = std::make_unique<NextTokenPanel>();
   model_ = std::make_unique<ModelPanel>();
   training_ = std::make_unique<TrainingPanel>();
-  status_ = std::make_unique<StatusBar>();
   importance_ = std::make_unique<ImportancePanel>();
   stats_ = std::make_unique<HeadStatsPanel>();
   lesson_ = std::make_unique<LessonPanel>();
-  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(), status_.get(),
+  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
              training_.get(), importance_.get(), stats_.get(), lesson_.get()};
   for (Panel* p : panels_)
-    if (auto it = vis.find(p->title()); it != vis.end() && p != status_.get()) *p->p_open() = it->second;
+    if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
   if (const char* step = std::getenv("ATTNVIZ_LESSON_STEP"); step && *step) lesson_->open_at(std::atoi(step) - 1);
@@ -124,14 +123,17 @@ void App::fall_back_from_saved_model(const Snapshot& snap) {
 }
 
 bool App::folded(const Panel* p) const {
-  return folded_layout() && (p == grid_.get() || p == importance_.get() || p == gqa_.get() || p == model_.get() ||
-                             p == stats_.get());
+  if (folded_layout())
+    return p == grid_.get() || p == importance_.get() || p == gqa_.get() || p == model_.get() || p == stats_.get();
+  // Training and the lesson take the left column below the text box (see layout()).
+  return left_column_taken() && (p == next_.get() || p == model_.get() || p == stats_.get());
 }
+
+bool App::left_column_taken() const { return training_->open() || lesson_->open(); }
 
 PanelVisibility App::visibility() const {
   PanelVisibility v;
-  for (Panel* p : panels_)
-    if (p != status_.get()) v[p->title()] = p->open();
+  for (Panel* p : panels_) v[p->title()] = p->open();
   return v;
 }
 
@@ -213,14 +215,19 @@ void App::layout(bool force) {
   const float top = ImGui::GetFrameHeight();            // menu bar
   const float status_h = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2.f;
   const float bottom = d.y - status_h;
-  const float lw = std::round(d.x * 0.25f), rw = std::round(d.x * 0.29f);
+  const float rw = std::round(d.x * 0.29f);
+  // The left column; the Training panel's form needs fs * 28, and the column widens for it
+  // (the token strip and the heatmap move right) rather than the panel covering the heatmap.
+  const float train_w = fs * 28.f;
+  const float lw = std::round(std::max(d.x * 0.25f, training_->open() ? train_w : 0.f));
   const float strip_h = std::round(fs * 5.2f + ImGui::GetFrameHeight() * 2.f + ImGui::GetStyle().ScrollbarSize);
   const float body = bottom - top;
-  status_->place(ImVec2(0, bottom), ImVec2(d.x, status_h), true);
+  status_pos_ = ImVec2(0, bottom);
+  status_size_ = ImVec2(d.x, status_h);
   if (folded_layout()) {
     // Presentation: the text, the next token and the token strip around a heatmap that takes
     // most of the window; the other panels are folded away (F4 brings them back).
-    const float plw = std::round(d.x * 0.22f);
+    const float plw = std::round(std::max(d.x * 0.22f, training_->open() ? train_w : 0.f));
     const ImGuiStyle& st = ImGui::GetStyle();  // the strip's title, block_size row and chips, no slack
     const float strip_h = std::round(ImGui::GetFrameHeight() * 2.f + fs * 4.2f + st.ScrollbarSize + st.WindowPadding.y * 2.f +
                                      st.ItemSpacing.y * 2.f);
@@ -228,7 +235,7 @@ void App::layout(bool force) {
     next_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
     tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
     heatmap_->place(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
-    training_->place(ImVec2(0, top), ImVec2(std::max(plw, fs * 28.f), body), force);
+    training_->place(ImVec2(0, top), ImVec2(plw, body), force);
     // The lesson over the next-token panel, never over the heatmap it points at.
     lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
     return;
@@ -249,11 +256,13 @@ void App::layout(bool force) {
   grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, grid_h), force);
   importance_->place(ImVec2(d.x - rw, top + strip_h + grid_h), ImVec2(rw, imp_h), force);
   gqa_->place(ImVec2(d.x - rw, top + strip_h + grid_h + imp_h), ImVec2(rw, rh - grid_h - imp_h), force);
-  // Training, when opened, covers the left column below the text box: the heatmap and the
-  // head grid stay in view while the model learns.
+  // Training and the lesson, when open, take the left column below the text box (the next
+  // token, model and head statistics panels fold away until they close, see folded()): the
+  // heatmap and the head grid stay in view while the model learns. Both open: half each.
   const float train_top = top + std::round(body * text_share);
-  training_->place(ImVec2(0, train_top), ImVec2(std::max(lw, fs * 28.f), bottom - train_top), force);
-  lesson_->place(ImVec2(0, train_top), ImVec2(lw, bottom - train_top), force);
+  const float lesson_top = training_->open() && lesson_->open() ? std::round((train_top + bottom) * 0.5f) : train_top;
+  training_->place(ImVec2(0, train_top), ImVec2(lw, (lesson_->open() ? lesson_top : bottom) - train_top), force);
+  lesson_->place(ImVec2(0, lesson_top), ImVec2(lw, bottom - lesson_top), force);
 }
 
 void App::menu_bar() {
@@ -268,7 +277,7 @@ void App::menu_bar() {
   }
   if (ImGui::BeginMenu("View")) {
     for (Panel* p : panels_)
-      if (p != status_.get()) ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open());
+      ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open(), !folded(p));
     ImGui::Separator();
     ImGui::MenuItem("Presentation mode", "F2", &state_.presentation);
     if (ImGui::MenuItem("Show all panels while presenting", "F4", &show_secondary_, state_.presentation)) force_layout_ = true;
@@ -408,12 +417,19 @@ void App::frame() {
     last_h_ = d.y;
   }
   shortcuts();
-  if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   menu_bar();
+  // Training or the lesson opened or closed: the left column changes (see layout()).
+  if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_) {
+    force_layout_ = true;
+    laid_out_training_ = training_->open();
+    laid_out_lesson_ = lesson_->open();
+  }
+  if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   layout(force_layout_);
   force_layout_ = false;
   for (Panel* p : panels_)
     if (!folded(p)) p->draw(ctx);
+  draw_status_bar(ctx, status_pos_, status_size_);
   if (!lesson_->open()) state_.lesson.active = false;  // no outline once the lesson is closed
   help_window();
   shown_serial_ = snap.trace_serial;
@@ -433,6 +449,9 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
   j["rects"]["heatmap_window"] = rect(heatmap_->window_rect());
+  for (const Panel* p : panels_)  // every window drawn last frame, by title
+    if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
+  j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));
   j["presentation"] = state_.presentation;
   j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};
   j["window"] = {std::lround(ImGui::GetIO().DisplaySize.x * sx), std::lround(ImGui::GetIO().DisplaySize.y * sy)};

@@ -30,7 +30,6 @@ class TrainingPanel;
 class ImportancePanel;
 class HeadStatsPanel;
 class LessonPanel;
-class StatusBar;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -100,8 +99,11 @@ class App {
   PanelVisibility visibility() const;
   // Presentation mode with the secondary panels folded away (F4 shows them).
   bool folded_layout() const { return state_.presentation && !show_secondary_; }
-  // A panel that the folded presentation layout does not draw.
+  // A panel not drawn: one the folded presentation layout leaves out, or one under
+  // Training or the lesson in the usual layout.
   bool folded(const Panel* p) const;
+  // Training or the lesson is open: it takes the left column below the text box.
+  bool left_column_taken() const;
 
   AppOptions opt_;
   AppState state_;
@@ -137,6 +139,8 @@ class App {
   bool lesson_chars_requested_ = false;  // the lesson files' characters handed to the fonts
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;
+  bool laid_out_training_ = false, laid_out_lesson_ = false;  // open at the last layout
+  ImVec2 status_pos_{0, 0}, status_size_{0, 0};                 // the status bar, placed by layout()
   int last_head_ = -1;  // the KV group follows the selected head when it changes
 
   std::unique_ptr<TextPanel> text_;
@@ -147,7 +151,6 @@ class App {
   std::unique_ptr<NextTokenPanel> next_;
   std::unique_ptr<ModelPanel> model_;
   std::unique_ptr<TrainingPanel> training_;
-  std::unique_ptr<StatusBar> status_;
   std::unique_ptr<ImportancePanel> importance_;
   std::unique_ptr<HeadStatsPanel> stats_;
   std::unique_ptr<LessonPanel> lesson_;

@@ -5,7 +5,8 @@
 
 namespace attnviz::ui {
 
-void StatusBar::draw_content(FrameContext& ctx) {
+namespace {
+void status_line(FrameContext& ctx) {
   const Snapshot& snap = ctx.snap;
   const Trace& tr = ctx.trace;
   if (!ctx.notice.empty()) {
@@ -67,6 +68,18 @@ void StatusBar::draw_content(FrameContext& ctx) {
     ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   }
   ImGui::TextDisabled("%s", ctx.model ? ctx.model->name.c_str() : "loading model…");
+}
+
+}  // namespace
+
+void draw_status_bar(FrameContext& ctx, ImVec2 pos, ImVec2 size) {
+  ImGui::SetNextWindowPos(pos, ImGuiCond_Always);
+  ImGui::SetNextWindowSize(size, ImGuiCond_Always);
+  constexpr ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                     ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                                     ImGuiWindowFlags_NoFocusOnAppearing;
+  if (ImGui::Begin("##status", nullptr, flags)) status_line(ctx);
+  ImGui::End();
 }
 
 }  // namespace attnviz::ui

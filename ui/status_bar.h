@@ -1,20 +1,12 @@
-// The bottom line: forward time, frame time, T, dropped, backend, model.
+// The bottom line: forward time, frame time, T, dropped, backend, model. Not a Panel: it
+// cannot be closed, moved or hidden, so it is in neither the View menu nor the saved
+// panel visibility, and the layout puts it along the window's bottom edge every frame.
 #pragma once
 #include "ui/panel.h"
 
 namespace attnviz::ui {
 
-class StatusBar : public Panel {
- public:
-  StatusBar() : Panel("##status") {}
-
- protected:
-  void draw_content(FrameContext& ctx) override;
-  bool needs_trace() const override { return false; }
-  ImGuiWindowFlags window_flags() const override {
-    return ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-           ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoFocusOnAppearing;
-  }
-};
+// Draws the bar as a window without decoration at `pos` (screen coordinates) of `size`.
+void draw_status_bar(FrameContext& ctx, ImVec2 pos, ImVec2 size);
 
 }  // namespace attnviz::ui

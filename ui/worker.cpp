@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "core/engine/backend.h"
 #include "core/engine/importance.h"
@@ -120,6 +121,29 @@ void Worker::handle(const Request& r, uint64_t serial) {
     if (wake) wake();
   };
 
+  // A model that loads but runs nothing of the request (it has no tokenizer, or its
+  // tokenizer fails on this text) does not replace the model shown: that one, its engine and
+  // its snapshot are kept here until the new model's first trace, and put back otherwise.
+  struct Shown {
+    std::unique_ptr<Engine> engine, clean_engine;
+    std::string model_spec, backend, note;
+    bool random_weights = false;
+    double load_ms = 0.0;
+    EncodeCache cache;
+    Snapshot snap;
+  };
+  std::optional<Shown> shown;
+  auto put_back_shown = [&] {
+    engine_ = std::move(shown->engine);
+    clean_engine_ = std::move(shown->clean_engine);
+    engine_model_ = shown->model_spec;
+    engine_backend_ = shown->backend;
+    backend_note_ = shown->note;
+    random_weights_ = shown->random_weights;
+    load_ms_ = shown->load_ms;
+    encode_cache_ = std::move(shown->cache);
+  };
+
   // 1. The model and backend: reload only when they change (or the last load failed).
   if (!engine_ || r.model_spec != engine_model_ || r.backend != engine_backend_ || r.f32_weights != engine_f32_ ||
       (r.model && r.model != engine_->model_ptr())) {
@@ -134,6 +158,9 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::string note;
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();
+      if (!same_model && engine_ && next.trace)
+        shown = Shown{std::move(engine_), std::move(clean_engine_), engine_model_, engine_backend_, backend_note_,
+                      random_weights_, load_ms_, std::move(encode_cache_), next};
       engine_ = std::make_unique<Engine>(model, std::move(backend));
       engine_->set_all_logits(false);  // the panels show the last row; the loss comes from row_loss
       clean_engine_.reset();
@@ -205,7 +232,10 @@ void Worker::handle(const Request& r, uint64_t serial) {
     const auto t0 = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (serial != posted_) return;  // a newer request came while this one was prepared: it answers
+      if (serial != posted_) {  // a newer request came while this one was prepared: it answers
+        if (shown) put_back_shown();
+        return;
+      }
       control_.reset(engine_->model().config.n_layer);
     }
     engine_->set_control(&control_);
@@ -231,10 +261,19 @@ void Worker::handle(const Request& r, uint64_t serial) {
     next.all_ids = ids;
     next.labels = label_tokens(engine_->model(), ids);
   } catch (const Cancelled&) {
+    if (shown && !next.trace) put_back_shown();
     return;  // a newer request is pending; it will publish (nothing of this one is shown)
   } catch (const std::exception& e) {
     next.error = e.what();  // e.g. a character the tokenizer does not know; the last good trace stays
     if (!next.trace) run_known_prefix(r.text, next);  // nothing to keep yet: show the text before it
+  }
+  if (shown && !next.trace) {  // the new model ran nothing: the one shown stays, with the error
+    put_back_shown();
+    const std::string why = next.error;
+    next = std::move(shown->snap);
+    next.request_serial = serial;
+    next.request = r;
+    next.error = "could not use model '" + r.model_spec + "':\n" + why;
   }
   publish();
 }

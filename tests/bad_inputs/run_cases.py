@@ -25,6 +25,10 @@ A case (all keys but name/args/exit/message optional):
   keep_out              names allowed in {D}/out (made by the case itself)
   max_message_bytes     default 4000
   max_rss_mb            a tighter memory limit for this case (MB, scaled like --max-rss-mb)
+With --worker-manifest FILE the script runs nothing: it makes the files of every case that
+names a model input (see worker_request) and writes FILE, a JSON list of what the GUI's
+worker is to open for each (tests/test_worker_catalogue.cpp reads it).
+
 Values anywhere in config/header/args may be {"repeat": S, "times": N} (a long string) or
 {"nest": N} (N nested arrays). Parts: strings, {"repeat"}, {"join": PATTERN with {i},
 "times": N, "sep": S}, {"hex": H} (raw bytes), {"base": true, "replace": [OLD, NEW]} (the original file's text).
@@ -178,6 +182,62 @@ def substitute(arg, m, d):
     return arg.replace("{M}", m).replace("{D}", d).replace("{O}", os.path.join(d, "out", "result"))
 
 
+# Case keys that change the files of the model folder {M}.
+MODEL_EDITS = ("config", "config_raw", "header", "header_raw", "truncate_weights", "remove")
+
+
+def arg_after(args, flag):
+    """The argument after `flag` (unsubstituted), or None."""
+    return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+
+def names_model_input(case):
+    """True when the case is about a model input the GUI can open: a --model that is not
+    the untouched base model or a shipped built-in (config.json, weights, shard index, GGUF,
+    tokenizer files, a missing folder, a bad builtin: name), or a tokenizer file given with
+    --tokenizer. Cases that
+    must succeed (exit 0) are about time and memory, not refusal, and are left out."""
+    if case["exit"] == 0:
+        return False
+    args = case["args"]
+    tokenizer = arg_after(args, "--tokenizer")
+    if isinstance(tokenizer, str):
+        return True
+    model = arg_after(args, "--model")
+    if not isinstance(model, str):
+        return False
+    if model.startswith("builtin:"):  # a bad name, not a shipped model used for other input
+        return model[len("builtin:"):] not in os.listdir(os.path.join(HERE, "..", "..", "assets", "models"))
+    if model != "{M}":
+        return True
+    return any(k in case for k in MODEL_EDITS) or any(p.startswith("model/") for p in case.get("files", {}))
+
+
+def worker_request(case, m, d, bases):
+    """What the GUI's worker opens for a case that names_model_input (its files made): the
+    model (a tokenizer file alone goes into a copy of the good tiny model, under the name
+    the loader looks for), the text typed ("" for the worker test's own), the message
+    expected and the environment."""
+    args = case["args"]
+    tokenizer = arg_after(args, "--tokenizer")
+    if isinstance(tokenizer, str):
+        path = substitute(tokenizer, m, d)
+        if path.endswith(".gguf"):
+            model = path  # a GGUF file carries its tokenizer: open it as the model
+        else:
+            model = os.path.join(d, "worker-model")
+            shutil.copytree(bases["tiny"], model)
+            os.remove(os.path.join(model, "tokenizer.json"))
+            name = "tokenizer.model" if path.endswith(".model") else "tokenizer.json"
+            if os.path.exists(path) or os.path.islink(path):
+                os.rename(path, os.path.join(model, name))
+    else:
+        model = substitute(arg_after(args, "--model"), m, d)
+    text = arg_after(args, "--text")
+    return {"name": case["name"], "model": model, "text": substitute(text, m, d) if text is not None else "",
+            "message": case["message"], "env": case.get("env", {})}
+
+
 def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
     d = os.path.join(workdir, case["name"])
     shutil.rmtree(d, ignore_errors=True)
@@ -241,6 +301,8 @@ def main():
     ap.add_argument("--only", default="", help="run only cases whose name contains this")
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("ATTNVIZ_BAD_INPUTS_TIMEOUT", 60)))
     ap.add_argument("--max-rss-mb", type=int, default=int(os.environ.get("ATTNVIZ_BAD_INPUTS_MAX_RSS_MB", 1024)))
+    ap.add_argument("--worker-manifest", default="",
+                    help="make the model-input cases' files and write what the GUI worker opens to this JSON file")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     cases = json.load(open(a.cases))
@@ -258,6 +320,17 @@ def main():
         subprocess.run([a.cli, "random", "--preset", preset, "--seed", "1", "--out", path] + extra, check=True,
                        stderr=subprocess.DEVNULL)
         bases[name] = path
+    if a.worker_manifest:
+        requests = []
+        for c in cases:
+            if a.only in c["name"] and names_model_input(c):
+                d = os.path.join(a.workdir, c["name"])
+                os.makedirs(d)
+                requests.append(worker_request(c, setup(c, d, bases), d, bases))
+        with open(a.worker_manifest, "w") as f:
+            json.dump(requests, f, indent=1)
+        print("%d of %d cases name a model input: %s" % (len(requests), len(cases), a.worker_manifest))
+        sys.exit(0 if requests else "no case names a model input")
     failed = 0
     ran = 0
     t_all = time.monotonic()

@@ -76,7 +76,6 @@ each of which must make at least one tensor fail. Finally the CLI path runs end 
 against a fake CLI (this script with --fake-cli), a failing one and a silent one.
 """
 
-import argparse
 import json
 import math
 import os
@@ -89,11 +88,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import parity as P  # noqa: E402  (safetensors I/O, comparison rule, report)
-
-read_safetensors = P.read_safetensors
-write_safetensors = P.write_safetensors
-Report = P.Report
+import parity as P  # noqa: E402  (safetensors I/O, comparison rule, report, fake CLI, main)
+from parity import (Report, _f64, _randn, gelu_tanh, read_safetensors, silu, to_dump,  # noqa: E402,F401
+                    write_safetensors)
 NEG_INF = float("-inf")
 
 
@@ -456,10 +453,6 @@ def make_plan(cfg: dict, T: int) -> Plan:
 # random weights (canonical names: model.*, lm_head.weight) and the model directory
 # ---------------------------------------------------------------------------------------------
 
-def _randn(gen, shape, std, mean=0.0) -> torch.Tensor:
-    return mean + std * torch.randn(*shape, generator=gen, dtype=torch.float32)
-
-
 def build_weights(case: Case) -> Dict[str, np.ndarray]:
     p = make_plan(case.config, case.n_tokens)
     tc = text_config(case.config)
@@ -569,10 +562,6 @@ def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
 # reference (float64, literal loops)
 # ---------------------------------------------------------------------------------------------
 
-def _f64(weights) -> Dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.asarray(v), dtype=torch.float64) for k, v in weights.items()}
-
-
 def loop_rms_norm(x, w, eps, offset):
     """x (..., n): every row x / sqrt(mean(x^2) + eps) * (offset + w)."""
     flat = x.reshape(-1, x.shape[-1])
@@ -626,14 +615,6 @@ def loop_attention(q, k, v, scale, softcap, window) -> Dict[str, torch.Tensor]:
         for n in names:
             res[n].append(vals[n])
     return {n: torch.stack(vals) for n, vals in res.items()}
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def silu(x):
-    return x / (1.0 + torch.exp(-x))
 
 
 def reference_plan(p: Plan, weights, toks: List[int]) -> Dict[str, torch.Tensor]:
@@ -840,20 +821,9 @@ def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: fl
     P.run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, check_dump)
 
 
-def run_cli_cases(cases, cli, workdir, report, timeout):
-    for case in cases:
-        run_cli_case(case, cli, workdir, report, timeout)
-
-
 def fake_cli_main(argv: List[str]) -> int:
     """`arch_parity.py --fake-cli dump --model D --tokens ... [--backend B] --out F`."""
-    ap = argparse.ArgumentParser(prog="arch_parity.py --fake-cli")
-    ap.add_argument("command", choices=["dump"])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--backend", default="python-reference")
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
+    a = P.fake_cli_args("arch_parity.py", argv, backend={"default": "python-reference"})
     cfg, weights = load_model_dir(a.model)
     toks = [int(t) for t in a.tokens.split(",")]
     dump = to_dump(reference(cfg, weights, toks))
@@ -864,10 +834,6 @@ def fake_cli_main(argv: List[str]) -> int:
 # ---------------------------------------------------------------------------------------------
 # selftest
 # ---------------------------------------------------------------------------------------------
-
-def to_dump(expected: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    return {k: v.astype(np.int32 if k == "tokens" else np.float32) for k, v in expected.items()}
-
 
 def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, bool, str]]:
     checks = []
@@ -1090,23 +1056,6 @@ def reference_plan_np(p, weights, toks):
     return {k: v.numpy() for k, v in reference_plan(p, weights, toks).items()}
 
 
-def write_fake_clis(workdir: str) -> Tuple[str, str, str]:
-    script = os.path.abspath(__file__)
-    scripts = {
-        "fake-cli-ok": f'#!/bin/sh\nexec "{sys.executable}" "{script}" --fake-cli "$@"\n',
-        "fake-cli-fail": '#!/bin/sh\necho "fake-cli-fail: deliberate error" >&2\nexit 3\n',
-        "fake-cli-silent": "#!/bin/sh\nexit 0\n",
-    }
-    paths = []
-    for name, text in scripts.items():
-        p = os.path.join(workdir, name)
-        with open(p, "w") as f:
-            f.write(text)
-        os.chmod(p, 0o755)
-        paths.append(p)
-    return tuple(paths)
-
-
 def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
     report = Report()
     for case in cases:
@@ -1118,31 +1067,14 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
         same = (set(loaded) == set(weights) and all(np.array_equal(loaded[k], weights[k]) for k in weights)
                 and all(np.array_equal(again[k], expected[k]) for k in expected))
         report.add(case.name, "selftest", same, "model dir round-trip (vision tensors ignored)")
-        alt = alt_reference(plan, weights, case.tokens)
-        results = [P.compare_tensor(alt[k], expected[k], tol=1e-9) for k in expected]
-        worst = max(r[2] for r in results)
-        report.add(case.name, "selftest", set(alt) == set(expected) and all(r[0] for r in results),
-                   f"vectorised impl agrees (worst rel {worst:.1e})")
-        for check, ok, detail in sanity_checks(case, plan, expected, weights):
-            report.add(case.name, "selftest", ok, check + (f" ({detail})" if detail else ""))
-        dump = to_dump(expected)
-        path = os.path.join(model_dir, "ours.safetensors")
-        write_safetensors(path, dump, {"model": model_dir, "backend": "selftest", **want_meta})
-        check_dump(case.name, path, expected, want_meta, report)
-        for check, ok, detail in negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
-            report.add(case.name, "selftest", ok, f"{check} -> {detail}")
+        P.check_selftest_case(case.name, model_dir, expected, want_meta, report,
+                              alt=alt_reference(plan, weights, case.tokens),
+                              sanity=sanity_checks(case, plan, expected, weights),
+                              negatives=lambda dump: negative_checks(case, plan, weights, dump, expected, want_meta,
+                                                                     workdir),
+                              check=check_dump)
 
-    ok_cli, fail_cli, silent_cli = write_fake_clis(workdir)
-    print("== end to end with fake CLI (loads the model dirs from disk)")
-    rep = Report()
-    run_cli_cases(cases, ok_cli, workdir, rep, timeout)
-    print(rep.summary())
-    report.add("end-to-end", "selftest", rep.failed == 0 and rep.passed > 0, f"fake CLI run: {rep.summary()}")
-    for cli, what in ((fail_cli, "exit 3"), (silent_cli, "exit 0, no dump")):
-        rep = Report(quiet=True)
-        run_cli_cases(cases, cli, workdir, rep, timeout)
-        report.add("end-to-end", "selftest", rep.failed == len(cases) and rep.passed == 0,
-                   f"CLI {what} -> every case fails: {rep.summary()}")
+    P.check_end_to_end(cases, workdir, report, timeout, os.path.abspath(__file__), run_cli_case)
     return report
 
 
@@ -1153,31 +1085,14 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
 def main(argv: List[str]) -> int:
     if argv[:1] == ["--fake-cli"]:
         return fake_cli_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--cli", help="path to attnviz-cli")
-    mode.add_argument("--selftest", action="store_true", help="test this script (no CLI needed)")
-    mode.add_argument("--list", action="store_true", help="print the case names and exit")
-    ap.add_argument("--workdir", help="where model dirs and dumps go (default: a temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the model dirs and dumps")
-    ap.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in CASES))
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per CLI call")
-    ap.add_argument("--backend", choices=["cpu", "gpu"], help="pass --backend to the CLI and require it in the dump")
-    args = ap.parse_args(argv)
-    if args.list:
-        for c in CASES:
-            print(describe(c)[3:])
+    args, cases = P.parse_args(argv, __doc__.split("\n")[0], CASES, lambda c: describe(c)[3:])
+    if args is None:
         return 0
     global CLI_BACKEND
     CLI_BACKEND = args.backend
-    cases = CASES
-    if args.cases:
-        wanted = args.cases.split(",")
-        unknown = set(wanted) - {c.name for c in CASES}
-        if unknown:
-            ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-        cases = [c for c in CASES if c.name in wanted]
-    return P.drive(args, cases, "attnviz-arch-parity-", run_selftest, run_cli_cases)
+    return P.drive(args, cases, "attnviz-arch-parity-", run_selftest,
+                   lambda *a: P.run_cli_cases(*a, run_one=run_cli_case))
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -782,23 +782,31 @@ def run_and_check(name, cmd, out, expected, want_meta, report, timeout, check) -
     check(name, out, expected, want_meta, report)
 
 
-def run_cli_cases(cases, cli, workdir, report, timeout):
+def run_cli_cases(cases, cli, workdir, report, timeout, run_one=None):
+    """run_one(case, cli, workdir, report, timeout) for every case (default: this script's
+    run_cli_case; arch_parity.py passes its own)."""
     for case in cases:
-        run_cli_case(case, cli, workdir, report, timeout)
+        (run_one or run_cli_case)(case, cli, workdir, report, timeout)
 
 
 # ---------------------------------------------------------------------------------------------
 # fake CLI (used by --selftest): `parity.py --fake-cli dump --model D --tokens ... --out F`
 # ---------------------------------------------------------------------------------------------
 
-def fake_cli_main(argv: List[str]) -> int:
-    ap = argparse.ArgumentParser(prog="parity.py --fake-cli")
+def fake_cli_args(prog: str, argv: List[str], **extra) -> argparse.Namespace:
+    """The fake CLI's `dump --model D --tokens ... --out F`, plus `extra` options
+    (--name=add_argument keywords, with _ for -)."""
+    ap = argparse.ArgumentParser(prog=prog + " --fake-cli")
     ap.add_argument("command", choices=["dump"])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--block-size", type=int)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
+    for name in ("--model", "--tokens", "--out"):
+        ap.add_argument(name, required=True)
+    for name, kw in extra.items():
+        ap.add_argument("--" + name.replace("_", "-"), **kw)
+    return ap.parse_args(argv)
+
+
+def fake_cli_main(argv: List[str]) -> int:
+    a = fake_cli_args("parity.py", argv, block_size={"type": int})
     arch, cfg, weights = load_model_dir(a.model)
     context = cfg["n_positions"] if arch == "gpt2" else cfg["max_position_embeddings"]
     block_size = a.block_size or context
@@ -984,9 +992,9 @@ def negative_checks(case: Case, dump: Dict[str, np.ndarray], expected, want_meta
     return results
 
 
-def write_fake_clis(workdir: str) -> Tuple[str, str, str]:
-    """-> (working fake CLI, CLI that exits 3, CLI that exits 0 without writing a dump)."""
-    script = os.path.abspath(__file__)
+def write_fake_clis(workdir: str, script: str = os.path.abspath(__file__)) -> Tuple[str, str, str]:
+    """-> (working fake CLI: `script --fake-cli ARGS`, CLI that exits 3, CLI that exits 0
+    without writing a dump)."""
     scripts = {
         "fake-cli-ok": f'#!/bin/sh\nexec "{sys.executable}" "{script}" --fake-cli "$@"\n',
         "fake-cli-fail": '#!/bin/sh\necho "fake-cli-fail: deliberate error" >&2\nexit 3\n',
@@ -1018,75 +1026,96 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
                 and all(np.array_equal(again[k], expected[k]) for k in expected))
         report.add(case.name, "selftest", same, "model dir round-trip")
 
-        # independent vectorised implementation agrees to float64 precision
-        alt = (alt_gpt2 if case.arch == "gpt2" else alt_llama)(case.config, weights, toks)
-        worst = max(compare_tensor(alt[k], expected[k], tol=1e-9)[2] for k in expected)
-        agree = set(alt) == set(expected) and all(compare_tensor(alt[k], expected[k], tol=1e-9)[0]
-                                                   for k in expected)
-        report.add(case.name, "selftest", agree, f"vectorised impl agrees (worst rel {worst:.1e})")
+        check_selftest_case(case.name, model_dir, expected, want_meta, report,
+                            alt=(alt_gpt2 if case.arch == "gpt2" else alt_llama)(case.config, weights, toks),
+                            sanity=sanity_checks(case, expected, weights, toks),
+                            negatives=lambda dump: negative_checks(case, dump, expected, want_meta, workdir))
 
-        for check, ok, detail in sanity_checks(case, expected, weights, toks):
-            report.add(case.name, "selftest", ok, check + (f" ({detail})" if detail else ""))
+    check_end_to_end(cases, workdir, report, timeout)
+    return report
 
-        # the expectation written as a float32 dump passes the comparison
-        dump = to_dump(expected)
-        path = os.path.join(model_dir, "ours.safetensors")
-        write_safetensors(path, dump, {"model": model_dir, "backend": "selftest", **want_meta})
-        check_dump(case.name, path, expected, want_meta, report)
 
-        # ... and the comparison catches broken dumps
-        for check, ok, detail in negative_checks(case, dump, expected, want_meta, workdir):
-            report.add(case.name, "selftest", ok, f"{check} -> {detail}")
+def check_selftest_case(name, model_dir, expected, want_meta, report, alt, sanity, negatives, check=check_dump):
+    """One case's selftest after its model directory round-tripped: the independent
+    vectorised implementation `alt` agrees with the expectation to float64 precision, the
+    `sanity` checks (name, ok, detail) hold, the expectation written as a float32 dump passes
+    `check`, and every broken dump made from it by negatives(dump) is caught."""
+    results = [compare_tensor(alt[k], expected[k], tol=1e-9) for k in expected]
+    worst = max(r[2] for r in results)
+    report.add(name, "selftest", set(alt) == set(expected) and all(r[0] for r in results),
+               f"vectorised impl agrees (worst rel {worst:.1e})")
+    for what, ok, detail in sanity:
+        report.add(name, "selftest", ok, what + (f" ({detail})" if detail else ""))
+    dump = to_dump(expected)
+    path = os.path.join(model_dir, "ours.safetensors")
+    write_safetensors(path, dump, {"model": model_dir, "backend": "selftest", **want_meta})
+    check(name, path, expected, want_meta, report)
+    for what, ok, detail in negatives(dump):
+        report.add(name, "selftest", ok, f"{what} -> {detail}")
 
-    # end to end through subprocess with fake CLIs
-    ok_cli, fail_cli, silent_cli = write_fake_clis(workdir)
+
+def check_end_to_end(cases, workdir, report, timeout, script=os.path.abspath(__file__), run_one=None):
+    """The selftest's end-to-end part: `script --fake-cli` as the CLI passes every case
+    (through run_one, as run_cli_cases), and a CLI that fails, one that writes nothing and
+    one that does not exist fail them."""
+    ok_cli, fail_cli, silent_cli = write_fake_clis(workdir, script)
     print("== end to end with fake CLI (loads the model dirs from disk)")
     rep = Report()
-    run_cli_cases(cases, ok_cli, workdir, rep, timeout)
+    run_cli_cases(cases, ok_cli, workdir, rep, timeout, run_one)
     print(rep.summary())
-    report.add("end-to-end", "selftest", rep.failed == 0 and rep.passed > 0,
-               f"fake CLI run: {rep.summary()}")
+    report.add("end-to-end", "selftest", rep.failed == 0 and rep.passed > 0, f"fake CLI run: {rep.summary()}")
     for cli, what in ((fail_cli, "exit 3"), (silent_cli, "exit 0, no dump")):
         rep = Report(quiet=True)
-        run_cli_cases(cases, cli, workdir, rep, timeout)
+        run_cli_cases(cases, cli, workdir, rep, timeout, run_one)
         report.add("end-to-end", "selftest", rep.failed == len(cases) and rep.passed == 0,
                    f"CLI {what} -> every case fails: {rep.summary()}")
     rep = Report(quiet=True)
-    run_cli_cases(cases[:1], os.path.join(workdir, "no-such-cli"), workdir, rep, timeout)
+    run_cli_cases(cases[:1], os.path.join(workdir, "no-such-cli"), workdir, rep, timeout, run_one)
     report.add("end-to-end", "selftest", rep.failed == 1, f"missing CLI -> {rep.summary()}")
-    return report
 
 
 # ---------------------------------------------------------------------------------------------
 # main
 # ---------------------------------------------------------------------------------------------
 
-def main(argv: List[str]) -> int:
-    if argv[:1] == ["--fake-cli"]:
-        return fake_cli_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: List[str], description: str, all_cases, describe) -> Tuple[Optional[argparse.Namespace], list]:
+    """The command line both parity scripts take -> (args, the cases chosen with --cases);
+    args is None after --list printed describe(case) for each case."""
+    ap = argparse.ArgumentParser(description=description)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--cli", help="path to attnviz-cli")
     mode.add_argument("--selftest", action="store_true", help="test this script (no CLI needed)")
+    mode.add_argument("--list", action="store_true", help="print the case names and exit")
     ap.add_argument("--workdir", help="where model dirs and dumps go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the model dirs and dumps")
-    ap.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in CASES))
+    ap.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in all_cases))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per CLI call")
     ap.add_argument("--backend", choices=["cpu", "gpu"], help="pass --backend to the CLI and require it in the dump")
     args = ap.parse_args(argv)
-    global CLI_BACKEND
-    CLI_BACKEND = args.backend
-
-    cases = CASES
+    if args.list:
+        for c in all_cases:
+            print(describe(c))
+        return None, []
+    cases = all_cases
     if args.cases:
         wanted = args.cases.split(",")
-        unknown = set(wanted) - {c.name for c in CASES}
+        unknown = set(wanted) - {c.name for c in all_cases}
         if unknown:
             ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-        cases = [c for c in CASES if c.name in wanted]
+        cases = [c for c in all_cases if c.name in wanted]
+    return args, cases
+
+
+def main(argv: List[str]) -> int:
+    if argv[:1] == ["--fake-cli"]:
+        return fake_cli_main(argv[1:])
+    args, cases = parse_args(argv, __doc__.split("\n")[0], CASES, lambda c: f"{c.name}: {c.arch}")
+    if args is None:
+        return 0
+    global CLI_BACKEND
+    CLI_BACKEND = args.backend
     if args.selftest:
         cases = [c for c in cases if not c.ablate]
-
     return drive(args, cases, "attnviz-parity-", run_selftest, run_cli_cases)
 
 
