@@ -8,6 +8,7 @@
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
 #include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
 #include "core/error.h"
 
 namespace attnviz {
