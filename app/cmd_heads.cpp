@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/engine/head_scores.h"
 #include "core/engine/importance.h"
+#include "core/engine/lens.h"
 
 namespace attnviz {
 
@@ -14,8 +15,79 @@ struct HeadsOptions {
   InputOptions in;
   int length = 0;
   uint64_t seed = 1;
-  bool json = false, importance = false;
+  bool json = false, importance = false, dla = false;
+  int position = -1;  // --position; −1: the last
+  std::string target, target_ids;
+  CLI::Option* target_opt = nullptr;
+  CLI::Option* target_ids_opt = nullptr;
 };
+
+// --target TOKEN (one token of the model's tokenizer) or --target-ids A[,B]; empty: the
+// predicted token.
+std::vector<int> dla_targets(const HeadsOptions& o, const Model& m) {
+  if (o.target_opt && o.target_opt->count()) {
+    if (!m.tokenizer) encode_text(m, o.target);  // throws, saying why there is no tokenizer
+    const std::vector<int> ids = m.tokenizer->encode_with(o.target, false);
+    if (ids.size() != 1)
+      throw Error("--target '" + o.target + "' is " + std::to_string(ids.size()) +
+                      " tokens for this model's tokenizer, not one\n  HINT: pass the id with --target-ids.",
+                  ErrorKind::Usage);
+    return ids;
+  }
+  if (o.target_ids_opt && o.target_ids_opt->count()) {
+    std::vector<int> ids = parse_token_list(o.target_ids);
+    if (ids.empty() || ids.size() > 2)
+      throw Error("--target-ids takes one id or two (A,B: the logit of A minus that of B)", ErrorKind::Usage);
+    return ids;
+  }
+  return {};
+}
+
+// `heads --dla`: the direct logit attribution at one position (core/engine/lens.h).
+void print_dla(const HeadsOptions& o, Engine& engine, const std::vector<int>& ids, Io& io) {
+  const Model& m = engine.model();
+  std::vector<int> targets = dla_targets(o, m);  // checked before the run
+  for (int id : targets)
+    if (id < 0 || id >= m.config.vocab_size)
+      throw Error("target id " + std::to_string(id) + " is outside the vocabulary (0 … " +
+                      std::to_string(m.config.vocab_size - 1) + ")",
+                  ErrorKind::Usage);
+  const Trace& tr = engine.run(ids);
+  const int position = o.position < 0 ? tr.T() - 1 : o.position;
+  if (o.position < -1 || position >= tr.T())
+    throw Error("--position " + std::to_string(o.position) + " is outside the text (" + std::to_string(tr.T()) +
+                    " tokens: 0 … " + std::to_string(tr.T() - 1) + ")",
+                ErrorKind::Usage);
+  if (targets.empty()) targets = {predicted_token(m, tr, position)};
+  const Attribution a = direct_logit_attribution(m, tr, position, targets);
+  if (o.json) {
+    const nlohmann::json j = {{"position", a.position}, {"target_ids", a.target_ids}, {"logit", a.logit},
+                              {"heads", a.heads},       {"mlp", a.mlp},               {"embed", a.embed},
+                              {"rest", a.rest},         {"sum", a.sum},               {"norm_scale", a.norm_scale}};
+    io.out << j.dump(2) << "\n";
+    return;
+  }
+  const auto name = [&](int id) { return m.tokenizer ? "'" + m.tokenizer->piece(id) + "'" : "#" + std::to_string(id); };
+  io.out << "model " << o.in.model << ": direct logit attribution at position " << a.position << " of " << tr.T()
+         << ", logit of " << name(a.target_ids[0]);
+  if (a.target_ids.size() > 1) io.out << " minus " << name(a.target_ids[1]);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " = %.5f", a.logit);
+  io.out << buf << "\nthe final norm's scale frozen at the run's value (" << a.norm_scale
+         << "); rows = layers, columns = heads, then the layer's MLP\n     ";
+  for (int h = 0; h < m.config.n_head; ++h) std::snprintf(buf, sizeof buf, " %9s", ("H" + std::to_string(h)).c_str()), io.out << buf;
+  std::snprintf(buf, sizeof buf, " %9s\n", "MLP");
+  io.out << buf;
+  for (size_t l = 0; l < a.heads.size(); ++l) {
+    std::snprintf(buf, sizeof buf, " L%-3zu", l);
+    io.out << buf;
+    for (double v : a.heads[l]) std::snprintf(buf, sizeof buf, " %+9.4f", v), io.out << buf;
+    std::snprintf(buf, sizeof buf, " %+9.4f\n", a.mlp[l]);
+    io.out << buf;
+  }
+  std::snprintf(buf, sizeof buf, "embed %+.5f, rest (biases) %+.5f, sum %.5f\n", a.embed, a.rest, a.sum);
+  io.out << buf;
+}
 
 // `heads --importance`: the loss change of each head ablated alone, as L × H grids.
 void print_importance(const HeadsOptions& o, Engine& engine, const std::vector<int>& ids, const std::string& input,
@@ -73,6 +145,8 @@ void run_heads(const HeadsOptions& o, Io& io) {
   }
   if (static_cast<int>(ids.size()) > engine.block_size())
     io.err << "note: only the last " << engine.block_size() << " tokens are scored (block_size)\n";
+  if (o.importance && o.dla) throw Error("--importance and --dla are separate views: give one", ErrorKind::Usage);
+  if (o.dla) return print_dla(o, engine, ids, io);
   if (o.importance) return print_importance(o, engine, ids, input, io);
   const Trace& tr = engine.run(ids);
   const auto scores = score_heads(tr);
@@ -125,6 +199,16 @@ Action add_heads_command(CLI::App& app, Io& io) {
   cmd->add_flag("--importance", o->importance,
                 "instead: the change in mean next-token loss (nats) over the input when each head alone is ablated, "
                 "zero and mean (1 + 2·layers·heads forward passes)");
+  cmd->add_flag("--dla", o->dla,
+                "instead: direct logit attribution at one position: the logit of the target split into each head's "
+                "output, each MLP's, the embeddings' and the biases', through the final norm with its scale frozen");
+  cmd->add_option("--position", o->position, "with --dla: the position (default: the last)");
+  o->target_opt = cmd->add_option("--target", o->target,
+                                  "with --dla: the target token, as text (one token of the model's tokenizer; "
+                                  "default: the predicted token)");
+  o->target_ids_opt = cmd->add_option("--target-ids", o->target_ids,
+                                      "with --dla: the target id A, or A,B for the logit of A minus that of B");
+  o->target_opt->excludes(o->target_ids_opt);
   return [o, &io] { run_heads(*o, io); };
 }
 

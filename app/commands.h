@@ -27,6 +27,7 @@ Action add_eval_command(CLI::App& app, Io& io);
 Action add_heads_command(CLI::App& app, Io& io);
 Action add_export_command(CLI::App& app, Io& io);
 Action add_tokenize_command(CLI::App& app, Io& io);
+Action add_lens_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a
 // model on some input shares.

@@ -120,6 +120,7 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     bytes += (lt.compact ? 0.0 : 2.0 * H * T * T + 2.0 * (H + KV) * T * d) * sizeof(float);
   }
   jobs.push_back({&tr.final_hidden, {T, c.n_embd}, c.n_embd});
+  jobs.push_back({&tr.final_resid, {T, c.n_embd}, c.n_embd});
   if (tr.all_logits) jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
   const int threads = bytes > 64e6 ? max_threads : 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -267,6 +268,7 @@ class CpuBackend : public Backend {
         if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
       }
     }
+    MapMat(tr.final_resid.data.data(), T, c.n_embd).bottomRows(n) = x;  // (n, C) before the final norm
     norm(c, x, w.normf_w, w.normf_b, h);
     if (c.logit_scale != 1.f) h *= c.logit_scale;  // Granite's 1 / logits_scaling, folded in
     MapMat(tr.final_hidden.data.data(), T, c.n_embd).bottomRows(n) = h;  // (n, C)

@@ -236,7 +236,7 @@ Tensor LayerTrace::materialize(Stage s) const {
 }
 
 size_t Trace::bytes() const {
-  size_t n = logits.data.size() + row_loss.size() + final_hidden.data.size();
+  size_t n = logits.data.size() + row_loss.size() + final_hidden.data.size() + final_resid.data.size();
   for (const auto& l : layers)
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
@@ -252,9 +252,9 @@ double Trace::estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_
   double per_layer = (2.0 * H + 2.0 * KV) * t * d + t * C + H * t * kRowStats + H * double(kThumbCells) * kThumbCells;
   if (!compact) per_layer += 2.0 * H * t * t;
   // The logits: every row, or the last row and a chunk of rows being reduced to losses;
-  // and the final hidden state.
+  // and the final hidden state and the stream before the final norm.
   const double logit_rows = all_logits ? t : 1.0 + std::min(t, 64.0);
-  return 4.0 * (static_cast<double>(L) * per_layer + logit_rows * static_cast<double>(V) + t * (C + 1.0));
+  return 4.0 * (static_cast<double>(L) * per_layer + logit_rows * static_cast<double>(V) + t * (2.0 * C + 1.0));
 }
 
 }  // namespace attnviz

@@ -121,6 +121,9 @@ struct Trace {
   // the row's logits were at hand (mean_next_token_loss reads them). Empty otherwise.
   std::vector<float> row_loss;
   Tensor final_hidden;  // (T, C) the normed last hidden state: any row's logits = row · Uᵀ (CPU backend)
+  Tensor final_resid;   // (T, C) the residual stream after the last layer, before the final norm
+                        // (CPU backend; empty when a backend does not keep it): the logit lens
+                        // and the attribution read it
   // Asked of the backend by the engine: logits for every row (false: the last row and
   // row_loss). Backends that cannot (the GPU's) write every row whatever this says.
   bool all_logits = true;

@@ -1,0 +1,236 @@
+#include "core/engine/lens.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/engine/backend.h"
+#include "core/engine/engine.h"
+#include "core/engine/ops.h"
+#include "core/engine/stored_product.h"
+#include "core/error.h"
+
+namespace attnviz {
+
+namespace {
+
+// Positions the lens multiplies by the unembedding together: a (rows, V) block of logits.
+constexpr int kLensRows = 32;
+
+const char* const kNeedsResid =
+    " the residual stream, which only the CPU backend records\n  HINT: run with --backend cpu.";
+
+void check_position(const Trace& tr, int i) {
+  if (i < 0 || i >= tr.T())
+    throw Error("position " + std::to_string(i) + " is outside the text (" + std::to_string(tr.T()) +
+                    " tokens: 0 … " + std::to_string(tr.T() - 1) + ")",
+                ErrorKind::Usage);
+}
+
+// The residual stream after layer l at position i (C floats), or null when not recorded.
+const float* stream_after(const ModelConfig& c, const Trace& tr, int l, int i) {
+  const std::vector<int64_t> shape{tr.T(), c.n_embd};
+  const Tensor& t = l + 1 < static_cast<int>(tr.layers.size()) ? tr.layers[static_cast<size_t>(l + 1)].resid
+                                                                 : tr.final_resid;
+  if (t.shape != shape) return nullptr;
+  return t.data.data() + static_cast<size_t>(i) * c.n_embd;
+}
+
+}  // namespace
+
+Mat lens_hidden(const Model& m, const Trace& tr, int layer, const std::vector<int>& positions) {
+  const ModelConfig& c = m.config;
+  const int L = static_cast<int>(tr.layers.size()), C = c.n_embd;
+  if (layer < 0 || layer >= L)
+    throw Error("layer " + std::to_string(layer) + " does not exist (the model has " + std::to_string(L) +
+                    " layers: 0 … " + std::to_string(L - 1) + ")",
+                ErrorKind::Usage);
+  for (int i : positions) check_position(tr, i);
+  const int n = static_cast<int>(positions.size());
+  Mat h(n, C);
+  if (layer == L - 1 && tr.final_hidden.shape == std::vector<int64_t>{tr.T(), C}) {  // the model's own
+    for (int r = 0; r < n; ++r)
+      h.row(r) = Eigen::Map<const Vec>(tr.final_hidden.data.data() + static_cast<size_t>(positions[r]) * C, C);
+    return h;
+  }
+  Mat x(n, C);
+  for (int r = 0; r < n; ++r) {
+    const float* s = stream_after(c, tr, layer, positions[static_cast<size_t>(r)]);
+    if (!s) throw Error(std::string("the logit lens needs") + kNeedsResid);
+    x.row(r) = Eigen::Map<const Vec>(s, C);
+  }
+  norm(c, x, m.weights.normf_w, m.weights.normf_b, h);
+  if (c.logit_scale != 1.f) h *= c.logit_scale;
+  return h;
+}
+
+std::vector<LensCell> logit_lens(const Model& m, const Trace& tr, int layer, const std::vector<int>& positions,
+                                 int top_k, const std::atomic<bool>* cancel) {
+  const ModelConfig& c = m.config;
+  const int V = c.vocab_size;
+  if (top_k < 1) throw Error("--top must be at least 1", ErrorKind::Usage);
+  const int K = std::min(top_k, V);
+  std::vector<LensCell> cells(positions.size());
+  std::vector<int> order(static_cast<size_t>(V));
+  for (size_t b0 = 0; b0 < positions.size(); b0 += kLensRows) {
+    if (cancel && cancel->load()) throw Cancelled();
+    const std::vector<int> rows(positions.begin() + static_cast<std::ptrdiff_t>(b0),
+                                positions.begin() + static_cast<std::ptrdiff_t>(std::min(positions.size(), b0 + kLensRows)));
+    const Mat h = lens_hidden(m, tr, layer, rows);  // (n, C)
+    Mat logits(h.rows(), V);
+    linear_bt(h, m.weights.unembedding(), logits);  // (n, V)
+    finish_logits(c, logits.data(), logits.size());
+    for (Eigen::Index r = 0; r < logits.rows(); ++r) {
+      const float* z = &logits(r, 0);
+      const float mx = *std::max_element(z, z + V);
+      double sum = 0;
+      for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v]) - mx);
+      const auto prob = [&](int v) { return static_cast<float>(std::exp(static_cast<double>(z[v]) - mx) / sum); };
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [z](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+      LensCell& cell = cells[b0 + static_cast<size_t>(r)];
+      for (int k = 0; k < K; ++k) {
+        cell.top_ids.push_back(order[static_cast<size_t>(k)]);
+        cell.top_probs.push_back(prob(order[static_cast<size_t>(k)]));
+      }
+      const int i = rows[static_cast<size_t>(r)];
+      if (i + 1 < tr.T()) {
+        const int next = tr.tokens[static_cast<size_t>(i + 1)];
+        cell.next_prob = prob(next);
+        cell.next_rank = static_cast<int>(std::count_if(z, z + V, [&](float v) { return v > z[next]; }));
+      }
+    }
+  }
+  return cells;
+}
+
+int predicted_token(const Model& m, const Trace& tr, int position) {
+  check_position(tr, position);
+  std::vector<float> z;
+  row_logits(m, tr, position, z);
+  return static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+}
+
+Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+  check_position(tr, position);
+  if (target_ids.empty() || target_ids.size() > 2)
+    throw Error("the attribution takes one target id or two (A − B)", ErrorKind::Usage);
+  for (int id : target_ids)
+    if (id < 0 || id >= V)
+      throw Error("target id " + std::to_string(id) + " is outside the vocabulary (0 … " + std::to_string(V - 1) + ")",
+                  ErrorKind::Usage);
+  for (const LayerWeights& lw : w.layers)
+    if (lw.post_attn_norm.size() || lw.post_mlp_norm.size())
+      throw Error("direct logit attribution is not available for " + c.model_type +
+                  ": its blocks norm each attention and MLP output before adding it to the residual stream, so "
+                  "no head's share of the logit is linear");
+  if (c.final_softcap > 0)
+    throw Error("direct logit attribution is not available for " + c.model_type +
+                ": the model soft-caps its logits (c·tanh(x/c)), so the logit is not a sum of parts");
+  const int i = position;
+  const float* xf = stream_after(c, tr, L - 1, i);
+  if (static_cast<int>(tr.layers.size()) != L || !xf) throw Error(std::string("the attribution needs") + kNeedsResid);
+  for (int l = 0; l < L; ++l)
+    if (tr.layers[static_cast<size_t>(l)].resid.shape != std::vector<int64_t>{tr.T(), C} ||
+        tr.layers[static_cast<size_t>(l)].out.shape != std::vector<int64_t>{H, tr.T(), d})
+      throw Error(std::string("the attribution needs") + kNeedsResid);
+
+  Attribution a;
+  a.position = i;
+  a.target_ids = target_ids;
+  std::vector<float> z;
+  row_logits(m, tr, i, z);
+  a.logit = static_cast<double>(z[static_cast<size_t>(target_ids[0])]) -
+            (target_ids.size() > 1 ? static_cast<double>(z[static_cast<size_t>(target_ids[1])]) : 0.0);
+
+  // The direction u = u_A − u_B, and the frozen final norm.
+  std::vector<double> u(static_cast<size_t>(C), 0.0);
+  std::vector<float> row(static_cast<size_t>(C));
+  for (size_t t = 0; t < target_ids.size(); ++t) {
+    w.unembedding().table_row(target_ids[t], row.data());
+    for (int e = 0; e < C; ++e) u[static_cast<size_t>(e)] += (t == 0 ? 1.0 : -1.0) * row[static_cast<size_t>(e)];
+  }
+  const bool layer_norm = c.arch == Arch::Gpt2;
+  double mean = 0, var = 0;
+  for (int e = 0; e < C; ++e) mean += xf[e];
+  mean /= C;
+  for (int e = 0; e < C; ++e) {
+    const double v = layer_norm ? xf[e] - mean : xf[e];
+    var += v * v;
+  }
+  var /= C;
+  a.norm_scale = 1.0 / std::sqrt(var + static_cast<double>(c.norm_eps));
+  // g · part is a part's share: g = logit_scale · s · w ⊙ u, centred for LayerNorm (whose
+  // mean subtraction then applies to every part alike).
+  std::vector<double> g(static_cast<size_t>(C));
+  double g_mean = 0;
+  for (int e = 0; e < C; ++e) {
+    g[static_cast<size_t>(e)] = c.logit_scale * a.norm_scale * w.normf_w[e] * u[static_cast<size_t>(e)];
+    g_mean += g[static_cast<size_t>(e)];
+  }
+  g_mean /= C;
+  if (layer_norm)
+    for (double& v : g) v -= g_mean;
+  const auto share = [&](const float* p, double scale = 1.0) {
+    double s = 0;
+    for (int e = 0; e < C; ++e) s += g[static_cast<size_t>(e)] * p[e];
+    return s * scale;
+  };
+  const auto share_vec = [&](const Vec& v, double scale = 1.0) { return v.size() ? share(v.data(), scale) : 0.0; };
+  if (w.normf_b.size())
+    for (int e = 0; e < C; ++e) a.rest += c.logit_scale * static_cast<double>(w.normf_b[e]) * u[static_cast<size_t>(e)];
+
+  // The embeddings, as the pass adds them.
+  Vec emb(C);
+  w.tok_emb.table_row(tr.tokens[static_cast<size_t>(i)], emb.data());
+  if (c.emb_scale != 1.f) emb *= c.emb_scale;
+  if (c.arch == Arch::Gpt2) emb += w.pos_emb.row(i);
+  a.embed = share(emb.data());
+
+  // Each layer: every head through its rows of wo (one product of a block-diagonal (H, H·d)
+  // matrix, row h holding head h's output, so stored weights are read as the pass reads
+  // them), then the MLP recomputed on the stream the layer gave it.
+  const double rs = c.residual_scale;
+  a.heads.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H)));
+  a.mlp.assign(static_cast<size_t>(L), 0.0);
+  Mat blocks(H, H * d), y, hm, gate, up, down;
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    blocks.setZero();
+    for (int h = 0; h < H; ++h)
+      for (int e = 0; e < d; ++e) blocks(h, h * d + e) = lt.out.at(h, i, e);
+    linear(blocks, lw.wo, Vec(), y);  // (H, C)
+    Mat mid = Eigen::Map<const Mat>(lt.resid.data.data() + static_cast<size_t>(i) * C, 1, C);  // (1, C)
+    for (int h = 0; h < H; ++h) {
+      a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)] = share(&y(h, 0), rs);
+      mid += y.row(h) * c.residual_scale;
+    }
+    if (lw.bo.size()) mid += lw.bo * c.residual_scale;
+    a.rest += share_vec(lw.bo, rs);
+    const Mat* in = &mid;
+    if (lw.norm2_w.size()) {
+      norm(c, mid, lw.norm2_w, lw.norm2_b, hm);
+      in = &hm;
+    }
+    linear(*in, lw.w_fc, lw.b_fc, gate);  // (1, I)
+    if (!lw.w_up.empty()) linear(*in, lw.w_up, Vec(), up);
+    mlp_activation(c, gate, up);
+    linear(gate, lw.w_down, Vec(), down);  // (1, C), without b_down
+    a.mlp[static_cast<size_t>(l)] = share(down.data(), rs);
+    a.rest += share_vec(lw.b_down, rs);
+  }
+  a.sum = a.embed + a.rest;
+  for (int l = 0; l < L; ++l) {
+    a.sum += a.mlp[static_cast<size_t>(l)];
+    for (double v : a.heads[static_cast<size_t>(l)]) a.sum += v;
+  }
+  return a;
+}
+
+}  // namespace attnviz
