@@ -15,6 +15,7 @@
 //   7 Q4_1      the 20-byte blocks: d, m, qs[16] (5 uints)       —
 //   8 Q5_0      per block of 32: qh:u32, qs[16] (5 uints)        d at r·w_nb + b
 //   9 Q5_1      the 24-byte blocks: d, m, qh, qs[16] (6 uints)   —
+//  10 Q5_K      the 176-byte blocks as the file has them         —
 //
 // (w_nb: blocks per row.) Q8_0, Q4_0 and Q6_K blocks are not multiples of 4 bytes, so the
 // fp16 scale d of each block moves to an array of its own after the rows; the bytes are the
@@ -23,7 +24,7 @@
 // and the min of its group of 16 (w_scale16) and q the integer quant (w_quant4), computed
 // `precise` so no compiler fuses the multiply and the subtract (Q4_1, Q5_1: d·q + m is
 // d·q − (−m), the same rounding).
-// Q2_K, Q3_K and Q5_K have no decoder here: the backend holds them as float32.
+// Q2_K and Q3_K have no decoder here: the backend holds them as float32.
 
 #define WT_F16 1
 #define WT_BF16 2
@@ -34,6 +35,7 @@
 #define WT_Q4_1 7
 #define WT_Q5_0 8
 #define WT_Q5_1 9
+#define WT_Q5_K 10
 
 layout(std430, binding = 1) readonly buffer BufW { uint w[]; };
 
@@ -75,11 +77,19 @@ vec4 w_quant4(uint row, uint k) {
   return vec4(ivec4(u & 15u, (u >> 8u) & 15u, (u >> 16u) & 15u, (u >> 24u) & 15u) - 8);
 }
 
-#elif WTYPE == WT_Q4_K
-// Block (36 uints): d, dmin @0; scales[12] @4; qs[128] @16. Sub-block s (32 values) has
-// scale d·sc_s and min dmin·m_s, the six-bit pairs of scale_min_k4 in gguf_quant.cpp.
+#elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+// Q4_K block (36 uints): d, dmin @0; scales[12] @4; qs[128] @16. Q5_K block (44 uints): the
+// same with qh[32] @16 and qs[128] @48. Sub-block s (32 values) has scale d·sc_s and min
+// dmin·m_s, the six-bit pairs of scale_min_k4 in gguf_quant.cpp.
+#if WTYPE == WT_Q4_K
+#define KB 36u
+#define QS 4u
+#else
+#define KB 44u
+#define QS 12u
+#endif
 vec2 w_scale16(uint row, uint k) {
-  uint bb = row * uint(w_row) + (k >> 8u) * 36u;
+  uint bb = row * uint(w_row) + (k >> 8u) * KB;
   uint s = (k & 255u) >> 5u;
   vec2 dm = unpackHalf2x16(w[bb]);
   uint q0 = w[bb + 1u], q1 = w[bb + 2u], q2 = w[bb + 3u];  // scales bytes 0-3, 4-7, 8-11
@@ -95,11 +105,16 @@ vec2 w_scale16(uint row, uint k) {
   return vec2(dm.x * float(sc), dm.y * float(m));
 }
 // Chunk c = j / 64 reads qs[32c .. 32c + 32): its first 32 values the low nibbles, the next
-// 32 the high ones.
+// 32 the high ones. Q5_K: value l of sub-block s adds 16 when bit s of qh[l] is set.
 vec4 w_quant4(uint row, uint k) {
-  uint j = k & 255u;
-  uint u = w[row * uint(w_row) + (k >> 8u) * 36u + 4u + (j >> 6u) * 8u + ((j & 31u) >> 2u)] >> (((j >> 5u) & 1u) * 4u);
-  return vec4(u & 15u, (u >> 8u) & 15u, (u >> 16u) & 15u, (u >> 24u) & 15u);
+  uint bb = row * uint(w_row) + (k >> 8u) * KB, j = k & 255u;
+  uint u = w[bb + QS + (j >> 6u) * 8u + ((j & 31u) >> 2u)] >> (((j >> 5u) & 1u) * 4u);
+  uvec4 q = uvec4(u & 15u, (u >> 8u) & 15u, (u >> 16u) & 15u, (u >> 24u) & 15u);
+#if WTYPE == WT_Q5_K
+  uint h = w[bb + 4u + ((j & 31u) >> 2u)] >> (j >> 5u);
+  q |= uvec4(h & 1u, (h >> 8u) & 1u, (h >> 16u) & 1u, (h >> 24u) & 1u) << 4u;
+#endif
+  return vec4(q);
 }
 
 #elif WTYPE == WT_Q6_K
@@ -157,7 +172,7 @@ vec4 w_quant4(uint row, uint k) {
 }
 
 #else
-#error "WTYPE must be one of WT_F16 … WT_Q5_1"
+#error "WTYPE must be one of WT_F16 … WT_Q5_K"
 #endif
 
 // Values k … k+3 of row `row` (k a multiple of 4) given their group's (scale, min).

@@ -26,10 +26,10 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
+#include "core/engine/ops.h"
 #include "core/error.h"
 #include "core/gpu/gl_backend.h"
 #include "core/gpu/gl_ops.h"
-#include "core/engine/ops.h"
 #include "core/model/gguf_writer.h"
 #include "tests/test_util.h"
 
@@ -665,9 +665,9 @@ TEST(GpuForward, RunsFromWhicheverThreadCallsIt) {
 }
 
 // ---- weights kept compact on the device ------------------------------------------------
-// Matrices stored as F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or Q6_K go up as their own
-// bytes and are decoded in the shaders (shaders/weights.glsl); other stored types (Q2_K,
-// Q3_K, Q5_K) are decoded on the host.
+// Matrices stored as F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K go up as
+// their own bytes and are decoded in the shaders (shaders/weights.glsl); other stored types
+// (Q2_K, Q3_K) are decoded on the host.
 
 // A stored matrix of `rows` rows of `cols` random values of `type` (its bytes in `bytes`).
 StoredRows random_stored(GgmlType type, int rows, int cols, uint64_t seed, std::string& bytes) {
@@ -688,11 +688,11 @@ Mat decoded(const StoredRows& s) {  // (rows, cols) as dequantize() gives them
 }
 
 const GgmlType kCompactTypes[] = {GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K};
+                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 TEST(GpuWeights, TheDeviceTypes) {
   for (GgmlType t : kCompactTypes) EXPECT_NE(gl_device_type(t), GlWType::F32) << ggml_type_info(t).name;
-  for (GgmlType t : {GgmlType::F32, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::Q2_K, GgmlType::Q3_K})
     EXPECT_EQ(gl_device_type(t), GlWType::F32) << ggml_type_info(t).name;
 }
 
@@ -714,10 +714,10 @@ TEST(GpuWeights, EveryValueDecodesAsDequantizeGivesIt) {
           worst = std::max(worst, std::abs(static_cast<double>(got(i, c)) - want(ids[i], c)));
           scale = std::max(scale, std::abs(static_cast<double>(want(ids[i], c))));
         }
-      // Exact, but for the types with a min (Q4_1, Q5_1: d·q + m; Q4_K: d·sc·q − dmin·m), which
+      // Exact, but for the types with a min (Q4_1, Q5_1: d·q + m; Q4_K, Q5_K: d·sc·q − dmin·m), which
       // the host compiler may fuse into one rounding (an FMA) where the shader rounds twice:
       // a last-bit difference at most.
-      const bool with_min = t == GgmlType::Q4_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+      const bool with_min = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
       const double allowed = with_min ? 1e-6 * scale : 0.0;
       EXPECT_LE(worst, allowed) << ggml_type_info(t).name << " cols " << cols;
       EXPECT_GT(scale, 0.0);
@@ -753,7 +753,7 @@ TEST(GpuWeights, ProductsWithStoredRowsMatchTheDecodedMatrix) {
 TEST(GpuWeights, AStoredTypeWithoutAShaderIsDecodedOnTheHost) {
   OPS();
   std::string bytes;
-  const StoredRows s = random_stored(GgmlType::Q5_K, 40, 256, 3, bytes);
+  const StoredRows s = random_stored(GgmlType::Q3_K, 40, 256, 3, bytes);
   const Mat x = random_mat(5, 256, 4);
   EXPECT_LE(rel(gl->linear_stored(x, s), x * decoded(s).transpose()), kTol);
 }
@@ -827,13 +827,15 @@ TEST_P(GpuStoredForward, GraniteResidualMultiplierMatchesTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Types, GpuStoredForward,
                          ::testing::Values(GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                                            GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
-                                           GgmlType::Q6_K, GgmlType::Q5_K),
-                         [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(ggml_type_info(i.param).name); });
+                                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return std::string(ggml_type_info(i.param).name);
+                         });
 
 TEST(GpuStoredForward, MixedTypesInOneProjectionMatchTheCpu) {
   // As in Q4_K_M files: v (and down) in Q6_K beside q, k (and gate, up) in Q4_K, so the fused
-  // q|k|v runs as two products; and a v in a type decoded on the host (Q5_K) beside them.
-  for (GgmlType other : {GgmlType::Q6_K, GgmlType::Q5_K}) {
+  // q|k|v runs as two products; and a v in a type decoded on the host (Q3_K) beside them.
+  for (GgmlType other : {GgmlType::Q6_K, GgmlType::Q3_K}) {
     const auto base = gguf_model(llama_256(), GgmlType::Q4_K, "a");
     const auto second = gguf_model(llama_256(), other, "a");
     auto mixed = std::make_shared<Model>(*base);
@@ -861,10 +863,10 @@ TEST(GpuStoredForward, TheDeviceHoldsFewerBytesThanFloat32) {
   EXPECT_EQ(f32_types.size(), 1u);
   EXPECT_GT(f32, 4LL * 2 * (256 * 256 * 2 + 256 * 128 * 2 + 3 * 256 * 512));  // the layers' matrices alone
   // (vectors stay float32: a few KiB here)
-  for (auto [t, most] : {std::pair{GgmlType::F16, 0.52}, std::pair{GgmlType::BF16, 0.52},
-                         std::pair{GgmlType::Q8_0, 0.28}, std::pair{GgmlType::Q4_0, 0.15},
-                         std::pair{GgmlType::Q5_0, 0.18}, std::pair{GgmlType::Q4_K, 0.15},
-                         std::pair{GgmlType::Q6_K, 0.21}}) {
+  for (auto [t, most] :
+       {std::pair{GgmlType::F16, 0.52}, std::pair{GgmlType::BF16, 0.52}, std::pair{GgmlType::Q8_0, 0.28},
+        std::pair{GgmlType::Q4_0, 0.15}, std::pair{GgmlType::Q5_0, 0.18}, std::pair{GgmlType::Q4_K, 0.15},
+        std::pair{GgmlType::Q5_K, 0.18}, std::pair{GgmlType::Q6_K, 0.21}}) {
     const auto [bytes, types] = device_bytes(gguf_model(llama_256(), t, "a"));
     EXPECT_LE(static_cast<double>(bytes), most * static_cast<double>(f32)) << ggml_type_info(t).name;
     EXPECT_GT(types.count(ggml_type_info(t).name), 0u) << ggml_type_info(t).name;
@@ -892,7 +894,8 @@ TEST(GpuStoredForward, DISABLED_DeviceBytesOfAFile) {
     }
     std::printf("%s: device weights %.1f MiB:", mode == WeightsMode::Stored ? "stored" : "f32",
                 gl_device_weight_total(*gpu) / 1048576.0);
-    for (const auto& [type, bytes] : gl_device_weight_bytes(*gpu)) std::printf(" %s %.1f MiB", type.c_str(), bytes / 1048576.0);
+    for (const auto& [type, bytes] : gl_device_weight_bytes(*gpu))
+      std::printf(" %s %.1f MiB", type.c_str(), bytes / 1048576.0);
     std::printf("\n");
   }
 }

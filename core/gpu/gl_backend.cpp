@@ -495,7 +495,8 @@ class GlBackend : public Backend {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
     put_rows(tok_, tok_chunk_, w.tok_emb, "the token embeddings");
-    if (!w.lm_head.empty()) put_rows(unemb_, unemb_chunk_, w.lm_head, "the output embeddings");
+    if (!w.lm_head.empty())
+      put_rows(unemb_, unemb_chunk_, w.lm_head, "the output embeddings");
     else unemb_.clear();
     if (c.arch == Arch::Gpt2) put(pos_, w.pos_emb, "the position embeddings");
     // Granite's logits × (1 / logits_scaling) folded into the final norm: (x̂·w + b)·s.

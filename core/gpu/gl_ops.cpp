@@ -81,6 +81,7 @@ const char* gl_wtype_name(GlWType t) {
     case GlWType::Q4_1: return "Q4_1";
     case GlWType::Q5_0: return "Q5_0";
     case GlWType::Q5_1: return "Q5_1";
+    case GlWType::Q5_K: return "Q5_K";
   }
   return "?";
 }
@@ -96,7 +97,8 @@ GlWType gl_device_type(GgmlType t) {
     case GgmlType::Q4_1: return GlWType::Q4_1;
     case GgmlType::Q5_0: return GlWType::Q5_0;
     case GgmlType::Q5_1: return GlWType::Q5_1;
-    default: return GlWType::F32;  // F32 itself; Q2_K, Q3_K, Q5_K: decoded on the host
+    case GgmlType::Q5_K: return GlWType::Q5_K;
+    default: return GlWType::F32;  // F32 itself; Q2_K, Q3_K: decoded on the host
   }
 }
 
@@ -113,6 +115,7 @@ GgmlType ggml_of(GlWType t) {
     case GlWType::Q4_1: return GgmlType::Q4_1;
     case GlWType::Q5_0: return GgmlType::Q5_0;
     case GlWType::Q5_1: return GgmlType::Q5_1;
+    case GlWType::Q5_K: return GgmlType::Q5_K;
     default: return GgmlType::F32;
   }
 }
@@ -137,6 +140,7 @@ Packing packing(GlWType t, int64_t K) {
     case GlWType::Q4_1: p.nb = static_cast<int>(K / 32), p.qoff = 0, p.qbytes = 20; break;
     case GlWType::Q5_0: p.nb = static_cast<int>(K / 32), p.qoff = 2, p.qbytes = 20, p.doff = 0; break;
     case GlWType::Q5_1: p.nb = static_cast<int>(K / 32), p.qoff = 0, p.qbytes = 24; break;
+    case GlWType::Q5_K: p.nb = static_cast<int>(K / 256), p.qoff = 0, p.qbytes = 176; break;
     case GlWType::F32: throw std::logic_error("packing: float32 is not a compact type");
   }
   if (p.nb) p.row_u32 = p.nb * p.qbytes / 4;
@@ -158,9 +162,9 @@ void gl_upload_rows(GlWeight& out, GlWType t, const std::vector<GlRowSource>& sr
   const int64_t words = N * p.row_u32, scales = p.doff >= 0 ? N * p.nb : 0;
   const int64_t total = words + (scales + 1) / 2;
   if (total * 4 > limit)
-    throw Error(std::string("the GPU backend needs a ") + std::to_string((total * 4) >> 20) + " MiB storage buffer for " +
-                what + ", more than this device allows in one (" + std::to_string(limit >> 20) +
-                " MiB)\n  HINT: use the CPU backend.");
+    throw Error(std::string("the GPU backend needs a ") + std::to_string((total * 4) >> 20) +
+                " MiB storage buffer for " + what + ", more than this device allows in one (" +
+                std::to_string(limit >> 20) + " MiB)\n  HINT: use the CPU backend.");
   std::vector<uint32_t> buf(static_cast<size_t>(total), 0u);
   auto* bytes = reinterpret_cast<uint8_t*>(buf.data());
   uint16_t* d = reinterpret_cast<uint16_t*>(buf.data() + words);  // the fp16 scales region
@@ -255,7 +259,12 @@ void GlKernels::dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsign
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
   if (profile_) {
     glFinish();
-    std::string label = prog.name() + (&prog == &gemm_small_ ? " 16×16" : &prog == &gemm_big_ ? " 64×64" : &prog == &gemm_huge_ ? " 128×128" : &prog == &gemv1_ ? " 1 row" : &prog == &gemv4_ ? " 4 rows" : "");
+    std::string label = prog.name() + (&prog == &gemm_small_  ? " 16×16"
+                                       : &prog == &gemm_big_  ? " 64×64"
+                                       : &prog == &gemm_huge_ ? " 128×128"
+                                       : &prog == &gemv1_     ? " 1 row"
+                                       : &prog == &gemv4_     ? " 4 rows"
+                                                              : "");
     for (const auto& [key, wp] : wprogs_)
       if (&wp == &prog) label = key;  // "gemv.comp Q4_K #define MR 1"
     while (!label.empty() && label.back() == '\n') label.pop_back();
@@ -349,7 +358,10 @@ void GlKernels::gemm(const GemmArgs& g0) {
   const bool big = !huge && g.M >= 16 && g.N >= 32;
   const bool few = g.M <= 8 || (software_ && !huge && !big);
   const int ts = huge ? 128 : big ? 64 : 16;
-  GlProgram& p = !compact ? (few ? (g.M == 1 ? gemv1_ : gemv4_) : huge ? gemm_huge_ : big ? gemm_big_ : gemm_small_)
+  GlProgram& p = !compact ? (few    ? (g.M == 1 ? gemv1_ : gemv4_)
+                             : huge ? gemm_huge_
+                             : big  ? gemm_big_
+                                    : gemm_small_)
                  : few    ? wprog("gemv.comp", g.w->type, g.M == 1 ? "#define MR 1\n" : "#define MR 4\n")
                           : wprog("gemm.comp", g.w->type, "#define RM " + std::to_string(ts / 16) + "\n");
   p.use();

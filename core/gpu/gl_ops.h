@@ -47,11 +47,11 @@ class GlBuffer {
 // How a weight matrix lies on the device (shaders/weights.glsl). F32: float32, the layout
 // the float kernels read; the others: the file's rows (N rows of K values) in a compact
 // form decoded in the shader, each value exactly the float dequantize() gives.
-enum class GlWType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1 };
+enum class GlWType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K };
 const char* gl_wtype_name(GlWType t);
 // The device type for a matrix the file stores as `t`: itself for F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q4_K and Q6_K; F32 (decoded to float32 on the host, 4 bytes a value)
-// for F32 and for the types without a decoding shader yet (Q2_K, Q3_K, Q5_K).
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K; F32 (decoded to float32 on the host, 4 bytes a
+// value) for F32 and for the types without a decoding shader yet (Q2_K, Q3_K).
 GlWType gl_device_type(GgmlType t);
 
 // A weight matrix on the device for products with it as the right-hand side. F32: `buf`
