@@ -11,8 +11,16 @@
 // invocation keeps RM×RM results in registers, and the A and B tiles pass through shared
 // memory BK columns at a time. RM is set by the loader: 1, 4 or 8 (core/gpu/gl_ops.cpp picks
 // per product).
+// With WTYPE defined (a compact weight, shaders/weights.glsl) B is that matrix's N rows of K
+// values, read as op(B) = Bᵀ (b_trans, ldb, b_z… unused; one batch), decoded while the tile
+// is loaded (the 16 columns of a tile are one scale group), and the product is scaled by
+// alpha (Granite's residual multiplier) before the bias.
 // Dispatch: (ceil(N / TS), ceil(M / TS), batch).
 #include "common.glsl"
+#ifdef WTYPE
+#include "weights.glsl"
+uniform float alpha;
+#endif
 
 #ifndef RM
 #define RM 4
@@ -23,7 +31,9 @@
 layout(local_size_x = 16, local_size_y = 16) in;
 
 layout(std430, binding = 0) readonly buffer BufA { float a[]; };
+#ifndef WTYPE
 layout(std430, binding = 1) readonly buffer BufB { float b[]; };
+#endif
 layout(std430, binding = 2) buffer BufC { float c[]; };
 layout(std430, binding = 3) readonly buffer BufBias { float bias[]; };
 
@@ -71,6 +81,18 @@ void main() {
       int gr = row0 + r, gk = k0 + k;
       As[k][r] = (gr < M && gk < K) ? a[abase + gr * lda + gk] : 0.0;
     }
+#ifdef WTYPE
+    for (int e = lid; e < TS * (BK / 4); e += 256) {  // four values of one row of W each
+      int col = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+      int gc = col0 + col, gk = k0 + kq;
+      vec4 v = vec4(0.0);
+      if (gc < N && gk < K) v = w_values4(w_scale16(uint(gc), uint(k0)), uint(gc), uint(gk));
+      Bs[kq][col] = v.x;
+      Bs[kq + 1][col] = v.y;
+      Bs[kq + 2][col] = v.z;
+      Bs[kq + 3][col] = v.w;
+    }
+#else
     if (b_trans != 0) {
       for (int e = lid; e < TS * BK; e += 256) {
         int col = e / BK, k = e % BK;
@@ -84,6 +106,7 @@ void main() {
         Bs[k][col] = (gc < N && gk < K) ? b[bbase + gk * ldb + gc] : 0.0;
       }
     }
+#endif
     group_sync();
     for (int k = 0; k < BK; ++k) {
       float av[RM];
@@ -105,6 +128,9 @@ void main() {
       int col = col0 + tx + 16 * j;
       if (col >= N) continue;
       float v = acc[i][j];
+#ifdef WTYPE
+      v *= alpha;
+#endif
       if (has_bias != 0) v += bias[biasbase + col];
       int idx = cbase + r * ldc + col;
       if (accumulate != 0) v = c[idx] + v;

@@ -4,8 +4,15 @@
 // A 64-wide work group owns 64 columns of C and MR rows (gl_WorkGroupID.y picks which);
 // those rows of A pass through shared memory KC values at a time and every invocation
 // runs down its own column of B. Square tiles would leave most of their rows idle here.
+// With WTYPE defined (a compact weight, shaders/weights.glsl) B is that matrix's N rows of K
+// values read as Bᵀ (one batch): each invocation decodes its own row 16 values (one scale
+// group) at a time, and the product is scaled by alpha before the bias.
 // Dispatch: (ceil(N / 64), ceil(M / MR), batch).
 #include "common.glsl"
+#ifdef WTYPE
+#include "weights.glsl"
+uniform float alpha;
+#endif
 
 #ifndef MR
 #define MR 4  // the loader sets 1 for a single row
@@ -15,7 +22,9 @@
 layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) readonly buffer BufA { float a[]; };
+#ifndef WTYPE
 layout(std430, binding = 1) readonly buffer BufB { float b[]; };
+#endif
 layout(std430, binding = 2) buffer BufC { float c[]; };
 layout(std430, binding = 3) readonly buffer BufBias { float bias[]; };
 
@@ -58,6 +67,19 @@ void main() {
       xs[r][k] = (row0 + r < M && k0 + k < K) ? a[abase + (row0 + r) * lda + k0 + k] : 0.0;
     }
     group_sync();
+#ifdef WTYPE
+    if (col < N) {  // values past K: W's rows are whole blocks (or padded), xs holds zeros there
+      int kn = min(KC, K - k0);
+      for (int k = 0; k < kn; k += 16) {
+        vec2 sm = w_scale16(uint(col), uint(k0 + k));
+        for (int q = 0; q < 16; q += 4) {
+          vec4 wv = w_values4(sm, uint(col), uint(k0 + k + q));
+          for (int r = 0; r < MR; ++r)
+            acc[r] += xs[r][k + q] * wv.x + xs[r][k + q + 1] * wv.y + xs[r][k + q + 2] * wv.z + xs[r][k + q + 3] * wv.w;
+        }
+      }
+    }
+#else
     if (col < N) {
       int kn = min(KC, K - k0);
       int bi = b_trans != 0 ? bbase + col * ldb + k0 : bbase + k0 * ldb + col;
@@ -68,6 +90,7 @@ void main() {
         for (int r = 0; r < MR; ++r) acc[r] += xs[r][k] * bv;
       }
     }
+#endif
   }
 
   if (col >= N) return;
@@ -75,6 +98,9 @@ void main() {
   for (int r = 0; r < MR; ++r) {
     if (row0 + r >= M) break;
     float v = acc[r];
+#ifdef WTYPE
+    v *= alpha;
+#endif
     if (has_bias != 0) v += bias[bias_off + z * bias_z + col];
     int idx = cbase + (row0 + r) * ldc + col;
     if (accumulate != 0) v = c[idx] + v;

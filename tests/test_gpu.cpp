@@ -11,11 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -23,10 +26,11 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
+#include "core/engine/ops.h"
 #include "core/error.h"
 #include "core/gpu/gl_backend.h"
 #include "core/gpu/gl_ops.h"
-#include "core/engine/ops.h"
+#include "core/model/gguf_writer.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -658,6 +662,242 @@ TEST(GpuForward, RunsFromWhicheverThreadCallsIt) {
   a.join();
   EXPECT_EQ(a_result1, "") << "worker thread, first";
   EXPECT_EQ(a_result2, "") << "worker thread, after the main thread";
+}
+
+// ---- weights kept compact on the device ------------------------------------------------
+// Matrices stored as F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K go up as
+// their own bytes and are decoded in the shaders (shaders/weights.glsl); other stored types
+// (Q2_K, Q3_K) are decoded on the host.
+
+// A stored matrix of `rows` rows of `cols` random values of `type` (its bytes in `bytes`).
+StoredRows random_stored(GgmlType type, int rows, int cols, uint64_t seed, std::string& bytes) {
+  bytes = random_tensor_bytes(type, static_cast<int64_t>(rows) * cols, seed);
+  StoredRows s;
+  s.type = type;
+  s.data = reinterpret_cast<const uint8_t*>(bytes.data());
+  s.rows = rows, s.cols = cols;
+  s.row_bytes = stored_row_bytes(type, cols, "test");
+  s.origin = "test";
+  return s;
+}
+
+Mat decoded(const StoredRows& s) {  // (rows, cols) as dequantize() gives them
+  Mat m(s.rows, s.cols);
+  s.decode_rows(0, s.rows, m.data(), s.cols);
+  return m;
+}
+
+const GgmlType kCompactTypes[] = {GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+TEST(GpuWeights, TheDeviceTypes) {
+  for (GgmlType t : kCompactTypes) EXPECT_NE(gl_device_type(t), GlWType::F32) << ggml_type_info(t).name;
+  for (GgmlType t : {GgmlType::F32, GgmlType::Q2_K, GgmlType::Q3_K})
+    EXPECT_EQ(gl_device_type(t), GlWType::F32) << ggml_type_info(t).name;
+}
+
+TEST(GpuWeights, EveryValueDecodesAsDequantizeGivesIt) {
+  OPS();
+  // Through the embedding kernel (× 1): every row of the table read back as the device decodes it.
+  for (GgmlType t : kCompactTypes) {
+    for (int cols : {256, 512}) {
+      std::string bytes;
+      const StoredRows s = random_stored(t, 37, cols, 11 + cols, bytes);
+      const Mat want = decoded(s);
+      std::vector<int> ids(37);
+      for (int i = 0; i < 37; ++i) ids[i] = (i * 5) % 37;
+      const Mat got = gl->embed_stored(s, ids);
+      ASSERT_EQ(got.rows(), 37);
+      double worst = 0, scale = 0;
+      for (int i = 0; i < 37; ++i)
+        for (int c = 0; c < cols; ++c) {
+          worst = std::max(worst, std::abs(static_cast<double>(got(i, c)) - want(ids[i], c)));
+          scale = std::max(scale, std::abs(static_cast<double>(want(ids[i], c))));
+        }
+      // Exact, but for the types with a min (Q4_1, Q5_1: d·q + m; Q4_K, Q5_K: d·sc·q − dmin·m), which
+      // the host compiler may fuse into one rounding (an FMA) where the shader rounds twice:
+      // a last-bit difference at most.
+      const bool with_min = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+      const double allowed = with_min ? 1e-6 * scale : 0.0;
+      EXPECT_LE(worst, allowed) << ggml_type_info(t).name << " cols " << cols;
+      EXPECT_GT(scale, 0.0);
+    }
+  }
+}
+
+TEST(GpuWeights, ProductsWithStoredRowsMatchTheDecodedMatrix) {
+  OPS();
+  for (const char* tuning : {"hardware", "software"}) {  // gemv, and 16/64/128 tiles
+    ScopedEnv env("ATTNVIZ_GL_TUNING", tuning);
+    GlHostOps fresh;
+    for (GgmlType t : kCompactTypes) {
+      // K = 256, 512 (and for the float types widths that are no multiple of 16)
+      std::vector<int> widths = {256, 512};
+      if (t == GgmlType::F16 || t == GgmlType::BF16) widths.insert(widths.end(), {30, 600});
+      for (int K : widths)
+        for (auto [M, N] : {std::pair{1, 23}, std::pair{3, 70}, std::pair{9, 13}, std::pair{20, 40}, std::pair{70, 130},
+                            std::pair{130, 150}}) {
+          std::string bytes;
+          const StoredRows s = random_stored(t, N, K, 100 + K + N, bytes);
+          const Mat x = random_mat(M, K, 6);
+          const Vec b = random_mat(1, N, 9);
+          const float alpha = M == 3 ? 0.3f : 1.f;
+          const Mat want = ((x * decoded(s).transpose()) * alpha).rowwise() + b;
+          EXPECT_LE(rel(fresh.linear_stored(x, s, b, alpha), want), kTol)
+              << tuning << " " << ggml_type_info(t).name << " " << M << "x" << K << "x" << N;
+        }
+    }
+  }
+}
+
+TEST(GpuWeights, AStoredTypeWithoutAShaderIsDecodedOnTheHost) {
+  OPS();
+  std::string bytes;
+  const StoredRows s = random_stored(GgmlType::Q3_K, 40, 256, 3, bytes);
+  const Mat x = random_mat(5, 256, 4);
+  EXPECT_LE(rel(gl->linear_stored(x, s), x * decoded(s).transpose()), kTol);
+}
+
+// Rows of 256 values so the K types fit: C = 256, H·d = 256, I = 512.
+ModelConfig llama_256() {
+  return from_json(R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 256, "intermediate_size": 512,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false})");
+}
+ModelConfig qwen2_256() {  // q/k/v biases, tied
+  return from_json(R"({"model_type": "qwen2", "vocab_size": 40, "hidden_size": 256, "intermediate_size": 512,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true})");
+}
+ModelConfig granite_256() {  // the residual multiplier: compact W_o and W_down get it as alpha
+  return from_json(R"({"model_type": "granite", "vocab_size": 40, "hidden_size": 256, "intermediate_size": 512,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 24,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "attention_multiplier": 0.2, "embedding_multiplier": 6.0,
+    "residual_multiplier": 0.3, "logits_scaling": 4.0, "tie_word_embeddings": true})");
+}
+
+std::shared_ptr<const Model> gguf_model(const ModelConfig& c, GgmlType t, const std::string& tag,
+                                        WeightsMode mode = WeightsMode::Stored) {
+  static std::map<std::string, std::string> written;  // one file per (config, type)
+  const std::string key = c.model_type + "-" + ggml_type_info(t).name + "-" + tag;
+  if (!written.count(key)) written[key] = write_random_gguf(c, 77, test::temp_dir("gguf-" + key), t);
+  LoadOptions o;
+  o.weights = mode;
+  return load_model(written[key], o);
+}
+
+// The GPU forward of `model` against the CPU's (the same stored weights): whole passes, then
+// tokens appended one at a time through the KV cache.
+void expect_parity(const std::shared_ptr<const Model>& model, const std::string& label) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  ASSERT_TRUE(model->weights.any_stored()) << label;
+  const int V = model->config.vocab_size;
+  auto cpu = make_cpu_backend();
+  for (int T : {1, 17}) {
+    const auto ids = random_ids(T, V, static_cast<unsigned>(T));
+    Trace want, got;
+    cpu->forward(*model, ids, 0, want);
+    gpu->forward(*model, ids, 0, got);
+    EXPECT_EQ(test::compare_traces(got, want, kTol), "") << label << ", T = " << T;
+  }
+  Engine engine(model, std::move(gpu));
+  std::vector<int> ids = random_ids(6, V, 3);
+  engine.run(ids);
+  for (int step = 0; step < 2; ++step) {
+    ids.push_back((step * 7 + 2) % V);
+    Trace want;
+    cpu->forward(*model, ids, 0, want);
+    EXPECT_EQ(test::compare_traces(engine.run(ids), want, kTol), "") << label << ", append " << step;
+    EXPECT_EQ(engine.last_recomputed_from(), static_cast<int>(ids.size()) - 1);
+  }
+}
+
+class GpuStoredForward : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GpuStoredForward, LlamaMatchesTheCpu) { expect_parity(gguf_model(llama_256(), GetParam(), "a"), "llama"); }
+TEST_P(GpuStoredForward, Qwen2WithBiasesAndTiedTableMatchesTheCpu) {
+  expect_parity(gguf_model(qwen2_256(), GetParam(), "a"), "qwen2");
+}
+TEST_P(GpuStoredForward, GraniteResidualMultiplierMatchesTheCpu) {
+  expect_parity(gguf_model(granite_256(), GetParam(), "a"), "granite");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuStoredForward,
+                         ::testing::Values(GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return std::string(ggml_type_info(i.param).name);
+                         });
+
+TEST(GpuStoredForward, MixedTypesInOneProjectionMatchTheCpu) {
+  // As in Q4_K_M files: v (and down) in Q6_K beside q, k (and gate, up) in Q4_K, so the fused
+  // q|k|v runs as two products; and a v in a type decoded on the host (Q3_K) beside them.
+  for (GgmlType other : {GgmlType::Q6_K, GgmlType::Q3_K}) {
+    const auto base = gguf_model(llama_256(), GgmlType::Q4_K, "a");
+    const auto second = gguf_model(llama_256(), other, "a");
+    auto mixed = std::make_shared<Model>(*base);
+    for (size_t l = 0; l < mixed->weights.layers.size(); ++l) {
+      mixed->weights.layers[l].wv = second->weights.layers[l].wv;
+      mixed->weights.layers[l].w_up = second->weights.layers[l].w_up;
+    }
+    mixed->files.insert(mixed->files.end(), second->files.begin(), second->files.end());
+    expect_parity(mixed, std::string("Q4_K with ") + ggml_type_info(other).name);
+  }
+}
+
+TEST(GpuStoredForward, TheDeviceHoldsFewerBytesThanFloat32) {
+  std::string why;
+  auto probe = gpu_backend(&why);
+  REQUIRE_GPU(probe, why);
+  EXPECT_TRUE(gl_device_weight_bytes(*make_cpu_backend()).empty());
+  auto device_bytes = [](const std::shared_ptr<const Model>& m) {
+    auto gpu = make_gl_backend();
+    Trace t;
+    gpu->forward(*m, {1, 2, 3}, 0, t);
+    return std::pair{gl_device_weight_total(*gpu), gl_device_weight_bytes(*gpu)};
+  };
+  const auto [f32, f32_types] = device_bytes(gguf_model(llama_256(), GgmlType::Q4_K, "a", WeightsMode::F32));
+  EXPECT_EQ(f32_types.size(), 1u);
+  EXPECT_GT(f32, 4LL * 2 * (256 * 256 * 2 + 256 * 128 * 2 + 3 * 256 * 512));  // the layers' matrices alone
+  // (vectors stay float32: a few KiB here)
+  for (auto [t, most] :
+       {std::pair{GgmlType::F16, 0.52}, std::pair{GgmlType::BF16, 0.52}, std::pair{GgmlType::Q8_0, 0.28},
+        std::pair{GgmlType::Q4_0, 0.15}, std::pair{GgmlType::Q5_0, 0.18}, std::pair{GgmlType::Q4_K, 0.15},
+        std::pair{GgmlType::Q5_K, 0.18}, std::pair{GgmlType::Q6_K, 0.21}}) {
+    const auto [bytes, types] = device_bytes(gguf_model(llama_256(), t, "a"));
+    EXPECT_LE(static_cast<double>(bytes), most * static_cast<double>(f32)) << ggml_type_info(t).name;
+    EXPECT_GT(types.count(ggml_type_info(t).name), 0u) << ggml_type_info(t).name;
+  }
+}
+
+// A measurement, not a check: the device bytes of the GGUF file $ATTNVIZ_TEST_GGUF held as
+// stored and as float32, and the wall time of one pass of 8 tokens each way.
+// Run with --gtest_also_run_disabled_tests --gtest_filter='*DeviceBytesOfAFile'.
+TEST(GpuStoredForward, DISABLED_DeviceBytesOfAFile) {
+  const char* path = std::getenv("ATTNVIZ_TEST_GGUF");
+  if (!path) GTEST_SKIP() << "set ATTNVIZ_TEST_GGUF";
+  for (WeightsMode mode : {WeightsMode::Stored, WeightsMode::F32}) {
+    LoadOptions o;
+    o.weights = mode;
+    const auto model = load_model(path, o);
+    auto gpu = make_gl_backend();
+    for (int rep = 0; rep < 2; ++rep) {
+      Trace t;
+      const auto t0 = std::chrono::steady_clock::now();
+      gpu->forward(*model, random_ids(8, model->config.vocab_size, 1), 0, t);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("%s pass %d: %.0f ms (device %.0f ms)\n", mode == WeightsMode::Stored ? "stored" : "f32", rep, ms,
+                  gpu->last_device_ms());
+    }
+    std::printf("%s: device weights %.1f MiB:", mode == WeightsMode::Stored ? "stored" : "f32",
+                gl_device_weight_total(*gpu) / 1048576.0);
+    for (const auto& [type, bytes] : gl_device_weight_bytes(*gpu))
+      std::printf(" %s %.1f MiB", type.c_str(), bytes / 1048576.0);
+    std::printf("\n");
+  }
 }
 
 // ---- falling back to the CPU ----------------------------------------------------------

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include "core/error.h"
 #include "core/gpu/gl_context.h"
@@ -29,12 +32,24 @@ uint64_t hash_row(const float* r, int n) {
   return h;
 }
 
+// A linear layer's weight on the device as parts side by side: part i gives the output
+// columns [col0, col0 + w.N). Consecutive matrices of one device type share a part (float32
+// ones concatenated as W (in, out), compact ones as their rows one after another); a fused
+// q|k|v whose v is stored in another type than q and k (Q4_K_M files) has two.
+struct DevPart {
+  GlWeight w;
+  int col0 = 0;
+  float alpha = 1.f;  // compact parts: the residual multiplier (float32 ones have it folded in)
+};
+using DevLinear = std::vector<DevPart>;
+
 // Weights of one layer on the device, fused where that saves a pass: q|k|v side by side
 // (C, (H+2·KV)·d), and for a gated MLP gate|up (C, 2·I). Granite's residual_multiplier is
 // folded into the last weights of each branch: the post-norm's weights when the block has
-// one (Gemma, OLMo 2), else W_o, b_o and W_down, b_down.
+// one (Gemma, OLMo 2), else W_o, b_o and W_down, b_down (compact ones: the product's alpha).
 struct DevLayer {
-  GlBuffer norm1_w, norm1_b, wqkv, bqkv, wo, bo, norm2_w, norm2_b, w_in, b_in, w_down, b_down;
+  DevLinear wqkv, wo, w_in, w_down;
+  GlBuffer norm1_w, norm1_b, bqkv, bo, norm2_w, norm2_b, b_in, b_down;
   GlBuffer q_norm, k_norm;          // (d) per head or (H·d), (KV·d) whole; QK-norm
   GlBuffer post_attn, post_mlp;     // (C) norms of the branch outputs before their adds
   bool has_bqkv = false, has_bo = false, has_b_in = false, has_b_down = false;
@@ -105,6 +120,10 @@ class GlBackend : public Backend {
   }
 
   const char* name() const override { return "gpu"; }
+  std::map<std::string, long long> device_weight_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dev_bytes_;
+  }
   double last_device_ms() const override { return last_device_ms_; }
 
   // One step per layer, as CpuBackend::forward reads: embed the new rows, then per layer
@@ -185,7 +204,7 @@ class GlBackend : public Backend {
   // x (n, C) = token embeddings × emb_scale (+ learned positions for gpt2) of the new rows.
   void embed(const ModelConfig& c, int n, int p) {
     for (size_t ch = 0; ch < tok_.size(); ++ch) {
-      const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, c.vocab_size - v0);
+      const int v0 = static_cast<int>(ch) * tok_chunk_, vn = std::min(tok_chunk_, c.vocab_size - v0);
       k_->embed(ids_, n, c.n_embd, tok_[ch], v0, vn, c.arch == Arch::Gpt2 ? &pos_ : nullptr, p, x_, c.emb_scale);
     }
   }
@@ -226,10 +245,10 @@ class GlBackend : public Backend {
       hin = &h_;
     }
     GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
-    g.M = n, g.N = ld, g.K = C;
-    g.a = {hin, 0, C, 0}, g.b = {&w.wqkv, 0, ld, 0}, g.c = {&qkv, p * ld, ld, 0};
+    g.M = n, g.K = C;
+    g.a = {hin, 0, C, 0}, g.c = {&qkv, p * ld, ld, 0};
     if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
-    k_->gemm(g);
+    linear(g, w.wqkv);
     if (c.qk_norm == QkNorm::PerHead) {  // q heads at columns [0, H·d), k heads at [H·d, (H+KV)·d)
       k_->qk_norm(qkv, p, n, ld, 0, H, d, w.q_norm, c.norm_eps);
       k_->qk_norm(qkv, p, n, ld, H * d, KV, d, w.k_norm, c.norm_eps);
@@ -254,11 +273,11 @@ class GlBackend : public Backend {
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
 
     GemmArgs o;  // x += att · Wo (+ bo), or into h_ (n, C) and x += post_attn_norm(h_)
-    o.M = n, o.N = C, o.K = H * d;
-    o.a = {&att_, 0, H * d, 0}, o.b = {&w.wo, 0, C, 0}, o.c = {w.has_post_attn ? &h_ : &x_, 0, C, 0};
+    o.M = n, o.K = H * d;
+    o.a = {&att_, 0, H * d, 0}, o.c = {w.has_post_attn ? &h_ : &x_, 0, C, 0};
     if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
     o.accumulate = !w.has_post_attn;
-    k_->gemm(o);
+    linear(o, w.wo);
     if (w.has_post_attn) k_->norm(h_, n, C, w.post_attn, nullptr, c.norm_eps, x_, true);
     const GlBuffer* hm = &x_;  // (n, C) what the MLP reads
     if (w.has_norm2) {
@@ -266,20 +285,32 @@ class GlBackend : public Backend {
       hm = &h_;
     }
     GemmArgs f;  // fc (gpt2) or gate|up (gated)
-    f.M = n, f.N = mlp_w, f.K = C;
-    f.a = {hm, 0, C, 0}, f.b = {&w.w_in, 0, mlp_w, 0}, f.c = {&mlp_, 0, mlp_w, 0};
+    f.M = n, f.K = C;
+    f.a = {hm, 0, C, 0}, f.c = {&mlp_, 0, mlp_w, 0};
     if (w.has_b_in) f.bias = {&w.b_in, 0, 0, 0};
-    k_->gemm(f);
+    linear(f, w.w_in);
     if (!gated_mlp(c)) k_->gelu(mlp_, n, I, I);
     else k_->swiglu(mlp_, n, I, act_, c.mlp == MlpKind::GeGLU);
     GemmArgs dn;  // x += act · W_down (+ b), or into h_ (n, C) and x += post_mlp_norm(h_)
-    dn.M = n, dn.N = C, dn.K = I;
-    dn.a = {gated_mlp(c) ? &act_ : &mlp_, 0, I, 0}, dn.b = {&w.w_down, 0, C, 0};
+    dn.M = n, dn.K = I;
+    dn.a = {gated_mlp(c) ? &act_ : &mlp_, 0, I, 0};
     dn.c = {w.has_post_mlp ? &h_ : &x_, 0, C, 0};
     if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
     dn.accumulate = !w.has_post_mlp;
-    k_->gemm(dn);
+    linear(dn, w.w_down);
     if (w.has_post_mlp) k_->norm(h_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
+  }
+
+  // C = A · W (+ bias) (+ C) with W a DevLinear: one product per part, into its columns.
+  void linear(const GemmArgs& base, const DevLinear& parts) {
+    for (const DevPart& part : parts) {
+      GemmArgs g = base;
+      g.N = part.w.N;
+      g.c.off += part.col0;
+      if (g.bias.buf) g.bias.off += part.col0;
+      g.w = &part.w, g.alpha = part.alpha;
+      k_->gemm(g);
+    }
   }
 
   // Reads q, k, v (from the cache rows [p, T)) and the head outputs of the new rows back
@@ -316,17 +347,18 @@ class GlBackend : public Backend {
     tr.logits.resize_keep({T, V}, p, V);  // every row, whatever tr.all_logits asks (can_compact() is false)
     tr.logits_from = 0;
     tr.row_loss.clear();
-    const std::vector<GlBuffer>& U = unemb_.empty() ? tok_ : unemb_;
+    const std::vector<GlWeight>& U = unemb_.empty() ? tok_ : unemb_;
+    const int chunk = unemb_.empty() ? tok_chunk_ : unemb_chunk_;
     const int rb = static_cast<int>(std::max<long long>(1, std::min<long long>(n, lim / (sizeof(float) * V))));
     logits_.ensure(sizeof(float) * rb * V, lim, "logits");
     for (int r0 = 0; r0 < n; r0 += rb) {
       const int rn = std::min(rb, n - r0);
       for (size_t ch = 0; ch < U.size(); ++ch) {
-        const int v0 = static_cast<int>(ch) * vchunk_, vn = std::min(vchunk_, V - v0);
+        const int v0 = static_cast<int>(ch) * chunk, vn = std::min(chunk, V - v0);
         GemmArgs g;  // logits = h · Uᵀ, U (V, C) as stored
         g.M = rn, g.N = vn, g.K = C;
-        g.a = {&h_, r0 * C, C, 0}, g.b = {&U[ch], 0, C, 0}, g.c = {&logits_, v0, V, 0};
-        g.b_trans = true;
+        g.a = {&h_, r0 * C, C, 0}, g.c = {&logits_, v0, V, 0};
+        g.w = &U[ch];
         k_->gemm(g);
       }
       if (c.final_softcap > 0) k_->softcap(logits_, rn, V, V, c.final_softcap);  // (rn, V)
@@ -354,33 +386,117 @@ class GlBackend : public Backend {
     b.upload(m.data(), sizeof(float) * static_cast<size_t>(m.size()));
   }
 
-  // (rows, C) table split into chunks of vchunk_ rows, each within one storage block.
-  // Stored tables are decoded to float32 for the device.
-  void put_rows(std::vector<GlBuffer>& out, const Weight& w, const char* what) {
+  // How `w` is held on the device: its compact type when stored in one (gl_device_type),
+  // else float32.
+  static GlWType device_type(const Weight& w) { return w.is_stored() ? gl_device_type(w.stored.type) : GlWType::F32; }
+
+  // A (V, C) table in chunks of `chunk` rows, each within one storage block: compact where
+  // it is stored in a type with a decoding shader, else float32.
+  void put_rows(std::vector<GlWeight>& out, int& chunk, const Weight& w, const char* what) {
+    out.clear();
+    const long long lim = k_->limit();
+    const GlWType t = device_type(w);
+    if (t != GlWType::F32) {
+      if (w.row_of_col) throw std::logic_error("GPU backend: a table with reordered rows");
+      const StoredRows& s = w.stored;
+      // a packed row takes its file bytes, plus < 32 bytes of padding (F16, BF16)
+      chunk = static_cast<int>(std::max<long long>(1, std::min<long long>(s.rows, (lim - 64) / (s.row_bytes + 32))));
+      for (int64_t r0 = 0; r0 < s.rows; r0 += chunk) {
+        out.emplace_back();
+        gl_upload_rows(out.back(), t, {GlRowSource{&s, nullptr, r0, std::min<int64_t>(chunk, s.rows - r0)}}, lim, what);
+      }
+      return;
+    }
     Mat tmp;
     const Mat& m = w.is_stored() ? (tmp = w.table_f32()) : w.f32;
-    out.clear();
-    for (Eigen::Index r0 = 0; r0 < m.rows(); r0 += vchunk_) {
+    chunk = static_cast<int>(std::max<long long>(1, std::min<long long>(m.rows(), lim / (sizeof(float) * m.cols()))));
+    for (Eigen::Index r0 = 0; r0 < m.rows(); r0 += chunk) {
+      const Eigen::Index rn = std::min<Eigen::Index>(chunk, m.rows() - r0);
       out.emplace_back();
-      const Eigen::Index rn = std::min<Eigen::Index>(vchunk_, m.rows() - r0);
-      out.back().ensure(sizeof(float) * static_cast<size_t>(rn * m.cols()), k_->limit(), what);
-      out.back().upload(m.data() + r0 * m.cols(), sizeof(float) * static_cast<size_t>(rn * m.cols()));
+      GlWeight& g = out.back();
+      g.type = GlWType::F32, g.rows_are_outputs = true;
+      g.N = static_cast<int>(rn), g.K = static_cast<int>(m.cols());
+      g.buf.ensure(sizeof(float) * static_cast<size_t>(rn * m.cols()), lim, what);
+      g.buf.upload(m.data() + r0 * m.cols(), sizeof(float) * static_cast<size_t>(rn * m.cols()));
     }
   }
 
-  // A linear weight (in, out) as float32: its own matrix, or a stored one decoded into tmp.
-  static const Mat& dense(const Weight& w, Mat& tmp) { return w.is_stored() ? (tmp = w.linear_f32()) : w.f32; }
+  // Linear weights (in, out) side by side (q | k | v, gate | up) as one DevLinear, × scale
+  // (the residual multiplier). Float32 ones (and stored types without a decoding shader,
+  // decoded here) concatenated as before; compact ones uploaded as their rows.
+  DevLinear put_linear(const std::vector<const Weight*>& ws, float scale, const char* what) {
+    DevLinear out;
+    int col = 0;
+    for (size_t i = 0; i < ws.size();) {
+      const GlWType t = device_type(*ws[i]);
+      size_t j = i;
+      int n = 0;
+      while (j < ws.size() && device_type(*ws[j]) == t &&
+             (t == GlWType::F32 || ws[j]->stored.cols == ws[i]->stored.cols)) {
+        n += static_cast<int>(ws[j]->is_stored() ? ws[j]->stored.rows : ws[j]->f32.cols());
+        ++j;
+      }
+      DevPart part;
+      part.col0 = col;
+      if (t == GlWType::F32) {
+        const Weight& first = *ws[i];
+        Mat m(first.is_stored() ? first.stored.cols : first.f32.rows(), n);
+        int c0 = 0;
+        for (size_t k = i; k < j; ++k) {
+          Mat tmp;
+          const Mat& wk = ws[k]->is_stored() ? (tmp = ws[k]->linear_f32()) : ws[k]->f32;
+          m.middleCols(c0, wk.cols()) = wk;
+          c0 += static_cast<int>(wk.cols());
+        }
+        if (scale != 1.f) m *= scale;
+        gl_upload_f32(part.w, m, false, k_->limit(), what);
+      } else {
+        std::vector<GlRowSource> src;
+        for (size_t k = i; k < j; ++k)
+          src.push_back(GlRowSource{&ws[k]->stored, ws[k]->row_of_col ? ws[k]->row_of_col->data() : nullptr, 0,
+                                    ws[k]->stored.rows});
+        gl_upload_rows(part.w, t, src, k_->limit(), what);
+        part.alpha = scale;
+      }
+      out.push_back(std::move(part));
+      col += n;
+      i = j;
+    }
+    return out;
+  }
+
+  static int out_cols(const Weight& w) { return static_cast<int>(w.is_stored() ? w.stored.rows : w.f32.cols()); }
+
+  // dev_bytes_: every weight buffer's bytes by device type; vectors (norms, biases) and
+  // the position table count as F32.
+  void count_device_bytes() {
+    dev_bytes_.clear();
+    auto add = [this](const GlWeight& w) { dev_bytes_[gl_wtype_name(w.type)] += static_cast<long long>(w.bytes()); };
+    auto addb = [this](const GlBuffer& b) {
+      if (b.id()) dev_bytes_["F32"] += static_cast<long long>(b.bytes());
+    };
+    for (const auto& t : {&tok_, &unemb_})
+      for (const GlWeight& w : *t) add(w);
+    for (const GlBuffer* b : {&pos_, &normf_w_, &normf_b_}) addb(*b);
+    for (const DevLayer& l : layers_) {
+      for (const DevLinear* lin : {&l.wqkv, &l.wo, &l.w_in, &l.w_down})
+        for (const DevPart& part : *lin) add(part.w);
+      for (const GlBuffer* b : {&l.norm1_w, &l.norm1_b, &l.bqkv, &l.bo, &l.norm2_w, &l.norm2_b, &l.b_in, &l.b_down,
+                                &l.q_norm, &l.k_norm, &l.post_attn, &l.post_mlp})
+        addb(*b);
+    }
+  }
 
   void ensure_model(const Model& m) {
     const uint64_t fp = fingerprint(m);
     if (fp == model_fp_ && !layers_.empty()) return;
     model_fp_ = 0;
+    dev_bytes_.clear();
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
-    const int C = c.n_embd;
-    vchunk_ = static_cast<int>(std::max<long long>(1, std::min<long long>(c.vocab_size, k_->limit() / (sizeof(float) * C))));
-    put_rows(tok_, w.tok_emb, "the token embeddings");
-    if (!w.lm_head.empty()) put_rows(unemb_, w.lm_head, "the output embeddings");
+    put_rows(tok_, tok_chunk_, w.tok_emb, "the token embeddings");
+    if (!w.lm_head.empty())
+      put_rows(unemb_, unemb_chunk_, w.lm_head, "the output embeddings");
     else unemb_.clear();
     if (c.arch == Arch::Gpt2) put(pos_, w.pos_emb, "the position embeddings");
     // Granite's logits × (1 / logits_scaling) folded into the final norm: (x̂·w + b)·s.
@@ -403,42 +519,35 @@ class GlBackend : public Backend {
       if ((dl.has_post_attn = lw.post_attn_norm.size() > 0)) put(dl.post_attn, Vec(lw.post_attn_norm * rs), "a norm");
       if ((dl.has_post_mlp = lw.post_mlp_norm.size() > 0)) put(dl.post_mlp, Vec(lw.post_mlp_norm * rs), "a norm");
       const float rs_attn = dl.has_post_attn ? 1.f : rs, rs_mlp = dl.has_post_mlp ? 1.f : rs;
-      Mat tq, tk, tv, to, tf, tu, td;
-      const Mat &wq = dense(lw.wq, tq), &wk = dense(lw.wk, tk), &wv = dense(lw.wv, tv), &wo = dense(lw.wo, to);
-      const Mat &w_fc = dense(lw.w_fc, tf), &w_up = dense(lw.w_up, tu), &w_down = dense(lw.w_down, td);
-      Mat wqkv(wq.rows(), wq.cols() + wk.cols() + wv.cols());
-      wqkv << wq, wk, wv;
-      put(dl.wqkv, wqkv, "the q|k|v projection");
+      dl.wqkv = put_linear({&lw.wq, &lw.wk, &lw.wv}, 1.f, "the q|k|v projection");
+      const int nq = out_cols(lw.wq), nk = out_cols(lw.wk), nv = out_cols(lw.wv);
       dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
       if (dl.has_bqkv) {
-        Vec b = Vec::Zero(wqkv.cols());
+        Vec b = Vec::Zero(nq + nk + nv);
         if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
-        if (lw.bk.size()) b.segment(wq.cols(), lw.bk.size()) = lw.bk;
-        if (lw.bv.size()) b.segment(wq.cols() + wk.cols(), lw.bv.size()) = lw.bv;
+        if (lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
+        if (lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
         put(dl.bqkv, b, "the q|k|v bias");
       }
-      if (rs_attn == 1.f) put(dl.wo, wo, "the output projection");
-      else put(dl.wo, Mat(wo * rs_attn), "the output projection");
+      dl.wo = put_linear({&lw.wo}, rs_attn, "the output projection");
       if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, Vec(lw.bo * rs_attn), "the output projection bias");
       if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
       if (!gated_mlp(c)) {
-        put(dl.w_in, w_fc, "the MLP");
+        dl.w_in = put_linear({&lw.w_fc}, 1.f, "the MLP");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) put(dl.b_in, lw.b_fc, "the MLP bias");
       } else {
-        Mat gu(w_fc.rows(), w_fc.cols() + w_up.cols());
-        gu << w_fc, w_up;
-        put(dl.w_in, gu, "the MLP gate|up projection");
+        dl.w_in = put_linear({&lw.w_fc, &lw.w_up}, 1.f, "the MLP gate|up projection");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) {
-          Vec b = Vec::Zero(gu.cols());
+          Vec b = Vec::Zero(out_cols(lw.w_fc) + out_cols(lw.w_up));
           b.segment(0, lw.b_fc.size()) = lw.b_fc;
           put(dl.b_in, b, "the MLP bias");
         }
       }
-      if (rs_mlp == 1.f) put(dl.w_down, w_down, "the MLP down projection");
-      else put(dl.w_down, Mat(w_down * rs_mlp), "the MLP down projection");
+      dl.w_down = put_linear({&lw.w_down}, rs_mlp, "the MLP down projection");
       if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, Vec(lw.b_down * rs_mlp), "the MLP bias");
     }
+    count_device_bytes();
     // New weights: nothing cached is valid.
     caches_.clear();
     hashes_.clear();
@@ -484,7 +593,7 @@ class GlBackend : public Backend {
     valid_rows_[l] = p;
   }
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unique_ptr<GlContext> ctx_;
   std::unique_ptr<GlKernels> k_;
   bool verbose_ = false;
@@ -492,9 +601,11 @@ class GlBackend : public Backend {
 
   // the model on the device
   uint64_t model_fp_ = 0;
-  int vchunk_ = 1;
   std::vector<DevLayer> layers_;
-  std::vector<GlBuffer> tok_, unemb_;  // vocabulary tables in chunks of vchunk_ rows; unemb_ empty when tied
+  // vocabulary tables in chunks of tok_chunk_ (unemb_chunk_) rows; unemb_ empty when tied
+  std::vector<GlWeight> tok_, unemb_;
+  int tok_chunk_ = 1, unemb_chunk_ = 1;
+  std::map<std::string, long long> dev_bytes_;  // the weights' device bytes by device type
   GlBuffer pos_, normf_w_, normf_b_;
   std::vector<DevRope> ropes_;  // RoPE tables, one per set of frequencies in use (rope_for)
 
@@ -515,6 +626,17 @@ class GlBackend : public Backend {
 
 std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options) {
   return std::make_unique<GlBackend>(options);
+}
+
+std::map<std::string, long long> gl_device_weight_bytes(const Backend& b) {
+  const auto* g = dynamic_cast<const GlBackend*>(&b);
+  return g ? g->device_weight_bytes() : std::map<std::string, long long>{};
+}
+
+long long gl_device_weight_total(const Backend& b) {
+  long long n = 0;
+  for (const auto& [type, bytes] : gl_device_weight_bytes(b)) n += bytes;
+  return n;
 }
 
 }  // namespace attnviz

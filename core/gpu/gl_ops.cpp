@@ -67,6 +67,145 @@ void GlBuffer::unmap() const {
   glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
 }
 
+// ---- weights on the device --------------------------------------------------------------
+
+const char* gl_wtype_name(GlWType t) {
+  switch (t) {
+    case GlWType::F32: return "F32";
+    case GlWType::F16: return "F16";
+    case GlWType::BF16: return "BF16";
+    case GlWType::Q8_0: return "Q8_0";
+    case GlWType::Q4_0: return "Q4_0";
+    case GlWType::Q4_K: return "Q4_K";
+    case GlWType::Q6_K: return "Q6_K";
+    case GlWType::Q4_1: return "Q4_1";
+    case GlWType::Q5_0: return "Q5_0";
+    case GlWType::Q5_1: return "Q5_1";
+    case GlWType::Q5_K: return "Q5_K";
+  }
+  return "?";
+}
+
+GlWType gl_device_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F16: return GlWType::F16;
+    case GgmlType::BF16: return GlWType::BF16;
+    case GgmlType::Q8_0: return GlWType::Q8_0;
+    case GgmlType::Q4_0: return GlWType::Q4_0;
+    case GgmlType::Q4_K: return GlWType::Q4_K;
+    case GgmlType::Q6_K: return GlWType::Q6_K;
+    case GgmlType::Q4_1: return GlWType::Q4_1;
+    case GgmlType::Q5_0: return GlWType::Q5_0;
+    case GgmlType::Q5_1: return GlWType::Q5_1;
+    case GgmlType::Q5_K: return GlWType::Q5_K;
+    default: return GlWType::F32;  // F32 itself; Q2_K, Q3_K: decoded on the host
+  }
+}
+
+namespace {
+
+GgmlType ggml_of(GlWType t) {
+  switch (t) {
+    case GlWType::F16: return GgmlType::F16;
+    case GlWType::BF16: return GgmlType::BF16;
+    case GlWType::Q8_0: return GgmlType::Q8_0;
+    case GlWType::Q4_0: return GgmlType::Q4_0;
+    case GlWType::Q4_K: return GgmlType::Q4_K;
+    case GlWType::Q6_K: return GgmlType::Q6_K;
+    case GlWType::Q4_1: return GgmlType::Q4_1;
+    case GlWType::Q5_0: return GgmlType::Q5_0;
+    case GlWType::Q5_1: return GgmlType::Q5_1;
+    case GlWType::Q5_K: return GgmlType::Q5_K;
+    default: return GgmlType::F32;
+  }
+}
+
+// The layout of shaders/weights.glsl: per row `row_u32` uints; per block `qoff`, `qbytes`:
+// the bytes of the block that go to the row, `doff` where its fp16 d lies (−1: it stays in
+// the block); values of the float types padded to whole 16s.
+struct Packing {
+  int row_u32 = 0, nb = 0;
+  int qoff = 0, qbytes = 0, doff = -1;
+};
+
+Packing packing(GlWType t, int64_t K) {
+  Packing p;
+  switch (t) {
+    case GlWType::F16:
+    case GlWType::BF16: p.row_u32 = static_cast<int>((K + 15) / 16 * 8); break;
+    case GlWType::Q8_0: p.nb = static_cast<int>(K / 32), p.qoff = 2, p.qbytes = 32, p.doff = 0; break;
+    case GlWType::Q4_0: p.nb = static_cast<int>(K / 32), p.qoff = 2, p.qbytes = 16, p.doff = 0; break;
+    case GlWType::Q4_K: p.nb = static_cast<int>(K / 256), p.qoff = 0, p.qbytes = 144; break;
+    case GlWType::Q6_K: p.nb = static_cast<int>(K / 256), p.qoff = 0, p.qbytes = 208, p.doff = 208; break;
+    case GlWType::Q4_1: p.nb = static_cast<int>(K / 32), p.qoff = 0, p.qbytes = 20; break;
+    case GlWType::Q5_0: p.nb = static_cast<int>(K / 32), p.qoff = 2, p.qbytes = 20, p.doff = 0; break;
+    case GlWType::Q5_1: p.nb = static_cast<int>(K / 32), p.qoff = 0, p.qbytes = 24; break;
+    case GlWType::Q5_K: p.nb = static_cast<int>(K / 256), p.qoff = 0, p.qbytes = 176; break;
+    case GlWType::F32: throw std::logic_error("packing: float32 is not a compact type");
+  }
+  if (p.nb) p.row_u32 = p.nb * p.qbytes / 4;
+  return p;
+}
+
+}  // namespace
+
+void gl_upload_rows(GlWeight& out, GlWType t, const std::vector<GlRowSource>& src, long long limit, const char* what) {
+  if (src.empty()) throw std::logic_error("gl_upload_rows: no rows");
+  const int64_t K = src[0].rows->cols;
+  int64_t N = 0;
+  for (const GlRowSource& s : src) {
+    if (s.rows->cols != K || s.rows->type != ggml_of(t))
+      throw std::logic_error("gl_upload_rows: parts of different widths or types");
+    N += s.n;
+  }
+  const Packing p = packing(t, K);
+  const int64_t words = N * p.row_u32, scales = p.doff >= 0 ? N * p.nb : 0;
+  const int64_t total = words + (scales + 1) / 2;
+  if (total * 4 > limit)
+    throw Error(std::string("the GPU backend needs a ") + std::to_string((total * 4) >> 20) +
+                " MiB storage buffer for " + what + ", more than this device allows in one (" +
+                std::to_string(limit >> 20) + " MiB)\n  HINT: use the CPU backend.");
+  std::vector<uint32_t> buf(static_cast<size_t>(total), 0u);
+  auto* bytes = reinterpret_cast<uint8_t*>(buf.data());
+  uint16_t* d = reinterpret_cast<uint16_t*>(buf.data() + words);  // the fp16 scales region
+  int64_t row = 0;
+  for (const GlRowSource& s : src) {
+    const StoredRows& w = *s.rows;
+    const int bb = ggml_type_info(w.type).block_bytes;
+    for (int64_t i = 0; i < s.n; ++i, ++row) {
+      const int64_t r = s.order ? s.order[s.r0 + i] : s.r0 + i;
+      if (r < 0 || r >= w.rows) throw std::logic_error("gl_upload_rows: row out of range");
+      const uint8_t* from = w.data + r * w.row_bytes;
+      uint8_t* to = bytes + row * p.row_u32 * 4;
+      if (!p.nb) {  // F16 / BF16: the values, then zeros to the padded width
+        std::memcpy(to, from, static_cast<size_t>(w.row_bytes));
+        continue;
+      }
+      for (int b = 0; b < p.nb; ++b) {
+        const uint8_t* blk = from + static_cast<int64_t>(b) * bb;
+        std::memcpy(to + static_cast<int64_t>(b) * p.qbytes, blk + p.qoff, static_cast<size_t>(p.qbytes));
+        if (p.doff >= 0) std::memcpy(d + row * p.nb + b, blk + p.doff, 2);  // little-endian fp16, as in the file
+      }
+    }
+  }
+  out.type = t;
+  out.rows_are_outputs = true;
+  out.N = static_cast<int>(N), out.K = static_cast<int>(K);
+  out.row_u32 = p.row_u32, out.nb = p.nb, out.sc_u32 = static_cast<int>(words);
+  out.buf.ensure(buf.size() * 4, limit, what);
+  out.buf.upload(buf.data(), buf.size() * 4);
+}
+
+void gl_upload_f32(GlWeight& out, const Mat& m, bool rows_are_outputs, long long limit, const char* what) {
+  out.type = GlWType::F32;
+  out.rows_are_outputs = rows_are_outputs;
+  out.N = static_cast<int>(rows_are_outputs ? m.rows() : m.cols());
+  out.K = static_cast<int>(rows_are_outputs ? m.cols() : m.rows());
+  out.row_u32 = out.nb = out.sc_u32 = 0;
+  out.buf.ensure(sizeof(float) * static_cast<size_t>(m.size()), limit, what);
+  out.buf.upload(m.data(), sizeof(float) * static_cast<size_t>(m.size()));
+}
+
 // ---- GlKernels ------------------------------------------------------------------------
 
 namespace {
@@ -90,6 +229,7 @@ void bind(int binding, const GlBuffer& b) { glBindBufferBase(GL_SHADER_STORAGE_B
 
 GlKernels::GlKernels(const GlContext& ctx, const ShaderSources& src)
     : ctx_(ctx),
+      src_(src),
       software_(software_tuning(ctx)),
       embed_(src, "embed.comp"),
       norm_(src, "norm.comp"),
@@ -119,7 +259,16 @@ void GlKernels::dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsign
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
   if (profile_) {
     glFinish();
-    auto& e = profile_ms_[prog.name() + (&prog == &gemm_small_ ? " 16×16" : &prog == &gemm_big_ ? " 64×64" : &prog == &gemm_huge_ ? " 128×128" : &prog == &gemv1_ ? " 1 row" : &prog == &gemv4_ ? " 4 rows" : "")];
+    std::string label = prog.name() + (&prog == &gemm_small_  ? " 16×16"
+                                       : &prog == &gemm_big_  ? " 64×64"
+                                       : &prog == &gemm_huge_ ? " 128×128"
+                                       : &prog == &gemv1_     ? " 1 row"
+                                       : &prog == &gemv4_     ? " 4 rows"
+                                                              : "");
+    for (const auto& [key, wp] : wprogs_)
+      if (&wp == &prog) label = key;  // "gemv.comp Q4_K #define MR 1"
+    while (!label.empty() && label.back() == '\n') label.pop_back();
+    auto& e = profile_ms_[label];
     e.first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     e.second += 1;
   }
@@ -145,6 +294,28 @@ void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, in
   dispatch(embed_, groups(C, 64), static_cast<unsigned>(n), 1);
 }
 
+GlProgram& GlKernels::wprog(const char* file, GlWType t, const std::string& defines) {
+  const std::string key = std::string(file) + " " + gl_wtype_name(t) + " " + defines;
+  auto it = wprogs_.find(key);
+  if (it == wprogs_.end()) {
+    const std::string d = "#define WTYPE " + std::to_string(static_cast<int>(t)) + "\n" + defines;
+    it = wprogs_.emplace(key, GlProgram(src_, file, d)).first;
+  }
+  return it->second;
+}
+
+void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlWeight& tok, int v0, int vn, const GlBuffer* pos,
+                      int pos0, GlBuffer& x, float scale) {
+  if (tok.type == GlWType::F32) return embed(ids, n, C, tok.buf, v0, vn, pos, pos0, x, scale);
+  GlProgram& p = wprog("embed.comp", tok.type, "");
+  p.use();
+  p.set("n", n), p.set("C", C), p.set("v0", v0), p.set("vn", vn), p.set("scale", scale);
+  p.set("pos0", pos0), p.set("use_pos", pos ? 1 : 0);
+  p.set("w_row", tok.row_u32), p.set("w_nb", tok.nb), p.set("w_sc", tok.sc_u32);
+  bind(0, ids), bind(1, tok.buf), bind(2, pos ? *pos : dummy_), bind(3, x);
+  dispatch(p, groups(C, 64), static_cast<unsigned>(n), 1);
+}
+
 void GlKernels::norm(const GlBuffer& x, int n, int C, const GlBuffer& w, const GlBuffer* b, float eps, GlBuffer& y,
                      bool accumulate) {
   norm_.use();
@@ -168,7 +339,15 @@ void GlKernels::softcap(GlBuffer& x, int rows, int cols, int ld, float cap) {
   dispatch(softcap_, groups(cols, 64), static_cast<unsigned>(rows), 1);
 }
 
-void GlKernels::gemm(const GemmArgs& g) {
+void GlKernels::gemm(const GemmArgs& g0) {
+  GemmArgs g = g0;
+  const bool compact = g.w && g.w->type != GlWType::F32;
+  if (g.w) {  // B is the weight: its N rows (or columns) of K values
+    g.batch = 1, g.b_zdiv = 1, g.b_z0 = 0;
+    g.b_trans = g.w->rows_are_outputs;
+    g.b = {&g.w->buf, 0, g.b_trans ? g.w->K : g.w->N, 0};
+    if (g.N != g.w->N || g.K != g.w->K) throw std::logic_error("gemm: the weight's shape differs from N, K");
+  }
   if (g.M <= 0 || g.N <= 0 || g.batch <= 0) return;
   // Large tiles (64×64, 4×4 per invocation) when both sides fill them, else 16×16.
   // Few rows: gemv.comp. Else tiles of 16·RM square (RM×RM results per invocation):
@@ -178,9 +357,18 @@ void GlKernels::gemm(const GemmArgs& g) {
   const bool huge = software_ && g.M >= 96 && g.N >= 96;
   const bool big = !huge && g.M >= 16 && g.N >= 32;
   const bool few = g.M <= 8 || (software_ && !huge && !big);
-  GlProgram& p = few ? (g.M == 1 ? gemv1_ : gemv4_) : huge ? gemm_huge_ : big ? gemm_big_ : gemm_small_;
   const int ts = huge ? 128 : big ? 64 : 16;
+  GlProgram& p = !compact ? (few    ? (g.M == 1 ? gemv1_ : gemv4_)
+                             : huge ? gemm_huge_
+                             : big  ? gemm_big_
+                                    : gemm_small_)
+                 : few    ? wprog("gemv.comp", g.w->type, g.M == 1 ? "#define MR 1\n" : "#define MR 4\n")
+                          : wprog("gemm.comp", g.w->type, "#define RM " + std::to_string(ts / 16) + "\n");
   p.use();
+  if (compact) {
+    p.set("w_row", g.w->row_u32), p.set("w_nb", g.w->nb), p.set("w_sc", g.w->sc_u32);
+    p.set("alpha", g.alpha);
+  }
   p.set("M", g.M), p.set("N", g.N), p.set("K", g.K);
   p.set("a_off", g.a.off), p.set("lda", g.a.ld), p.set("a_z", g.a.zstride);
   p.set("b_off", g.b.off), p.set("ldb", g.b.ld), p.set("b_z", g.b.zstride);
@@ -469,6 +657,51 @@ Mat GlHostOps::linear_bt(const Mat& x, const Mat& wt) {
   g.b_trans = true;
   k_->gemm(g);
   return get(by, M, N);
+}
+
+namespace {
+
+// A stored matrix on the device as the GL backend holds it: compact where it can be, else
+// decoded to float32 (N, K) on the host.
+void upload_stored(GlWeight& out, const StoredRows& w, long long limit) {
+  const GlWType t = gl_device_type(w.type);
+  if (t != GlWType::F32) return gl_upload_rows(out, t, {GlRowSource{&w, nullptr, 0, w.rows}}, limit, "a test matrix");
+  Mat m(w.rows, w.cols);
+  w.decode_rows(0, w.rows, m.data(), w.cols);
+  gl_upload_f32(out, m, true, limit, "a test matrix");
+}
+
+}  // namespace
+
+Mat GlHostOps::linear_stored(const Mat& x, const StoredRows& w, const Vec& b, float alpha) {
+  GlContext::Current cur(*ctx_);
+  GlBuffer bx, bb, by;
+  GlWeight gw;
+  put(bx, x, k_->limit());
+  upload_stored(gw, w, k_->limit());
+  if (b.size()) put(bb, b, k_->limit());
+  const int M = static_cast<int>(x.rows()), K = static_cast<int>(x.cols()), N = static_cast<int>(w.rows);
+  by.ensure(static_cast<size_t>(M) * N * sizeof(float), k_->limit(), "y");
+  GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = {&bx, 0, K, 0}, g.c = {&by, 0, N, 0};
+  g.w = &gw, g.alpha = alpha;
+  if (b.size()) g.bias = {&bb, 0, 0, 0};
+  k_->gemm(g);
+  return get(by, M, N);
+}
+
+Mat GlHostOps::embed_stored(const StoredRows& table, const std::vector<int>& ids) {
+  GlContext::Current cur(*ctx_);
+  const int n = static_cast<int>(ids.size()), C = static_cast<int>(table.cols), V = static_cast<int>(table.rows);
+  GlBuffer bi, bx;
+  GlWeight gw;
+  bi.ensure(ids.size() * sizeof(int), k_->limit(), "ids");
+  bi.upload(ids.data(), ids.size() * sizeof(int));
+  upload_stored(gw, table, k_->limit());
+  bx.ensure(static_cast<size_t>(n) * C * sizeof(float), k_->limit(), "x");
+  k_->embed(bi, n, C, gw, 0, V, nullptr, 0, bx, 1.f);
+  return get(bx, n, C);
 }
 
 Mat GlHostOps::gelu(const Mat& x) {

@@ -44,6 +44,43 @@ class GlBuffer {
   size_t bytes_ = 0;
 };
 
+// How a weight matrix lies on the device (shaders/weights.glsl). F32: float32, the layout
+// the float kernels read; the others: the file's rows (N rows of K values) in a compact
+// form decoded in the shader, each value exactly the float dequantize() gives.
+enum class GlWType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K };
+const char* gl_wtype_name(GlWType t);
+// The device type for a matrix the file stores as `t`: itself for F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K; F32 (decoded to float32 on the host, 4 bytes a
+// value) for F32 and for the types without a decoding shader yet (Q2_K, Q3_K).
+GlWType gl_device_type(GgmlType t);
+
+// A weight matrix on the device for products with it as the right-hand side. F32: `buf`
+// holds W (K, N) row-major (a linear layer's (in, out)), or with rows_are_outputs the
+// (N, K) rows (a table, read transposed). Compact: N rows of K values laid out as
+// shaders/weights.glsl says (row_u32 uints per row, nb blocks per row, the fp16 scales
+// region from uint sc_u32).
+struct GlWeight {
+  GlWType type = GlWType::F32;
+  bool rows_are_outputs = false;
+  int N = 0, K = 0;
+  int row_u32 = 0, nb = 0, sc_u32 = 0;
+  GlBuffer buf;
+  size_t bytes() const { return buf.bytes(); }
+};
+
+// Rows [r0, r0 + n) of a stored matrix, in the order `order` gives (order[i] is the stored
+// row of output i, as Weight::row_of_col; null: the stored order), for gl_upload_rows.
+struct GlRowSource {
+  const StoredRows* rows = nullptr;
+  const int32_t* order = nullptr;
+  int64_t r0 = 0, n = 0;
+};
+// Uploads the rows of `src` one after another (all of one type and width) as one compact
+// matrix of device type `t` (gl_device_type of their type, not F32).
+void gl_upload_rows(GlWeight& out, GlWType t, const std::vector<GlRowSource>& src, long long limit, const char* what);
+// Uploads a float32 matrix: W (K, N), or with rows_are_outputs (N, K).
+void gl_upload_f32(GlWeight& out, const Mat& m, bool rows_are_outputs, long long limit, const char* what);
+
 // A strided matrix view into a buffer for gemm(): element (i, k) of batch z is at
 // off + z·zstride + i·ld + k.
 struct GlView {
@@ -58,6 +95,10 @@ struct GemmArgs {
   bool b_trans = false;  // B stored (N, K)
   int b_zdiv = 1, b_z0 = 0;  // B batch index = (z + b_z0) / b_zdiv
   bool accumulate = false;
+  // A weight as B instead of b (then batch 1, b_trans and b's view come from it): F32 as
+  // its layout says; compact ones decoded in the shader, the product × alpha before the bias.
+  const GlWeight* w = nullptr;
+  float alpha = 1.f;  // compact weights only (float32 ones have it folded in)
 };
 
 class GlKernels {
@@ -71,6 +112,9 @@ class GlKernels {
   // x (n, C) ← tok rows ids · scale (+ pos[pos0 + r]); `tok` holds rows [v0, v0 + vn) of the
   // table; scale is the model's emb_scale (Gemma √C, Granite's embedding_multiplier).
   void embed(const GlBuffer& ids, int n, int C, const GlBuffer& tok, int v0, int vn, const GlBuffer* pos, int pos0,
+             GlBuffer& x, float scale = 1.f);
+  // The same from a table held as a GlWeight (rows [v0, v0 + vn) of (V, C)), any type.
+  void embed(const GlBuffer& ids, int n, int C, const GlWeight& tok, int v0, int vn, const GlBuffer* pos, int pos0,
              GlBuffer& x, float scale = 1.f);
   // y (n, C) ← LayerNorm (b != nullptr) or RMSNorm (b == nullptr) of x; with accumulate,
   // y += that (a post-attention / post-MLP norm into the residual stream).
@@ -115,7 +159,11 @@ class GlKernels {
 
  private:
   void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
+  // The program of `file` for a compact weight type with `defines`, compiled on first use.
+  GlProgram& wprog(const char* file, GlWType t, const std::string& defines);
   const GlContext& ctx_;
+  ShaderSources src_;
+  std::map<std::string, GlProgram> wprogs_;  // "gemv.comp Q4_K #define MR 1" → program
   bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
   GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_, ablate_,
       qk_norm_, softcap_;
@@ -164,6 +212,11 @@ class GlHostOps {
   Mat softcap(const Mat& x, float cap);
   Mat linear(const Mat& x, const Mat& w, const Vec& b);  // x · W (+ b)
   Mat linear_bt(const Mat& x, const Mat& wt);           // x · Wtᵀ
+  // x · Wᵀ · alpha (+ b) with W the stored rows (N, K) on the device in their compact form
+  // (gl_device_type; F32 ones decoded on the host first), as a linear layer's product runs.
+  Mat linear_stored(const Mat& x, const StoredRows& w, const Vec& b = Vec(), float alpha = 1.f);
+  // The rows `ids` of a stored table (V, C) through the embedding kernel, decoded on the device.
+  Mat embed_stored(const StoredRows& table, const std::vector<int>& ids);
   Mat gelu(const Mat& x);
   Mat swiglu(const Mat& gate, const Mat& up, bool geglu = false);
   // rot = 2·inv_freq.size() ≤ d rotated dims per head, cos and sin × mscale (rope_inplace).
