@@ -15,6 +15,9 @@
 #include "core/engine/stored_product.h"
 #include "core/engine/threads.h"
 #include "core/error.h"
+#ifdef ATTNVIZ_HAS_GPU
+#include "core/gpu/gl_backend.h"
+#endif
 
 namespace attnviz {
 
@@ -175,6 +178,12 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"stored_kernel", stored_kernel_name()},
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);
+#ifdef ATTNVIZ_HAS_GPU
+  if (const long long dev = gl_device_weight_total(engine.backend()); dev > 0) {  // the GPU backend's weights
+    j["device_weights_mb"] = static_cast<double>(dev) / 1e6;
+    j["device_weights_types"] = gl_device_weight_bytes(engine.backend());
+  }
+#endif
   if (o.json) {
     io.out << j.dump() << "\n";
     return;
