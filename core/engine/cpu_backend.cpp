@@ -171,6 +171,26 @@ void add_branch(const ModelConfig& c, const Vec& post_norm, Mat& branch, Mat& tm
   else x += *b;
 }
 
+// x (n, C) += the MLP branch, a block of rows at a time: a long pass's (rows, I) activations
+// are its largest transient arrays (117 MB each for 2048 tokens of an 8B model); blocks of
+// about 32 MB keep them small while each product still has hundreds of rows.
+void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
+  const Eigen::Index n = x.rows(), B = std::max<Eigen::Index>(64, (Eigen::Index{8} << 20) / std::max(c.n_inner, 1));
+  Mat xb, h, y, up, out;
+  for (Eigen::Index r0 = 0; r0 < n; r0 += B) {
+    const Eigen::Index rb = std::min(B, n - r0);
+    if (rb < n) xb = x.middleRows(r0, rb);
+    Mat& xr = rb < n ? xb : x;  // (rb, C)
+    const Mat& hm = lw.norm2_w.size() ? (norm(c, xr, lw.norm2_w, lw.norm2_b, h), h) : xr;
+    linear(hm, lw.w_fc, lw.b_fc, y);  // (rb, I)
+    if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (rb, I)
+    mlp_activation(c, y, up);
+    linear(y, lw.w_down, lw.b_down, out);  // (rb, C)
+    add_branch(c, lw.post_mlp_norm, out, h, xr);
+    if (rb < n) x.middleRows(r0, rb) = xb;
+  }
+}
+
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -222,7 +242,7 @@ class CpuBackend : public Backend {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
-    Mat h, q, k, v, y, up, att(n, H * d);
+    Mat h, q, k, v, y, att(n, H * d);
     std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
     for (int l = 0; l < c.n_layer; ++l) inv_freqs.push_back(rope_inv_freq(c, l, T));
     for (int l = l0; l < c.n_layer; ++l) {
@@ -257,12 +277,7 @@ class CpuBackend : public Backend {
         attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       add_branch(c, lw.post_attn_norm, y, h, x);
-      const Mat& hm = lw.norm2_w.size() ? (norm(c, x, lw.norm2_w, lw.norm2_b, h), h) : x;
-      linear(hm, lw.w_fc, lw.b_fc, y);  // (n, I)
-      if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (n, I)
-      mlp_activation(c, y, up);
-      linear(y, lw.w_down, lw.b_down, h);  // (n, C)
-      add_branch(c, lw.post_mlp_norm, h, y, x);
+      add_mlp(c, lw, x);
       if (control_) {
         ++control_->layers_done;
         if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
