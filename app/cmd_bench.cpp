@@ -212,8 +212,7 @@ void run_bench(const BenchOptions& o, Io& io) {
 
 Action add_bench_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<BenchOptions>();
-  auto* cmd = app.add_subcommand("bench", "Time the full forward with recording, and appending one token");
-  add_input_options(cmd, o->in, false);
+  auto* cmd = add_model_command(app, "bench", "Time the full forward with recording, and appending one token", o->in, kModelOnly);
   cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
   cmd->add_option("--matrices", o->matrices,

@@ -34,9 +34,7 @@ void run_dump(const DumpOptions& o, Io& io) {
 
 Action add_dump_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<DumpOptions>();
-  auto* cmd = app.add_subcommand("dump", "Run a model and write every recorded matrix to a safetensors file");
-  add_input_options(cmd, o->in, true);
-  add_ablation_options(cmd, o->in);
+  auto* cmd = add_model_command(app, "dump", "Run a model and write every recorded matrix to a safetensors file", o->in, kTextOrTokens | kAblation);
   cmd->add_option("--out", o->out, "output .safetensors file")->required();
   cmd->add_flag("--rollout", o->rollout,
                 "also write `rollout` (L, T, T): attention rollout after each layer, an approximation of how much each "

@@ -79,10 +79,7 @@ void run_eval(const EvalOptions& o, Io& io) {
 
 Action add_eval_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<EvalOptions>();
-  auto* cmd = app.add_subcommand(
-      "eval", "Mean next-token loss of a model over a text file, in sliding windows of block_size");
-  add_input_options(cmd, o->in, false);
-  add_ablation_options(cmd, o->in);
+  auto* cmd = add_model_command(app, "eval", "Mean next-token loss of a model over a text file, in sliding windows of block_size", o->in, kAblation);
   cmd->add_option("--text-file", o->file, "UTF-8 text to score")->required();
   cmd->add_option("--stride", o->stride,
                   "tokens the window moves each time (default block_size/2; 1 = every token sees a full window)")

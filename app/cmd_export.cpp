@@ -43,9 +43,7 @@ void run_export(const ExportCommandOptions& o, Io& io) {
 
 Action add_export_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<ExportCommandOptions>();
-  auto* cmd = app.add_subcommand("export", "Export a recorded matrix (or a grid of them) as PNG, SVG, CSV or NPY");
-  add_input_options(cmd, o->in, true);
-  add_ablation_options(cmd, o->in);
+  auto* cmd = add_model_command(app, "export", "Export a recorded matrix (or a grid of them) as PNG, SVG, CSV or NPY", o->in, kTextOrTokens | kAblation);
   cmd->add_option("--layer", o->layer, "layer index or 'all' (default 0)");
   cmd->add_option("--head", o->head, "head index or 'all' (KV heads for --stage k/v; default 0)");
   cmd->add_option("--stage", o->stage, "q | k | v | scores | scaled | masked | probs | out (default probs)");

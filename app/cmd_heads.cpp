@@ -185,11 +185,9 @@ void run_heads(const HeadsOptions& o, Io& io) {
 
 Action add_heads_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<HeadsOptions>();
-  auto* cmd = app.add_subcommand(
-      "heads",
+  auto* cmd = add_model_command(app, "heads",
       "Score every attention head: previous-token, induction, first-token (sink), self attention, row entropy and "
-      "mean distance; with --importance, the loss change when each head is ablated");
-  add_input_options(cmd, o->in, true);
+      "mean distance; with --importance, the loss change when each head is ablated", o->in, kTextOrTokens);
   cmd->add_option("--length", o->length,
                   "without --text/--tokens: length of the random string that is repeated twice (default "
                   "min(40, block_size/2))")

@@ -77,11 +77,9 @@ void run_lens(const LensOptions& o, Io& io) {
 
 Action add_lens_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<LensOptions>();
-  auto* cmd = app.add_subcommand(
-      "lens",
+  auto* cmd = add_model_command(app, "lens",
       "The logit lens: the residual stream after each layer through the final norm and the unembedding, per "
-      "position: the top tokens and the probability and rank of the token that comes next");
-  add_input_options(cmd, o->in, true);
+      "position: the top tokens and the probability and rank of the token that comes next", o->in, kTextOrTokens);
   cmd->add_option("--top", o->top, "tokens listed per layer and position (default 5)");
   cmd->add_flag("--json", o->json, "print JSON");
   return [o, &io] { run_lens(*o, io); };

@@ -42,6 +42,11 @@ struct InputOptions {
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input);
 // --ablate and --ablate-mode (dump, export, eval): heads whose output is replaced.
 void add_ablation_options(CLI::App* cmd, InputOptions& o);
+// A subcommand that runs a model: --model, --backend, --block-size and --weights, plus
+// --text/--tokens with kTextOrTokens and --ablate/--ablate-mode with kAblation.
+enum InputKinds : unsigned { kModelOnly = 0, kTextOrTokens = 1, kAblation = 2 };
+CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::string& description, InputOptions& o,
+                            unsigned kinds);
 
 // Loads the model and opens the backend (printing a fallback note to `err`), sets the
 // block size and the ablation (a usage Error for a bad --ablate list).

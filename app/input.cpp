@@ -64,6 +64,14 @@ void add_ablation_options(CLI::App* cmd, InputOptions& o) {
                   "zero (the head's output set to 0, default) or mean (its mean over the window's positions)");
 }
 
+CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::string& description, InputOptions& o,
+                            unsigned kinds) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  add_input_options(cmd, o, (kinds & kTextOrTokens) != 0);
+  if (kinds & kAblation) add_ablation_options(cmd, o);
+  return cmd;
+}
+
 Engine open_engine(const InputOptions& o, std::ostream& err) {
   auto model = load_model(o.model, load_options(o.weights));
   std::string note;

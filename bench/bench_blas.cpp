@@ -56,13 +56,21 @@ std::vector<Blas>& libraries() {
   return libs;
 }
 
-void load_openblas() {
-  void* h = dlopen(ATTNVIZ_OPENBLAS_SO, RTLD_NOW | RTLD_LOCAL);
+// Opens a CBLAS library: its handle with b's products filled in, or null (said on stderr).
+void* open_cblas(const char* so, const char* name, Blas& b) {
+  void* h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    std::fprintf(stderr, "bench_blas: no OpenBLAS (%s)\n", dlerror());
-    return;
+    std::fprintf(stderr, "bench_blas: no %s (%s)\n", name, dlerror());
+    return nullptr;
   }
-  Blas b{"openblas", reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")), reinterpret_cast<SgemvFn>(dlsym(h, "cblas_sgemv")), ""};
+  b = Blas{name, reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")), reinterpret_cast<SgemvFn>(dlsym(h, "cblas_sgemv")), ""};
+  return h;
+}
+
+void load_openblas() {
+  Blas b;
+  void* h = open_cblas(ATTNVIZ_OPENBLAS_SO, "openblas", b);
+  if (!h) return;
   auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
   auto corename = reinterpret_cast<const char* (*)()>(dlsym(h, "openblas_get_corename"));
   auto get_threads = reinterpret_cast<int (*)()>(dlsym(h, "openblas_get_num_threads"));
@@ -73,12 +81,9 @@ void load_openblas() {
 }
 
 void load_blis() {
-  void* h = dlopen(ATTNVIZ_BLIS_SO, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    std::fprintf(stderr, "bench_blis: no BLIS (%s)\n", dlerror());
-    return;
-  }
-  Blas b{"blis", reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")), reinterpret_cast<SgemvFn>(dlsym(h, "cblas_sgemv")), ""};
+  Blas b;
+  void* h = open_cblas(ATTNVIZ_BLIS_SO, "blis", b);
+  if (!h) return;
   auto init = reinterpret_cast<void (*)()>(dlsym(h, "bli_init"));
   auto arch_id = reinterpret_cast<int (*)()>(dlsym(h, "bli_arch_query_id"));
   auto arch_string = reinterpret_cast<const char* (*)(int)>(dlsym(h, "bli_arch_string"));

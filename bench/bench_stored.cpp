@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/engine/ops.h"
@@ -89,59 +90,37 @@ std::vector<float> random_floats(int64_t n, unsigned seed) {
 // The kRows × kCols float32 matrix of weights(F32), for the gemm_bt baselines.
 const float* f32_matrix() { return reinterpret_cast<const float*>(weights(GgmlType::F32).data); }
 
-void BM_Matvec(benchmark::State& st, GgmlType t) {
+// Times product(x, M, y) on M rows of random input (x (M, kCols) → y (M, kRows)): bytes of
+// weights per second for one row, GFLOP/s for many.
+template <class Product>
+void time_rows(benchmark::State& st, int64_t M, int64_t weight_bytes, const std::string& label, Product product) {
+  const std::vector<float> x = random_floats(M * kCols, M == 1 ? 1 : 2);
+  std::vector<float> y(static_cast<size_t>(M) * kRows);
+  for (auto _ : st) {
+    product(x.data(), M, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  if (M == 1) st.SetBytesProcessed(st.iterations() * weight_bytes);
+  else st.counters["GFLOP/s"] = benchmark::Counter(2e-9 * M * kRows * kCols, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(label);
+}
+
+void stored_rows(benchmark::State& st, GgmlType t, int64_t M) {
   const StoredRows& w = weights(t);
-  const std::vector<float> x = random_floats(kCols, 1);
-  std::vector<float> y(kRows);
-  for (auto _ : st) {
-    stored_product(x.data(), 1, kCols, w, y.data(), kRows);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  st.SetBytesProcessed(st.iterations() * w.bytes());
-  st.SetLabel(stored_kernel_name());
+  time_rows(st, M, w.bytes(), stored_kernel_name(),
+            [&](const float* x, int64_t m, float* y) { stored_product(x, m, kCols, w, y, kRows); });
 }
-
-void BM_Full(benchmark::State& st, GgmlType t) {
-  const StoredRows& w = weights(t);
-  const std::vector<float> x = random_floats(kFullM * kCols, 2);
-  std::vector<float> y(static_cast<size_t>(kFullM * kRows));
-  for (auto _ : st) {
-    stored_product(x.data(), kFullM, kCols, w, y.data(), kRows);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  st.counters["GFLOP/s"] =
-      benchmark::Counter(2e-9 * kFullM * kRows * kCols, benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(stored_kernel_name());
-}
-
-void BM_Matvec_gemm_bt_f32(benchmark::State& st) {
+void f32_rows(benchmark::State& st, int64_t M) {
   const float* w = f32_matrix();
-  const std::vector<float> x = random_floats(kCols, 1);
-  std::vector<float> y(kRows);
-  for (auto _ : st) {
-    gemm_bt(x.data(), 1, kCols, kCols, w, kRows, kCols, y.data(), kRows);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  st.SetBytesProcessed(st.iterations() * kRows * kCols * 4);
-  st.SetLabel(blas_name());
+  time_rows(st, M, kRows * kCols * 4, blas_name(),
+            [&](const float* x, int64_t m, float* y) { gemm_bt(x, m, kCols, kCols, w, kRows, kCols, y, kRows); });
 }
 
-void BM_Full_gemm_bt_f32(benchmark::State& st) {
-  const float* w = f32_matrix();
-  const std::vector<float> x = random_floats(kFullM * kCols, 2);
-  std::vector<float> y(static_cast<size_t>(kFullM * kRows));
-  for (auto _ : st) {
-    gemm_bt(x.data(), kFullM, kCols, kCols, w, kRows, kCols, y.data(), kRows);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  st.counters["GFLOP/s"] =
-      benchmark::Counter(2e-9 * kFullM * kRows * kCols, benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(blas_name());
-}
+void BM_Matvec(benchmark::State& st, GgmlType t) { stored_rows(st, t, 1); }
+void BM_Full(benchmark::State& st, GgmlType t) { stored_rows(st, t, kFullM); }
+void BM_Matvec_gemm_bt_f32(benchmark::State& st) { f32_rows(st, 1); }
+void BM_Full_gemm_bt_f32(benchmark::State& st) { f32_rows(st, kFullM); }
 
 // Sums st.range(0) bytes of floats on the team: the read bandwidth of that working set.
 void BM_ReadBandwidth(benchmark::State& st) {

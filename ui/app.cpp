@@ -80,7 +80,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   grid_ = std::make_unique<HeadGridPanel>();
   gqa_ = std::make_unique<GqaPanel>();
   next_ = std::make_unique<NextTokenPanel>();
-  model_ = std::make_unique<ModelPanel>();
+  model_ = std::make_unique<FunctionPanel>("Model", draw_model_panel, /*needs_trace*/ false);
   training_ = std::make_unique<TrainingPanel>();
   importance_ = std::make_unique<ImportancePanel>();
   stats_ = std::make_unique<HeadStatsPanel>();

@@ -25,7 +25,6 @@ class HeatmapPanel;
 class HeadGridPanel;
 class GqaPanel;
 class NextTokenPanel;
-class ModelPanel;
 class TrainingPanel;
 class ImportancePanel;
 class HeadStatsPanel;
@@ -149,7 +148,7 @@ class App {
   std::unique_ptr<HeadGridPanel> grid_;
   std::unique_ptr<GqaPanel> gqa_;
   std::unique_ptr<NextTokenPanel> next_;
-  std::unique_ptr<ModelPanel> model_;
+  std::unique_ptr<Panel> model_;  // FunctionPanel of draw_model_panel
   std::unique_ptr<TrainingPanel> training_;
   std::unique_ptr<ImportancePanel> importance_;
   std::unique_ptr<HeadStatsPanel> stats_;

@@ -8,15 +8,7 @@
 
 namespace attnviz::ui {
 
-ModelDims ModelDims::of(const ModelConfig& c) {
-  ModelDims m;
-  m.n_layer = c.n_layer;
-  m.n_head = c.n_head;
-  m.n_kv_head = c.n_kv_head;
-  m.head_size = c.head_size;
-  m.n_ctx = c.n_ctx;
-  return m;
-}
+ModelDims ModelDims::of(const ModelConfig& c) { return {c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_ctx}; }
 
 namespace {
 int clamp_index(int v, int n) { return n <= 0 ? 0 : std::clamp(v, 0, n - 1); }

@@ -22,7 +22,7 @@ std::string count_str(int64_t n) {
 }
 }  // namespace
 
-void ModelPanel::draw_content(FrameContext& ctx) {
+void draw_model_panel(FrameContext& ctx) {
   if (!ctx.model) {
     ImGui::TextDisabled("no model loaded");
     return;

@@ -1,16 +1,10 @@
 // The model in use: its config, parameter counts per part, and head_size = n_embd / n_head.
+// It keeps nothing of its own: a FunctionPanel titled "Model" draws it (no trace needed).
 #pragma once
 #include "ui/panel.h"
 
 namespace attnviz::ui {
 
-class ModelPanel : public Panel {
- public:
-  ModelPanel() : Panel("Model") {}
-
- protected:
-  void draw_content(FrameContext& ctx) override;
-  bool needs_trace() const override { return false; }
-};
+void draw_model_panel(FrameContext& ctx);
 
 }  // namespace attnviz::ui

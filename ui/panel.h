@@ -70,4 +70,20 @@ class Panel {
   ImVec4 window_rect_{0, 0, 0, 0};
 };
 
+// A panel with no state of its own: a title and the function that draws its content.
+class FunctionPanel final : public Panel {
+ public:
+  using DrawFn = void (*)(FrameContext& ctx);
+  FunctionPanel(std::string title, DrawFn draw, bool needs_trace)
+      : Panel(std::move(title)), draw_(draw), needs_trace_(needs_trace) {}
+
+ protected:
+  void draw_content(FrameContext& ctx) override { draw_(ctx); }
+  bool needs_trace() const override { return needs_trace_; }
+
+ private:
+  DrawFn draw_;
+  bool needs_trace_;
+};
+
 }  // namespace attnviz::ui

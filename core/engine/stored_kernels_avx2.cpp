@@ -15,11 +15,7 @@
 namespace attnviz::stored {
 namespace {
 
-struct Avx2 {
-  static constexpr int W = 8;
-  static constexpr bool kInRegisters = true;
-  static constexpr int kChains = 4;
-  static constexpr bool kLut = false;
+struct Avx2 : Traits<8, /*kInRegisters*/ true, /*kChains*/ 4, /*kLut*/ false> {
   using F = __m256;
   using I = __m256i;
 

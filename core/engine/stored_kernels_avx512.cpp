@@ -20,11 +20,7 @@
 namespace attnviz::stored {
 namespace {
 
-struct Avx512 {
-  static constexpr int W = 16;
-  static constexpr bool kInRegisters = true;
-  static constexpr int kChains = 4;
-  static constexpr bool kLut = true;
+struct Avx512 : Traits<16, /*kInRegisters*/ true, /*kChains*/ 4, /*kLut*/ true> {
   using F = __m512;
   using I = __m512i;
 

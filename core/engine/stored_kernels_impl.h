@@ -40,6 +40,15 @@
 namespace attnviz::stored {
 namespace {
 
+// A family's constants (see above): S derives from Traits<W, kInRegisters, kChains, kLut>.
+template <int kW, bool kReg, int kCh, bool kL>
+struct Traits {
+  static constexpr int W = kW;
+  static constexpr bool kInRegisters = kReg;
+  static constexpr int kChains = kCh;
+  static constexpr bool kLut = kL;
+};
+
 inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 inline uint32_t load_u32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |

@@ -10,11 +10,7 @@
 namespace attnviz::stored {
 namespace {
 
-struct Portable {
-  static constexpr int W = 8;
-  static constexpr bool kInRegisters = false;
-  static constexpr int kChains = 1;
-  static constexpr bool kLut = false;
+struct Portable : Traits<8, /*kInRegisters*/ false, /*kChains*/ 1, /*kLut*/ false> {
   struct F {
     float v[W];
   };
@@ -22,112 +18,48 @@ struct Portable {
     int32_t v[W];
   };
 
+  // A vector whose lane l is f(l): every operation below is one of these.
+  template <class V, class Fn>
+  static V lanes(Fn&& f) {
+    V r;
+    for (int l = 0; l < W; ++l) r.v[l] = f(l);
+    return r;
+  }
+
   static F zero() { return set1(0.f); }
-  static F set1(float a) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a;
-    return r;
-  }
-  static F loadu(const float* p) {
-    F r;
-    std::memcpy(r.v, p, sizeof r.v);
-    return r;
-  }
+  static F set1(float a) { return lanes<F>([&](int) { return a; }); }
+  static F loadu(const float* p) { return lanes<F>([&](int l) { return p[l]; }); }
   static void storeu(float* p, const F& a) { std::memcpy(p, a.v, sizeof a.v); }
-  static F add(const F& a, const F& b) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] + b.v[l];
-    return r;
-  }
-  static F mul(const F& a, const F& b) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l];
-    return r;
-  }
+  static F add(const F& a, const F& b) { return lanes<F>([&](int l) { return a.v[l] + b.v[l]; }); }
+  static F mul(const F& a, const F& b) { return lanes<F>([&](int l) { return a.v[l] * b.v[l]; }); }
   // a·b ± c for a decoded weight: the product is exact (stored_kernels_impl.h), the sum rounds.
-  static F mul_add(const F& a, const F& b, const F& c) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
-    return r;
-  }
-  static F mul_sub(const F& a, const F& b, const F& c) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] - c.v[l];
-    return r;
-  }
+  static F mul_add(const F& a, const F& b, const F& c) { return lanes<F>([&](int l) { return a.v[l] * b.v[l] + c.v[l]; }); }
+  static F mul_sub(const F& a, const F& b, const F& c) { return lanes<F>([&](int l) { return a.v[l] * b.v[l] - c.v[l]; }); }
   // a·b + c: the sums of x·w.
-  static F fma(const F& a, const F& b, const F& c) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
-    return r;
-  }
+  static F fma(const F& a, const F& b, const F& c) { return mul_add(a, b, c); }
   static float hsum(const F& a) {
     float s = 0.f;
     for (int l = 0; l < W; ++l) s += a.v[l];
     return s;
   }
 
-  static I u8(const uint8_t* p) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = p[l];
-    return r;
-  }
-  static I i8(const uint8_t* p) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int8_t>(p[l]);
-    return r;
-  }
-  static I set1i(int32_t a) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = a;
-    return r;
-  }
-  static I iota() {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = l;
-    return r;
-  }
-  static I and_(const I& a, int32_t k) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] & k;
-    return r;
-  }
-  static I or_(const I& a, const I& b) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] | b.v[l];
-    return r;
-  }
-  static I add_i(const I& a, int32_t k) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] + k;
-    return r;
-  }
-  static I sub_i(const I& a, int32_t k) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = a.v[l] - k;
-    return r;
-  }
+  static I u8(const uint8_t* p) { return lanes<I>([&](int l) { return int32_t{p[l]}; }); }
+  static I i8(const uint8_t* p) { return lanes<I>([&](int l) { return int32_t{static_cast<int8_t>(p[l])}; }); }
+  static I set1i(int32_t a) { return lanes<I>([&](int) { return a; }); }
+  static I iota() { return lanes<I>([](int l) { return l; }); }
+  static I and_(const I& a, int32_t k) { return lanes<I>([&](int l) { return a.v[l] & k; }); }
+  static I or_(const I& a, const I& b) { return lanes<I>([&](int l) { return a.v[l] | b.v[l]; }); }
+  static I add_i(const I& a, int32_t k) { return lanes<I>([&](int l) { return a.v[l] + k; }); }
+  static I sub_i(const I& a, int32_t k) { return lanes<I>([&](int l) { return a.v[l] - k; }); }
   // Shifts as unsigned 32-bit lanes (the operands are bit fields).
-  static I srl(const I& a, int n) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) >> n);
-    return r;
-  }
+  static I srl(const I& a, int n) { return srlv(a, set1i(n)); }
   static I sll(const I& a, int n) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) << n);
-    return r;
+    return lanes<I>([&](int l) { return static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) << n); });
   }
   static I srlv(const I& a, const I& n) {
-    I r;
-    for (int l = 0; l < W; ++l) r.v[l] = static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) >> n.v[l]);
-    return r;
+    return lanes<I>([&](int l) { return static_cast<int32_t>(static_cast<uint32_t>(a.v[l]) >> n.v[l]); });
   }
-  static F cvt(const I& a) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = static_cast<float>(a.v[l]);
-    return r;
-  }
+  static F cvt(const I& a) { return lanes<F>([&](int l) { return static_cast<float>(a.v[l]); }); }
 
   // fp16 → float by its bits, exact like half_to_float (core/model/safetensors.h).
   static float h2f(uint16_t h) {
@@ -146,18 +78,14 @@ struct Portable {
     std::memcpy(&f, &bits, 4);
     return f;
   }
-  static F f16(const uint8_t* p) {
-    F r;
-    for (int l = 0; l < W; ++l) r.v[l] = h2f(load_u16(p + 2 * l));
-    return r;
-  }
+  static F f16(const uint8_t* p) { return lanes<F>([&](int l) { return h2f(load_u16(p + 2 * l)); }); }
   static F bf16(const uint8_t* p) {
-    F r;
-    for (int l = 0; l < W; ++l) {
+    return lanes<F>([&](int l) {
       const uint32_t bits = static_cast<uint32_t>(load_u16(p + 2 * l)) << 16;
-      std::memcpy(&r.v[l], &bits, 4);
-    }
-    return r;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    });
   }
   static F f32(const uint8_t* p) {
     F r;

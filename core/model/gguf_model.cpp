@@ -390,28 +390,12 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
 }
 
 void load_gpt2(const ModelConfig& c, const GgufTensors& s, ModelWeights& w) {
-  const int C = c.n_embd, I = c.n_inner;
-  w.tok_emb = s.table("token_embd.weight", c.vocab_size, C);
-  w.pos_emb = s.mat("position_embd.weight", c.n_ctx, C);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights l;
-    l.norm1_w = s.vec(p + "attn_norm.weight", C);
-    l.norm1_b = s.vec(p + "attn_norm.bias", C);
-    split_packed_qkv(s.linear_w(p + "attn_qkv.weight", 3 * C, C), s.vec(p + "attn_qkv.bias", 3 * C), l);
-    l.wo = s.linear_w(p + "attn_output.weight", C, C);
-    l.bo = s.vec(p + "attn_output.bias", C);
-    l.norm2_w = s.vec(p + "ffn_norm.weight", C);
-    l.norm2_b = s.vec(p + "ffn_norm.bias", C);
-    l.w_fc = s.linear_w(p + "ffn_up.weight", I, C);
-    l.b_fc = s.vec(p + "ffn_up.bias", I);
-    l.w_down = s.linear_w(p + "ffn_down.weight", C, I);
-    l.b_down = s.vec(p + "ffn_down.bias", C);
-    w.layers.push_back(std::move(l));
-  }
-  w.normf_w = s.vec("output_norm.weight", C);
-  w.normf_b = s.vec("output_norm.bias", C);
-  if (!c.tie_embeddings) w.lm_head = s.table("output.weight", c.vocab_size, C);
+  w.tok_emb = s.table("token_embd.weight", c.vocab_size, c.n_embd);
+  w.pos_emb = s.mat("position_embd.weight", c.n_ctx, c.n_embd);
+  read_gpt2_body(
+      c, Gpt2Format::Gguf, [&](const std::string& n, int k) { return s.vec(n, k); },
+      [&](const std::string& n, int in, int out) { return s.linear_w(n, out, in); }, w);
+  if (!c.tie_embeddings) w.lm_head = s.table("output.weight", c.vocab_size, c.n_embd);
 }
 
 

@@ -131,36 +131,25 @@ void scale_min_k4(const uint8_t* q, int i, int* sc, int* m) {
 // Q4_K: d @0, dmin @2, scales[12] @4, qs[128] @16. Four chunks of 64 elements; chunk c uses
 // qs[32c .. 32c+32): its first 32 elements the low nibbles (pair 2c), the next 32 the high
 // nibbles (pair 2c + 1). value = d·scale·n − dmin·min.
-void block_q4_k(const uint8_t* b, float* y) {
-  const float d = f16(b), dmin = f16(b + 2);
-  const uint8_t* scales = b + 4;
-  for (int c = 0; c < 4; ++c) {
-    const uint8_t* q = b + 16 + 32 * c;
-    int sc, m;
-    scale_min_k4(scales, 2 * c, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    scale_min_k4(scales, 2 * c + 1, &sc, &m);
-    const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
-  }
-}
-
 // Q5_K: d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48. As Q4_K, plus a fifth bit:
 // element l of sub-block s (s = 0..7, 32 elements each) adds 16 when bit s of qh[l] is set.
-void block_q5_k(const uint8_t* b, float* y) {
+template <bool kFifthBit>
+void block_k4_or_k5(const uint8_t* b, float* y) {
   const float d = f16(b), dmin = f16(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* qh = b + 16;
+  const uint8_t* qs = kFifthBit ? b + 48 : b + 16;
+  // the fifth bit of element l of sub-block s: 16 or 0
+  auto high = [qh](int l, int s) { return kFifthBit && ((qh[l] >> s) & 1) ? 16 : 0; };
   for (int c = 0; c < 4; ++c) {
-    const uint8_t* q = b + 48 + 32 * c;
+    const uint8_t* q = qs + 32 * c;
     int sc, m;
     scale_min_k4(scales, 2 * c, &sc, &m);
     const float d1 = d * sc, m1 = dmin * m;
     scale_min_k4(scales, 2 * c + 1, &sc, &m);
     const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0xF) + (((qh[l] >> (2 * c)) & 1) ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) + (((qh[l] >> (2 * c + 1)) & 1) ? 16 : 0)) - m2;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0xF) + high(l, 2 * c)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) + high(l, 2 * c + 1)) - m2;
   }
 }
 
@@ -247,8 +236,8 @@ void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst) {
     case GgmlType::Q5_1: block = block_q5_1; break;
     case GgmlType::Q2_K: block = block_q2_k; break;
     case GgmlType::Q3_K: block = block_q3_k; break;
-    case GgmlType::Q4_K: block = block_q4_k; break;
-    case GgmlType::Q5_K: block = block_q5_k; break;
+    case GgmlType::Q4_K: block = block_k4_or_k5<false>; break;
+    case GgmlType::Q5_K: block = block_k4_or_k5<true>; break;
     case GgmlType::Q6_K: block = block_q6_k; break;
   }
   for (int64_t i = 0; i < blocks; ++i) block(src + i * info.block_bytes, dst + i * info.block_elems);

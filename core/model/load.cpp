@@ -103,27 +103,12 @@ class TensorSource {
 void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
   const std::string prefix = f.find("transformer.wte.weight") ? "transformer." : "";
   TensorSource s(f, prefix, &warnings);
-  const int C = c.n_embd, I = c.n_inner, C3 = checked_dim(3, C, "c_attn width");
+  const int C = c.n_embd;
   w.tok_emb = s.mat("wte.weight", c.vocab_size, C);
   w.pos_emb = s.mat("wpe.weight", c.n_ctx, C);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "h." + std::to_string(i) + ".";
-    LayerWeights l;
-    l.norm1_w = s.vec(p + "ln_1.weight", C);
-    l.norm1_b = s.vec(p + "ln_1.bias", C);
-    split_packed_qkv(s.mat(p + "attn.c_attn.weight", C, C3), s.vec(p + "attn.c_attn.bias", C3), l);
-    l.wo = s.mat(p + "attn.c_proj.weight", C, C);
-    l.bo = s.vec(p + "attn.c_proj.bias", C);
-    l.norm2_w = s.vec(p + "ln_2.weight", C);
-    l.norm2_b = s.vec(p + "ln_2.bias", C);
-    l.w_fc = s.mat(p + "mlp.c_fc.weight", C, I);
-    l.b_fc = s.vec(p + "mlp.c_fc.bias", I);
-    l.w_down = s.mat(p + "mlp.c_proj.weight", I, C);
-    l.b_down = s.vec(p + "mlp.c_proj.bias", C);
-    w.layers.push_back(std::move(l));
-  }
-  w.normf_w = s.vec("ln_f.weight", C);
-  w.normf_b = s.vec("ln_f.bias", C);
+  read_gpt2_body(
+      c, Gpt2Format::HuggingFace, [&](const std::string& n, int k) { return s.vec(n, k); },
+      [&](const std::string& n, int in, int out) { return s.mat(n, in, out); }, w);
   // lm_head is tied to wte; a stored copy (some exports keep one) must match its shape.
   if (f.find("lm_head.weight")) {
     TensorSource root(f, "", &warnings);

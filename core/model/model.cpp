@@ -272,14 +272,48 @@ std::string gguf_tensor_name(Slot s, int layer) {
   return "";
 }
 
-void split_packed_qkv(const Weight& qkv, const Vec& qkv_b, LayerWeights& l) {
-  const Eigen::Index C = qkv_b.size() / 3;
-  l.wq = qkv.columns(0, C);
-  l.wk = qkv.columns(C, C);
-  l.wv = qkv.columns(2 * C, C);
-  l.bq = qkv_b.segment(0, C);
-  l.bk = qkv_b.segment(C, C);
-  l.bv = qkv_b.segment(2 * C, C);
+void read_gpt2_body(const ModelConfig& c, Gpt2Format format, const std::function<Vec(const std::string&, int)>& vec,
+                    const std::function<Weight(const std::string&, int, int)>& mat, ModelWeights& w) {
+  // The parts of a block in the order they are read, in each format's names.
+  enum Part { Norm1, Norm1Bias, Qkv, QkvBias, Out, OutBias, Norm2, Norm2Bias, Up, UpBias, Down, DownBias, kParts };
+  static const char* const kHf[kParts] = {
+      "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+      "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+  static const char* const kGguf[kParts] = {
+      "attn_norm.weight", "attn_norm.bias", "attn_qkv.weight", "attn_qkv.bias", "attn_output.weight", "attn_output.bias",
+      "ffn_norm.weight",  "ffn_norm.bias",  "ffn_up.weight",   "ffn_up.bias",   "ffn_down.weight",    "ffn_down.bias"};
+  const bool hf = format == Gpt2Format::HuggingFace;
+  const char* const* names = hf ? kHf : kGguf;
+  const int C = c.n_embd, I = c.n_inner, C3 = checked_dim(3, C, "c_attn width");
+  w.layers.clear();
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = (hf ? "h." : "blk.") + std::to_string(i) + ".";
+    auto v = [&](Part part, int n) { return vec(p + names[part], n); };
+    auto m = [&](Part part, int in, int o) { return mat(p + names[part], in, o); };
+    LayerWeights l;
+    l.norm1_w = v(Norm1, C);
+    l.norm1_b = v(Norm1Bias, C);
+    const Weight qkv = m(Qkv, C, C3);  // (C, 3C)
+    const Vec qkv_b = v(QkvBias, C3);  // (3C)
+    l.wq = qkv.columns(0, C);
+    l.wk = qkv.columns(C, C);
+    l.wv = qkv.columns(2 * C, C);
+    l.bq = qkv_b.segment(0, C);
+    l.bk = qkv_b.segment(C, C);
+    l.bv = qkv_b.segment(2 * C, C);
+    l.wo = m(Out, C, C);
+    l.bo = v(OutBias, C);
+    l.norm2_w = v(Norm2, C);
+    l.norm2_b = v(Norm2Bias, C);
+    l.w_fc = m(Up, C, I);
+    l.b_fc = v(UpBias, I);
+    l.w_down = m(Down, I, C);
+    l.b_down = v(DownBias, C);
+    w.layers.push_back(std::move(l));
+  }
+  const std::string final_norm = hf ? "ln_f." : "output_norm.";
+  w.normf_w = vec(final_norm + "weight", C);
+  w.normf_b = vec(final_norm + "bias", C);
 }
 
 

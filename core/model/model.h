@@ -7,6 +7,7 @@
 // See core/model/config.h for the dimension letters.
 #pragma once
 #include <Eigen/Core>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -182,8 +183,14 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
 // "blk.3.attn_q_norm.weight". The GGUF loader and writer both read it.
 std::string gguf_tensor_name(Slot s, int layer);
 
-// GPT-2's packed attention input: qkv (C, 3C) = q | k | v side by side and its bias (3C)
-// into l.wq, l.wk, l.wv (C, C) and l.bq, l.bk, l.bv (C).
-void split_packed_qkv(const Weight& qkv, const Vec& qkv_b, LayerWeights& l);
+// GPT-2's blocks and final norm, read through a loader's readers in the names of its format:
+// vec(name, n) gives a Vec (n), mat(name, in, out) a Weight (in, out) (safetensors:
+// "h.{i}.attn.c_attn.weight", "ln_f.weight"; GGUF: "blk.{i}.attn_qkv.weight",
+// "output_norm.weight"). The packed attention input qkv (C, 3C) = q | k | v side by side and
+// its bias (3C) are split into wq, wk, wv (C, C) and bq, bk, bv (C). Fills w.layers,
+// w.normf_w and w.normf_b; the embeddings and the unembedding are the loader's.
+enum class Gpt2Format { HuggingFace, Gguf };
+void read_gpt2_body(const ModelConfig& c, Gpt2Format format, const std::function<Vec(const std::string&, int)>& vec,
+                    const std::function<Weight(const std::string&, int, int)>& mat, ModelWeights& w);
 
 }  // namespace attnviz

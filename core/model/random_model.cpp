@@ -49,9 +49,12 @@ constexpr Preset kPresets[] = {
 // HuggingFaceTB/SmolLM3-3B, allenai/OLMo-2-0425-1B), read by parse_config like any
 // downloaded one. Phi-4-mini's longrope factors are not the checkpoint's: 48 ones (short)
 // and a ramp (long) of the right length stand in for them.
+// A preset with a `base` is that preset's JSON with its own keys merged over it (JSON merge
+// patch: objects merge key by key, a null removes the key).
 struct ConfigPreset {
   const char* name;
   const char* json;
+  const char* base = nullptr;
 };
 constexpr ConfigPreset kConfigPresets[] = {
     {"qwen3-0.6b", R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
@@ -65,32 +68,21 @@ constexpr ConfigPreset kConfigPresets[] = {
       "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6, "rope_scaling": null,
       "final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh",
       "tie_word_embeddings": true})"},
-    {"gemma3-1b", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,
-      "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
-      "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
-      "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6, "rope_scaling": null,
-      "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})"},
-    {"gemma3-4b", R"({"model_type": "gemma3_text", "vocab_size": 262208, "hidden_size": 2560, "intermediate_size": 10240,
-      "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-      "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
-      "query_pre_attn_scalar": 256, "sliding_window": 1024, "sliding_window_pattern": 6,
-      "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "hidden_activation": "gelu_pytorch_tanh",
-      "tie_word_embeddings": true})"},
+    {"gemma3-1b", R"({"vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,
+      "num_hidden_layers": 26, "final_logit_softcapping": null, "attn_logit_softcapping": null})", "gemma3-270m"},
+    {"gemma3-4b", R"({"vocab_size": 262208, "hidden_size": 2560, "intermediate_size": 10240,
+      "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 131072,
+      "sliding_window": 1024, "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "final_logit_softcapping": null,
+      "attn_logit_softcapping": null})", "gemma3-270m"},
     {"llama3.2-1b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
       "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
       "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": true,
       "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                        "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
-    {"llama3.2-3b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 3072, "intermediate_size": 8192,
-      "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128,
-      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": true,
-      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                       "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
-    {"llama3.1-8b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
-      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": false,
-      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                       "original_max_position_embeddings": 8192}, "hidden_act": "silu"})"},
+    {"llama3.2-3b", R"({"hidden_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 24, "head_dim": 128})",
+     "llama3.2-1b"},
+    {"llama3.1-8b", R"({"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "head_dim": 128,
+      "tie_word_embeddings": false, "rope_scaling": {"factor": 8.0}})", "llama3.2-1b"},
     {"phi4-mini", R"({"model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072, "intermediate_size": 8192,
       "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8, "max_position_embeddings": 131072,
       "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-5,
@@ -106,12 +98,25 @@ constexpr ConfigPreset kConfigPresets[] = {
       "hidden_act": "silu"})"},
 };
 
+// A config preset's JSON, its base's keys first.
+nlohmann::json preset_json(const ConfigPreset& p) {
+  const nlohmann::json own = nlohmann::json::parse(p.json);
+  if (!p.base) return own;
+  for (const ConfigPreset& b : kConfigPresets) {
+    if (std::string(p.base) != b.name) continue;
+    nlohmann::json j = preset_json(b);
+    j.merge_patch(own);
+    return j;
+  }
+  throw Error(std::string("preset ") + p.name + ": unknown base " + p.base);
+}
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& name) {
   for (const ConfigPreset& p : kConfigPresets) {
     if (name != p.name) continue;
-    nlohmann::json j = nlohmann::json::parse(p.json);
+    nlohmann::json j = preset_json(p);
     if (j.contains("rope_scaling") && j["rope_scaling"].is_object() && j["rope_scaling"].contains("short_factor")) {
       std::vector<double> ones(48, 1.0), ramp;
       for (int i = 0; i < 48; ++i) ramp.push_back(1.0 + 39.0 * i / 47.0);  // 1 … 40
