@@ -59,7 +59,7 @@ void expect_same(const Trace& full, const Trace& compact, const std::string& whe
         }
       }
     }
-    const std::vector<float> fr = F.row_stats.dense_copy().data, cr = C.row_stats.dense_copy().data;  // NaN: no target
+    const FloatBuf fr = F.row_stats.dense_copy().data, cr = C.row_stats.dense_copy().data;  // NaN: no target
     EXPECT_TRUE(fr.size() == cr.size() && std::memcmp(fr.data(), cr.data(), fr.size() * 4) == 0) << when << " row_stats, layer " << l;
     EXPECT_EQ(F.thumbs.data, C.thumbs.data) << when << " thumbnails, layer " << l;
   }

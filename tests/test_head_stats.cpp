@@ -55,7 +55,7 @@ TEST(HeadStatistics, UniformRowsHaveLogTEntropyAndHalfRowDistance) {
   Trace t;
   t.tokens = {1, 2, 3, 4, 5};
   LayerTrace l;
-  l.probs = Tensor{{1, T, T}, std::vector<float>(T * T, 0.f)};
+  l.probs = Tensor{{1, T, T}, FloatBuf(T * T, 0.f)};
   for (int i = 0; i < T; ++i)
     for (int j = 0; j <= i; ++j) l.probs.at(0, i, j) = 1.f / (i + 1);
   t.layers.push_back(l);

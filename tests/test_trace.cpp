@@ -5,9 +5,12 @@
 // column at a time moves nothing once the tensor has room (the data pointer stays).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
 #include <random>
 
 #include "core/engine/trace.h"
+#include "core/model/model.h"
 
 namespace attnviz {
 namespace {
@@ -101,7 +104,35 @@ TEST(Tensor, TwoDimensionalRowsGrowInPlaceOfTheirValues) {
   for (size_t i = 0; i < 12; ++i) EXPECT_EQ(t.data[i], static_cast<float>(i + 1));
   for (size_t i = 12; i < 20; ++i) EXPECT_EQ(t.data[i], 0.f);
   t.resize_keep({2, 3}, 2, 2);  // fewer columns: rows re-laid out, the rest zero
-  EXPECT_EQ(t.data, (std::vector<float>{1, 2, 0, 5, 6, 0}));
+  EXPECT_EQ(t.data, (FloatBuf{1, 2, 0, 5, 6, 0}));
+}
+
+}  // namespace
+}  // namespace attnviz
+
+namespace attnviz {
+namespace {
+
+bool on_64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
+// Every tensor's storage starts on a 64-byte boundary (core/aligned.h), through every way
+// resize_keep re-lays it out, whatever the heap handed out before; Eigen's too.
+TEST(Tensor, StorageIs64ByteAligned) {
+  std::vector<std::unique_ptr<char[]>> litter;  // odd-sized blocks between the tensors
+  Tensor t;
+  for (int64_t n : {1, 3, 7, 17, 33, 100, 5, 260}) {
+    litter.emplace_back(new char[static_cast<size_t>(n) * 3 + 1]);
+    t.resize_keep({3, n, n + 1}, n / 2, n / 2);
+    EXPECT_TRUE(on_64(t.data.data())) << "3-D " << n;
+    Tensor m;
+    m.resize_keep({n, n + 3}, 0, 0);
+    EXPECT_TRUE(on_64(m.data.data())) << "2-D " << n;
+    const Tensor d = t.dense_copy();
+    EXPECT_TRUE(on_64(d.data.data())) << "dense copy " << n;
+    Mat e(n, n + 1);
+    EXPECT_TRUE(on_64(e.data())) << "Eigen " << n;
+  }
+  EXPECT_EQ(EIGEN_MAX_ALIGN_BYTES, 64);
 }
 
 }  // namespace

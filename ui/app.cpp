@@ -21,6 +21,7 @@
 #include "ui/next_token_panel.h"
 #include "ui/status_bar.h"
 #include "ui/text_panel.h"
+#include "ui/text_view_panel.h"
 #include "ui/theme.h"
 #include "ui/token_strip_panel.h"
 #include "ui/training_panel.h"
@@ -85,10 +86,13 @@ App::App(const AppOptions& opt) : opt_(opt) {
   importance_ = std::make_unique<ImportancePanel>();
   stats_ = std::make_unique<HeadStatsPanel>();
   lesson_ = std::make_unique<LessonPanel>();
+  text_view_ = std::make_unique<TextViewPanel>();
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
-             training_.get(), importance_.get(), stats_.get(), lesson_.get()};
+             training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
+  if (opt.text_view) *text_view_->p_open() = true;
+  if (opt.query >= 0) state_.query = opt.query;  // clamped to the window when drawn
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
   if (const char* step = std::getenv("ATTNVIZ_LESSON_STEP"); step && *step) lesson_->open_at(std::atoi(step) - 1);
@@ -234,7 +238,7 @@ void App::layout(bool force) {
     text_->place(ImVec2(0, top), ImVec2(plw, std::round(body * 0.45f)), force);
     next_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
     tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
-    heatmap_->place(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
+    place_heatmap(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
     training_->place(ImVec2(0, top), ImVec2(plw, body), force);
     // The lesson over the next-token panel, never over the heatmap it points at.
     lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
@@ -248,7 +252,7 @@ void App::layout(bool force) {
   model_->place(ImVec2(0, model_y), ImVec2(lw, std::round(model_h * 0.4f)), force);
   stats_->place(ImVec2(0, model_y + std::round(model_h * 0.4f)), ImVec2(lw, model_h - std::round(model_h * 0.4f)), force);
   tokens_->place(ImVec2(lw, top), ImVec2(d.x - lw, strip_h), force);
-  heatmap_->place(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
+  place_heatmap(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
   const float rh = bottom - top - strip_h;
   const float grid_share = state_.presentation ? 0.46f : 0.40f;  // big labels need more room around the thumbnails
   const float imp_share = 0.27f;  // head importance under the grid, then the GQA panel
@@ -263,6 +267,17 @@ void App::layout(bool force) {
   const float lesson_top = training_->open() && lesson_->open() ? std::round((train_top + bottom) * 0.5f) : train_top;
   training_->place(ImVec2(0, train_top), ImVec2(lw, (lesson_->open() ? lesson_top : bottom) - train_top), force);
   lesson_->place(ImVec2(0, lesson_top), ImVec2(lw, bottom - lesson_top), force);
+}
+
+void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
+  if (!text_view_->open()) {
+    heatmap_->place(pos, size, force);
+    return;
+  }
+  // The text view under the heatmap: the two ways to read the same weights, one above the other.
+  const float hh = std::round(size.y * 0.55f);
+  heatmap_->place(pos, ImVec2(size.x, hh), force);
+  text_view_->place(ImVec2(pos.x, pos.y + hh), ImVec2(size.x, size.y - hh), force);
 }
 
 void App::menu_bar() {
@@ -318,6 +333,7 @@ void App::help_window() {
         {"Alt+N", "generate one token"},
         {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
         {"Ctrl+wheel", "zoom the heatmap"},
+        {"arrows, Home/End", "in the focused Text view: move its query by a token (\xE2\x86\x90/\xE2\x86\x92) or a line (\xE2\x86\x91/\xE2\x86\x93)"},
         {"F2", "presentation mode (large fonts, high contrast, the heatmap large)"},
         {"F3", "the guided lesson: q\xC2\xB7k, \xC3\xB7\xE2\x88\x9A" "d, the mask, softmax, \xCE\xA3 p\xC2\xB7v, GQA, block_size, the KV cache, step by step on your text"},
         {"F4", "presenting: show or fold the other panels"},
@@ -359,11 +375,14 @@ void App::shortcuts() {
   const ModelDims dims = ModelDims::of(snap_->model->config);
   // The capped tab exists only on a layer that soft-caps its scores.
   auto capped = [&] { return state_.layer < dims.n_layer && snap_->model->config.layer(state_.layer).softcap > 0; };
-  if (nav) {
+  // The focused text view takes the plain arrows for its query; Alt+arrows still step.
+  if (nav && (io.KeyAlt || !text_view_->focused())) {
     if (pressed(GLFW_KEY_UP)) step_layer(state_, dims, -1);
     if (pressed(GLFW_KEY_DOWN)) step_layer(state_, dims, +1);
     if (pressed(GLFW_KEY_LEFT)) step_head(state_, dims, -1);
     if (pressed(GLFW_KEY_RIGHT)) step_head(state_, dims, +1);
+  }
+  if (nav) {
     if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1, capped());
     if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1, capped());
   }
@@ -419,10 +438,12 @@ void App::frame() {
   shortcuts();
   menu_bar();
   // Training or the lesson opened or closed: the left column changes (see layout()).
-  if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_) {
+  if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
+      text_view_->open() != laid_out_text_view_) {
     force_layout_ = true;
     laid_out_training_ = training_->open();
     laid_out_lesson_ = lesson_->open();
+    laid_out_text_view_ = text_view_->open();
   }
   if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   layout(force_layout_);
@@ -449,6 +470,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
   j["rects"]["heatmap_window"] = rect(heatmap_->window_rect());
+  j["rects"]["text_view"] = rect(text_view_->open() ? text_view_->text_rect() : ImVec4(0, 0, 0, 0));
+  j["query"] = state_.query;
   for (const Panel* p : panels_)  // every window drawn last frame, by title
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));

@@ -41,6 +41,7 @@ struct AppState {
   int head = 0;                  // query head, 0 … H-1
   Stage stage = Stage::Probs;    // heatmap tab
   int kv_group = 0;              // KV head chosen in the GQA panel, 0 … KV-1
+  int query = -1;                // the text view's query: a window position, −1 = the last token
 
   // Hovered token (position in the window, −1 for none), one frame delayed so that every
   // panel sees the same value whichever is drawn first: panels read `hovered_token` and

@@ -271,7 +271,7 @@ class CpuBackend : public Backend {
       const int old_bucket = lt.thumb_bucket;
       lt.thumb_bucket = thumb_bucket(T);
       const int64_t tn = thumb_cells(T, lt.thumb_bucket);
-      lt.thumbs = Tensor{{H, tn, tn}, std::vector<float>(static_cast<size_t>(H * tn * tn))};
+      lt.thumbs = Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H * tn * tn))};
 #pragma omp parallel for schedule(static)
       for (int hh = 0; hh < H; ++hh)
         attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
@@ -313,7 +313,7 @@ class CpuBackend : public Backend {
       tr.row_loss[static_cast<size_t>(p - 1)] = static_cast<float>(next_token_loss(tr.logits.data.data(), V, tr.tokens[p]));
       r_begin = p;
     }
-    tr.logits = Tensor{{1, V}, std::vector<float>(static_cast<size_t>(V))};
+    tr.logits = Tensor{{1, V}, FloatBuf(static_cast<size_t>(V))};
     tr.logits_from = T - 1;
     const int nr = T - r_begin;
     const Mat rows = MapConstMat(tr.final_hidden.data.data(), T, C).middleRows(r_begin, nr);  // (nr, C)

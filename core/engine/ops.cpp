@@ -1,5 +1,6 @@
 #include "core/engine/ops.h"
 
+#include "core/aligned.h"
 #include "core/engine/mask.h"
 
 #include <omp.h>
@@ -333,7 +334,7 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int 
   // (a scalar loop for the remainder would round differently where the compiler fuses the
   // vector multiply-add). Rows past the end repeat the last row and are not stored.
   const int T16 = T / 16 * 16;
-  std::vector<float> tail(T16 < T ? static_cast<size_t>(d) * 16 : 0, 0.f);  // (d, 16): keys [T16, T)
+  FloatBuf tail(T16 < T ? static_cast<size_t>(d) * 16 : 0, 0.f);  // (d, 16): keys [T16, T)
   for (int k = 0; k < d && T16 < T; ++k) std::copy_n(kt + k * ldk + T16, T - T16, &tail[static_cast<size_t>(k) * 16]);
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const float* qr[4];

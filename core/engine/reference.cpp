@@ -101,9 +101,9 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
     LayerTrace lt;
-    for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, std::vector<float>(static_cast<size_t>(H * T * d))};
-    for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, std::vector<float>(static_cast<size_t>(KV * T * d))};
-    for (Tensor* t : {&lt.scores, &lt.probs}) *t = Tensor{{H, T, T}, std::vector<float>(static_cast<size_t>(H * T * T))};
+    for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, FloatBuf(static_cast<size_t>(H * T * d))};
+    for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, FloatBuf(static_cast<size_t>(KV * T * d))};
+    for (Tensor* t : {&lt.scores, &lt.probs}) *t = Tensor{{H, T, T}, FloatBuf(static_cast<size_t>(H * T * T))};
     const LayerSpec spec = cfg.layer(l);
     lt.scale = spec.scale;  // the trace derives scaled, capped and masked
     lt.softcap = spec.softcap;
@@ -189,7 +189,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
   const Rows hf = normalize(cfg, x, w.normf_w, w.normf_b);
   const Mat& U = w.unembedding().f32;  // (V, C)
   const int V = cfg.vocab_size;
-  tr.logits = Tensor{{T, V}, std::vector<float>(static_cast<size_t>(T * V))};
+  tr.logits = Tensor{{T, V}, FloatBuf(static_cast<size_t>(T * V))};
   for (int t = 0; t < T; ++t)
     for (int v = 0; v < V; ++v) {
       double s = 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_kernels.h"
 
@@ -139,24 +140,24 @@ void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
   }
   const int team = (n * K >= kSplitWeights && !omp_in_parallel()) ? omp_get_max_threads() : 1;
   const int64_t P = panel_rows(K, n, team);
-  auto panel = [&](int64_t p, std::vector<float>& buf) {  // rows [p, p + P) of the product
+  auto panel = [&](int64_t p, FloatBuf& buf) {  // rows [p, p + P) of the product
     const int64_t pn = std::min(P, n - p);
     k.decode(w.type, rows + p * rb, rb, pn, K, buf.data(), K);
     gemm_bt(x, M, K, ldx, buf.data(), pn, K, y + p, ldy);
   };
-  auto buffer = [&]() -> std::vector<float>& {  // (P, K), kept by each thread for the next product
-    thread_local std::vector<float> buf;
+  auto buffer = [&]() -> FloatBuf& {  // (P, K), kept by each thread for the next product
+    thread_local FloatBuf buf;
     if (buf.size() < static_cast<size_t>(P * K)) buf.resize(static_cast<size_t>(P * K));
     return buf;
   };
   if (team <= 1) {
-    std::vector<float>& buf = buffer();
+    FloatBuf& buf = buffer();
     for (int64_t p = 0; p < n; p += P) panel(p, buf);
     return;
   }
 #pragma omp parallel num_threads(team)
   {
-    std::vector<float>& buf = buffer();
+    FloatBuf& buf = buffer();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t p = 0; p < n; p += P) panel(p, buf);
   }

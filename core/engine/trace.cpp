@@ -40,7 +40,7 @@ const float* Tensor::head_dense(int64_t h, std::vector<float>& scratch) const {
 
 Tensor Tensor::dense_copy() const {
   if (dense()) return Tensor{shape, data};
-  Tensor t{shape, std::vector<float>(static_cast<size_t>(numel()))};
+  Tensor t{shape, FloatBuf(static_cast<size_t>(numel()))};
   std::vector<float> scratch;
   for (int64_t h = 0; h < dim(0); ++h) {
     const float* src = head_dense(h, scratch);
@@ -61,7 +61,7 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
       data.resize(rows * cols);
       std::fill(data.begin() + kr * cols, data.end(), 0.f);
     } else {
-      std::vector<float> fresh(static_cast<size_t>(rows * cols), 0.f);
+      FloatBuf fresh(static_cast<size_t>(rows * cols), 0.f);
       for (int64_t i = 0; i < kr; ++i) std::copy_n(data.data() + i * shape[1], kc, fresh.data() + i * cols);
       data = std::move(fresh);
     }
@@ -75,7 +75,7 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
   const int64_t kc = std::max<int64_t>(0, std::min({keep_cols, old_cols, cols}));
   if (kr == 0 || kc == 0) {  // nothing kept: a dense layout, in the old buffer when it fits
     const size_t n = static_cast<size_t>(heads * rows * cols);
-    if (n > data.capacity() || n < data.capacity() / 4) std::vector<float>().swap(data);
+    if (n > data.capacity() || n < data.capacity() / 4) FloatBuf().swap(data);
     data.assign(n, 0.f);
     shape = std::move(new_shape);
     row_pitch = head_pitch = 0;
@@ -95,7 +95,7 @@ void Tensor::resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int6
   // room in the dimensions that grew.
   const int64_t ld_new = cols > old_cols ? with_room(cols) : cols;
   const int64_t rows_new = rows > old_rows ? with_room(rows) : rows;
-  std::vector<float> fresh(static_cast<size_t>(heads * rows_new * ld_new), 0.f);
+  FloatBuf fresh(static_cast<size_t>(heads * rows_new * ld_new), 0.f);
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < kr; ++i)
       std::copy_n(data.data() + h * head_stride() + i * ld_now, kc, fresh.data() + (h * rows_new + i) * ld_new);
@@ -185,7 +185,7 @@ void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t r
   if (lt.compact) {
     // Block by block as the forward pass does, so a head costs (B, T) of extra memory.
     const int64_t B = attention_row_block(static_cast<int>(T));
-    std::vector<float> other(static_cast<size_t>(std::min(B, rows) * T));
+    FloatBuf other(static_cast<size_t>(std::min(B, rows) * T));
     for (int64_t a = r0; a < r0 + rows; a += B) {
       const int64_t rb = std::min(B, r0 + rows - a);
       float* at = dst + (a - r0) * T;

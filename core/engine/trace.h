@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/engine/ablation.h"
 #include "core/engine/mask.h"
 
@@ -15,9 +16,11 @@ namespace attnviz {
 // with ld() ≥ cols and head_stride() ≥ rows · ld(). Appending a token then writes the new
 // row and column in place instead of moving every kept value (see resize_keep). A tensor
 // built from {shape, data} is dense (ld() = cols); dense() says whether it still is.
+// `data` starts on a 64-byte boundary (core/aligned.h): the same input gives the same bits
+// in any process, whatever its heap.
 struct Tensor {
   std::vector<int64_t> shape;
-  std::vector<float> data;
+  FloatBuf data;
   int64_t row_pitch = 0;   // 3-D: floats from one row to the next; 0 = dim(2)
   int64_t head_pitch = 0;  // 3-D: floats from one head to the next; 0 = dim(1) · ld()
 

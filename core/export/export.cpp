@@ -14,6 +14,21 @@
 
 namespace attnviz {
 
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
 namespace {
 
 bool square_stage(Stage s) { return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs; }
@@ -36,21 +51,6 @@ std::string hex(Rgb8 c) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c.r, c.g, c.b);
   return buf;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 std::string csv_field(const std::string& s) {
