@@ -42,7 +42,9 @@ Action add_dump_command(CLI::App& app, Io& io) {
   cmd->add_option("--layers", o->layers, "write only these layers: indices or ranges, e.g. 0,2-3 (default: all)");
   cmd->add_option("--heads", o->heads,
                   "write only these query heads (k and v: the KV heads they read), e.g. 1,4-5 (default: all)");
-  cmd->add_option("--stages", o->stages, "write only these stages: q,k,v,scores,scaled,capped (soft-capping models),masked,probs,out,logits (default: all)");
+  cmd->add_option("--stages", o->stages, "write only these stages: q,k,v,scores,scaled,capped (soft-capping models),masked,probs,out,logits "
+                  "(default: all of these), and resid (only when listed: layers.{l}.resid (T, C), the residual stream "
+                  "entering layer l, and resid_final (T, C), after the last layer before the final norm; CPU backend)");
   return [o, &io] { run_dump(*o, io); };
 }
 

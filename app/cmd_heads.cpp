@@ -16,48 +16,15 @@ struct HeadsOptions {
   int length = 0;
   uint64_t seed = 1;
   bool json = false, importance = false, dla = false;
-  int position = -1;  // --position; −1: the last
-  std::string target, target_ids;
-  CLI::Option* target_opt = nullptr;
-  CLI::Option* target_ids_opt = nullptr;
+  TargetOptions target;  // --position, --target, --target-ids (with --dla)
 };
-
-// --target TOKEN (one token of the model's tokenizer) or --target-ids A[,B]; empty: the
-// predicted token.
-std::vector<int> dla_targets(const HeadsOptions& o, const Model& m) {
-  if (o.target_opt && o.target_opt->count()) {
-    if (!m.tokenizer) encode_text(m, o.target);  // throws, saying why there is no tokenizer
-    const std::vector<int> ids = m.tokenizer->encode_with(o.target, false);
-    if (ids.size() != 1)
-      throw Error("--target '" + o.target + "' is " + std::to_string(ids.size()) +
-                      " tokens for this model's tokenizer, not one\n  HINT: pass the id with --target-ids.",
-                  ErrorKind::Usage);
-    return ids;
-  }
-  if (o.target_ids_opt && o.target_ids_opt->count()) {
-    std::vector<int> ids = parse_token_list(o.target_ids);
-    if (ids.empty() || ids.size() > 2)
-      throw Error("--target-ids takes one id or two (A,B: the logit of A minus that of B)", ErrorKind::Usage);
-    return ids;
-  }
-  return {};
-}
 
 // `heads --dla`: the direct logit attribution at one position (core/engine/lens.h).
 void print_dla(const HeadsOptions& o, Engine& engine, const std::vector<int>& ids, Io& io) {
   const Model& m = engine.model();
-  std::vector<int> targets = dla_targets(o, m);  // checked before the run
-  for (int id : targets)
-    if (id < 0 || id >= m.config.vocab_size)
-      throw Error("target id " + std::to_string(id) + " is outside the vocabulary (0 … " +
-                      std::to_string(m.config.vocab_size - 1) + ")",
-                  ErrorKind::Usage);
+  std::vector<int> targets = target_ids(o.target, m);  // checked before the run
   const Trace& tr = engine.run(ids);
-  const int position = o.position < 0 ? tr.T() - 1 : o.position;
-  if (o.position < -1 || position >= tr.T())
-    throw Error("--position " + std::to_string(o.position) + " is outside the text (" + std::to_string(tr.T()) +
-                    " tokens: 0 … " + std::to_string(tr.T() - 1) + ")",
-                ErrorKind::Usage);
+  const int position = target_position(o.target, tr.T());
   if (targets.empty()) targets = {predicted_token(m, tr, position)};
   const Attribution a = direct_logit_attribution(m, tr, position, targets);
   if (o.json) {
@@ -200,13 +167,7 @@ Action add_heads_command(CLI::App& app, Io& io) {
   cmd->add_flag("--dla", o->dla,
                 "instead: direct logit attribution at one position: the logit of the target split into each head's "
                 "output, each MLP's, the embeddings' and the biases', through the final norm with its scale frozen");
-  cmd->add_option("--position", o->position, "with --dla: the position (default: the last)");
-  o->target_opt = cmd->add_option("--target", o->target,
-                                  "with --dla: the target token, as text (one token of the model's tokenizer; "
-                                  "default: the predicted token)");
-  o->target_ids_opt = cmd->add_option("--target-ids", o->target_ids,
-                                      "with --dla: the target id A, or A,B for the logit of A minus that of B");
-  o->target_opt->excludes(o->target_ids_opt);
+  add_target_options(cmd, o->target, "with --dla: ");
   return [o, &io] { run_heads(*o, io); };
 }
 

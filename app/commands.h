@@ -28,6 +28,7 @@ Action add_heads_command(CLI::App& app, Io& io);
 Action add_export_command(CLI::App& app, Io& io);
 Action add_tokenize_command(CLI::App& app, Io& io);
 Action add_lens_command(CLI::App& app, Io& io);
+Action add_patch_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a
 // model on some input shares.
@@ -57,6 +58,22 @@ Engine run_input(const InputOptions& o, std::ostream& err);
 // --weights stored|f32 as LoadOptions (a usage Error for anything else), and the option itself.
 LoadOptions load_options(const std::string& weights);
 void add_weights_option(CLI::App* cmd, std::string& weights);
+
+// --position I, --target TOKEN | --target-ids A[,B] (heads --dla, patch): where a logit is
+// read and of which token (or difference of two).
+struct TargetOptions {
+  int position = -1;  // −1: the last
+  std::string target, target_ids;
+  CLI::Option* target_opt = nullptr;
+  CLI::Option* target_ids_opt = nullptr;
+};
+// Registers the three options; `when` starts each help line ("with --dla: ").
+void add_target_options(CLI::App* cmd, TargetOptions& o, const std::string& when);
+// The ids asked for (one, or A and B), empty when neither option was given (the predicted
+// token then). Usage Errors: a --target that is not one token, a bad or out-of-vocabulary id.
+std::vector<int> target_ids(const TargetOptions& o, const Model& m);
+// --position against a text of T tokens (−1: the last); a usage Error outside it.
+int target_position(const TargetOptions& o, int T);
 
 // "3,1,4" → {3, 1, 4}; a usage Error for anything else.
 std::vector<int> parse_token_list(const std::string& s);

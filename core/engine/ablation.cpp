@@ -77,13 +77,27 @@ Ablation parse_ablation(const std::string& list, const std::string& mode, const 
   return a;
 }
 
-void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int from) {
+void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int from, const float* source) {
+  if (source) {
+    for (int i = from; i < T; ++i) std::copy_n(source + static_cast<size_t>(i) * d, d, O + static_cast<size_t>(i) * ld);
+    return;
+  }
   std::vector<double> mean(static_cast<size_t>(d), 0.0);  // (d)
   if (mode == AblationMode::Mean)
     for (int t = 0; t < T; ++t)
       for (int e = 0; e < d; ++e) mean[e] += O[static_cast<size_t>(t) * ld + e] / static_cast<double>(T);
   for (int i = from; i < T; ++i)
     for (int e = 0; e < d; ++e) O[static_cast<size_t>(i) * ld + e] = static_cast<float>(mean[e]);
+}
+
+void check_ablation_source(const Ablation& a, int T, int n_layer, int n_head, int d) {
+  if (!a.source || a.heads.empty()) return;
+  const HeadOutputs& s = *a.source;
+  bool fits = s.T == T && s.d == d && static_cast<int>(s.out.size()) == n_layer;
+  for (const auto& o : s.out) fits = fits && static_cast<int64_t>(o.size()) == int64_t{n_head} * T * d;
+  if (!fits)
+    throw Error("the head outputs to patch in were recorded for " + std::to_string(s.T) + " tokens, the run has " +
+                std::to_string(T) + " (or another model)");
 }
 
 }  // namespace attnviz

@@ -3,6 +3,8 @@
 // later layer and the logits then follow from the replaced outputs. Plain data plus the
 // one function the backends and the reference apply.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,9 +16,21 @@ namespace attnviz {
 enum class AblationMode { Zero, Mean };
 const char* ablation_mode_name(AblationMode m);  // "zero", "mean"
 
+// Every head's output recorded by another run of a window of T tokens (activation
+// patching, patch.h): what an Ablation with a source puts in place of the listed heads'.
+struct HeadOutputs {
+  int64_t T = 0, d = 0;
+  std::vector<std::vector<float>> out;  // (L) of (H, T, d), dense: LayerTrace::out of that run
+  const float* head(int layer, int h) const { return out[static_cast<size_t>(layer)].data() + h * T * d; }  // (T, d)
+};
+
 struct Ablation {
   AblationMode mode = AblationMode::Zero;
   std::vector<std::pair<int, int>> heads;  // (layer, head) pairs, sorted, no duplicates
+  // Set (activation patching): the listed heads' outputs are replaced by `source`'s rows of
+  // the same heads, whatever `mode` says; its T must be the window's. Only the CPU backend
+  // and the reference apply it (the GPU backend refuses it).
+  std::shared_ptr<const HeadOutputs> source = nullptr;
 
   bool empty() const { return heads.empty(); }
   bool has(int layer, int head) const;
@@ -25,11 +39,12 @@ struct Ablation {
   int first_layer(int n_layer) const;
   // `mean` depends on every position of the window: appending a token changes every row
   // of an ablated head, so such a pass cannot reuse earlier rows.
-  bool needs_full_recompute() const { return mode == AblationMode::Mean && !heads.empty(); }
+  // A source holds every row of one window: so do its replacements.
+  bool needs_full_recompute() const { return (mode == AblationMode::Mean || source) && !heads.empty(); }
   // Adds (layer, head) when absent, removes it when present; keeps `heads` sorted.
   void toggle(int layer, int head);
   std::string to_string() const;  // "0:1,1:4" ("" when empty)
-  bool operator==(const Ablation& o) const { return mode == o.mode && heads == o.heads; }
+  bool operator==(const Ablation& o) const { return mode == o.mode && heads == o.heads && source == o.source; }
   bool operator!=(const Ablation& o) const { return !(*this == o); }
 };
 
@@ -43,6 +58,11 @@ AblationMode parse_ablation_mode(const std::string& mode);
 //   zero: O[i] = 0
 //   mean: O[i] = (1/T) Σ_t O[t] over all T rows, which must hold the unablated outputs
 //         (so `from` must be 0 for `mean`, see needs_full_recompute).
-void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int from);
+//   with `source` (T, d) dense, whatever the mode: O[i] = source[i] (patching).
+void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int from, const float* source = nullptr);
+
+// Throws a data Error when `a` has a source that does not fit a window of T tokens of a
+// model of `n_layer` layers of `n_head` heads of size d.
+void check_ablation_source(const Ablation& a, int T, int n_layer, int n_head, int d);
 
 }  // namespace attnviz

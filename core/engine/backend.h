@@ -49,8 +49,13 @@ class Backend {
   // trace.layers[layer].resid. For a changed ablation whose first affected layer is
   // `layer`. Returns false, touching nothing, when the backend cannot (the trace lacks the
   // residual stream, or the backend does not keep it): then run a full forward.
-  virtual bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& trace) {
-    (void)m, (void)window, (void)layer, (void)trace;
+  // With from_row > 0 only rows [from_row, T) are recomputed (from their rows of
+  // trace.layers[layer].resid); rows [0, from_row) of layers [layer, L) are kept as they
+  // are, their keys and values the KV cache (activation patching; false for a mean
+  // ablation, whose rows depend on every row).
+  virtual bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& trace,
+                                  int from_row = 0) {
+    (void)m, (void)window, (void)layer, (void)trace, (void)from_row;
     return false;
   }
 

@@ -38,11 +38,11 @@ void scatter_heads(const Mat& src, int heads, int d, int from, Tensor& dst) {
 // recorded scores; P its masked softmax), the row's summaries (row_stats, thumbnail) while
 // it is in cache, then O = P·V over the first r1 keys only (P is 0 past the diagonal). A
 // compact layer keeps the block's S and P in per-thread scratch instead of the trace.
-// An ablated head's output rows are replaced (see ablate_head_output) before they enter
-// `att`, the input of the output projection.
+// An ablated head's output rows are replaced (see ablate_head_output; by `source`'s (T, d)
+// rows when patching) before they enter `att`, the input of the output projection.
 void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std::vector<int>>& targets,
                  const Tensor& old_thumbs, int old_bucket, int old_T, LayerTrace& lt, const AblationMode* ablate,
-                 Mat& att) {
+                 const float* source, Mat& att) {
   const int T = static_cast<int>(lt.q.dim(1)), d = static_cast<int>(lt.q.dim(2)), n = T - p;
   const int g = static_cast<int>(h / (lt.q.dim(0) / lt.k.dim(0)));  // query head h reads KV head g
   const auto Q = head_map(std::as_const(lt.q), h), V = head_map(std::as_const(lt.v), g);  // (T, d)
@@ -86,7 +86,7 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     const int k0 = window_first(r0, lt.window);
     O.middleRows(r0, rb).noalias() = P.middleCols(k0, r1 - k0) * V.middleRows(k0, r1 - k0);  // (rb, d)
   }
-  if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p);
+  if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p, source);
   att.middleCols(h * d, d) = O.bottomRows(n);
 }
 
@@ -219,16 +219,18 @@ class CpuBackend : public Backend {
     run_layers(m, T, p, 0, old_T, x, tr);
   }
 
-  bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& tr) override {
+  bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& tr, int from_row) override {
     m.check_files();
     const ModelConfig& c = m.config;
     const int T = static_cast<int>(window.size());
     if (tr.tokens != window || static_cast<int>(tr.layers.size()) != c.n_layer || layer < 0 || layer >= c.n_layer ||
-        tr.layers[layer].resid.shape != std::vector<int64_t>{T, c.n_embd})
+        tr.layers[layer].resid.shape != std::vector<int64_t>{T, c.n_embd} || from_row < 0 || from_row >= T)
       return false;
+    // A mean ablation's rows depend on every row; a source's rows are the source's own.
+    if (from_row > 0 && ablation_.needs_full_recompute() && !ablation_.source) return false;
     tr.ablation = ablation_;
-    Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd);  // (T, C)
-    run_layers(m, T, 0, layer, T, x, tr);
+    Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd).bottomRows(T - from_row);  // (n, C)
+    run_layers(m, T, from_row, layer, T, x, tr);
     return true;
   }
 
@@ -241,6 +243,7 @@ class CpuBackend : public Backend {
     const int n = T - p;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
+    check_ablation_source(ablation_, T, c.n_layer, H, d);
     const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
     Mat h, q, k, v, y, att(n, H * d);
     std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
@@ -274,7 +277,8 @@ class CpuBackend : public Backend {
       lt.thumbs = Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H * tn * tn))};
 #pragma omp parallel for schedule(static)
       for (int hh = 0; hh < H; ++hh)
-        attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr, att);
+        attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr,
+                    ablation_.source && ablation_.has(l, hh) ? ablation_.source->head(l, hh) : nullptr, att);
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       add_branch(c, lw.post_attn_norm, y, h, x);
       add_mlp(c, lw, x);
@@ -287,7 +291,11 @@ class CpuBackend : public Backend {
     norm(c, x, w.normf_w, w.normf_b, h);
     if (c.logit_scale != 1.f) h *= c.logit_scale;  // Granite's 1 / logits_scaling, folded in
     MapMat(tr.final_hidden.data.data(), T, c.n_embd).bottomRows(n) = h;  // (n, C)
-    if (tr.all_logits) {
+    if (tr.hidden_only) {  // patching reads its logits from final_hidden itself
+      tr.logits = Tensor{};
+      tr.logits_from = T;
+      tr.row_loss.clear();
+    } else if (tr.all_logits) {
       tr.logits_from = 0;
       tr.row_loss.clear();
       MapMat logits(tr.logits.data.data(), T, V);

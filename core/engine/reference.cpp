@@ -86,6 +86,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
   const int T = static_cast<int>(window.size()), C = cfg.n_embd, H = cfg.n_head, KV = cfg.n_kv_head,
             d = cfg.head_size;
   const double NEG_INF = -std::numeric_limits<double>::infinity();
+  check_ablation_source(ablation, T, cfg.n_layer, H, d);
   Trace tr;
   tr.model = m.name;
   tr.backend = "reference";
@@ -155,7 +156,10 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
         for (int t = 0; t < T; ++t)
           for (int e = 0; e < d; ++e) mean[e] += out[t][e] / T;
         for (int t = 0; t < T; ++t)
-          for (int e = 0; e < d; ++e) out[t][e] = ablation.mode == AblationMode::Mean ? mean[e] : 0.0;
+          for (int e = 0; e < d; ++e)
+            out[t][e] = ablation.source ? ablation.source->head(l, head)[t * d + e]  // patched in from another run
+                        : ablation.mode == AblationMode::Mean ? mean[e]
+                                                              : 0.0;
       }
       for (int t = 0; t < T; ++t)
         for (int e = 0; e < d; ++e) concat[t][head * d + e] = out[t][e];  // torch.cat(heads)

@@ -13,7 +13,7 @@ namespace attnviz {
 
 // Full forward of `window` (positions 0…T-1), recording every matrix. The heads in
 // `ablation` have their output (T, d) replaced before the projection: by zeros, or by the
-// mean of its T rows.
+// mean of its T rows, or with a source by that run's outputs (patching).
 Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation = {});
 
 }  // namespace attnviz

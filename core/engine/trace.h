@@ -130,6 +130,9 @@ struct Trace {
   // Asked of the backend by the engine: logits for every row (false: the last row and
   // row_loss). Backends that cannot (the GPU's) write every row whatever this says.
   bool all_logits = true;
+  // Asked of the CPU backend by activation patching (patch.h): the pass ends at final_hidden,
+  // computing no logits and no row_loss (logits is left empty; row_logits computes a row).
+  bool hidden_only = false;
   Ablation ablation;  // heads whose output this pass replaced (empty: none)
   // Asked of the backend by the engine: compact layers (no (T, T) matrices, see LayerTrace).
   // Backends that cannot recompute (the GPU's) store the matrices whatever this says.

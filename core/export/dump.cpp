@@ -66,8 +66,9 @@ std::vector<std::string> parse_stage_list(const std::string& list) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, comma - at);
     Stage st;
-    if (name != "logits" && !stage_from_name(name, &st))
-      throw Error("--stages: unknown stage '" + excerpt(name, 30) + "' (q, k, v, scores, scaled, masked, probs, out, logits)",
+    if (name != "logits" && name != "resid" && !stage_from_name(name, &st))
+      throw Error("--stages: unknown stage '" + excerpt(name, 30) +
+                      "' (q, k, v, scores, scaled, capped, masked, probs, out, logits, resid)",
                   ErrorKind::Usage);
     if (std::find(out.begin(), out.end(), name) != out.end())
       throw Error("--stages: '" + name + "' is listed twice", ErrorKind::Usage);
@@ -91,6 +92,17 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
   std::vector<int> layers = sel.layers;
   if (layers.empty())
     for (size_t l = 0; l < tr.layers.size(); ++l) layers.push_back(static_cast<int>(l));
+  // The residual stream only when listed: (T, C) per layer is not part of the default dump
+  // (and a GPU trace does not hold it).
+  const bool resid = !sel.stages.empty() && selected(sel.stages, "resid");
+  if (resid) {  // checked before anything is written
+    const std::vector<int64_t> shape{tr.T(), tr.final_resid.shape.size() == 2 ? tr.final_resid.dim(1) : 0};
+    bool held = shape[1] > 0 && tr.final_resid.shape == shape;
+    for (int l : layers) held = held && tr.layers[static_cast<size_t>(l)].resid.shape == shape;
+    if (!held)
+      throw Error("--stages resid: this trace has no residual stream (only the CPU backend records it)\n"
+                  "  HINT: run with --backend cpu.");
+  }
   for (int l : layers) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
     for (int s = 0; s < kStageCount; ++s) {
@@ -121,7 +133,9 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
         std::copy(src, src + per_head, dst);
       });
     }
+    if (resid) w.add_f32_ref("layers." + std::to_string(l) + ".resid", lt.resid.shape, lt.resid.data.data());  // (T, C)
   }
+  if (resid) w.add_f32_ref("resid_final", tr.final_resid.shape, tr.final_resid.data.data());  // (T, C)
   if (selected(sel.stages, "logits")) w.add_f32_ref("logits", tr.logits.shape, tr.logits.data.data());
   for (const auto& [name, t] : extra) w.add_f32_ref(name, t->shape, t->data.data());
   if (!sel.empty()) w.set_metadata("selection", sel.to_string());

@@ -19,7 +19,8 @@ std::string dump_tensor_name(int layer, Stage s);
 struct DumpSelection {
   std::vector<int> layers;            // layer indices, in order
   std::vector<int> heads;             // query head indices, in order
-  std::vector<std::string> stages;    // q, k, v, scores, scaled, masked, probs, out, logits
+  std::vector<std::string> stages;    // q, k, v, scores, scaled, masked, probs, out, logits, resid
+                                      // (resid: only when listed, never by default)
   bool empty() const { return layers.empty() && heads.empty() && stages.empty(); }
   std::string to_string() const;      // for the dump's metadata: "layers=0,2;heads=1;stages=probs"
 };
@@ -27,7 +28,7 @@ struct DumpSelection {
 // "0,2,4-6" → {0, 2, 4, 5, 6}: every index in [0, count), no repeats; a usage Error naming
 // `what` ("--layers") otherwise. "" → {} (all).
 std::vector<int> parse_index_list(const std::string& list, int count, const std::string& what);
-// "probs,logits" → the names, checked against the dump's stage names and "logits".
+// "probs,logits" → the names, checked against the dump's stage names, "logits" and "resid".
 std::vector<std::string> parse_stage_list(const std::string& list);
 
 // Writes `trace` atomically to `path`; throws attnviz::Error when it cannot. `extra`

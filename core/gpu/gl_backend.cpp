@@ -140,6 +140,9 @@ class GlBackend : public Backend {
     // T (then no cached key is turned right), as the CPU backend does.
     const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
     check_request(c, T, p, tr);
+    if (ablation_.source && !ablation_.empty())
+      throw Error("activation patching (head outputs from another run) runs on the CPU backend only\n"
+                  "  HINT: run with --backend cpu.");
 
     GlContext::Current cur(*ctx_);
     k_->timer_discard();  // in case an earlier forward stopped half-way
