@@ -91,8 +91,8 @@ Mat random_mat(int rows, int cols, unsigned seed, float scale = 1.f) {
 
 double rel(const Mat& a, const Mat& b) {
   if (a.rows() != b.rows() || a.cols() != b.cols()) return -1;
-  Tensor ta{{a.rows(), a.cols()}, std::vector<float>(a.data(), a.data() + a.size())};
-  Tensor tb{{b.rows(), b.cols()}, std::vector<float>(b.data(), b.data() + b.size())};
+  Tensor ta{{a.rows(), a.cols()}, FloatBuf(a.data(), a.data() + a.size())};
+  Tensor tb{{b.rows(), b.cols()}, FloatBuf(b.data(), b.data() + b.size())};
   return test::rel_error(ta, tb);
 }
 
@@ -212,7 +212,7 @@ LayerTrace cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
 
 Tensor random_tensor(int a, int b, int c, unsigned seed) {
   const Mat m = random_mat(a * b, c, seed);
-  return Tensor{{a, b, c}, std::vector<float>(m.data(), m.data() + m.size())};
+  return Tensor{{a, b, c}, FloatBuf(m.data(), m.data() + m.size())};
 }
 
 TEST(GpuOps, AttentionScoresMaskSoftmaxAndWeightedValues) {

@@ -42,7 +42,10 @@ double reference_metric(const Trace& ref, int pos, const std::vector<int>& ids) 
 std::shared_ptr<HeadOutputs> outputs_of(const Trace& tr, int d) {
   auto s = std::make_shared<HeadOutputs>();
   s->T = tr.T(), s->d = d;
-  for (const LayerTrace& lt : tr.layers) s->out.push_back(lt.out.dense_copy().data);
+  for (const LayerTrace& lt : tr.layers) {
+    const Tensor out = lt.out.dense_copy();  // (H, T, d)
+    s->out.emplace_back(out.data.begin(), out.data.end());
+  }
   return s;
 }
 

@@ -82,11 +82,19 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
   r.metric = r.target_ids.size() > 1 ? "logit_diff" : "logit";
   r.clean = patch_metric(m, work, pos, r.target_ids);
 
+  // One layer's head outputs (H, T, d), dense, or its stream's T rows (T, C), as plain vectors.
+  auto outputs_of = [](const LayerTrace& lt) {
+    const Tensor out = lt.out.dense_copy();
+    return std::vector<float>(out.data.begin(), out.data.end());
+  };
+  auto stream_of = [&](const LayerTrace& lt) {
+    return std::vector<float>(lt.resid.data.begin(), lt.resid.data.begin() + int64_t{T} * C);
+  };
   // A's own head outputs or stream (to see where B's differ, and to put A's rows back).
   std::vector<std::vector<float>> a_out, a_resid;  // (L) of (H, T, d); (L) of (T, C)
   for (const LayerTrace& lt : work.layers) {
-    if (request.kind == PatchKind::Heads) a_out.push_back(lt.out.dense_copy().data);
-    else a_resid.push_back(std::vector<float>(lt.resid.data.begin(), lt.resid.data.begin() + int64_t{T} * C));
+    if (request.kind == PatchKind::Heads) a_out.push_back(outputs_of(lt));
+    else a_resid.push_back(stream_of(lt));
   }
   // What B's run gives: the heads' outputs, or its stream rows.
   auto source = std::make_shared<HeadOutputs>();  // (L) of (H, T, d)
@@ -95,8 +103,8 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
     const Trace tb = clean_run(m, *backend, b);
     r.other = patch_metric(m, tb, pos, r.target_ids);
     for (const LayerTrace& lt : tb.layers) {
-      if (request.kind == PatchKind::Heads) source->out.push_back(lt.out.dense_copy().data);
-      else b_resid.push_back(std::vector<float>(lt.resid.data.begin(), lt.resid.data.begin() + int64_t{T} * C));
+      if (request.kind == PatchKind::Heads) source->out.push_back(outputs_of(lt));
+      else b_resid.push_back(stream_of(lt));
     }
     source->T = T, source->d = d;
   }
