@@ -85,7 +85,10 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
   // A's own head outputs or stream (to see where B's differ, and to put A's rows back).
   std::vector<std::vector<float>> a_out, a_resid;  // (L) of (H, T, d); (L) of (T, C)
   for (const LayerTrace& lt : work.layers) {
-    if (request.kind == PatchKind::Heads) a_out.push_back(lt.out.dense_copy().data);
+    if (request.kind == PatchKind::Heads) {
+      const FloatBuf o = lt.out.dense_copy().data;
+      a_out.emplace_back(o.begin(), o.end());
+    }
     else a_resid.push_back(std::vector<float>(lt.resid.data.begin(), lt.resid.data.begin() + int64_t{T} * C));
   }
   // What B's run gives: the heads' outputs, or its stream rows.
@@ -95,7 +98,10 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
     const Trace tb = clean_run(m, *backend, b);
     r.other = patch_metric(m, tb, pos, r.target_ids);
     for (const LayerTrace& lt : tb.layers) {
-      if (request.kind == PatchKind::Heads) source->out.push_back(lt.out.dense_copy().data);
+      if (request.kind == PatchKind::Heads) {
+        const FloatBuf o = lt.out.dense_copy().data;
+        source->out.emplace_back(o.begin(), o.end());
+      }
       else b_resid.push_back(std::vector<float>(lt.resid.data.begin(), lt.resid.data.begin() + int64_t{T} * C));
     }
     source->T = T, source->d = d;
