@@ -500,6 +500,14 @@ std::string App::sidecar_json(float sx, float sy) const {
   for (const Panel* p : panels_)  // every window drawn last frame, by title
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));
+  if (lens_->open()) j["lens"] = {{"rows", lens_->rows_shown()}, {"error", lens_->error()}};
+  if (attribution_->open()) {
+    const AttributionJob::Status st = attribution_->status();
+    j["attribution"] = {{"error", st.error}};
+    if (st.result)
+      j["attribution"].update({{"position", st.result->position}, {"target_ids", st.result->target_ids},
+                               {"logit", st.result->logit}, {"sum", st.result->sum}});
+  }
   j["presentation"] = state_.presentation;
   j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};
   j["window"] = {std::lround(ImGui::GetIO().DisplaySize.x * sx), std::lround(ImGui::GetIO().DisplaySize.y * sy)};

@@ -110,15 +110,17 @@ void AttributionPanel::draw_parts(FrameContext& ctx, const Attribution& a) {
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const float bx = o.x + label + H * cell + fs;  // the MLP bars' column
+  // Labels on every head and layer when they fit, else on every few.
+  const int hstep = static_cast<int>(std::ceil(fs * 1.8f / cell)), lstep = static_cast<int>(std::ceil(fs * 1.05f / cell));
   for (int h = 0; h < H; ++h)
-    if (cell >= fs * 1.6f || h % 4 == 0)
+    if (h % hstep == 0)
       text_centered(dl, o + ImVec2(label + h * cell, 0), o + ImVec2(label + (h + 1) * cell, fs), dim, "h" + std::to_string(h));
   text_centered(dl, ImVec2(bx, o.y), ImVec2(bx + bar_w, o.y + fs), dim, "MLP");
   const ImVec2 mp = ImGui::GetIO().MousePos;
   const bool hovered = ImGui::IsWindowHovered();
   for (int l = 0; l < L; ++l) {
     const float y = o.y + head_row + l * cell;
-    if (cell >= fs * 0.9f || l % 2 == 0)
+    if (l % lstep == 0)
       text_centered(dl, ImVec2(o.x, y), ImVec2(o.x + label, y + cell), l == ctx.state.layer ? tc : dim, "L" + std::to_string(l));
     for (int h = 0; h < H; ++h) {
       const double v = a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)];

@@ -75,6 +75,7 @@ void LensPanel::draw_grid(FrameContext& ctx, int query) {
   ImGui::Dummy(ImVec2(total_w, header_h));
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   std::vector<int> wanted;
+  rows_shown_ = 0;
   int first_row = T, last_row = -1;
   ImGuiListClipper clip;
   clip.Begin(T, row_h);
@@ -87,6 +88,7 @@ void LensPanel::draw_grid(FrameContext& ctx, int query) {
       dl->AddText(nullptr, 0.f, ImVec2(o.x + 4, y + (row_h - fs) * 0.5f), i == query ? tc : dim, tok.c_str(), nullptr, 0.f, &clip);
       const std::shared_ptr<const LensRow> row = job_.row(i);
       if (!row) wanted.push_back(i);
+      else ++rows_shown_;
       for (int l = 0; l < L; ++l) {
         const ImVec2 a(o.x + label_w + l * cell_w, y), b = a + ImVec2(cell_w - 1, row_h - 1);
         if (!row || static_cast<int>(row->cells.size()) != L) {

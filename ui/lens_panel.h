@@ -16,6 +16,8 @@ class LensPanel : public Panel {
   LensPanel() : Panel("Logit lens", /*open=*/false) {}
   bool idle() const { return job_.idle(); }
   ImVec4 grid_rect() const { return grid_rect_; }  // (x, y, w, h) of the cells drawn last frame
+  int rows_shown() const { return rows_shown_; }  // rows drawn last frame with their cells computed
+  std::string error() const { return job_.error(); }
 
  protected:
   void draw_content(FrameContext& ctx) override;
@@ -30,6 +32,7 @@ class LensPanel : public Panel {
   int followed_query_ = -2;
   int follow_frames_ = 0;
   ImVec4 grid_rect_{0, 0, 0, 0};
+  int rows_shown_ = 0;
 };
 
 }  // namespace attnviz::ui
