@@ -114,7 +114,7 @@ void AttributionPanel::draw_parts(FrameContext& ctx, const Attribution& a) {
   const int hstep = static_cast<int>(std::ceil(fs * 1.8f / cell)), lstep = static_cast<int>(std::ceil(fs * 1.05f / cell));
   for (int h = 0; h < H; ++h)
     if (h % hstep == 0)
-      text_centered(dl, o + ImVec2(label + h * cell, 0), o + ImVec2(label + (h + 1) * cell, fs), dim, "h" + std::to_string(h));
+      dl->AddText(o + ImVec2(label + h * cell, 0), dim, ("h" + std::to_string(h)).c_str());  // unclipped: cells may be narrow
   text_centered(dl, ImVec2(bx, o.y), ImVec2(bx + bar_w, o.y + fs), dim, "MLP");
   const ImVec2 mp = ImGui::GetIO().MousePos;
   const bool hovered = ImGui::IsWindowHovered();
