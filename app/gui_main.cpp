@@ -3,7 +3,7 @@
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
-//           [--train-steps N] [--text-view [--query I]] [--size WxH]
+//           [--train-steps N] [--text-view] [--lens] [--attribution] [--query I] [--size WxH]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
@@ -12,7 +12,8 @@
 // time (key pressed → the frame showing its result presented) in the sidecar's "typing".
 // --train-steps N opens the Training panel and trains the classroom preset for N steps; a
 // screenshot then waits for the run to end (its state is the sidecar's "training").
-// --text-view opens the Text view panel (under the heatmap), with query I (default: the last).
+// --text-view opens the Text view panel (under the heatmap), with query I (default: the last);
+// --lens and --attribution open the Logit lens and Direct logit attribution panels (under it too).
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -122,6 +123,8 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
   cli.add_option("--train-steps", opt.train_steps, "open the Training panel and train the classroom preset (induction head) this many steps; a screenshot waits for the run to end")->check(CLI::PositiveNumber);
   cli.add_flag("--text-view", opt.text_view, "open the Text view panel (the text shaded by the weights the query gives it; also in the View menu)");
+  cli.add_flag("--lens", opt.lens, "open the Logit lens panel (what each layer would predict at each position; also in the View menu)");
+  cli.add_flag("--attribution", opt.attribution, "open the Direct logit attribution panel (each head's and MLP's share of a logit at the query; also in the View menu)");
   cli.add_option("--query", opt.query, "the text view's query: a position in the window (default: the last token; past the end: the last)")->check(CLI::NonNegativeNumber);
   cli.add_option("--size", shot.size, "window size in screen coordinates, WxH (default 1600x1000), e.g. 1280x720 for a projector")
       ->check([](const std::string& v) {

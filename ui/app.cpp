@@ -15,7 +15,9 @@
 #include "ui/head_grid_panel.h"
 #include "ui/head_stats_panel.h"
 #include "ui/heatmap_panel.h"
+#include "ui/attribution_panel.h"
 #include "ui/importance_panel.h"
+#include "ui/lens_panel.h"
 #include "ui/lesson_panel.h"
 #include "ui/model_panel.h"
 #include "ui/next_token_panel.h"
@@ -87,11 +89,16 @@ App::App(const AppOptions& opt) : opt_(opt) {
   stats_ = std::make_unique<HeadStatsPanel>();
   lesson_ = std::make_unique<LessonPanel>();
   text_view_ = std::make_unique<TextViewPanel>();
+  lens_ = std::make_unique<LensPanel>();
+  attribution_ = std::make_unique<AttributionPanel>();
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
-             training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get()};
+             training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
+             attribution_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
   if (opt.text_view) *text_view_->p_open() = true;
+  if (opt.lens) *lens_->p_open() = true;
+  if (opt.attribution) *attribution_->p_open() = true;
   if (opt.query >= 0) state_.query = opt.query;  // clamped to the window when drawn
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
@@ -146,7 +153,8 @@ bool App::wait_first_answer(int timeout_ms) const { return worker_.wait_for(firs
 bool App::settled() const {
   return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished()) &&
          (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model())) &&
-         (!importance_->open() || importance_->idle());
+         (!importance_->open() || importance_->idle()) && (!lens_->open() || lens_->idle()) &&
+         (!attribution_->open() || attribution_->idle());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -156,7 +164,8 @@ void App::after_present(double ui_ms, double draw_ms) {
 
 bool App::animating() const {
   return !first_answer() || worker_.busy() || typing_ || (training_->open() && !training_->settled()) ||
-         (importance_->open() && !importance_->idle());
+         (importance_->open() && !importance_->idle()) || (lens_->open() && !lens_->idle()) ||
+         (attribution_->open() && !attribution_->idle());
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
@@ -270,14 +279,25 @@ void App::layout(bool force) {
 }
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
-  if (!text_view_->open()) {
+  const bool tv = text_view_->open(), lens = lens_->open(), attr = attribution_->open();
+  const int bands = (tv ? 1 : 0) + (lens || attr ? 1 : 0);
+  if (bands == 0) {
     heatmap_->place(pos, size, force);
     return;
   }
-  // The text view under the heatmap: the two ways to read the same weights, one above the other.
-  const float hh = std::round(size.y * 0.55f);
+  // Under the heatmap: the text view, then the logit lens and the attribution side by side
+  // (each the whole width when alone). The heatmap keeps 55 % with one band, 40 % with two.
+  const float hh = std::round(size.y * (bands == 1 ? 0.55f : 0.4f));
   heatmap_->place(pos, ImVec2(size.x, hh), force);
-  text_view_->place(ImVec2(pos.x, pos.y + hh), ImVec2(size.x, size.y - hh), force);
+  float y = pos.y + hh;
+  if (tv) {
+    const float h = bands == 1 ? pos.y + size.y - y : std::round((size.y - hh) * 0.5f);
+    text_view_->place(ImVec2(pos.x, y), ImVec2(size.x, h), force);
+    y += h;
+  }
+  const float h = pos.y + size.y - y, lw = lens && attr ? std::round(size.x * 0.5f) : size.x;
+  lens_->place(ImVec2(pos.x, y), ImVec2(lw, h), force);
+  attribution_->place(ImVec2(pos.x + (lens ? lw : 0.f), y), ImVec2(size.x - (lens ? lw : 0.f), h), force);
 }
 
 void App::menu_bar() {
@@ -439,11 +459,14 @@ void App::frame() {
   menu_bar();
   // Training or the lesson opened or closed: the left column changes (see layout()).
   if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
-      text_view_->open() != laid_out_text_view_) {
+      text_view_->open() != laid_out_text_view_ || lens_->open() != laid_out_lens_ ||
+      attribution_->open() != laid_out_attribution_) {
     force_layout_ = true;
     laid_out_training_ = training_->open();
     laid_out_lesson_ = lesson_->open();
     laid_out_text_view_ = text_view_->open();
+    laid_out_lens_ = lens_->open();
+    laid_out_attribution_ = attribution_->open();
   }
   if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   layout(force_layout_);
@@ -471,10 +494,20 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
   j["rects"]["heatmap_window"] = rect(heatmap_->window_rect());
   j["rects"]["text_view"] = rect(text_view_->open() ? text_view_->text_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["lens_grid"] = rect(lens_->open() ? lens_->grid_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["attribution_grid"] = rect(attribution_->open() ? attribution_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["query"] = state_.query;
   for (const Panel* p : panels_)  // every window drawn last frame, by title
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));
+  if (lens_->open()) j["lens"] = {{"rows", lens_->rows_shown()}, {"error", lens_->error()}};
+  if (attribution_->open()) {
+    const AttributionJob::Status st = attribution_->status();
+    j["attribution"] = {{"error", st.error}};
+    if (st.result)
+      j["attribution"].update({{"position", st.result->position}, {"target_ids", st.result->target_ids},
+                               {"logit", st.result->logit}, {"sum", st.result->sum}});
+  }
   j["presentation"] = state_.presentation;
   j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};
   j["window"] = {std::lround(ImGui::GetIO().DisplaySize.x * sx), std::lround(ImGui::GetIO().DisplaySize.y * sy)};

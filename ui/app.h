@@ -30,6 +30,8 @@ class ImportancePanel;
 class HeadStatsPanel;
 class LessonPanel;
 class TextViewPanel;
+class LensPanel;
+class AttributionPanel;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -45,6 +47,8 @@ struct AppOptions {
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
   int train_steps = 0;       // > 0: open the Training panel and train the classroom preset this many steps
   bool text_view = false;    // open the Text view panel
+  bool lens = false;         // open the Logit lens panel
+  bool attribution = false;  // open the Direct logit attribution panel
   int query = -1;            // the text view's query (window position); −1 keeps the last token
   Ablation ablation;         // heads switched off at the start
 };
@@ -106,7 +110,8 @@ class App {
   bool folded(const Panel* p) const;
   // Training or the lesson is open: it takes the left column below the text box.
   bool left_column_taken() const;
-  // Places the heatmap in (pos, size), and the text view under it when that is open.
+  // Places the heatmap in (pos, size), and under it the text view, the logit lens and the
+  // attribution when open, one above the other.
   void place_heatmap(ImVec2 pos, ImVec2 size, bool force);
 
   AppOptions opt_;
@@ -144,7 +149,7 @@ class App {
   bool quit_ = false;
   float last_w_ = 0.f, last_h_ = 0.f;
   bool laid_out_training_ = false, laid_out_lesson_ = false;  // open at the last layout
-  bool laid_out_text_view_ = false;
+  bool laid_out_text_view_ = false, laid_out_lens_ = false, laid_out_attribution_ = false;
   ImVec2 status_pos_{0, 0}, status_size_{0, 0};                 // the status bar, placed by layout()
   int last_head_ = -1;  // the KV group follows the selected head when it changes
 
@@ -160,6 +165,8 @@ class App {
   std::unique_ptr<HeadStatsPanel> stats_;
   std::unique_ptr<LessonPanel> lesson_;
   std::unique_ptr<TextViewPanel> text_view_;
+  std::unique_ptr<LensPanel> lens_;
+  std::unique_ptr<AttributionPanel> attribution_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 
