@@ -22,8 +22,7 @@ namespace {
 using test::cli;
 
 std::shared_ptr<const Model> small_model(const std::string& arch, int heads, int kv_heads, int vocab = 61) {
-  const auto c = test::small_config(arch, 3, 8 * heads, heads, kv_heads, vocab, 32);
-  return load_model(test::make_model_dir(c, 23, "lens-" + arch));
+  return test::small_model(arch, heads, kv_heads, vocab, 23, "lens");
 }
 
 // A llama-shaped model written as GGUF with Q8_0 matrices (rows of 256 values).
@@ -213,17 +212,13 @@ TEST(LogitAttribution, BadTargetsAndPositionsAreUsageErrors) {
 
 // ---- CLI ----
 
-class LensCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 128, 32), 3, "lens-cli"));
-  }
-  static const std::string& dir() { return *dir_; }
-  static std::string* dir_;
-};
-std::string* LensCli::dir_ = nullptr;
+// The CLI tests' model directory, made by the first test that asks for it.
+const std::string& dir() {
+  static const std::string d = test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 128, 32), 3, "lens-cli");
+  return d;
+}
 
-TEST_F(LensCli, LensJsonHasThePinnedFieldsAndShapes) {
+TEST(LensCli, LensJsonHasThePinnedFieldsAndShapes) {
   const auto r = cli({"lens", "--model", dir(), "--tokens", "5,9,33,40,41,7", "--top", "3", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -244,7 +239,7 @@ TEST_F(LensCli, LensJsonHasThePinnedFieldsAndShapes) {
   EXPECT_EQ(text.code, 0) << text.err;
 }
 
-TEST_F(LensCli, HeadsDlaJsonHasThePinnedFields) {
+TEST(LensCli, HeadsDlaJsonHasThePinnedFields) {
   const auto r = cli({"heads", "--model", dir(), "--tokens", "5,9,33,40,41,7", "--dla", "--position", "3",
                       "--target-ids", "10,11", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -265,7 +260,7 @@ TEST_F(LensCli, HeadsDlaJsonHasThePinnedFields) {
   EXPECT_NE(t.out.find("sum"), std::string::npos);
 }
 
-TEST_F(LensCli, BadPositionTargetOrTopIsExit2) {
+TEST(LensCli, BadPositionTargetOrTopIsExit2) {
   const std::vector<std::string> base = {"heads", "--model", dir(), "--tokens", "5,9,33", "--dla"};
   const std::vector<std::vector<std::string>> bad = {{"--position", "3"}, {"--position", "-5"},
                                                      {"--target-ids", "128"}, {"--target-ids", "1,2,3"},

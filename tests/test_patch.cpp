@@ -24,8 +24,7 @@ namespace {
 using test::cli;
 
 std::shared_ptr<const Model> small_model(const std::string& arch, int heads, int kv_heads, int vocab = 53) {
-  const auto c = test::small_config(arch, 3, 8 * heads, heads, kv_heads, vocab, 32);
-  return load_model(test::make_model_dir(c, 29, "patch-" + arch));
+  return test::small_model(arch, heads, kv_heads, vocab, 29, "patch");
 }
 
 double scale(double v) { return std::max(std::abs(v), 1.0); }
@@ -227,17 +226,13 @@ TEST(Patch, ProgressCanStopTheGrid) {
 
 // ---- CLI ----
 
-class PatchCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 128, 32), 5, "patch-cli"));
-  }
-  static const std::string& dir() { return *dir_; }
-  static std::string* dir_;
-};
-std::string* PatchCli::dir_ = nullptr;
+// The CLI tests' model directory, made by the first test that asks for it.
+const std::string& dir() {
+  static const std::string d = test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 128, 32), 5, "patch-cli");
+  return d;
+}
 
-TEST_F(PatchCli, JsonHasThePinnedFieldsAndShapes) {
+TEST(PatchCli, JsonHasThePinnedFieldsAndShapes) {
   const auto h = cli({"patch", "--model", dir(), "--tokens", "5,9,33,40,41,7", "--other-tokens", "5,9,34,40,41,7",
                       "--heads", "--json"});
   ASSERT_EQ(h.code, 0) << h.err;
@@ -265,7 +260,7 @@ TEST_F(PatchCli, JsonHasThePinnedFieldsAndShapes) {
   EXPECT_NE(text.out.find("clean (A)"), std::string::npos) << text.out;
 }
 
-TEST_F(PatchCli, BadInputExitCodes) {
+TEST(PatchCli, BadInputExitCodes) {
   const std::vector<std::string> base = {"patch", "--model", dir(), "--tokens", "5,9,33", "--other-tokens", "5,9,34"};
   const std::vector<std::pair<std::vector<std::string>, int>> cases = {
       {{"--heads", "--position", "3"}, 2},     {{"--heads", "--position", "-4"}, 2},
@@ -299,7 +294,7 @@ TEST_F(PatchCli, BadInputExitCodes) {
 
 // `dump --stages resid`: the stream entering each layer and after the last, as the trace
 // holds it; not in a default dump.
-TEST_F(PatchCli, DumpStagesResid) {
+TEST(PatchCli, DumpStagesResid) {
   const std::string out = test::temp_dir("patch-dump") + "/d.safetensors";
   const auto r = cli({"dump", "--model", dir(), "--tokens", "5,9,33,40", "--stages", "probs,resid", "--layers", "1",
                       "--out", out});

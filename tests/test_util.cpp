@@ -61,6 +61,12 @@ std::string make_model_dir(const ModelConfig& c, uint64_t seed, const std::strin
   return dir;
 }
 
+std::shared_ptr<const Model> small_model(const std::string& arch, int heads, int kv_heads, int vocab, uint64_t seed,
+                                         const std::string& tag) {
+  const ModelConfig c = small_config(arch, 3, 8 * heads, heads, kv_heads, vocab, 32);
+  return load_model(make_model_dir(c, seed, tag + "-" + arch));
+}
+
 double rel_error(const Tensor& a, const Tensor& b) {
   if (a.shape != b.shape || a.data.size() != b.data.size()) return -1;
   double max_diff = 0, max_ref = 0;

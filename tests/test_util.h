@@ -1,10 +1,12 @@
 // Helpers shared by the tests: temporary directories, random models, tensor comparison.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/model/config.h"
+#include "core/model/model.h"
 #include "core/engine/trace.h"
 
 namespace attnviz::test {
@@ -17,6 +19,11 @@ ModelConfig small_config(const std::string& arch, int layers, int embd, int head
 
 // Writes a random model for `c` and returns its directory.
 std::string make_model_dir(const ModelConfig& c, uint64_t seed, const std::string& tag);
+
+// A loaded random model of `arch` with 3 layers, 8 dimensions per head and context 32 (the
+// lens and patching tests' shape), written with `seed` under "tag-arch".
+std::shared_ptr<const Model> small_model(const std::string& arch, int heads, int kv_heads, int vocab, uint64_t seed,
+                                         const std::string& tag);
 
 // max|a−b| / max(max|b|, 1e-6) over finite entries; −1 if shapes differ, +inf if the −inf
 // pattern differs or a NaN appears. `b` is the reference.

@@ -11,11 +11,9 @@
 
 namespace attnviz::ui {
 
-class AttributionPanel : public Panel {
+class AttributionPanel : public JobGridPanel<AttributionJob> {
  public:
-  AttributionPanel() : Panel("Direct logit attribution", /*open=*/false) {}
-  bool idle() const { return job_.idle(); }
-  ImVec4 grid_rect() const { return grid_rect_; }
+  AttributionPanel() : JobGridPanel("Direct logit attribution", /*open=*/false) {}
   AttributionJob::Status status() const { return job_.status(); }
 
  protected:
@@ -29,8 +27,6 @@ class AttributionPanel : public Panel {
   int position_ = -1;  // −1: the selected query (the last token unless the text view chose one)
   char target_a_[64] = "", target_b_[64] = "";
   std::string position_error_, target_error_;
-  AttributionJob job_;
-  ImVec4 grid_rect_{0, 0, 0, 0};
 };
 
 }  // namespace attnviz::ui

@@ -11,11 +11,9 @@
 
 namespace attnviz::ui {
 
-class LensPanel : public Panel {
+class LensPanel : public JobGridPanel<LensJob> {
  public:
-  LensPanel() : Panel("Logit lens", /*open=*/false) {}
-  bool idle() const { return job_.idle(); }
-  ImVec4 grid_rect() const { return grid_rect_; }  // (x, y, w, h) of the cells drawn last frame
+  LensPanel() : JobGridPanel("Logit lens", /*open=*/false) {}
   int rows_shown() const { return rows_shown_; }  // rows drawn last frame with their cells computed
   std::string error() const { return job_.error(); }
 
@@ -26,12 +24,10 @@ class LensPanel : public Panel {
   void draw_grid(FrameContext& ctx, int query);
   void cell_tooltip(const FrameContext& ctx, int i, int l, const LensCell& c) const;
 
-  LensJob job_;
   bool show_rank_ = false;
   uint64_t followed_serial_ = 0;  // the trace the scroll last followed the query for
   int followed_query_ = -2;
   int follow_frames_ = 0;
-  ImVec4 grid_rect_{0, 0, 0, 0};
   int rows_shown_ = 0;
 };
 

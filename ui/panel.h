@@ -70,6 +70,20 @@ class Panel {
   ImVec4 window_rect_{0, 0, 0, 0};
 };
 
+// A panel whose content a background job computes (ui/lens_job.h: LensJob, AttributionJob)
+// and draws as a grid of cells.
+template <class Job>
+class JobGridPanel : public Panel {
+ public:
+  using Panel::Panel;
+  bool idle() const { return job_.idle(); }
+  ImVec4 grid_rect() const { return grid_rect_; }  // (x, y, w, h) of the cells drawn last frame
+
+ protected:
+  Job job_;
+  ImVec4 grid_rect_{0, 0, 0, 0};
+};
+
 // A panel with no state of its own: a title and the function that draws its content.
 class FunctionPanel final : public Panel {
  public:
