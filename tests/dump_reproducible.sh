@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The same input gives bit-identical dumps in any process (issue 26, item 4). Each model
+# The same input gives bit-identical dumps in any process. Each model
 # (builtin:fortunes-en, a random tiny llama, llama-small's shape as Q4_K GGUF) is
 # dumped in separate processes whose heaps differ: a plain run; one whose blocks up to 32 MB
 # come from the brk heap (MALLOC_MMAP_THRESHOLD_) after a 16-byte block taken first
