@@ -299,6 +299,54 @@ TEST(TextView, PngExport) {
   EXPECT_EQ(png.substr(1, 3), "PNG");
 }
 
+// The SVG: one group per token, in order, with its class and exact weight like the HTML's
+// spans; its text escaped; a key's box in its shade; the page as tall as the PNG's (the
+// same layout).
+TEST(TextView, SvgExportHasEveryTokenAndTheLayoutOfThePng) {
+  const Runs r(mistral(6), "text_view_svg", test::random_ids(40, 97, 10), 32);
+  std::vector<int> ids;
+  const TextViewDoc doc = doc_of(r, 22, TextViewMode::Head, &ids);
+  const std::string dir = test::temp_dir("text_view_svg");
+  EXPECT_EQ(write_text_view(doc, dir + "/view.svg"), "");
+  const std::string svg = test::read_file(dir + "/view.svg");
+  ASSERT_EQ(svg.rfind("<?xml", 0), 0u);
+  const std::regex group(R"re(<g class="([a-z ]+)" data-k="(\d+)"(?: data-pos="(-?\d+)" data-weight="([^"]+)")?>\n((?:<rect[^>]*/>\n)*)(?:<text[^>]*>([^<]*)</text>\n)?</g>)re");
+  size_t n = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), group); it != std::sregex_iterator(); ++it, ++n) {
+    const std::smatch& m = *it;
+    const size_t k = std::stoul(m[2]);
+    ASSERT_EQ(k, n) << "tokens in order";
+    const TokenShade& s = doc.shading.tokens[k];
+    const std::string cls = m[1];
+    EXPECT_EQ(cls.find("key") == 0, s.mark == TokenMark::Key) << cls;
+    EXPECT_EQ(cls.find("dropped") == 0, s.mark == TokenMark::Dropped) << cls;
+    EXPECT_EQ(cls.find("query") != std::string::npos, static_cast<int>(k) - r.small.dropped == doc.shading.query);
+    const std::string piece = doc.pieces[k].text;
+    if (piece.find_first_not_of(' ') != std::string::npos) {
+      EXPECT_EQ(unescape(m[6]), piece) << "token " << k;
+    }
+    if (s.mark == TokenMark::Dropped) {
+      EXPECT_FALSE(m[4].matched);
+      continue;
+    }
+    ASSERT_TRUE(m[4].matched) << "token " << k;
+    EXPECT_EQ(std::stof(m[4]), s.weight) << "token " << k << ": the weight written exactly";
+    if (s.mark == TokenMark::Key && s.shade > 0.05f) {
+      const Rgb8 c = shade_rgb(s.shade, Rgb8{255, 255, 255});
+      char want[8];
+      std::snprintf(want, sizeof want, "#%02x%02x%02x", c.r, c.g, c.b);
+      EXPECT_NE(std::string(m[5]).find(std::string("fill=\"") + want + "\""), std::string::npos) << "token " << k << ": " << m[5];
+    }
+  }
+  EXPECT_EQ(n, doc.pieces.size()) << "one group per token";
+  // The PNG's height, from its IHDR chunk (big-endian at byte 20), equals the SVG's.
+  const std::string png = render_text_view_png(doc, 1000, nullptr);
+  ASSERT_GT(png.size(), 24u);
+  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(png[i])); };
+  const uint32_t png_h = b(20) << 24 | b(21) << 16 | b(22) << 8 | b(23);
+  EXPECT_NE(svg.find(" height=\"" + std::to_string(png_h) + "\""), std::string::npos) << "PNG height " << png_h;
+}
+
 TEST(TextView, BadPathsSayWhatWentWrong) {
   const Runs r(mistral(6), "text_view_bad", test::random_ids(10, 97, 2), 32);
   std::vector<int> ids;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/export/export.h"
 #include "core/export/image.h"
+#include "core/export/painter.h"
 #include "core/model/safetensors.h"
 #include "ui/app_state.h"
 
@@ -182,12 +183,6 @@ namespace {
 constexpr Rgb8 kPageBg{255, 255, 255}, kPageText{20, 20, 20}, kDroppedBg{225, 225, 225}, kDroppedText{150, 150, 150},
     kFutureText{160, 160, 160}, kOutsideBg{236, 226, 208}, kOutsideText{138, 118, 80}, kQueryFrame{40, 90, 220};
 
-std::string hex(Rgb8 c) {
-  char b[8];
-  std::snprintf(b, sizeof b, "#%02x%02x%02x", c.r, c.g, c.b);
-  return b;
-}
-
 const char* mark_class(TokenMark m) {
   switch (m) {
     case TokenMark::Key: return "key";
@@ -228,15 +223,15 @@ std::string render_text_view_html(const TextViewDoc& doc) {
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + xml_escape(doc.title) +
        "</title>\n<style>\n"
-       "body { font-family: sans-serif; max-width: 60em; margin: 2em auto; padding: 0 1em; background: " + hex(kPageBg) +
-       "; color: " + hex(kPageText) + "; }\n"
+       "body { font-family: sans-serif; max-width: 60em; margin: 2em auto; padding: 0 1em; background: " + hex_rgb(kPageBg) +
+       "; color: " + hex_rgb(kPageText) + "; }\n"
        "h1 { font-size: 1.2em; }\n.legend { color: #555; font-size: 0.9em; }\n"
        ".doc { white-space: pre-wrap; line-height: 1.9; font-size: 1.05em; }\n"
        ".doc span { border-radius: 3px; }\n"
-       ".query { outline: 2px solid " + hex(kQueryFrame) + "; }\n"
-       ".future { color: " + hex(kFutureText) + "; }\n"
-       ".outside { color: " + hex(kOutsideText) + "; background: " + hex(kOutsideBg) + "; }\n"
-       ".dropped { color: " + hex(kDroppedText) + "; background: " + hex(kDroppedBg) + "; }\n"
+       ".query { outline: 2px solid " + hex_rgb(kQueryFrame) + "; }\n"
+       ".future { color: " + hex_rgb(kFutureText) + "; }\n"
+       ".outside { color: " + hex_rgb(kOutsideText) + "; background: " + hex_rgb(kOutsideBg) + "; }\n"
+       ".dropped { color: " + hex_rgb(kDroppedText) + "; background: " + hex_rgb(kDroppedBg) + "; }\n"
        "</style>\n</head>\n<body>\n<h1>" + xml_escape(doc.title) + "</h1>\n<p class=\"legend\">" +
        xml_escape(legend(s)) + "</p>\n<div class=\"doc\">";
   for (size_t k = 0; k < doc.pieces.size() && k < s.tokens.size(); ++k) {
@@ -246,11 +241,10 @@ std::string render_text_view_html(const TextViewDoc& doc) {
     if (pos == s.query) cls += " query";
     h += "<span class=\"" + cls + "\" data-k=\"" + std::to_string(k) + "\"";
     if (t.mark != TokenMark::Dropped) {
-      char w[64];
-      std::snprintf(w, sizeof w, "%.9g", static_cast<double>(t.weight));
+      const std::string w = exact_float(t.weight);
       h += " data-pos=\"" + std::to_string(pos) + "\" data-weight=\"" + w + "\" title=\"position " +
            std::to_string(pos) + ", weight " + w + "\"";
-      if (t.mark == TokenMark::Key) h += " style=\"background: " + hex(shade_rgb(t.shade, kPageBg)) + "\"";
+      if (t.mark == TokenMark::Key) h += " style=\"background: " + hex_rgb(shade_rgb(t.shade, kPageBg)) + "\"";
     }
     h += ">" + xml_escape(doc.pieces[k].text) + "</span>";
     if (doc.pieces[k].line_break) h += "\n";
@@ -259,27 +253,27 @@ std::string render_text_view_html(const TextViewDoc& doc) {
   return h;
 }
 
-std::string render_text_view_png(const TextViewDoc& doc, int width_px, std::string* note) {
+namespace {
+
+// The page the PNG and the SVG show: the title and the legend wrapped word by word, then
+// the text wrapped token by token, each token's box shaded. Measured on `p` (the same
+// font for both), drawn on it when `draw`; returns the page's height.
+int paint_page(Painter& p, const TextViewDoc& doc, int width_px, bool draw) {
   const TextShading& s = doc.shading;
-  const TextRenderer font;
   const float px = 18.f;
   const int margin = 24, line_h = 28, pad = 1;
   const int text_w = std::max(100, width_px - 2 * margin);
-  auto measure = [&](const std::string& t) {
-    return font.ok() ? font.measure(t, px) : static_cast<int>(t.size()) * 9;  // no font: boxes of a plausible width
-  };
-  std::vector<float> widths;
+  std::vector<float> widths;  // (N)
   widths.reserve(doc.pieces.size());
-  for (const DocPiece& p : doc.pieces) widths.push_back(static_cast<float>(measure(p.text) + 2 * pad));
+  for (const DocPiece& piece : doc.pieces) widths.push_back(static_cast<float>(p.measure(piece.text, px) + 2 * pad));
   const TextLayout lay = wrap_tokens(widths, doc.pieces, static_cast<float>(text_w));
-  // The title and the legend, each wrapped word by word into lines of the same width.
-  auto words_into_lines = [&](const std::string& text) {
+  auto words_into_lines = [&](const std::string& text, float size) {
     std::vector<std::string> lines(1);
     size_t at = 0;
     while (at < text.size()) {
       const size_t sp = text.find(' ', at + 1);
       const std::string word = text.substr(at, sp == std::string::npos ? std::string::npos : sp - at);
-      if (!lines.back().empty() && measure(lines.back() + word) > text_w) {
+      if (!lines.back().empty() && p.measure(lines.back() + word, size) > text_w) {
         lines.emplace_back();
         lines.back() = word.substr(word[0] == ' ' ? 1 : 0);
       } else lines.back() += word;
@@ -287,21 +281,22 @@ std::string render_text_view_png(const TextViewDoc& doc, int width_px, std::stri
     }
     return lines;
   };
-  const std::vector<std::string> title = words_into_lines(doc.title), leg = words_into_lines(legend(s));
+  const std::vector<std::string> title = words_into_lines(doc.title, px), leg = words_into_lines(legend(s), px * 0.85f);
   const int top = margin + static_cast<int>(title.size() + leg.size()) * line_h + line_h / 2;
   const int height = top + std::max(1, lay.lines()) * line_h + margin;
-  Image img(width_px, height, kPageBg);
+  if (!draw) return height;
   int y = margin;
   for (const std::string& l : title) {
-    font.draw(img, margin, y, l, px, kPageText);
+    p.text_fit(margin, y, p.measure(l, px), l, px, kPageText);
     y += line_h;
   }
   for (const std::string& l : leg) {
-    font.draw(img, margin, y, l, px * 0.85f, Rgb8{90, 90, 90});
+    p.text_fit(margin, y, p.measure(l, px * 0.85f), l, px * 0.85f, Rgb8{90, 90, 90});
     y += line_h;
   }
   for (size_t k = 0; k < doc.pieces.size() && k < s.tokens.size(); ++k) {
     const TokenShade& t = s.tokens[k];
+    const int pos = static_cast<int>(k) - s.dropped;
     const int x0 = margin + static_cast<int>(lay.x[k]), y0 = top + lay.line_of[k] * line_h;
     const int w = static_cast<int>(lay.w[k]);
     Rgb8 bg = kPageBg, fg = kPageText;
@@ -309,14 +304,39 @@ std::string render_text_view_png(const TextViewDoc& doc, int width_px, std::stri
     else if (t.mark == TokenMark::Future) fg = kFutureText;
     else if (t.mark == TokenMark::OutsideWindow) bg = kOutsideBg, fg = kOutsideText;
     else bg = kDroppedBg, fg = kDroppedText;
-    if (static_cast<int>(k) - s.dropped == s.query) {
-      img.fill_rect(x0 - 2, y0 + 1, w + 4, line_h - 2, kQueryFrame);  // a frame around the query
-      img.fill_rect(x0, y0 + 3, w, line_h - 6, bg);
-    } else if (bg != kPageBg) img.fill_rect(x0, y0 + 3, w - 1, line_h - 6, bg);
-    font.draw(img, x0 + pad, y0 + (line_h - static_cast<int>(px)) / 2 - 1, doc.pieces[k].text, px, fg);
+    std::string attrs = std::string("class=\"") + mark_class(t.mark) + (pos == s.query ? " query" : "") + "\" data-k=\"" +
+                        std::to_string(k) + "\"";
+    if (t.mark != TokenMark::Dropped)
+      attrs += " data-pos=\"" + std::to_string(pos) + "\" data-weight=\"" + exact_float(t.weight) + "\"";
+    p.begin_group(attrs);
+    if (pos == s.query) {
+      p.rect(x0 - 2, y0 + 1, w + 4, line_h - 2, kQueryFrame);  // a frame around the query
+      p.rect(x0, y0 + 3, w, line_h - 6, bg);
+    } else if (bg != kPageBg) p.rect(x0, y0 + 3, w - 1, line_h - 6, bg);
+    p.text_fit(x0 + pad, y0 + (line_h - static_cast<int>(px)) / 2 - 1, w - 2 * pad, doc.pieces[k].text, px, fg);
+    p.end_group();
   }
+  return height;
+}
+
+}  // namespace
+
+std::string render_text_view_png(const TextViewDoc& doc, int width_px, std::string* note) {
+  const TextRenderer font;
+  Image probe(1, 1, kPageBg);
+  RasterPainter measure(probe, font);
+  Image img(width_px, paint_page(measure, doc, width_px, false), kPageBg);
+  RasterPainter paint(img, font);
+  paint_page(paint, doc, width_px, true);
   if (note) *note = font.ok() ? "" : "no font found: the text is left out of the PNG";
   return img.encode_png();
+}
+
+std::string render_text_view_svg(const TextViewDoc& doc, int width_px) {
+  const TextRenderer font;
+  SvgPainter svg(font);
+  const int height = paint_page(svg, doc, width_px, true);
+  return svg.document(width_px, height, kPageBg);
 }
 
 std::string write_text_view(const TextViewDoc& doc, const std::string& path) {
@@ -326,9 +346,10 @@ std::string write_text_view(const TextViewDoc& doc, const std::string& path) {
   std::string bytes;
   if (ext == ".html" || ext == ".htm") bytes = render_text_view_html(doc);
   else if (ext == ".png") bytes = render_text_view_png(doc, 1000, &note);
+  else if (ext == ".svg") bytes = render_text_view_svg(doc, 1000);
   else
     throw Error("cannot export the text view as '" + path + "': the name must end in .html (a page with the text and "
-                "its weights) or .png", ErrorKind::Usage);
+                "its weights), .svg or .png", ErrorKind::Usage);
   write_file_atomic(path, bytes);
   return note;
 }

@@ -2,7 +2,7 @@
 // of the text receives from one query, for one head or combined over the heads of a layer or
 // of every layer; the marks of the tokens the query cannot see (after it, outside a local
 // layer's window, cropped by block_size); the text wrapped into lines; and the exports
-// (a self-contained HTML file, a PNG). Unit-tested in tests/test_text_view.cpp.
+// (a self-contained HTML file, an SVG, a PNG). Unit-tested in tests/test_text_view.cpp.
 //
 // Letters as in core/model/config.h: L layers, H query heads, T tokens in the window; N
 // tokens of the text = dropped + T (the text view shows the cropped ones too). A query and
@@ -135,7 +135,10 @@ std::string render_text_view_html(const TextViewDoc& doc);
 // A PNG of the same page `width_px` wide. `note` says when no font was found (the boxes
 // are drawn without their text).
 std::string render_text_view_png(const TextViewDoc& doc, int width_px, std::string* note);
-// Writes .html/.htm or .png by the path's extension, atomically (write_file_atomic);
+// The same page as an SVG document `width_px` wide (laid out with the PNG's font, each token
+// a <g> with its class, data-k, data-pos and data-weight like the HTML's spans).
+std::string render_text_view_svg(const TextViewDoc& doc, int width_px);
+// Writes .html/.htm, .svg or .png by the path's extension, atomically (write_file_atomic);
 // throws attnviz::Error saying what went wrong (usage for another extension). Returns a
 // note ("" or why the PNG has no text).
 std::string write_text_view(const TextViewDoc& doc, const std::string& path);

@@ -53,7 +53,7 @@ class TextViewPanel : public Panel {
   int follow_frames_ = 0;  // frames left to bring the followed query into view
   bool focused_ = false;
   ImVec4 text_rect_{0, 0, 0, 0};
-  ExportBox export_{"attnviz-text.html", ".html: a page with the text and every weight; .png: an image of it",
+  ExportBox export_{"attnviz-text.html", ".html: a page with the text and every weight; .svg: the same as vectors; .png: an image of it",
                     /*message_below=*/true};
 };
 

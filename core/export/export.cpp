@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/export/image.h"
+#include "core/export/painter.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/labels.h"
 #include "core/tokenize/tokenizer.h"
@@ -34,83 +35,12 @@ namespace {
 bool square_stage(Stage s) { return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs; }
 bool kv_stage(Stage s) { return s == Stage::K || s == Stage::V; }
 
-std::string fmt(float v) {
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));  // round-trips float32
-  return buf;
-}
-
-std::string short_fmt(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", static_cast<double>(v));
-  return buf;
-}
-
-std::string hex(Rgb8 c) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c.r, c.g, c.b);
-  return buf;
-}
-
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos && !s.empty() && s.front() != ' ' && s.back() != ' ') return s;
   std::string o = "\"";
   for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
   return o + "\"";
 }
-
-// ------------------------------------------------------------------ drawing surfaces
-
-// What the heatmap layout draws on: a raster image or an SVG document.
-class Painter {
- public:
-  virtual ~Painter() = default;
-  virtual void rect(int x, int y, int w, int h, Rgb8 c) = 0;
-  virtual void cell(int x, int y, int w, int h, Rgb8 c, int row, int col, float value) = 0;
-  virtual void text(int x, int y, const std::string& s, float px, Rgb8 c) = 0;  // top-left
-  virtual int measure(const std::string& s, float px) const = 0;
-};
-
-class RasterPainter : public Painter {
- public:
-  RasterPainter(Image& img, const TextRenderer& tr) : img_(img), tr_(tr) {}
-  void rect(int x, int y, int w, int h, Rgb8 c) override { img_.fill_rect(x, y, w, h, c); }
-  void cell(int x, int y, int w, int h, Rgb8 c, int, int, float) override { img_.fill_rect(x, y, w, h, c); }
-  void text(int x, int y, const std::string& s, float px, Rgb8 c) override { tr_.draw(img_, x, y, s, px, c); }
-  int measure(const std::string& s, float px) const override { return tr_.measure(s, px); }
-
- private:
-  Image& img_;
-  const TextRenderer& tr_;
-};
-
-class SvgPainter : public Painter {
- public:
-  explicit SvgPainter(const TextRenderer& tr) : tr_(tr) {}
-  std::string body;
-  void rect(int x, int y, int w, int h, Rgb8 c) override {
-    body += "<rect x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" + std::to_string(w) +
-            "\" height=\"" + std::to_string(h) + "\" fill=\"" + hex(c) + "\"/>\n";
-  }
-  void cell(int x, int y, int w, int h, Rgb8 c, int row, int col, float value) override {
-    body += "<rect class=\"cell\" x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
-            std::to_string(w) + "\" height=\"" + std::to_string(h) + "\" fill=\"" + hex(c) + "\" data-row=\"" +
-            std::to_string(row) + "\" data-col=\"" + std::to_string(col) + "\" data-value=\"" + fmt(value) +
-            "\"><title>" + fmt(value) + "</title></rect>\n";
-  }
-  void text(int x, int y, const std::string& s, float px, Rgb8 c) override {
-    // SVG places text by its baseline; ~0.8 em below the top matches the raster layout.
-    body += "<text x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y + static_cast<int>(px * 0.8f)) +
-            "\" font-size=\"" + short_fmt(px) + "\" fill=\"" + hex(c) + "\">" + xml_escape(s) + "</text>\n";
-  }
-  int measure(const std::string& s, float px) const override {
-    return tr_.ok() ? tr_.measure(s, px) : static_cast<int>(px * 0.6f * static_cast<float>(s.size()));
-  }
-
- private:
-  const TextRenderer& tr_;
-};
 
 // ------------------------------------------------------------------ layout
 
@@ -197,8 +127,8 @@ void draw_figure(Painter& p, const Layout& L, const std::vector<MatrixView>& vie
   const int bx = L.pad + tiles_per_row * L.tile_w + 4, by = L.title_h + L.col_label_h + (titled ? static_cast<int>(L.tile_title_px * 1.5f) : 0);
   const int bh = std::max(120, std::min(320, views.front().rows * L.cell));
   for (int i = 0; i < bh; ++i) p.rect(bx, by + i, 16, 1, colormap_rgb(cm, 1.f - static_cast<float>(i) / static_cast<float>(bh - 1)));
-  p.text(bx + 22, by - static_cast<int>(L.label_px * 0.5f), short_fmt(r.hi), L.label_px, kInk);
-  p.text(bx + 22, by + bh - static_cast<int>(L.label_px * 0.5f), short_fmt(r.lo), L.label_px, kInk);
+  p.text(bx + 22, by - static_cast<int>(L.label_px * 0.5f), short_float(r.hi), L.label_px, kInk);
+  p.text(bx + 22, by + bh - static_cast<int>(L.label_px * 0.5f), short_float(r.lo), L.label_px, kInk);
   if (any_masked) {
     p.rect(bx, by + bh + 12, 16, 16, masked_rgb());
     p.text(bx + 22, by + bh + 12, "masked (−inf)", L.label_px, kFaint);
@@ -331,7 +261,7 @@ std::string render_export(const Trace& tr, const Model& m, const ExportOptions& 
     out += "\n";
     for (int i = 0; i < v.rows; ++i) {
       out += csv_field(std::to_string(i) + ":" + v.row_labels[static_cast<size_t>(i)]);
-      for (int j = 0; j < v.cols; ++j) out += "," + fmt(v.values[static_cast<size_t>(i) * v.cols + j]);
+      for (int j = 0; j < v.cols; ++j) out += "," + exact_float(v.values[static_cast<size_t>(i) * v.cols + j]);
       out += "\n";
     }
     return out;
@@ -363,10 +293,7 @@ std::string render_views(const std::vector<MatrixView>& views, const std::string
     const Layout L = make_layout(svg, views, cell_px);
     draw_figure(svg, L, views, tiles_x, title, cm, r, any_masked);
     const int W = 2 * L.pad + tiles_x * L.tile_w + L.colorbar_w, H = L.title_h + tiles_y * L.tile_h + L.pad + (any_masked ? 40 : 0);
-    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(W) +
-           "\" height=\"" + std::to_string(H) + "\" viewBox=\"0 0 " + std::to_string(W) + " " + std::to_string(H) +
-           "\" font-family=\"Noto Sans CJK SC, DejaVu Sans, sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n" +
-           svg.body + "</svg>\n";
+    return svg.document(W, H, kBackground);
   }
   // PNG: measure with a throw-away painter, then draw on a canvas of the right size.
   Image probe(1, 1, kBackground);

@@ -97,6 +97,19 @@ int TextRenderer::measure(const std::string& text, float px) const {
   return static_cast<int>(std::ceil(w));
 }
 
+float TextRenderer::em_size(float px) const {
+  if (!impl_->ok) return px;
+  // draw() scales font units by px / (ascent − descent); font-size F scales them by F / em.
+  return px * stbtt_ScaleForPixelHeight(&impl_->font, 1.f) / stbtt_ScaleForMappingEmToPixels(&impl_->font, 1.f);
+}
+
+float TextRenderer::ascent(float px) const {
+  if (!impl_->ok) return 0.8f * px;
+  int ascent = 0, descent = 0, gap = 0;
+  stbtt_GetFontVMetrics(&impl_->font, &ascent, &descent, &gap);
+  return static_cast<float>(ascent) * stbtt_ScaleForPixelHeight(&impl_->font, px);
+}
+
 int TextRenderer::draw(Image& img, int x, int y, const std::string& text, float px, Rgb8 color) const {
   if (!impl_->ok) return 0;
   const float scale = stbtt_ScaleForPixelHeight(&impl_->font, px);

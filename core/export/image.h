@@ -30,6 +30,11 @@ class TextRenderer {
   const std::string& font_path() const;
   // Width in pixels of `text` at pixel height `px`.
   int measure(const std::string& text, float px) const;
+  // The CSS/SVG font-size (em, in pixels) whose glyphs match pixel height `px` here (the
+  // font's ascent − descent is `px` tall; an em is usually smaller). `px` without a font.
+  float em_size(float px) const;
+  // The baseline's distance below the top for pixel height `px` (0.8 px without a font).
+  float ascent(float px) const;
   // Draws with its top-left corner at (x, y); returns the advance in pixels.
   int draw(Image& img, int x, int y, const std::string& text, float px, Rgb8 color) const;
 
