@@ -28,7 +28,7 @@ void run_patch(const PatchOptions& o, Io& io) {
   if (text != given(o.other_opt) || tokens != given(o.other_tokens_opt) || text == tokens)
     throw Error("give the two prompts as --text A --other B, or as --tokens … --other-tokens …", ErrorKind::Usage);
   if (o.in.backend != "cpu")
-    throw Error("patch needs the residual stream, which only the CPU backend records\n  HINT: run with --backend cpu.");
+    throw Error("activation patching runs on the CPU backend only\n  HINT: run with --backend cpu.");
   const auto model = load_model(o.in.model, load_options(o.in.weights));
   const Model& m = *model;
   for (const std::string& w : m.warnings) io.err << "warning: " << w << "\n";

@@ -99,6 +99,18 @@ std::string compare_traces(const Trace& a, const Trace& ref, double tol) {
         return why.str();
       }
     }
+  // The residual stream (entering each layer, then after the last), wherever the reference
+  // recorded it.
+  for (size_t l = 0; l <= a.layers.size(); ++l) {
+    const bool last = l == a.layers.size();
+    const Tensor& y = last ? ref.final_resid : ref.layers[l].resid;
+    if (y.data.empty()) continue;
+    const Tensor& x = last ? a.final_resid : a.layers[l].resid;
+    const std::string name = last ? "resid_final" : "layers." + std::to_string(l) + ".resid";
+    const double e = rel_error(x, y);
+    if (e < 0) return name + ": shape " + shape_str_of(x.shape) + " vs " + shape_str_of(y.shape);
+    if (e > tol) return name + ": relative error " + std::to_string(e);
+  }
   const double e = rel_error(a.logits, ref.logits);
   if (e < 0 || e > tol) return "logits: relative error " + std::to_string(e);
   return "";

@@ -29,7 +29,8 @@ std::shared_ptr<const Model> small_model(const std::string& arch, int heads, int
 // pattern differs or a NaN appears. `b` is the reference.
 double rel_error(const Tensor& a, const Tensor& b);
 
-// Compares every recorded tensor of two traces; returns "" when all are within `tol`,
+// Compares every recorded tensor of two traces (and the residual stream wherever `ref`
+// holds it); returns "" when all are within `tol`,
 // else a description of the first mismatch (tensor, error).
 std::string compare_traces(const Trace& a, const Trace& ref, double tol);
 

@@ -19,7 +19,7 @@ namespace {
 constexpr int kLensRows = 32;
 
 const char* const kNeedsResid =
-    " the residual stream, which only the CPU backend records\n  HINT: run with --backend cpu.";
+    " the residual stream, which this trace does not hold";
 
 void check_position(const Trace& tr, int i) {
   if (i < 0 || i >= tr.T())

@@ -75,9 +75,9 @@ struct LayerTrace {
   Tensor scores;  // (H, T, T)  q·kᵀ, unscaled, full matrix; empty when compact
   Tensor probs;   // (H, T, T)  softmax of masked; rows sum to 1, 0 where j > i; empty when compact
   Tensor out;     // (H, T, d)  probs · v, before the output projection
-  Tensor resid;   // (T, C)     the residual stream entering the layer, kept by the CPU backend so
-                  //            that a changed ablation recomputes from its first layer; empty
-                  //            when a backend does not keep it (not a dump stage)
+  Tensor resid;   // (T, C)     the residual stream entering the layer (both backends; the CPU
+                  //            backend recomputes from it when an ablation changes); dumped only
+                  //            when asked (`dump --stages resid`), not one of the Stage tensors
   Tensor row_stats;  // (H, T, kRowStats) per-row terms of the head scores (head_summary.h);
                      //   empty when the backend does not compute them (score_heads then reads probs)
   Tensor thumbs;     // (H, n, n) probs max-pooled over thumb_bucket² cells; empty: none

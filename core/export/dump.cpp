@@ -100,8 +100,7 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
     bool held = shape[1] > 0 && tr.final_resid.shape == shape;
     for (int l : layers) held = held && tr.layers[static_cast<size_t>(l)].resid.shape == shape;
     if (!held)
-      throw Error("--stages resid: this trace has no residual stream (only the CPU backend records it)\n"
-                  "  HINT: run with --backend cpu.");
+      throw Error("--stages resid: this trace has no residual stream");
   }
   for (int l : layers) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];

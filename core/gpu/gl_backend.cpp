@@ -127,8 +127,8 @@ class GlBackend : public Backend {
   double last_device_ms() const override { return last_device_ms_; }
 
   // One step per layer, as CpuBackend::forward reads: embed the new rows, then per layer
-  // attention and MLP on the device followed by the read-back of q, k, v and the head
-  // outputs into the trace, then the final norm and the logits.
+  // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
+  // and the residual stream into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
@@ -153,11 +153,15 @@ class GlBackend : public Backend {
 
     k_->timer_begin();
     embed(c, n, p);
+    k_->timer_end();
+    read_resid(c, T, p, tr.layers[0].resid);
+    k_->timer_begin();
     for (int l = 0; l < c.n_layer; ++l) {
       LayerTrace& lt = tr.layers[l];
       layer_step(c, l, T, p, lt);
       k_->timer_end();
       read_back_layer(c, l, T, p, lt);
+      read_resid(c, T, p, l + 1 < c.n_layer ? tr.layers[l + 1].resid : tr.final_resid);  // what leaves layer l
       k_->timer_begin();
     }
     logits(c, T, p, tr);
@@ -339,6 +343,14 @@ class GlBackend : public Backend {
       for (int hh = 0; hh < H; ++hh)
         std::memcpy(lt.out.head(hh) + static_cast<size_t>(p + r) * d, rows.data() + (static_cast<size_t>(r) * H + hh) * d,
                     sizeof(float) * d);
+  }
+
+  // The residual stream of the new rows (x_, (n, C)) into `t` (T, C) rows [p, T); rows
+  // [0, p) kept from the last forward, like the KV cache.
+  void read_resid(const ModelConfig& c, int T, int p, Tensor& t) {
+    const int C = c.n_embd;
+    t.resize_keep({T, C}, p, C);
+    x_.read(t.data.data() + static_cast<size_t>(p) * C, sizeof(float) * static_cast<size_t>(T - p) * C);
   }
 
   // logits (T, V) rows [p, T) = norm_f(x) · Uᵀ (normf_w_ holds the weights × logit_scale),

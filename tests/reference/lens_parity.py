@@ -239,9 +239,10 @@ def metric(logits, pos, targets):
     return v - float(logits[pos, targets[1]]) if len(targets) > 1 else v
 
 
-def check_lens(ck, cli, model_dir, m, toks, name):
+def check_lens(ck, cli, model_dir, m, toks, name, backend):
     top = 4
-    j = cli_json(cli, ["lens", "--model", model_dir, "--tokens", ids(toks), "--top", str(top), "--json"])
+    j = cli_json(cli, ["lens", "--model", model_dir, "--tokens", ids(toks), "--top", str(top), "--json",
+                       "--backend", backend])
     rec = m.run(toks)
     T = len(toks)
     ck.true(f"{name} lens: layers/positions", j["layers"] == m.L and j["positions"] == T)
@@ -261,8 +262,9 @@ def check_lens(ck, cli, model_dir, m, toks, name):
                 ck.true(f"{name} lens L{l} i{i} next_rank {r} not in [{lo}, {hi}]", lo <= r <= hi)
 
 
-def check_dla(ck, cli, model_dir, m, toks, name, pos, targets):
-    args = ["heads", "--model", model_dir, "--tokens", ids(toks), "--dla", "--position", str(pos), "--json"]
+def check_dla(ck, cli, model_dir, m, toks, name, pos, targets, backend):
+    args = ["heads", "--model", model_dir, "--tokens", ids(toks), "--dla", "--position", str(pos), "--json",
+            "--backend", backend]
     if targets:
         args += ["--target-ids", ids(targets)]
     j = cli_json(cli, args)
@@ -342,6 +344,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cli", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"],
+                    help="the backend of the lens and attribution runs (patching runs on the CPU only)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     ck = Checker()
@@ -360,11 +364,12 @@ def main():
         subprocess.run([args.cli, "random"] + preset + ["--out", model_dir], check=True, capture_output=True)
         m = Model(model_dir)
         before = ck.failed
-        check_lens(ck, args.cli, model_dir, m, a, name)
-        check_dla(ck, args.cli, model_dir, m, a, name, 5, [])
-        check_dla(ck, args.cli, model_dir, m, a, name, 7, [11, 40])
-        check_patch(ck, args.cli, model_dir, m, a, b, name, None, [])
-        check_patch(ck, args.cli, model_dir, m, a, b, name, 6, [11, 40])
+        check_lens(ck, args.cli, model_dir, m, a, name, args.backend)
+        check_dla(ck, args.cli, model_dir, m, a, name, 5, [], args.backend)
+        check_dla(ck, args.cli, model_dir, m, a, name, 7, [11, 40], args.backend)
+        if args.backend == "cpu":
+            check_patch(ck, args.cli, model_dir, m, a, b, name, None, [])
+            check_patch(ck, args.cli, model_dir, m, a, b, name, 6, [11, 40])
         print(f"{name}: L={m.L} H={m.H} KV={m.KV} d={m.d}: {'ok' if ck.failed == before else 'FAILED'}")
     print(f"{ck.passed} passed, {ck.failed} failed (tolerance {TOL} × max(1, |values|))")
     return 1 if ck.failed else 0
