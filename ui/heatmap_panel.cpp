@@ -412,7 +412,9 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   m.label_w = label_w_;
   m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
   m.top = fs * 1.4f;
-  const float strip_h = m.square ? fs * 3.6f : 0.f;  // the weights of a row as bars, under the matrix
+  // The weights of a row as bars under the matrix; presenting, the room goes to the matrix.
+  const bool strip = m.square && !s.presentation;
+  const float strip_h = strip ? fs * 3.6f : 0.f;
 
   ImGui::BeginChild("matrix", ImVec2(width, height), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   m.origin = ImGui::GetCursorScreenPos();
@@ -455,7 +457,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   dl->PopClipRect();
   draw_axis_labels(ctx, m);
   draw_minimap(data, m.vp0, m.vp);
-  if (m.square) draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
+  if (strip) draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
   else strip_row_ = -1;
   ImGui::EndChild();
 }
