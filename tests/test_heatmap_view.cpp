@@ -151,7 +151,7 @@ TEST(HeatmapPool, BadInputGivesAnEmptyGridNotACrash) {
   pool_cells(nullptr, 4, 4, {0, 4, 0, 4}, 2, 2, PoolMode::Max, {}, got, &h, &w);
   EXPECT_TRUE(got.empty());
   EXPECT_EQ(h, 0);
-  const std::vector<float> a(12, 1.f);  // (3, 4)
+  const std::vector<float> a(12, 1.f);                                             // (3, 4)
   pool_cells(a.data(), 3, 4, {5, 9, 0, 4}, 2, 2, PoolMode::Max, {}, got, &h, &w);  // rows past the end
   EXPECT_TRUE(got.empty());
   pool_cells(a.data(), 3, 4, {-3, 99, -1, 99}, 1000, 0, PoolMode::Max, {}, got, &h, &w);  // clipped, h, w clamped

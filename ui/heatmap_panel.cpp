@@ -79,14 +79,16 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::SameLine();
   draw_go_to(ctx);
   ImGui::SameLine();
-  help_marker("Mouse wheel over the matrix zooms about the pointer (from the whole matrix to 64 px per cell); "
-              "drag pans; a click selects a cell (its row becomes the query); Home or 'fit' shows the whole "
-              "matrix; 'go to' centres a token's row and column. Zoomed in, the minimap in the corner shows "
-              "where you are: click or drag in it to move. The strip under the matrix shows the hovered (or "
-              "selected) row's weights as bars, its strongest keys named. Where cells are smaller than a "
-              "pixel, each pixel shows the largest value of its cells (signed stages: the largest magnitude).\n"
-              "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
-              "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "9 pick a stage).");
+  help_marker(
+      "Mouse wheel over the matrix zooms about the pointer (from the whole matrix to 64 px per cell); "
+      "drag pans; a click selects a cell (its row becomes the query); Home or 'fit' shows the whole "
+      "matrix; 'go to' centres a token's row and column. Zoomed in, the minimap in the corner shows "
+      "where you are: click or drag in it to move. The strip under the matrix shows the hovered (or "
+      "selected) row's weights as bars, its strongest keys named. Where cells are smaller than a "
+      "pixel, each pixel shows the largest value of its cells (signed stages: the largest magnitude).\n"
+      "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
+      "(without Alt when the text box is not focused; 1\xE2\x80\xA6"
+      "9 pick a stage).");
   if (!goto_error_.empty()) ImGui::TextColored(ImVec4(1.f, 0.45f, 0.4f, 1.f), "%s", goto_error_.c_str());
 }
 
@@ -173,15 +175,17 @@ namespace {
 // block, signed stages the value of largest magnitude; the cells drawn as masked (the
 // future, a local layer's hidden keys) are left out of the blocks of probs, masked and
 // rollout, so a block is grey or brown only when all of it is.
-PoolMode pool_mode(bool rollout, Stage st) { return rollout || !stage_is_signed(st) ? PoolMode::Max : PoolMode::Extreme; }
+PoolMode pool_mode(bool rollout, Stage st) {
+  return rollout || !stage_is_signed(st) ? PoolMode::Max : PoolMode::Extreme;
+}
 PoolMask pool_mask(bool rollout, Stage st, int window) {
   if (rollout) return PoolMask{true, 0};
   if (st == Stage::Probs || st == Stage::Masked) return PoolMask{true, window};
   return PoolMask{};
 }
-constexpr int kMaxTexels = 8192;           // per side: within every GL's texture size limit
-constexpr double kInteractionS = 0.15;     // a wheel or drag this recent: build coarse, refine after
-constexpr float kGoToCellPx = 16.f;        // "go to" zooms in to at least this (labels readable)
+constexpr int kMaxTexels = 8192;                         // per side: within every GL's texture size limit
+constexpr double kInteractionS = 0.15;                   // a wheel or drag this recent: build coarse, refine after
+constexpr float kGoToCellPx = 16.f;                      // "go to" zooms in to at least this (labels readable)
 const ImU32 kSelectColor = IM_COL32(255, 90, 200, 255);  // apart from the lesson's cyan and the hover's yellow
 const ImU32 kTopKeyColor = IM_COL32(255, 150, 30, 255);  // the text view's strongest-key colour
 }  // namespace
@@ -236,7 +240,8 @@ void HeatmapPanel::build_texture(Texture& tex, const float* data, int rows, int 
         if (pooled_[k] != -std::numeric_limits<float>::infinity() ||
             !block_outside_window(texel_block(src, *h, *w, y, x), mask.window))
           continue;
-        rgba_[k * 4 + 0] = kOutsideWindowRgb.r, rgba_[k * 4 + 1] = kOutsideWindowRgb.g, rgba_[k * 4 + 2] = kOutsideWindowRgb.b;
+        rgba_[k * 4 + 0] = kOutsideWindowRgb.r, rgba_[k * 4 + 1] = kOutsideWindowRgb.g,
+                      rgba_[k * 4 + 2] = kOutsideWindowRgb.b;
       }
   tex.upload(*w, *h, rgba_);
   ++rebuilds_;
@@ -251,7 +256,9 @@ void HeatmapPanel::update_texture(const float* data, int rows, int cols, bool in
   refine_pending_ = false;
   const CellRect vis = visible_cells(view_);
   if (vis.empty() || !data) return;
-  auto texel_px = [&](int cells, int texels) { return texels > 0 ? view_.zoom * static_cast<float>(cells) / static_cast<float>(texels) : 0.f; };
+  auto texel_px = [&](int cells, int texels) {
+    return texels > 0 ? view_.zoom * static_cast<float>(cells) / static_cast<float>(texels) : 0.f;
+  };
   const float tx = texel_px(tex_cells_.cols(), tex_w_), ty = texel_px(tex_cells_.rows(), tex_h_);
   const bool must = tex_stale_ || !tex_.valid() || !tex_cells_.contains(vis) || tx < 0.999f || ty < 0.999f;
   const bool coarse = (tex_w_ < tex_cells_.cols() && tx > 1.25f) || (tex_h_ < tex_cells_.rows() && ty > 1.25f);
@@ -261,7 +268,8 @@ void HeatmapPanel::update_texture(const float* data, int rows, int cols, bool in
     return;
   }
   const int pr = std::max(1, vis.rows() / 4), pc = std::max(1, vis.cols() / 4);
-  const CellRect src{std::max(0, vis.r0 - pr), std::min(rows, vis.r1 + pr), std::max(0, vis.c0 - pc), std::min(cols, vis.c1 + pc)};
+  const CellRect src{std::max(0, vis.r0 - pr), std::min(rows, vis.r1 + pr), std::max(0, vis.c0 - pc),
+                     std::min(cols, vis.c1 + pc)};
   int h = 0, w = 0;
   texel_grid(src, interacting ? view_.zoom / 1.44f : view_.zoom, &h, &w);
   h = std::min(h, kMaxTexels), w = std::min(w, kMaxTexels);
@@ -275,7 +283,8 @@ ImVec4 HeatmapPanel::minimap_rect(ImVec2 vp0, ImVec2 vp) const {
   if (!view_.zoomed() || view_.rows <= 0 || view_.cols <= 0) return ImVec4(0, 0, 0, 0);
   const float side = std::clamp(std::min(vp.x, vp.y) * 0.28f, 48.f, 220.f);
   const float aspect = static_cast<float>(view_.cols) / static_cast<float>(view_.rows);
-  const float w = std::max(12.f, aspect >= 1.f ? side : side * aspect), h = std::max(12.f, aspect >= 1.f ? side / aspect : side);
+  const float w = std::max(12.f, aspect >= 1.f ? side : side * aspect),
+              h = std::max(12.f, aspect >= 1.f ? side / aspect : side);
   const float margin = std::max(6.f, ImGui::GetFontSize() * 0.5f);
   return ImVec4(vp0.x + vp.x - w - margin, vp0.y + vp.y - h - margin, w, h);
 }
@@ -313,7 +322,9 @@ void HeatmapPanel::handle_input(FrameContext& ctx, const MatrixLayout& m, ImVec2
   ImGui::SetItemUsingMouseWheel();  // the wheel zooms; the window does not scroll
   const bool hovered = ImGui::IsItemHovered();
   const ImVec4 mr = minimap_rect(vp0, vp);
-  auto in_minimap = [&](ImVec2 p) { return mr.z > 0.f && p.x >= mr.x && p.y >= mr.y && p.x < mr.x + mr.z && p.y < mr.y + mr.w; };
+  auto in_minimap = [&](ImVec2 p) {
+    return mr.z > 0.f && p.x >= mr.x && p.y >= mr.y && p.x < mr.x + mr.z && p.y < mr.y + mr.w;
+  };
   if (hovered && io.MouseWheel != 0.f) {
     const ImVec2 p = io.MousePos - vp0;
     zoom_at(view_, view_.zoom * std::pow(1.2f, io.MouseWheel), p.x, p.y);
@@ -376,12 +387,15 @@ void HeatmapPanel::draw_go_to(FrameContext& ctx) {
   if (ImGui::InputTextWithHint("##goto", "go to", goto_buf_, sizeof goto_buf_, ImGuiInputTextFlags_EnterReturnsTrue)) {
     int i = -1;
     std::string msg;
-    if (parse_token_index(goto_buf_, ctx.trace.T(), &i, &msg)) pending_goto_ = i;
-    else goto_error_ = msg;
+    if (parse_token_index(goto_buf_, ctx.trace.T(), &i, &msg))
+      pending_goto_ = i;
+    else
+      goto_error_ = msg;
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("go to token i: type its index (0 \xE2\x80\xA6 %d) and Enter; the view centres on its row and column",
-                      ctx.trace.T() - 1);
+    ImGui::SetTooltip(
+        "go to token i: type its index (0 \xE2\x80\xA6 %d) and Enter; the view centres on its row and column",
+        ctx.trace.T() - 1);
 }
 
 void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
@@ -416,7 +430,8 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const bool strip = m.square && !s.presentation;
   const float strip_h = strip ? fs * 3.6f : 0.f;
 
-  ImGui::BeginChild("matrix", ImVec2(width, height), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::BeginChild("matrix", ImVec2(width, height), false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   m.origin = ImGui::GetCursorScreenPos();
   m.vp0 = m.origin + ImVec2(m.left, m.top);
   m.vp = ImVec2(std::max(8.f, width - m.left - fs * 0.5f), std::max(8.f, height - m.top - strip_h - fs * 0.5f));
@@ -425,7 +440,8 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   fit_cell_ = std::clamp(fit_cell_ >= 3.f && !s.presentation ? std::floor(fit_cell_) : fit_cell_, 1e-3f, kMaxCellPx);
   set_frame(view_, m.rows, m.cols, m.vp.x, m.vp.y, fit_cell_);
   // AppState::cell_px is the zoom the settings keep (0: fit; the "fit" button sets it).
-  if (s.cell_px <= 0.f && view_.zoomed()) fit_view(view_);
+  if (s.cell_px <= 0.f && view_.zoomed())
+    fit_view(view_);
   else if (s.cell_px > 0.f && std::fabs(s.cell_px - view_.zoom) > 1e-3f * s.cell_px)
     zoom_at(view_, s.cell_px, m.vp.x * 0.5f, m.vp.y * 0.5f);
   if (pending_goto_ >= 0) {
@@ -442,23 +458,28 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   update_texture(data, m.rows, m.cols, ImGui::GetTime() - last_input_ < kInteractionS);
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 shown(std::min(m.vp.x, m.img.x), std::min(m.vp.y, m.img.y));  // the part of the viewport the matrix covers
+  const ImVec2 shown(std::min(m.vp.x, m.img.x),
+                     std::min(m.vp.y, m.img.y));  // the part of the viewport the matrix covers
   image_rect_ = ImVec4(m.vp0.x, m.vp0.y, shown.x, shown.y);
   dl->PushClipRect(m.vp0, m.vp0 + shown, true);
   if (tex_.valid())
-    dl->AddImage(tex_.id(), m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
+    dl->AddImage(tex_.id(),
+                 m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
                  m.p0 + ImVec2(static_cast<float>(tex_cells_.c1), static_cast<float>(tex_cells_.r1)) * m.cell);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const ImVec4 mr = minimap_rect(m.vp0, m.vp);
-  const bool over_minimap = mr.z > 0.f && mouse.x >= mr.x && mouse.y >= mr.y && mouse.x < mr.x + mr.z && mouse.y < mr.y + mr.w;
+  const bool over_minimap =
+      mr.z > 0.f && mouse.x >= mr.x && mouse.y >= mr.y && mouse.x < mr.x + mr.z && mouse.y < mr.y + mr.w;
   const bool hovered = ImGui::IsItemHovered() && drag_ != Drag::Minimap && !moved_ && !over_minimap &&
                        mouse.x < m.vp0.x + shown.x && mouse.y < m.vp0.y + shown.y;
   draw_highlights(ctx, m, hovered);
   dl->PopClipRect();
   draw_axis_labels(ctx, m);
   draw_minimap(data, m.vp0, m.vp);
-  if (strip) draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
-  else strip_row_ = -1;
+  if (strip)
+    draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
+  else
+    strip_row_ = -1;
   ImGui::EndChild();
 }
 
@@ -473,7 +494,8 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
   strip_row_ = r;
   if (r < 0 || T != m.cols) return;
   const LayerTrace& lt = tr.layers[s.layer];
-  const float* row = rollout_ ? values_.data() + static_cast<size_t>(r) * T : lt.row_values(Stage::Probs, s.head, r, strip_buf_);  // (T)
+  const float* row = rollout_ ? values_.data() + static_cast<size_t>(r) * T
+                              : lt.row_values(Stage::Probs, s.head, r, strip_buf_);  // (T)
   const TextShading top = shade_tokens(row, T, r, 0, rollout_ ? 0 : lt.window, 5);
   const float fs = ImGui::GetFontSize();
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -482,7 +504,8 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
   dl->AddRectFilled(ImVec2(vp0.x, y0), ImVec2(x_end, y0 + bar_h), IM_COL32(255, 255, 255, 14));
   const float top_w = top.max_weight > 0.f ? top.max_weight : 1.f;
   auto is_top = [&](int j0, int j1) {
-    for (int k : top.top_keys) if (k >= j0 && k < j1) return true;
+    for (int k : top.top_keys)
+      if (k >= j0 && k < j1) return true;
     return false;
   };
   const ImU32 bar_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
@@ -496,14 +519,20 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
     const CellRect blk = texel_block(cols, 1, bins, 0, b);
     const float v = strip_bins_[b];
     if (!(v > 0.f)) continue;
-    const float x0 = m.p0.x + static_cast<float>(blk.c0) * m.cell + gap, x1 = std::max(x0 + 1.f, m.p0.x + static_cast<float>(blk.c1) * m.cell - gap);
+    const float x0 = m.p0.x + static_cast<float>(blk.c0) * m.cell + gap,
+                x1 = std::max(x0 + 1.f, m.p0.x + static_cast<float>(blk.c1) * m.cell - gap);
     const float hgt = std::max(1.f, std::min(1.f, v / top_w) * bar_h);
-    const ImU32 c = hover_j_ >= blk.c0 && hover_j_ < blk.c1 ? IM_COL32(255, 220, 0, 255) : is_top(blk.c0, blk.c1) ? kTopKeyColor : bar_col;
+    const ImU32 c = hover_j_ >= blk.c0 && hover_j_ < blk.c1 ? IM_COL32(255, 220, 0, 255)
+                    : is_top(blk.c0, blk.c1)                ? kTopKeyColor
+                                                            : bar_col;
     dl->AddRectFilled(ImVec2(x0, y0 + bar_h - hgt), ImVec2(x1, y0 + bar_h), c);
   }
   dl->PopClipRect();
   // The row and its strongest keys, one line.
-  std::string line = "row " + std::to_string(r) + " '" + label_cache_[r] + "'" + (hover_i_ >= 0 ? "" : sel_i_ == r ? " (selected)" : " (query)") +
+  std::string line = "row " + std::to_string(r) + " '" + label_cache_[r] + "'" +
+                     (hover_i_ >= 0 ? ""
+                      : sel_i_ == r ? " (selected)"
+                                    : " (query)") +
                      (rollout_ ? ": rollout" : ": weights") + " (bars: 0 \xE2\x80\xA6 the largest), strongest keys";
   char buf[64];
   for (int k : top.top_keys) {
@@ -536,7 +565,8 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
     const std::string& lab = labels[i];
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
     dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.vp0.x - fs * 0.3f, y + lfs), true);
-    dl->AddText(font, lfs, ImVec2(m.vp0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col, lab.c_str());
+    dl->AddText(font, lfs, ImVec2(m.vp0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col,
+                lab.c_str());
     dl->PopClipRect();
   }
   dl->PopClipRect();

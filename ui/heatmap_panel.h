@@ -44,7 +44,7 @@ class HeatmapPanel : public Panel {
     CellRect tex_cells;                       // the cells it covers
     int rebuilds = 0;                         // textures built so far
     bool minimap = false;
-    int strip_row = -1;                       // the row the bar strip shows (−1: none)
+    int strip_row = -1;  // the row the bar strip shows (−1: none)
     std::string goto_error;
   };
   NavState nav_state() const;
@@ -60,7 +60,7 @@ class HeatmapPanel : public Panel {
     int rows = 0, cols = 0;
     bool square = false;                 // (T, T) stage: tokens on both axes
     const std::vector<std::string>* row_labels = nullptr;  // [rows] token labels
-    float label_w = 0, left = 0, top = 0, cell = 1;         // cell: pixels per cell (the zoom)
+    float label_w = 0, left = 0, top = 0, cell = 1;        // cell: pixels per cell (the zoom)
     ImVec2 origin, p0, img;  // child window origin, the whole matrix's top-left (off screen when
                              // panned) and size
     ImVec2 vp0, vp;          // the viewport: top-left and size on screen
@@ -96,29 +96,29 @@ class HeatmapPanel : public Panel {
              rollout == o.rollout;
     }
   };
-  Key key_;                   // what values_data_ and tex_ show
+  Key key_;  // what values_data_ and tex_ show
   const Trace* key_trace_ = nullptr;
   const float* data_ = nullptr;  // the matrix of key_: in the trace or in values_
   ExportBox export_{"attnviz-heatmap.png"};
-  Texture tex_;               // (tex_h_, tex_w_) RGBA over the cells tex_cells_, max-pooled
+  Texture tex_;  // (tex_h_, tex_w_) RGBA over the cells tex_cells_, max-pooled
   CellRect tex_cells_;
   int tex_h_ = 0, tex_w_ = 0;
-  bool tex_stale_ = true;     // the data changed since tex_ was built
+  bool tex_stale_ = true;  // the data changed since tex_ was built
   int rebuilds_ = 0;
   bool refine_pending_ = false;
   std::vector<float> pooled_;  // (tex_h_, tex_w_) scratch
-  Texture mini_;              // the whole matrix, max-pooled to the minimap's size
+  Texture mini_;               // the whole matrix, max-pooled to the minimap's size
   bool mini_stale_ = true;
   int mini_h_ = 0, mini_w_ = 0;
   HeatmapView view_;
   double last_input_ = -1.0;  // ImGui time of the last wheel or drag on the matrix
   enum class Drag { None, Pan, Minimap } drag_ = Drag::None;
-  bool moved_ = false;        // the current drag went past the click threshold
+  bool moved_ = false;           // the current drag went past the click threshold
   int sel_i_ = -1, sel_j_ = -1;  // the selected cell (a click, go to), −1: none
   int strip_row_ = -1;
-  int hover_i_ = -1, hover_j_ = -1;  // the cell under the mouse this frame (−1: none)
-  int pool_window_ = 0;              // the local layer's window the pooling leaves out (0: none)
-  float label_font_ = 0.f;           // the font size label_w_ was measured at
+  int hover_i_ = -1, hover_j_ = -1;       // the cell under the mouse this frame (−1: none)
+  int pool_window_ = 0;                   // the local layer's window the pooling leaves out (0: none)
+  float label_font_ = 0.f;                // the font size label_w_ was measured at
   uint64_t labels_serial_ = 0;            // trace serial the row labels were made for
   std::vector<std::string> label_cache_;  // (T) row labels
   float label_w_ = 0.f;
@@ -134,7 +134,7 @@ class HeatmapPanel : public Panel {
   Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
   bool tabs_synced_ = false;        // false until ImGui's tab bar shows state.stage (first frames)
   bool rollout_ = false;            // the rollout tab is shown instead of a stage
-  float fit_cell_ = 8.f;      // cell size that fits the panel: the least zoom
+  float fit_cell_ = 8.f;            // cell size that fits the panel: the least zoom
   ImVec4 image_rect_{0, 0, 0, 0};
 };
 

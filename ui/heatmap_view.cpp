@@ -147,7 +147,8 @@ void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int 
       kept_columns(i, src.c0, src.c1, mask, &lo, &hi);
       if (lo >= hi) continue;
       // The texels whose columns meet [lo, hi).
-      const int x_first = static_cast<int>(std::upper_bound(col_edge.begin(), col_edge.end(), lo) - col_edge.begin()) - 1;
+      const int x_first =
+          static_cast<int>(std::upper_bound(col_edge.begin(), col_edge.end(), lo) - col_edge.begin()) - 1;
       for (int x = std::max(x_first, 0); x < w && col_edge[x] < hi; ++x) {
         const int a = std::max(lo, col_edge[x]), b = std::min(hi, col_edge[x + 1]);
         if (mode == PoolMode::Max) {
@@ -203,7 +204,8 @@ bool parse_token_index(const std::string& text, int n, int* index, std::string* 
     return false;
   }
   if (errno == ERANGE || v < 0 || v >= n) {
-    *message = (errno == ERANGE ? "'" + text + "'" : "token " + std::to_string(v)) + " is out of range; tokens: " + range;
+    *message =
+        (errno == ERANGE ? "'" + text + "'" : "token " + std::to_string(v)) + " is out of range; tokens: " + range;
     return false;
   }
   *index = static_cast<int>(v);

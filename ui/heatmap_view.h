@@ -26,11 +26,11 @@ struct CellRect {
 };
 
 struct HeatmapView {
-  int rows = 0, cols = 0;        // the matrix: (rows, cols) cells
-  float vw = 0.f, vh = 0.f;      // the viewport in pixels
-  float fit = 1.f;               // pixels per cell that show the whole matrix: the least zoom
-  float zoom = 1.f;              // pixels per cell, in [fit, max_zoom()]
-  float x0 = 0.f, y0 = 0.f;      // the cell coordinates at the viewport's top-left corner
+  int rows = 0, cols = 0;    // the matrix: (rows, cols) cells
+  float vw = 0.f, vh = 0.f;  // the viewport in pixels
+  float fit = 1.f;           // pixels per cell that show the whole matrix: the least zoom
+  float zoom = 1.f;          // pixels per cell, in [fit, max_zoom()]
+  float x0 = 0.f, y0 = 0.f;  // the cell coordinates at the viewport's top-left corner
 
   float max_zoom() const { return fit > kMaxCellPx ? fit : kMaxCellPx; }
   bool zoomed() const { return zoom > fit * 1.0001f; }  // less than the whole matrix may be in view
