@@ -4,6 +4,7 @@
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
 //           [--train-steps N] [--text-view] [--lens] [--attribution] [--query I] [--size WxH]
+//           [--heatmap-zoom Z] [--heatmap-center I]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
@@ -14,6 +15,9 @@
 // screenshot then waits for the run to end (its state is the sidecar's "training").
 // --text-view opens the Text view panel (under the heatmap), with query I (default: the last);
 // --lens and --attribution open the Logit lens and Direct logit attribution panels (under it too).
+// --heatmap-zoom Z starts the heatmap zoomed to Z pixels per cell (clamped to fit … 64);
+// --heatmap-center I centres it on token I's row and column, selects that cell and makes I
+// the query (at least 16 px per cell; out of range: the go-to field's message, nothing moves).
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -126,6 +130,10 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_flag("--lens", opt.lens, "open the Logit lens panel (what each layer would predict at each position; also in the View menu)");
   cli.add_flag("--attribution", opt.attribution, "open the Direct logit attribution panel (each head's and MLP's share of a logit at the query; also in the View menu)");
   cli.add_option("--query", opt.query, "the text view's query: a position in the window (default: the last token; past the end: the last)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--heatmap-zoom", opt.heatmap_zoom, "the heatmap's zoom at the start, pixels per cell (clamped from fit-to-panel to 64)")
+      ->check(CLI::PositiveNumber);
+  cli.add_option("--heatmap-center", opt.heatmap_center, "centre the heatmap on token I's row and column at the start (and select that cell)")
+      ->check(CLI::NonNegativeNumber);
   cli.add_option("--size", shot.size, "window size in screen coordinates, WxH (default 1600x1000), e.g. 1280x720 for a projector")
       ->check([](const std::string& v) {
         int w = 0, h = 0;

@@ -100,6 +100,8 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (opt.lens) *lens_->p_open() = true;
   if (opt.attribution) *attribution_->p_open() = true;
   if (opt.query >= 0) state_.query = opt.query;  // clamped to the window when drawn
+  if (opt.heatmap_zoom > 0.f) state_.cell_px = opt.heatmap_zoom;
+  if (opt.heatmap_center >= 0) heatmap_->go_to(opt.heatmap_center);
 
   if (opt.train_steps > 0) training_->start(state_, opt.train_steps);
   if (const char* step = std::getenv("ATTNVIZ_LESSON_STEP"); step && *step) lesson_->open_at(std::atoi(step) - 1);
@@ -165,7 +167,7 @@ void App::after_present(double ui_ms, double draw_ms) {
 bool App::animating() const {
   return !first_answer() || worker_.busy() || typing_ || (training_->open() && !training_->settled()) ||
          (importance_->open() && !importance_->idle()) || (lens_->open() && !lens_->idle()) ||
-         (attribution_->open() && !attribution_->idle());
+         (attribution_->open() && !attribution_->idle()) || heatmap_->refining();
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
@@ -352,7 +354,7 @@ void App::help_window() {
         {"arrows, PgUp/PgDn", "as above without Alt, when the text box is not focused"},
         {"Alt+N", "generate one token"},
         {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
-        {"Ctrl+wheel", "zoom the heatmap"},
+        {"wheel, drag, Home", "over the heatmap: zoom about the pointer, pan, show it whole (a click selects a cell)"},
         {"arrows, Home/End", "in the focused Text view: move its query by a token (\xE2\x86\x90/\xE2\x86\x92) or a line (\xE2\x86\x91/\xE2\x86\x93)"},
         {"F2", "presentation mode (large fonts, high contrast, the heatmap large)"},
         {"F3", "the guided lesson: q\xC2\xB7k, \xC3\xB7\xE2\x88\x9A" "d, the mask, softmax, \xCE\xA3 p\xC2\xB7v, GQA, block_size, the KV cache, step by step on your text"},
@@ -497,6 +499,13 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["lens_grid"] = rect(lens_->open() ? lens_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["rects"]["attribution_grid"] = rect(attribution_->open() ? attribution_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["query"] = state_.query;
+  {
+    const HeatmapPanel::NavState n = heatmap_->nav_state();
+    j["heatmap_nav"] = {{"zoom", n.zoom}, {"fit", n.fit}, {"x0", n.x0}, {"y0", n.y0}, {"tex", {n.tex_w, n.tex_h}},
+                        {"tex_cells", {n.tex_cells.r0, n.tex_cells.r1, n.tex_cells.c0, n.tex_cells.c1}},
+                        {"rebuilds", n.rebuilds}, {"minimap", n.minimap}, {"strip_row", n.strip_row},
+                        {"goto_error", n.goto_error}};
+  }
   for (const Panel* p : panels_)  // every window drawn last frame, by title
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));

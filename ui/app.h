@@ -50,6 +50,8 @@ struct AppOptions {
   bool lens = false;         // open the Logit lens panel
   bool attribution = false;  // open the Direct logit attribution panel
   int query = -1;            // the text view's query (window position); −1 keeps the last token
+  float heatmap_zoom = 0.f;  // > 0: the heatmap's zoom at the start, pixels per cell (clamped)
+  int heatmap_center = -1;   // ≥ 0: the heatmap centred on this token's row and column at the start
   Ablation ablation;         // heads switched off at the start
 };
 

@@ -1,5 +1,7 @@
 #include "ui/heatmap_panel.h"
 
+#include <imgui_internal.h>  // SetItemUsingMouseWheel
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include "core/engine/rollout.h"
 #include "ui/fonts.h"
 #include "ui/imgui_util.h"
+#include "ui/text_view.h"
 
 namespace attnviz::ui {
 
@@ -73,9 +76,31 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::PopItemWidth();
   ImGui::SameLine();
   if (ImGui::SmallButton("fit")) s.cell_px = 0.f;
-  help_marker("Ctrl + mouse wheel over the matrix zooms, the scrollbars move; 'fit' shows the whole matrix.\n"
-              "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
-              "(without Alt when the text box is not focused; 1\xE2\x80\xA6" "9 pick a stage).");
+  ImGui::SameLine();
+  draw_go_to(ctx);
+  ImGui::SameLine();
+  help_marker(
+      "Mouse wheel over the matrix zooms about the pointer (from the whole matrix to 64 px per cell); "
+      "drag pans; a click selects a cell (its row becomes the query); Home or 'fit' shows the whole "
+      "matrix; 'go to' centres a token's row and column. Zoomed in, the minimap in the corner shows "
+      "where you are: click or drag in it to move. The strip under the matrix shows the hovered (or "
+      "selected) row's weights as bars, its strongest keys named. Where cells are smaller than a "
+      "pixel, each pixel shows the largest value of its cells (signed stages: the largest magnitude).\n"
+      "Keys: Alt+\xE2\x86\x91/\xE2\x86\x93 layer, Alt+\xE2\x86\x90/\xE2\x86\x92 head, Alt+PgUp/PgDn stage "
+      "(without Alt when the text box is not focused; 1\xE2\x80\xA6"
+      "9 pick a stage).");
+  if (!goto_error_.empty()) ImGui::TextColored(ImVec4(1.f, 0.45f, 0.4f, 1.f), "%s", goto_error_.c_str());
+}
+
+HeatmapPanel::NavState HeatmapPanel::nav_state() const {
+  NavState n;
+  n.zoom = view_.zoom, n.fit = view_.fit, n.x0 = view_.x0, n.y0 = view_.y0;
+  n.tex_w = tex_w_, n.tex_h = tex_h_, n.tex_cells = tex_cells_;
+  n.rebuilds = rebuilds_;
+  n.minimap = view_.zoomed() && image_rect_.z > 0.f;
+  n.strip_row = strip_row_;
+  n.goto_error = goto_error_;
+  return n;
 }
 
 void HeatmapPanel::draw_tabs(FrameContext& ctx) {
@@ -145,83 +170,378 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   draw_colorbar(ctx, avail.y);
 }
 
-void HeatmapPanel::upload_if_changed(FrameContext& ctx) {
+namespace {
+// How a stage's cells become texels: weights (probs, rollout) keep the largest value of a
+// block, signed stages the value of largest magnitude; the cells drawn as masked (the
+// future, a local layer's hidden keys) are left out of the blocks of probs, masked and
+// rollout, so a block is grey or brown only when all of it is.
+PoolMode pool_mode(bool rollout, Stage st) {
+  return rollout || !stage_is_signed(st) ? PoolMode::Max : PoolMode::Extreme;
+}
+PoolMask pool_mask(bool rollout, Stage st, int window) {
+  if (rollout) return PoolMask{true, 0};
+  if (st == Stage::Probs || st == Stage::Masked) return PoolMask{true, window};
+  return PoolMask{};
+}
+constexpr int kMaxTexels = 8192;                         // per side: within every GL's texture size limit
+constexpr double kInteractionS = 0.15;                   // a wheel or drag this recent: build coarse, refine after
+constexpr float kGoToCellPx = 16.f;                      // "go to" zooms in to at least this (labels readable)
+const ImU32 kSelectColor = IM_COL32(255, 90, 200, 255);  // apart from the lesson's cyan and the hover's yellow
+const ImU32 kTopKeyColor = IM_COL32(255, 150, 30, 255);  // the text view's strongest-key colour
+}  // namespace
+
+const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
   const AppState& s = ctx.state;
   const LayerTrace& lt = ctx.trace.layers[s.layer];
-  const Stage stage = s.stage;
+  Key key;
   if (rollout_) {
-    const Key key{ctx.snap.trace_serial, s.layer, -1, Stage::Probs, s.probs_colormap, true};
-    if (key == key_ && tex_.valid()) return;
-    const int T = ctx.trace.T();
-    values_ = attention_rollout(ctx.trace, s.layer);  // (T, T)
-    range_ = ValueRange{0.f, 1.f, true};
-    colorize_rgba(s.probs_colormap, values_.data(), T, T, range_, rgba_, /*causal_mask=*/true);
-    tex_.upload(T, T, rgba_);
+    key = Key{ctx.snap.trace_serial, s.layer, -1, Stage::Probs, s.probs_colormap, true};
+  } else {
+    const Stage st = s.stage;
+    const int hi = stage_is_kv(st) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
+    key = Key{ctx.snap.trace_serial, s.layer, hi, st, stage_is_signed(st) ? Colormap::Diverging : s.probs_colormap};
+  }
+  Key same_data = key;
+  same_data.cmap = key_.cmap;  // a new colormap recolours, the data stays
+  if (data_ && key_trace_ == &ctx.trace && same_data == key_) {
+    if (key.cmap != key_.cmap) tex_stale_ = mini_stale_ = true;
     key_ = key;
-    cmap_ = s.probs_colormap;
+    cmap_ = key.cmap;
+    return data_;
+  }
+  if (key.rollout) {
+    values_ = attention_rollout(ctx.trace, s.layer);  // (T, T)
+    data_ = values_.data();
+    range_ = ValueRange{0.f, 1.f, true};
+  } else {
+    data_ = lt.head_values(key.stage, key.head, values_);  // derived or compact: computed into values_
+    range_ = key.stage == Stage::Probs ? ValueRange{0.f, 1.f, true}
+                                       : symmetric_range(data_, static_cast<int64_t>(rows) * cols);
+  }
+  key_ = key;
+  key_trace_ = &ctx.trace;
+  cmap_ = key.cmap;
+  tex_stale_ = mini_stale_ = true;
+  return data_;
+}
+
+// Pools the cells `src` of (rows, cols) `data` into an (h, w) texture, coloured, with a local
+// layer's hidden keys in their brown. h, w: the grid asked for, then the one built.
+void HeatmapPanel::build_texture(Texture& tex, const float* data, int rows, int cols, const CellRect& src, int* h,
+                                 int* w) {
+  const PoolMask mask = pool_mask(key_.rollout, key_.stage, pool_window_);
+  pool_cells(data, rows, cols, src, *h, *w, pool_mode(key_.rollout, key_.stage), mask, pooled_, h, w);
+  if (pooled_.empty()) return;
+  colorize_rgba(cmap_, pooled_.data(), *h, *w, range_, rgba_);
+  if (mask.window > 0)
+    for (int y = 0; y < *h; ++y)
+      for (int x = 0; x < *w; ++x) {
+        const size_t k = static_cast<size_t>(y) * *w + x;
+        if (pooled_[k] != -std::numeric_limits<float>::infinity() ||
+            !block_outside_window(texel_block(src, *h, *w, y, x), mask.window))
+          continue;
+        rgba_[k * 4 + 0] = kOutsideWindowRgb.r, rgba_[k * 4 + 1] = kOutsideWindowRgb.g,
+                      rgba_[k * 4 + 2] = kOutsideWindowRgb.b;
+      }
+  tex.upload(*w, *h, rgba_);
+  ++rebuilds_;
+}
+
+// The texture covers the cells in view and a quarter of the view more on each side (small
+// pans and zooms reuse it), at the resolution on screen. Rebuilt when the data changed, when
+// the view leaves it, or when its texels would be smaller than a pixel (a texel would be
+// skipped); refined when its texels are larger than a pixel but not yet cells, once the
+// wheel and the drag have rested for kInteractionS (while they move: a coarser grid).
+void HeatmapPanel::update_texture(const float* data, int rows, int cols, bool interacting) {
+  refine_pending_ = false;
+  const CellRect vis = visible_cells(view_);
+  if (vis.empty() || !data) return;
+  auto texel_px = [&](int cells, int texels) {
+    return texels > 0 ? view_.zoom * static_cast<float>(cells) / static_cast<float>(texels) : 0.f;
+  };
+  const float tx = texel_px(tex_cells_.cols(), tex_w_), ty = texel_px(tex_cells_.rows(), tex_h_);
+  const bool must = tex_stale_ || !tex_.valid() || !tex_cells_.contains(vis) || tx < 0.999f || ty < 0.999f;
+  const bool coarse = (tex_w_ < tex_cells_.cols() && tx > 1.25f) || (tex_h_ < tex_cells_.rows() && ty > 1.25f);
+  if (!must && !coarse) return;
+  if (!must && interacting) {
+    refine_pending_ = true;
     return;
   }
-  const std::vector<int64_t> shape = lt.shape(stage);
-  const int hi = stage_is_kv(stage) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
-  const int rows = static_cast<int>(shape[1]), cols = static_cast<int>(shape[2]);
-  const Colormap cmap = stage_is_signed(stage) ? Colormap::Diverging : s.probs_colormap;
-  const Key key{ctx.snap.trace_serial, s.layer, hi, stage, cmap};
-  if (key == key_ && tex_.valid()) return;
-  const float* data = lt.head_values(stage, hi, values_);  // scaled/masked: derived into values_
-  const int64_t n = static_cast<int64_t>(rows) * cols;
-  range_ = stage == Stage::Probs ? ValueRange{0.f, 1.f, true} : symmetric_range(data, n);
-  colorize_rgba(cmap, data, rows, cols, range_, rgba_, /*causal_mask=*/stage == Stage::Probs);
-  if (stage == Stage::Masked || stage == Stage::Probs) paint_outside_window(rgba_, rows, cols, lt.window);
-  tex_.upload(cols, rows, rgba_);
-  key_ = key;
-  cmap_ = cmap;
+  const int pr = std::max(1, vis.rows() / 4), pc = std::max(1, vis.cols() / 4);
+  const CellRect src{std::max(0, vis.r0 - pr), std::min(rows, vis.r1 + pr), std::max(0, vis.c0 - pc),
+                     std::min(cols, vis.c1 + pc)};
+  int h = 0, w = 0;
+  texel_grid(src, interacting ? view_.zoom / 1.44f : view_.zoom, &h, &w);
+  h = std::min(h, kMaxTexels), w = std::min(w, kMaxTexels);
+  build_texture(tex_, data, rows, cols, src, &h, &w);
+  tex_cells_ = src, tex_h_ = h, tex_w_ = w;
+  tex_stale_ = false;
+  refine_pending_ = interacting && (w < src.cols() || h < src.rows()) && view_.zoom * src.cols() / w > 1.25f;
+}
+
+ImVec4 HeatmapPanel::minimap_rect(ImVec2 vp0, ImVec2 vp) const {
+  if (!view_.zoomed() || view_.rows <= 0 || view_.cols <= 0) return ImVec4(0, 0, 0, 0);
+  const float side = std::clamp(std::min(vp.x, vp.y) * 0.28f, 48.f, 220.f);
+  const float aspect = static_cast<float>(view_.cols) / static_cast<float>(view_.rows);
+  const float w = std::max(12.f, aspect >= 1.f ? side : side * aspect),
+              h = std::max(12.f, aspect >= 1.f ? side / aspect : side);
+  const float margin = std::max(6.f, ImGui::GetFontSize() * 0.5f);
+  return ImVec4(vp0.x + vp.x - w - margin, vp0.y + vp.y - h - margin, w, h);
+}
+
+// Zoomed in: the whole matrix small in the bottom-right corner, the view framed on it.
+void HeatmapPanel::draw_minimap(const float* data, ImVec2 vp0, ImVec2 vp) {
+  const ImVec4 r = minimap_rect(vp0, vp);
+  if (r.z <= 0.f || !data) return;
+  int h = std::min(view_.rows, static_cast<int>(r.w)), w = std::min(view_.cols, static_cast<int>(r.z));
+  if (mini_stale_ || !mini_.valid() || h != mini_h_ || w != mini_w_) {
+    mini_h_ = h, mini_w_ = w;
+    build_texture(mini_, data, view_.rows, view_.cols, CellRect{0, view_.rows, 0, view_.cols}, &h, &w);
+    mini_stale_ = false;
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 a(r.x, r.y), b(r.x + r.z, r.y + r.w);
+  dl->AddRectFilled(a - ImVec2(3, 3), b + ImVec2(3, 3), IM_COL32(20, 20, 24, 230));
+  dl->AddImage(mini_.id(), a, b);
+  // The view: [x0, x0 + vw / zoom) × [y0, y0 + vh / zoom) cells, clipped to the matrix.
+  const float sx = r.z / static_cast<float>(view_.cols), sy = r.w / static_cast<float>(view_.rows);
+  const ImVec2 v0(a.x + std::max(0.f, view_.x0) * sx, a.y + std::max(0.f, view_.y0) * sy);
+  const ImVec2 v1(std::min(b.x, a.x + (view_.x0 + view_.vw / view_.zoom) * sx),
+                  std::min(b.y, a.y + (view_.y0 + view_.vh / view_.zoom) * sy));
+  dl->AddRectFilled(v0, ImVec2(std::max(v1.x, v0.x + 2.f), std::max(v1.y, v0.y + 2.f)), IM_COL32(255, 255, 255, 50));
+  dl->AddRect(v0 - ImVec2(1, 1), ImVec2(std::max(v1.x, v0.x + 2.f), std::max(v1.y, v0.y + 2.f)) + ImVec2(1, 1),
+              IM_COL32(255, 220, 0, 255), 0.f, 0, 2.f);
+  dl->AddRect(a - ImVec2(3, 3), b + ImVec2(3, 3), ImGui::GetColorU32(ImGuiCol_Border));
+}
+
+void HeatmapPanel::handle_input(FrameContext& ctx, const MatrixLayout& m, ImVec2 vp0, ImVec2 vp) {
+  ImGuiIO& io = ImGui::GetIO();
+  const double now = ImGui::GetTime();
+  ImGui::SetCursorScreenPos(vp0);
+  ImGui::InvisibleButton("##cells", ImVec2(std::max(vp.x, 1.f), std::max(vp.y, 1.f)));
+  ImGui::SetItemUsingMouseWheel();  // the wheel zooms; the window does not scroll
+  const bool hovered = ImGui::IsItemHovered();
+  const ImVec4 mr = minimap_rect(vp0, vp);
+  auto in_minimap = [&](ImVec2 p) {
+    return mr.z > 0.f && p.x >= mr.x && p.y >= mr.y && p.x < mr.x + mr.z && p.y < mr.y + mr.w;
+  };
+  if (hovered && io.MouseWheel != 0.f) {
+    const ImVec2 p = io.MousePos - vp0;
+    zoom_at(view_, view_.zoom * std::pow(1.2f, io.MouseWheel), p.x, p.y);
+    last_input_ = now;
+  }
+  if (ImGui::IsItemActivated()) {
+    drag_ = in_minimap(io.MousePos) ? Drag::Minimap : Drag::Pan;
+    moved_ = false;
+  }
+  if (ImGui::IsItemActive()) {
+    if (drag_ == Drag::Minimap && mr.z > 0.f) {  // the view's centre follows the pointer on the minimap
+      center_on(view_, std::clamp((io.MousePos.x - mr.x) / mr.z, 0.f, 1.f) * static_cast<float>(m.cols),
+                std::clamp((io.MousePos.y - mr.y) / mr.w, 0.f, 1.f) * static_cast<float>(m.rows));
+      last_input_ = now;
+    } else if (drag_ == Drag::Pan) {
+      if (!moved_ && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {  // past the click threshold: a drag
+        moved_ = true;
+        const ImVec2 d = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
+        pan_by(view_, d.x, d.y);
+      } else if (moved_) {
+        pan_by(view_, io.MouseDelta.x, io.MouseDelta.y);
+      }
+      if (moved_) {
+        ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeAll);
+        last_input_ = now;
+      }
+    }
+  }
+  if (ImGui::IsItemDeactivated()) {
+    if (drag_ == Drag::Pan && !moved_) {  // a click: select the cell (its row becomes the query)
+      const ImVec2 p = io.MouseClickedPos[0] - vp0;
+      int i = -1, j = -1;
+      if (cell_at(view_, p.x, p.y, &i, &j)) {
+        sel_i_ = i, sel_j_ = j;
+        ctx.state.query = i;
+      }
+    }
+    drag_ = Drag::None;
+    moved_ = false;
+  }
+  if (hovered && !io.WantTextInput && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) fit_view(view_);
+}
+
+void HeatmapPanel::apply_go_to(FrameContext& ctx, int i, int rows, int cols) {
+  std::string msg;
+  if (!parse_token_index(std::to_string(i), rows, &i, &msg)) {
+    goto_error_ = msg;
+    return;
+  }
+  goto_error_.clear();
+  if (!view_.zoomed()) zoom_at(view_, std::min(kGoToCellPx, view_.max_zoom()), 0.f, 0.f);  // a zoom chosen stays
+  const bool square = rows == cols;
+  center_on(view_, square ? static_cast<float>(i) + 0.5f : view_.cell_x(view_.vw * 0.5f), static_cast<float>(i) + 0.5f);
+  sel_i_ = i, sel_j_ = square ? i : -1;
+  ctx.state.query = i;
+}
+
+void HeatmapPanel::draw_go_to(FrameContext& ctx) {
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4.5f);
+  if (ImGui::InputTextWithHint("##goto", "go to", goto_buf_, sizeof goto_buf_, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    int i = -1;
+    std::string msg;
+    if (parse_token_index(goto_buf_, ctx.trace.T(), &i, &msg))
+      pending_goto_ = i;
+    else
+      goto_error_ = msg;
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "go to token i: type its index (0 \xE2\x80\xA6 %d) and Enter; the view centres on its row and column",
+        ctx.trace.T() - 1);
 }
 
 void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
-  const std::vector<int64_t> shape = tr.layers[s.layer].shape(rollout_ ? Stage::Probs : s.stage);
+  const LayerTrace& lt = tr.layers[s.layer];
+  const std::vector<int64_t> shape = lt.shape(rollout_ ? Stage::Probs : s.stage);
   MatrixLayout m;
   m.rows = static_cast<int>(shape[1]), m.cols = static_cast<int>(shape[2]);
   m.square = rollout_ || stage_is_square(s.stage);
-  upload_if_changed(ctx);
+  pool_window_ = rollout_ ? 0 : lt.window;
+  const float* data = matrix_data(ctx, m.rows, m.cols);
 
-  // Labels: token text down the left (rows = tokens), token text or dimension on top.
+  // Labels: token text down the left (rows = tokens), token text or dimension on top; made
+  // once per trace.
   const float fs = ImGui::GetFontSize();
-  m.row_labels.resize(m.rows);
-  for (int i = 0; i < m.rows; ++i) {
-    m.row_labels[i] = chip_label_in_window(ctx.snap.labels, tr, i, ctx.model);
-    m.label_w = std::max(m.label_w, ImGui::CalcTextSize(m.row_labels[i].c_str()).x);
+  if (labels_serial_ != ctx.snap.trace_serial || static_cast<int>(label_cache_.size()) != m.rows || label_font_ != fs) {
+    label_cache_.resize(m.rows);
+    label_w_ = 0.f;
+    for (int i = 0; i < m.rows; ++i) {
+      label_cache_[i] = chip_label_in_window(ctx.snap.labels, tr, i, ctx.model);
+      label_w_ = std::max(label_w_, ImGui::CalcTextSize(label_cache_[i].c_str()).x);
+    }
+    labels_serial_ = ctx.snap.trace_serial;
+    label_font_ = fs;
   }
+  m.row_labels = &label_cache_;
+  m.label_w = label_w_;
   m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
   m.top = fs * 1.4f;
+  // The weights of a row as bars under the matrix; presenting, the room goes to the matrix.
+  const bool strip = m.square && !s.presentation;
+  const float strip_h = strip ? fs * 3.6f : 0.f;
 
-  fit_cell_ = std::min((width - m.left - fs) / static_cast<float>(m.cols), (height - m.top - fs) / static_cast<float>(m.rows));
-  // Whole pixels per cell keep the cells even; presenting, the matrix fills its room instead.
-  fit_cell_ = std::clamp(fit_cell_ >= 3.f && !s.presentation ? std::floor(fit_cell_) : fit_cell_, 0.5f, 64.f);
-  m.cell = s.cell_px > 0.f ? s.cell_px : fit_cell_;
-  m.img = ImVec2(m.cell * static_cast<float>(m.cols), m.cell * static_cast<float>(m.rows));
-
-  ImGuiIO& io = ImGui::GetIO();
   ImGui::BeginChild("matrix", ImVec2(width, height), false,
-                    ImGuiWindowFlags_HorizontalScrollbar | (io.KeyCtrl ? ImGuiWindowFlags_NoScrollWithMouse : 0));
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   m.origin = ImGui::GetCursorScreenPos();
-  m.p0 = m.origin + ImVec2(m.left, m.top);
-  ImGui::SetCursorScreenPos(m.p0);
-  ImGui::Image(tex_.id(), m.img);
-  const bool hovered = ImGui::IsItemHovered();
-  image_rect_ = ImVec4(m.p0.x, m.p0.y, m.img.x, m.img.y);
-  // Content size for the scrollbars.
-  ImGui::SetCursorScreenPos(m.origin);
-  ImGui::Dummy(ImVec2(m.left + m.img.x + fs * 0.5f, m.top + m.img.y + fs * 0.5f));
-
-  draw_axis_labels(ctx, m);
-  draw_highlights(ctx, m, hovered);
-  if (ImGui::IsWindowHovered() && io.KeyCtrl && io.MouseWheel != 0.f) {
-    const float cur = s.cell_px > 0.f ? s.cell_px : fit_cell_;
-    s.cell_px = std::clamp(cur * std::pow(1.2f, io.MouseWheel), 0.5f, 96.f);
+  m.vp0 = m.origin + ImVec2(m.left, m.top);
+  m.vp = ImVec2(std::max(8.f, width - m.left - fs * 0.5f), std::max(8.f, height - m.top - strip_h - fs * 0.5f));
+  fit_cell_ = std::min(m.vp.x / static_cast<float>(m.cols), m.vp.y / static_cast<float>(m.rows));
+  // Whole pixels per cell keep the cells even; presenting, the matrix fills its room instead.
+  fit_cell_ = std::clamp(fit_cell_ >= 3.f && !s.presentation ? std::floor(fit_cell_) : fit_cell_, 1e-3f, kMaxCellPx);
+  set_frame(view_, m.rows, m.cols, m.vp.x, m.vp.y, fit_cell_);
+  // AppState::cell_px is the zoom the settings keep (0: fit; the "fit" button sets it).
+  if (s.cell_px <= 0.f && view_.zoomed())
+    fit_view(view_);
+  else if (s.cell_px > 0.f && std::fabs(s.cell_px - view_.zoom) > 1e-3f * s.cell_px)
+    zoom_at(view_, s.cell_px, m.vp.x * 0.5f, m.vp.y * 0.5f);
+  if (pending_goto_ >= 0) {
+    apply_go_to(ctx, pending_goto_, m.rows, m.cols);
+    pending_goto_ = -1;
   }
+  handle_input(ctx, m, m.vp0, m.vp);
+  s.cell_px = view_.zoomed() ? view_.zoom : 0.f;
+
+  m.cell = view_.zoom;
+  m.p0 = m.vp0 - ImVec2(view_.x0, view_.y0) * view_.zoom;
+  m.img = ImVec2(m.cell * static_cast<float>(m.cols), m.cell * static_cast<float>(m.rows));
+  m.vis = visible_cells(view_);
+  update_texture(data, m.rows, m.cols, ImGui::GetTime() - last_input_ < kInteractionS);
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 shown(std::min(m.vp.x, m.img.x),
+                     std::min(m.vp.y, m.img.y));  // the part of the viewport the matrix covers
+  image_rect_ = ImVec4(m.vp0.x, m.vp0.y, shown.x, shown.y);
+  dl->PushClipRect(m.vp0, m.vp0 + shown, true);
+  if (tex_.valid())
+    dl->AddImage(tex_.id(),
+                 m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
+                 m.p0 + ImVec2(static_cast<float>(tex_cells_.c1), static_cast<float>(tex_cells_.r1)) * m.cell);
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const ImVec4 mr = minimap_rect(m.vp0, m.vp);
+  const bool over_minimap =
+      mr.z > 0.f && mouse.x >= mr.x && mouse.y >= mr.y && mouse.x < mr.x + mr.z && mouse.y < mr.y + mr.w;
+  const bool hovered = ImGui::IsItemHovered() && drag_ != Drag::Minimap && !moved_ && !over_minimap &&
+                       mouse.x < m.vp0.x + shown.x && mouse.y < m.vp0.y + shown.y;
+  draw_highlights(ctx, m, hovered);
+  dl->PopClipRect();
+  draw_axis_labels(ctx, m);
+  draw_minimap(data, m.vp0, m.vp);
+  if (strip)
+    draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
+  else
+    strip_row_ = -1;
   ImGui::EndChild();
+}
+
+// Under the matrix: row r's attention weights (the softmax of this head, or the rollout) as
+// bars under the columns in view, max-pooled where columns are narrower than a pixel, and
+// its strongest keys named. r: the hovered row, else the selected one, else the query.
+void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVec2 vp0, ImVec2 vp, float strip_h) {
+  const AppState& s = ctx.state;
+  const Trace& tr = ctx.trace;
+  const int T = m.rows;
+  int r = hover_i_ >= 0 ? hover_i_ : sel_i_ >= 0 && sel_i_ < T ? sel_i_ : s.query >= 0 && s.query < T ? s.query : T - 1;
+  strip_row_ = r;
+  if (r < 0 || T != m.cols) return;
+  const LayerTrace& lt = tr.layers[s.layer];
+  const float* row = rollout_ ? values_.data() + static_cast<size_t>(r) * T
+                              : lt.row_values(Stage::Probs, s.head, r, strip_buf_);  // (T)
+  const TextShading top = shade_tokens(row, T, r, 0, rollout_ ? 0 : lt.window, 5);
+  const float fs = ImGui::GetFontSize();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float y0 = vp0.y + std::min(vp.y, m.img.y) + fs * 0.35f, bar_h = fs * 1.7f;
+  const float x_end = vp0.x + std::min(vp.x, m.img.x);
+  dl->AddRectFilled(ImVec2(vp0.x, y0), ImVec2(x_end, y0 + bar_h), IM_COL32(255, 255, 255, 14));
+  const float top_w = top.max_weight > 0.f ? top.max_weight : 1.f;
+  auto is_top = [&](int j0, int j1) {
+    for (int k : top.top_keys)
+      if (k >= j0 && k < j1) return true;
+    return false;
+  };
+  const ImU32 bar_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  const CellRect cols{0, 1, m.vis.c0, m.vis.c1};
+  int one = 0, bins = 0;
+  texel_grid(cols, m.cell, &one, &bins);  // (1, bins): a bar per column, or per pixel when narrower
+  pool_cells(row, 1, T, cols, 1, bins, PoolMode::Max, PoolMask{}, strip_bins_, nullptr, &bins);
+  dl->PushClipRect(ImVec2(vp0.x, y0), ImVec2(x_end, y0 + bar_h), true);
+  const float gap = m.cell >= 4.f ? 1.f : 0.f;
+  for (int b = 0; b < bins; ++b) {
+    const CellRect blk = texel_block(cols, 1, bins, 0, b);
+    const float v = strip_bins_[b];
+    if (!(v > 0.f)) continue;
+    const float x0 = m.p0.x + static_cast<float>(blk.c0) * m.cell + gap,
+                x1 = std::max(x0 + 1.f, m.p0.x + static_cast<float>(blk.c1) * m.cell - gap);
+    const float hgt = std::max(1.f, std::min(1.f, v / top_w) * bar_h);
+    const ImU32 c = hover_j_ >= blk.c0 && hover_j_ < blk.c1 ? IM_COL32(255, 220, 0, 255)
+                    : is_top(blk.c0, blk.c1)                ? kTopKeyColor
+                                                            : bar_col;
+    dl->AddRectFilled(ImVec2(x0, y0 + bar_h - hgt), ImVec2(x1, y0 + bar_h), c);
+  }
+  dl->PopClipRect();
+  // The row and its strongest keys, one line.
+  std::string line = "row " + std::to_string(r) + " '" + label_cache_[r] + "'" +
+                     (hover_i_ >= 0 ? ""
+                      : sel_i_ == r ? " (selected)"
+                                    : " (query)") +
+                     (rollout_ ? ": rollout" : ": weights") + " (bars: 0 \xE2\x80\xA6 the largest), strongest keys";
+  char buf[64];
+  for (int k : top.top_keys) {
+    std::snprintf(buf, sizeof buf, " %.3f", row[k]);
+    line += "  \xC2\xB7  " + std::to_string(k) + " '" + label_cache_[k] + "'" + buf;
+  }
+  dl->PushClipRect(ImVec2(m.origin.x, y0), ImVec2(x_end + fs * 20.f, y0 + strip_h), true);
+  dl->AddText(ImVec2(vp0.x, y0 + bar_h + fs * 0.25f), ImGui::GetColorU32(ImGuiCol_Text), line.c_str());
+  dl->PopClipRect();
 }
 
 // Axis labels shrink with the cells (down to 60 % of the UI font), then thin out.
@@ -232,33 +552,37 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImU32 hover_col = IM_COL32(255, 220, 0, 255);
-  const ImVec2 clip0 = ImGui::GetWindowPos(), clip1 = clip0 + ImGui::GetWindowSize();
   ImFont* font = ImGui::GetFont();
   // Presenting, labels stay at least 80 % of the (large) font: fewer of them, all readable.
   const float lfs = std::clamp(m.cell * 0.95f, fs * (s.presentation ? 0.8f : 0.6f), fs);
   const float shrink = lfs / fs;
+  const std::vector<std::string>& labels = *m.row_labels;
+  // Only the rows and columns in view; a step's multiples, so labels stay put while panning.
   const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / m.cell)));
-  for (int i = 0; i < m.rows; i += row_step) {
+  dl->PushClipRect(ImVec2(m.origin.x, m.vp0.y - lfs * 0.5f), ImVec2(m.vp0.x, m.vp0.y + m.vp.y + lfs * 0.5f), true);
+  for (int i = m.vis.r0 / row_step * row_step; i < m.vis.r1; i += row_step) {
     const float y = m.p0.y + (static_cast<float>(i) + 0.5f) * m.cell - lfs * 0.5f;
-    if (y < clip0.y - fs || y > clip1.y) continue;
-    const std::string& lab = m.row_labels[i];
+    const std::string& lab = labels[i];
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
-    dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.p0.x - fs * 0.3f, y + lfs), true);
-    dl->AddText(font, lfs, ImVec2(m.p0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col, lab.c_str());
+    dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.vp0.x - fs * 0.3f, y + lfs), true);
+    dl->AddText(font, lfs, ImVec2(m.vp0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col,
+                lab.c_str());
     dl->PopClipRect();
   }
+  dl->PopClipRect();
   // Column labels: the key tokens of a (T, T) matrix, the dimension index of Q, K, V, out.
   const float col_w = m.square ? std::min(m.label_w, fs * 3.f) * shrink + lfs * 0.15f
                                : ImGui::CalcTextSize("000").x * shrink + lfs * 0.3f;
   const int col_step = std::max(1, static_cast<int>(std::ceil(col_w / m.cell)));
-  for (int j = 0; j < m.cols; j += col_step) {
+  dl->PushClipRect(ImVec2(m.vp0.x - col_w * 0.5f, m.origin.y), ImVec2(m.vp0.x + m.vp.x + col_w * 0.5f, m.vp0.y), true);
+  for (int j = m.vis.c0 / col_step * col_step; j < m.vis.c1; j += col_step) {
     const float x = m.p0.x + (static_cast<float>(j) + 0.5f) * m.cell;
-    if (x < clip0.x - col_w || x > clip1.x + col_w) continue;
-    const std::string lab = m.square ? m.row_labels[j] : std::to_string(j);
+    const std::string lab = m.square ? labels[j] : std::to_string(j);
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
     const ImU32 col = m.square ? (j == s.hovered_token ? hover_col : text_col) : dim_col;
     dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), m.origin.y + m.top - lfs - fs * 0.2f), col, lab.c_str());
   }
+  dl->PopClipRect();
 }
 
 // The hovered token's row (as a query) and column (as a key), in every heatmap; under the
@@ -287,10 +611,16 @@ void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, boo
       dl->AddRect(c0 - ImVec2(th, th), c0 + ImVec2(m.cell + th, m.cell + th), lc, 0.f, 0, th * 2.f);
     }
   }
+  if (sel_i_ >= 0 && sel_i_ < m.rows && sel_j_ >= 0 && sel_j_ < m.cols) {  // the selected cell (a click, go to)
+    const ImVec2 c0 = m.p0 + ImVec2(static_cast<float>(sel_j_), static_cast<float>(sel_i_)) * m.cell;
+    dl->AddRect(c0 - ImVec2(th, th), c0 + ImVec2(m.cell + th, m.cell + th), kSelectColor, 0.f, 0, th * 1.5f);
+  }
+  hover_i_ = hover_j_ = -1;
   if (!hovered) return;
-  const ImVec2 mouse = ImGui::GetIO().MousePos - m.p0;
-  const int i = std::clamp(static_cast<int>(mouse.y / m.cell), 0, m.rows - 1);
-  const int j = std::clamp(static_cast<int>(mouse.x / m.cell), 0, m.cols - 1);
+  const ImVec2 mouse = ImGui::GetIO().MousePos - m.vp0;
+  int i = -1, j = -1;
+  if (!cell_at(view_, mouse.x, mouse.y, &i, &j)) return;
+  hover_i_ = i, hover_j_ = j;
   s.hover(i);
   const ImVec2 c0 = m.p0 + ImVec2(static_cast<float>(j) * m.cell, static_cast<float>(i) * m.cell);
   dl->AddRect(c0, c0 + ImVec2(m.cell, m.cell), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
