@@ -134,3 +134,28 @@ if wanted filmstrip-induction-head.png; then
     || { cat "$work/train.log" >&2; exit 1; }
   made filmstrip-induction-head.png
 fi
+
+# A long text: the first 4,400 characters of the GPL (one token per byte) on a random
+# Qwen2.5-0.5B-shaped model (2 of its layers, a 512-token vocabulary), block_size 4096.
+# The heatmap zoomed to 6 px per cell around token 3000 (the minimap shows where), and the
+# text view of query 4000.
+if wanted long-heatmap-4096.png || wanted long-text-view-4096.png; then
+  "$cli" random --preset qwen2.5-0.5b --layers 2 --vocab 512 --out "$work/q05" >/dev/null 2>&1
+  long=$(head -c 4400 /usr/share/common-licenses/GPL-3)
+  if wanted long-heatmap-4096.png; then
+    shot long-heatmap-4096.png --model "$work/q05" --text "$long" --block-size 4096 --layer 1 --head 3 \
+      --heatmap-zoom 6 --heatmap-center 3000
+    made long-heatmap-4096.png
+  fi
+  if wanted long-text-view-4096.png; then
+    shot long-text-view-4096.png --model "$work/q05" --text "$long" --block-size 4096 --layer 1 --head 3 \
+      --text-view --query 4000
+    made long-text-view-4096.png
+  fi
+fi
+
+# The logit lens and the direct logit attribution on the built-in model (its last token).
+if wanted lens-attribution.png; then
+  shot lens-attribution.png --model builtin:fortunes-en --text "$cat2" --layer 1 --head 4 --lens --attribution
+  made lens-attribution.png
+fi
