@@ -111,7 +111,10 @@ void ComparePanel::draw_matrix(FrameContext& ctx, const Trace& b) {
   const float probe = std::floor(std::min(avail.x, avail.y - legend_h) / static_cast<float>(n));
   const bool labels = probe >= fs * 1.1f;
   const float left = labels ? std::round(fs * 7.f) : 0.f;
-  const float cell = std::max(1.f, std::floor(std::min((avail.x - left) / n, (avail.y - legend_h) / n)));
+  // Whole pixels per cell while they fit, else fractions of a pixel (long prompts): the matrix
+  // never runs past the panel.
+  const float fit = std::max(1.f, std::min(avail.x - left, avail.y - legend_h));
+  const float cell = fit >= n ? std::floor(fit / n) : fit / n;
   const float side = cell * static_cast<float>(n);
   const ImVec2 o = ImGui::GetCursorScreenPos(), m0 = o + ImVec2(left, 0);
   ImDrawList* dl = ImGui::GetWindowDrawList();

@@ -156,9 +156,9 @@ void PatchingPanel::draw_grid(FrameContext& ctx, const PatchJob::Status& st, boo
   for (int c = 0; c < cols; c += cstep)
     dl->AddText(ImVec2(g0.x + c * cw, o.y), c == (heads ? ctx.state.head : r.position) ? tc : dim,
                 ((heads ? "h" : "") + std::to_string(c)).c_str());
-  for (int l = 0; l < L; l += lstep)
-    text_centered(dl, ImVec2(o.x, g0.y + l * ch), ImVec2(o.x + label, g0.y + (l + 1) * ch), l == ctx.state.layer ? tc : dim,
-                  "L" + std::to_string(l));
+  for (int l = 0; l < L; l += lstep)  // unclipped: rows may be lower than the text
+    dl->AddText(ImVec2(o.x, g0.y + l * ch + std::max(0.f, (ch - fs) * 0.5f)),
+                l == ctx.state.layer ? tc : dim, ("L" + std::to_string(l)).c_str());
   ImGui::SetCursorScreenPos(g0);
   ImGui::Image(tex_.id(), ImVec2(cw * cols, ch * L), ImVec2(0, 0), ImVec2(1, 1), ImVec4(1, 1, 1, stale ? 0.5f : 1.f));
   grid_rect_ = ImVec4(g0.x, g0.y, cw * cols, ch * L);
