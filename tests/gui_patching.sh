@@ -81,9 +81,10 @@ check "no prompt B" xrun "$app" --text "$a" --compare --patching --screenshot "$
 check "no prompt B: said in both panels" /usr/bin/python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
+assert j["text"] == sys.argv[2], j["text"]  # --text still honoured without --other
 assert "no other prompt" in j["compare"]["message"], j["compare"]
 assert "no other prompt" in j["patching"]["message"] and "grid" not in j["patching"], j["patching"]
-' "$work/none.png.json"
+' "$work/none.png.json" "$a"
 
 check "every band open" xrun "$app" --text "$a" --other "$b" --compare --patching --lens --attribution --text-view \
   --screenshot "$work/all.png"

@@ -69,8 +69,8 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (fs::exists(rnd / "config.json")) random_dir_ = rnd.string();
 
   if (opt.text_given) state_.text = opt.text;
-  if (!opt.other.empty()) state_.other_text = opt.other;
   else if (state_.text.empty() || opt.screenshot) state_.text = default_text(state_.model_spec);
+  if (!opt.other.empty()) state_.other_text = opt.other;
   if (opt.layer >= 0) state_.layer = opt.layer;
   if (opt.head >= 0) state_.head = opt.head;
   stage_from_name(opt.stage, &state_.stage);  // "" or an unknown name keeps the saved tab
