@@ -5,6 +5,7 @@
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
 //           [--train-steps N] [--text-view] [--lens] [--attribution] [--query I] [--size WxH]
 //           [--heatmap-zoom Z] [--heatmap-center I]
+//           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
@@ -18,6 +19,10 @@
 // --heatmap-zoom Z starts the heatmap zoomed to Z pixels per cell (clamped to fit … 64);
 // --heatmap-center I centres it on token I's row and column, selects that cell and makes I
 // the query (at least 16 px per cell; out of range: the go-to field's message, nothing moves).
+// --other sets prompt B (the other prompt, under the text); --compare opens the Compare prompts
+// panel (A's and B's attention for the selected head, or A − B) and --patching the Activation
+// patching panel (B's head outputs or residual stream put into A's run; --patch-grid picks the
+// grid), which then computes its first grid whatever its size; both go under the heatmap.
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -129,6 +134,13 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_flag("--text-view", opt.text_view, "open the Text view panel (the text shaded by the weights the query gives it; also in the View menu)");
   cli.add_flag("--lens", opt.lens, "open the Logit lens panel (what each layer would predict at each position; also in the View menu)");
   cli.add_flag("--attribution", opt.attribution, "open the Direct logit attribution panel (each head's and MLP's share of a logit at the query; also in the View menu)");
+  cli.add_option("--other", opt.other, "prompt B, the other prompt: compared with the text and patched into its run (also typed under the text)");
+  cli.add_flag("--compare", opt.compare, "open the Compare prompts panel (the selected head's attention on the text, on --other, or the difference; also in the View menu)");
+  cli.add_flag("--patching", opt.patching, "open the Activation patching panel and compute its grid (--other's activations put into the text's run; also in the View menu)");
+  cli.add_option_function<std::string>(
+         "--patch-grid", [&opt](const std::string& g) { opt.patch_resid = g == "resid"; },
+         "the patching grid: heads (layers x heads, default) or resid (layers x positions)")
+      ->check(CLI::IsMember({"heads", "resid"}));
   cli.add_option("--query", opt.query, "the text view's query: a position in the window (default: the last token; past the end: the last)")->check(CLI::NonNegativeNumber);
   cli.add_option("--heatmap-zoom", opt.heatmap_zoom, "the heatmap's zoom at the start, pixels per cell (clamped from fit-to-panel to 64)")
       ->check(CLI::PositiveNumber);

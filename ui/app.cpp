@@ -16,11 +16,13 @@
 #include "ui/head_stats_panel.h"
 #include "ui/heatmap_panel.h"
 #include "ui/attribution_panel.h"
+#include "ui/compare_panel.h"
 #include "ui/importance_panel.h"
 #include "ui/lens_panel.h"
 #include "ui/lesson_panel.h"
 #include "ui/model_panel.h"
 #include "ui/next_token_panel.h"
+#include "ui/patching_panel.h"
 #include "ui/status_bar.h"
 #include "ui/text_panel.h"
 #include "ui/text_view_panel.h"
@@ -68,6 +70,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
 
   if (opt.text_given) state_.text = opt.text;
   else if (state_.text.empty() || opt.screenshot) state_.text = default_text(state_.model_spec);
+  if (!opt.other.empty()) state_.other_text = opt.other;
   if (opt.layer >= 0) state_.layer = opt.layer;
   if (opt.head >= 0) state_.head = opt.head;
   stage_from_name(opt.stage, &state_.stage);  // "" or an unknown name keeps the saved tab
@@ -91,14 +94,19 @@ App::App(const AppOptions& opt) : opt_(opt) {
   text_view_ = std::make_unique<TextViewPanel>();
   lens_ = std::make_unique<LensPanel>();
   attribution_ = std::make_unique<AttributionPanel>();
+  compare_ = std::make_unique<ComparePanel>();
+  patching_ = std::make_unique<PatchingPanel>();
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
              training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
-             attribution_.get()};
+             attribution_.get(), compare_.get(), patching_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
   if (opt.text_view) *text_view_->p_open() = true;
   if (opt.lens) *lens_->p_open() = true;
   if (opt.attribution) *attribution_->p_open() = true;
+  if (opt.compare) *compare_->p_open() = true;
+  if (opt.patching) *patching_->p_open() = true, patching_->compute_at_start();
+  if (opt.patch_resid) patching_->set_kind(PatchKind::Resid);
   if (opt.query >= 0) state_.query = opt.query;  // clamped to the window when drawn
   if (opt.heatmap_zoom > 0.f) state_.cell_px = opt.heatmap_zoom;
   if (opt.heatmap_center >= 0) heatmap_->go_to(opt.heatmap_center);
@@ -156,7 +164,8 @@ bool App::settled() const {
   return !worker_.busy() && worker_.latest()->trace_serial == shown_serial_ && (!typing_ || typing_->finished()) &&
          (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model())) &&
          (!importance_->open() || importance_->idle()) && (!lens_->open() || lens_->idle()) &&
-         (!attribution_->open() || attribution_->idle());
+         (!attribution_->open() || attribution_->idle()) && !other_worker_.busy() &&
+         (!patching_->open() || patching_->idle());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -167,7 +176,8 @@ void App::after_present(double ui_ms, double draw_ms) {
 bool App::animating() const {
   return !first_answer() || worker_.busy() || typing_ || (training_->open() && !training_->settled()) ||
          (importance_->open() && !importance_->idle()) || (lens_->open() && !lens_->idle()) ||
-         (attribution_->open() && !attribution_->idle()) || heatmap_->refining();
+         (attribution_->open() && !attribution_->idle()) || heatmap_->refining() || other_worker_.busy() ||
+         (patching_->open() && !patching_->idle());
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
@@ -185,6 +195,17 @@ void App::post_if_changed() {
   if (r != posted_) {
     posted_ = r;
     posted_serial_ = worker_.post(r);
+  }
+  // Prompt B: the model A's answer runs (no second load), on the CPU, in the same window.
+  if (state_.other_text.empty() || !snap_ || !snap_->model) return;
+  Request b = r;
+  b.model = snap_->model;
+  b.model_spec = snap_->model->name;
+  b.backend = "cpu";
+  b.text = state_.other_text;
+  if (b != posted_other_) {
+    posted_other_ = b;
+    other_worker_.post(b);
   }
 }
 
@@ -282,24 +303,33 @@ void App::layout(bool force) {
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
   const bool tv = text_view_->open(), lens = lens_->open(), attr = attribution_->open();
-  const int bands = (tv ? 1 : 0) + (lens || attr ? 1 : 0);
+  const bool cmp = compare_->open(), patch = patching_->open();
+  const int bands = (tv ? 1 : 0) + (lens || attr ? 1 : 0) + (cmp || patch ? 1 : 0);
   if (bands == 0) {
     heatmap_->place(pos, size, force);
     return;
   }
-  // Under the heatmap: the text view, then the logit lens and the attribution side by side
-  // (each the whole width when alone). The heatmap keeps 55 % with one band, 40 % with two.
-  const float hh = std::round(size.y * (bands == 1 ? 0.55f : 0.4f));
+  // Under the heatmap: the text view, then the logit lens and the attribution side by side,
+  // then the prompt comparison and the patching side by side (each the whole width when
+  // alone). The heatmap keeps 55 % with one band, 40 % with two, 31 % with three.
+  const float hh = std::round(size.y * (bands == 1 ? 0.55f : bands == 2 ? 0.4f : 0.31f));
   heatmap_->place(pos, ImVec2(size.x, hh), force);
   float y = pos.y + hh;
+  const float band_h = std::round((size.y - hh) / bands);
+  const auto band = [&](bool last) { return last ? pos.y + size.y - y : band_h; };  // the last takes the rest
   if (tv) {
-    const float h = bands == 1 ? pos.y + size.y - y : std::round((size.y - hh) * 0.5f);
+    const float h = band(bands == 1);
     text_view_->place(ImVec2(pos.x, y), ImVec2(size.x, h), force);
     y += h;
   }
-  const float h = pos.y + size.y - y, lw = lens && attr ? std::round(size.x * 0.5f) : size.x;
-  lens_->place(ImVec2(pos.x, y), ImVec2(lw, h), force);
-  attribution_->place(ImVec2(pos.x + (lens ? lw : 0.f), y), ImVec2(size.x - (lens ? lw : 0.f), h), force);
+  const auto pair = [&](Panel& left, bool l_open, Panel& right, bool r_open, bool last) {
+    const float h = band(last), lw = l_open && r_open ? std::round(size.x * 0.5f) : size.x;
+    left.place(ImVec2(pos.x, y), ImVec2(lw, h), force);
+    right.place(ImVec2(pos.x + (l_open ? lw : 0.f), y), ImVec2(size.x - (l_open ? lw : 0.f), h), force);
+    if (l_open || r_open) y += h;
+  };
+  pair(*lens_, lens, *attribution_, attr, !(cmp || patch));
+  pair(*compare_, cmp, *patching_, patch, true);
 }
 
 void App::menu_bar() {
@@ -442,8 +472,7 @@ void App::frame() {
   const Trace& trace = snap.trace && snap.model && snap.trace->layers.size() == static_cast<size_t>(snap.model->config.n_layer)
                            ? *snap.trace
                            : empty_trace_;
-  FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_};
-  ctx.notice = notice_;
+  FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_, -1.0, notice_};
   ctx.frame_ms = last_frame_ms_;
   const auto now = std::chrono::steady_clock::now();
   if (!worker_.busy()) busy_since_.reset();
@@ -462,15 +491,23 @@ void App::frame() {
   // Training or the lesson opened or closed: the left column changes (see layout()).
   if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
       text_view_->open() != laid_out_text_view_ || lens_->open() != laid_out_lens_ ||
-      attribution_->open() != laid_out_attribution_) {
+      attribution_->open() != laid_out_attribution_ || compare_->open() != laid_out_compare_ ||
+      patching_->open() != laid_out_patching_) {
     force_layout_ = true;
     laid_out_training_ = training_->open();
     laid_out_lesson_ = lesson_->open();
     laid_out_text_view_ = text_view_->open();
     laid_out_lens_ = lens_->open();
     laid_out_attribution_ = attribution_->open();
+    laid_out_compare_ = compare_->open();
+    laid_out_patching_ = patching_->open();
   }
   if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
+  // Prompt B's newest answer, once there is a prompt B.
+  std::shared_ptr<const Snapshot> other = state_.other_text.empty() ? nullptr : other_worker_.latest();
+  compare_->set_other(other);
+  patching_->set_other(other);
+  next_->set_other(other);
   layout(force_layout_);
   force_layout_ = false;
   for (Panel* p : panels_)
@@ -498,6 +535,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["rects"]["text_view"] = rect(text_view_->open() ? text_view_->text_rect() : ImVec4(0, 0, 0, 0));
   j["rects"]["lens_grid"] = rect(lens_->open() ? lens_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["rects"]["attribution_grid"] = rect(attribution_->open() ? attribution_->grid_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["compare_matrix"] = rect(compare_->open() ? compare_->matrix_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["patching_grid"] = rect(patching_->open() ? patching_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["query"] = state_.query;
   {
     const HeatmapPanel::NavState n = heatmap_->nav_state();
@@ -516,6 +555,21 @@ std::string App::sidecar_json(float sx, float sy) const {
     if (st.result)
       j["attribution"].update({{"position", st.result->position}, {"target_ids", st.result->target_ids},
                                {"logit", st.result->logit}, {"sum", st.result->sum}});
+  }
+  if (compare_->open()) {
+    const ComparePanel::Shown& c = compare_->shown();
+    j["compare"] = {{"Ta", c.ta}, {"Tb", c.tb}, {"n", c.n}, {"view", compare_view_label(c.view)},
+                    {"max_abs_diff", c.max_abs_diff}, {"message", c.message}};
+  }
+  if (patching_->open()) {
+    const PatchJob::Status st = patching_->status();
+    j["patching"] = {{"kind", patching_->kind() == PatchKind::Heads ? "heads" : "resid"}, {"message", patching_->message()},
+                     {"error", st.error}, {"current", st.current}, {"ms", st.ms},
+                     {"frames_while_running", patching_->frames_while_running()}};
+    if (st.result)
+      j["patching"].update({{"metric", st.result->metric}, {"position", st.result->position},
+                            {"target_ids", st.result->target_ids}, {"clean", st.result->clean},
+                            {"other", st.result->other}, {"grid", st.result->grid}, {"passes", st.result->passes}});
   }
   j["presentation"] = state_.presentation;
   j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};

@@ -32,6 +32,8 @@ class LessonPanel;
 class TextViewPanel;
 class LensPanel;
 class AttributionPanel;
+class ComparePanel;
+class PatchingPanel;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -52,6 +54,10 @@ struct AppOptions {
   int query = -1;            // the text view's query (window position); −1 keeps the last token
   float heatmap_zoom = 0.f;  // > 0: the heatmap's zoom at the start, pixels per cell (clamped)
   int heatmap_center = -1;   // ≥ 0: the heatmap centred on this token's row and column at the start
+  std::string other;         // prompt B (the other prompt) at the start
+  bool compare = false;      // open the Compare prompts panel
+  bool patching = false;     // open the Activation patching panel (and compute its first grid)
+  bool patch_resid = false;  // its grid: the residual stream (layers × positions) instead of the heads
   Ablation ablation;         // heads switched off at the start
 };
 
@@ -75,7 +81,10 @@ class App {
   // every --type key was typed and shown).
   bool settled() const;
   // Called on the worker thread after each result: wakes the event loop.
-  void set_on_result(std::function<void()> f) { worker_.set_on_publish(std::move(f)); }
+  void set_on_result(std::function<void()> f) {
+    other_worker_.set_on_publish(f);
+    worker_.set_on_publish(std::move(f));
+  }
   // After the frame was presented (swap + finish): the typing probe's clock stops here.
   // ui_ms / draw_ms: how long the frame took to build (CPU) and to draw and present (GL).
   void after_present(double ui_ms, double draw_ms);
@@ -119,6 +128,8 @@ class App {
   AppOptions opt_;
   AppState state_;
   Worker worker_;
+  Worker other_worker_;  // prompt B through the same model (the Compare and Patching panels)
+  Request posted_other_;
   FontManager fonts_;
   Trace empty_trace_;  // shown while no result exists
   std::shared_ptr<const Snapshot> snap_;
@@ -152,6 +163,7 @@ class App {
   float last_w_ = 0.f, last_h_ = 0.f;
   bool laid_out_training_ = false, laid_out_lesson_ = false;  // open at the last layout
   bool laid_out_text_view_ = false, laid_out_lens_ = false, laid_out_attribution_ = false;
+  bool laid_out_compare_ = false, laid_out_patching_ = false;
   ImVec2 status_pos_{0, 0}, status_size_{0, 0};                 // the status bar, placed by layout()
   int last_head_ = -1;  // the KV group follows the selected head when it changes
 
@@ -169,6 +181,8 @@ class App {
   std::unique_ptr<TextViewPanel> text_view_;
   std::unique_ptr<LensPanel> lens_;
   std::unique_ptr<AttributionPanel> attribution_;
+  std::unique_ptr<ComparePanel> compare_;
+  std::unique_ptr<PatchingPanel> patching_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

@@ -242,4 +242,38 @@ int sample_token(const float* logits, int V, float temperature, double u) {
   return 0;
 }
 
+const char* compare_view_label(CompareView v) {
+  switch (v) {
+    case CompareView::A: return "A";
+    case CompareView::B: return "B";
+    case CompareView::Difference: break;
+  }
+  return "A \xE2\x88\x92 B";
+}
+
+std::vector<float> aligned_attention(CompareView v, const float* a, int ta, const float* b, int tb) {
+  const int n = std::max(0, std::min(ta, tb));
+  std::vector<float> out(static_cast<size_t>(n) * static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const float* ra = a + static_cast<size_t>(i) * static_cast<size_t>(ta);  // row i of A's (ta, ta)
+    const float* rb = b + static_cast<size_t>(i) * static_cast<size_t>(tb);  // row i of B's (tb, tb)
+    float* o = out.data() + static_cast<size_t>(i) * static_cast<size_t>(n);
+    for (int j = 0; j < n; ++j) o[j] = v == CompareView::A ? ra[j] : v == CompareView::B ? rb[j] : ra[j] - rb[j];
+  }
+  return out;
+}
+
+int first_difference(const std::vector<int>& a, const std::vector<int>& b) {
+  return static_cast<int>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())),
+                                        b.begin())
+                              .first -
+                          a.begin());
+}
+
+std::string alignment_note(int ta, int tb) {
+  if (ta == tb) return "";
+  return "A has " + std::to_string(ta) + " tokens, B " + std::to_string(tb) + ": the first " +
+         std::to_string(std::min(ta, tb)) + " positions are compared (aligned from the start)";
+}
+
 }  // namespace attnviz::ui

@@ -33,6 +33,7 @@ struct AppState {
   std::string model_spec;       // directory or builtin:NAME
   std::string backend = "cpu";  // "cpu" or "gpu"
   std::string text;             // everything typed
+  std::string other_text;       // prompt B, the other prompt (Compare and Patching panels); "" = none
   int block_size = 0;           // 1 … n_ctx; 0 = the model's context
   Ablation ablation;            // heads switched off (head grid: right-click or X), and zero | mean
 
@@ -184,5 +185,20 @@ std::vector<TokenShift> compare_top_k(const float* ablated, const float* clean, 
 
 // Clears the ablation when it names heads outside the model (after a model change).
 void clamp_ablation(AppState& s, const ModelDims& m);
+
+// ---------- two prompts (the Compare panel)
+// Prompt A (the text) and prompt B (the other prompt) are aligned by window position from
+// the start: with Ta and Tb tokens, positions 0 … n−1, n = min(Ta, Tb), are compared.
+enum class CompareView { A, B, Difference };
+const char* compare_view_label(CompareView v);  // "A", "B", "A − B"
+// One head's attention weights of A (ta, ta) and of B (tb, tb), both row-major, as the view
+// shows them: the top-left (n, n) block of A's, of B's, or A's minus B's, n = min(ta, tb).
+std::vector<float> aligned_attention(CompareView v, const float* a, int ta, const float* b, int tb);
+// The first position where two token sequences differ (min(size) when one is a prefix of
+// the other; the size when they are equal).
+int first_difference(const std::vector<int>& a, const std::vector<int>& b);
+// "" when ta == tb, else the sentence the Compare panel shows: the counts and that the
+// first min(ta, tb) positions are compared, aligned from the start.
+std::string alignment_note(int ta, int tb);
 
 }  // namespace attnviz::ui

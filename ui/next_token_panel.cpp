@@ -100,10 +100,19 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
                        p, -std::log(std::max(p, 1e-300)));
     ImGui::PopStyleColor();
   }
+  // With prompt B beside it, the top few of each, so both fit.
+  const Trace* other = other_trace(ctx);
+  const int k = other ? std::min(s.top_k, kOtherTop) : s.top_k;
   std::vector<TokenShift> top;
-  if (compare) top = compare_top_k(last, ctx.snap.clean_logits.data(), V, s.temperature, s.top_k);
+  if (compare) top = compare_top_k(last, ctx.snap.clean_logits.data(), V, s.temperature, k);
   else
-    for (const TokenProb& tp : top_k_probs(last, V, s.temperature, s.top_k)) top.push_back({tp.id, tp.p, tp.p});
+    for (const TokenProb& tp : top_k_probs(last, V, s.temperature, k)) top.push_back({tp.id, tp.p, tp.p});
+  draw_bars(ctx, top, next, compare, ctx.snap.trace_text, s.text);
+  if (other) draw_other(ctx, *other);
+}
+
+void NextTokenPanel::draw_bars(FrameContext& ctx, const std::vector<TokenShift>& top, int next, bool compare,
+                               const std::string& ran_text, std::string& text) {
   const float fs = ImGui::GetFontSize();
   const float label_w = fs * 3.5f;
   const float bar_w = std::max(fs * 4.f, ImGui::GetContentRegionAvail().x - label_w - fs * (compare ? 8.f : 4.f));
@@ -134,9 +143,33 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
       else
         ImGui::SetTooltip("'%s' (id %d): p = %.5f\nclick to append it", lab.c_str(), tp.id, tp.p);
     }
-    if (ImGui::IsItemClicked()) s.text = ctx.snap.trace_text + token_text(ctx.model, tp.id);
+    if (ImGui::IsItemClicked()) text = ran_text + token_text(ctx.model, tp.id);
     ImGui::PopID();
   }
+}
+
+const Trace* NextTokenPanel::other_trace(const FrameContext& ctx) const {
+  const Snapshot* b = other_.get();
+  if (ctx.state.other_text.empty() || !b || !b->trace || b->model != ctx.snap.model || b->showing_sample) return nullptr;
+  const Trace& tb = *b->trace;
+  return tb.logits.shape.size() == 2 && tb.logits_row(tb.T() - 1) ? &tb : nullptr;
+}
+
+void NextTokenPanel::draw_other(FrameContext& ctx, const Trace& tb) {
+  const Snapshot* b = other_.get();
+  const float* last = tb.logits_row(tb.T() - 1);
+  const int V = static_cast<int>(tb.logits.dim(1));
+  ImGui::Spacing();
+  ImGui::Text("after '%s' the other prompt (B) predicts:", chip_label(token_text(ctx.model, tb.tokens.back())).c_str());
+  if (b->trace_text != ctx.state.other_text) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("(computing)");
+  }
+  std::vector<TokenShift> top;
+  for (const TokenProb& tp : top_k_probs(last, V, ctx.state.temperature, std::min(ctx.state.top_k, kOtherTop))) top.push_back({tp.id, tp.p, tp.p});
+  ImGui::PushID("other");
+  draw_bars(ctx, top, -1, false, b->trace_text, ctx.state.other_text);
+  ImGui::PopID();
 }
 
 }  // namespace attnviz::ui

@@ -1,9 +1,12 @@
 // The model's guess for the next token: top-k probabilities at the last position (or at a
 // hovered token's, with what actually came next) as bars,
 // a temperature slider, and step-by-step generation that appends sampled tokens to the
-// text, so a class can watch the window slide once the text outgrows block_size.
+// text, so a class can watch the window slide once the text outgrows block_size. With an
+// other prompt (B) typed, its top few next tokens are shown under A's.
 #pragma once
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ui/panel.h"
@@ -17,6 +20,8 @@ class NextTokenPanel : public Panel {
   // One generation step: appends a token sampled from the last row's logits to the text.
   // Returns false when there is nothing to sample from yet.
   bool step(FrameContext& ctx, bool greedy);
+  // Prompt B's newest answer (App sets it every frame; null while there is no other prompt).
+  void set_other(std::shared_ptr<const Snapshot> other) { other_ = std::move(other); }
 
  protected:
   void draw_content(FrameContext& ctx) override;
@@ -24,6 +29,16 @@ class NextTokenPanel : public Panel {
  private:
   // Row `row`'s logits: the trace's own, or computed once per trace and row (row_values_).
   const float* logits_at(const FrameContext& ctx, int row);
+  // One bar per token (with the ablation's comparison when `compare`; `next`, the token that
+  // came next in the text, framed); a click appends the token to `text`, after `ran_text`.
+  void draw_bars(FrameContext& ctx, const std::vector<TokenShift>& top, int next, bool compare, const std::string& ran_text,
+                 std::string& text);
+  // Prompt B's trace when it has run through the model shown (null otherwise), and its prediction.
+  const Trace* other_trace(const FrameContext& ctx) const;
+  void draw_other(FrameContext& ctx, const Trace& tb);
+  static constexpr int kOtherTop = 5;  // bars of each prompt while B is shown
+
+  std::shared_ptr<const Snapshot> other_;
 
   std::vector<float> row_values_;
   int row_ = -1;

@@ -72,8 +72,16 @@ void TextPanel::draw_content(FrameContext& ctx) {
     ImGui::SetKeyboardFocusHere();
     focus_ = false;
   }
-  const float err_h = (snap.error.empty() ? 0.f : fs * 4.5f) + (snap.skipped.empty() ? 0.f : fs * (snap.showing_sample ? 3.8f : 2.6f));
+  const float other_h = ImGui::GetFrameHeightWithSpacing();  // the other prompt's line under the text
+  const float err_h = other_h + (snap.error.empty() ? 0.f : fs * 4.5f) +
+                      (snap.skipped.empty() ? 0.f : fs * (snap.showing_sample ? 3.8f : 2.6f));
   ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, std::max(fs * 3.f, ImGui::GetContentRegionAvail().y - err_h)));
+  // Prompt B, run through the same model for the Compare prompts and Activation patching panels.
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##other", "other prompt (B), to compare and patch with the text", &s.other_text);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Prompt B: the Compare prompts panel shows its attention beside the text's (A), the Next token\n"
+                      "panel its prediction, and Activation patching puts its activations into A's run (View menu).");
 
   if (!snap.skipped.empty()) {  // characters the vocabulary lacks: left out, the rest still runs
     std::string chars;

@@ -63,8 +63,6 @@ std::string render_views(const std::vector<MatrixView>& views, const std::string
 // render_export to `path`, atomically; returns a one-line note (e.g. no font found) or "".
 std::string export_to_file(const Trace& tr, const Model& m, const ExportOptions& o, const std::string& path);
 
-// `s` with & < > " ' written as XML/HTML entities (for text and attribute values).
-std::string xml_escape(const std::string& s);
 
 // The colour range used for `views` under colormap `c`: [0, 1] for probs with a sequential
 // map, symmetric around 0 for diverging, else the finite min … max over all views.

@@ -3,9 +3,23 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/export/export.h"
 
 namespace attnviz {
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
 
 std::string hex_rgb(Rgb8 c) {
   char buf[8];

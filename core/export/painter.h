@@ -8,6 +8,8 @@
 
 namespace attnviz {
 
+// `s` with & < > " ' written as XML/HTML entities (for text and attribute values).
+std::string xml_escape(const std::string& s);
 // "#rrggbb".
 std::string hex_rgb(Rgb8 c);
 // A float written so that it reads back as the same float32 ("%.9g"; "inf", "-inf").
