@@ -159,3 +159,11 @@ if wanted lens-attribution.png; then
   shot lens-attribution.png --model builtin:fortunes-en --text "$cat2" --layer 1 --head 4 --lens --attribution
   made lens-attribution.png
 fi
+
+# Two prompts on the built-in model: the Compare prompts panel (A − B for layer 1 head 4)
+# and the activation patching grid of the heads (B's head outputs put into A's run).
+if wanted two-prompts-patching.png; then
+  shot two-prompts-patching.png --model builtin:fortunes-en --text "$cat2" \
+    --other "The cat sat on the mat. The dog sat on the mat." --layer 1 --head 4 --compare --patching
+  made two-prompts-patching.png
+fi
