@@ -39,6 +39,13 @@ int64_t checked_product(const std::vector<int64_t>& dims, const std::string& wha
   return product_of(dims.begin(), dims.end(), what);
 }
 
+int checked_layers(int64_t n, const std::string& what) {
+  if (n > kMaxLayers)
+    throw Error(what + " is " + std::to_string(n) + ": more layers than attnviz accepts (" + std::to_string(kMaxLayers) +
+                ")\n  HINT: the file is damaged or not a model's.");
+  return static_cast<int>(n);
+}
+
 int checked_dim(int64_t a, int64_t b, const std::string& what) {
   const int64_t n = checked_product({a, b}, what);
   if (n > kMaxDim)

@@ -19,6 +19,13 @@ constexpr int64_t kMaxDim = int64_t{1} << 24;
 // tokens, TemplateProcessing, GGUF metadata) must be below this, checked as a 64-bit value
 // before anything is sized by it.
 constexpr int64_t kMaxVocab = kMaxDim;
+// Most layers a model may have (config.json's num_hidden_layers / n_layer, GGUF's
+// block_count). The largest published models have about 130; a file claiming millions
+// would make the loader list millions of tensors before it found them missing.
+constexpr int kMaxLayers = 1024;
+// `n` (a layer count read from a file) when it is at most kMaxLayers; else throws a data
+// Error naming `what`.
+int checked_layers(int64_t n, const std::string& what);
 // Deepest nesting of tokenizer.json components (a Sequence inside a Sequence ...). The
 // readers walk them without recursion; deeper files are refused.
 constexpr int kMaxJsonNesting = 64;

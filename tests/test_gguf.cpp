@@ -319,6 +319,10 @@ std::vector<BadCase> bad_cases() {
                "missing metadata key 'general.architecture'"});
   v.push_back({"missing key", edited([](GgufWriter& w) { w.remove("llama.block_count"); }),
                "missing metadata key 'llama.block_count'"});
+  // A small file claiming 2^24 layers once had the loader list 2^24 layers' tensors (GBs)
+  // before finding the first one missing.
+  v.push_back({"millions of layers", edited([](GgufWriter& w) { w.set_u32("llama.block_count", 1u << 24); }),
+               "metadata 'llama.block_count' is 16777216: more layers than attnviz accepts (1024)"});
   v.push_back({"key of the wrong type", edited([](GgufWriter& w) { w.set_string("llama.embedding_length", "32"); }),
                "metadata 'llama.embedding_length' must be an integer, found string"});
   v.push_back({"zero heads", edited([](GgufWriter& w) { w.set_u32("llama.attention.head_count", 0); }),

@@ -85,6 +85,15 @@ TEST(Sizes, EveryDimensionIsRangeChecked) {
   }
 }
 
+TEST(Sizes, LayerCountIsBounded) {
+  // A dimension in range (2^24) but no model's layer count: refused before any per-layer
+  // table or tensor list is sized by it; one past the limit names its value.
+  const std::string e = error_of_load(model_with_config("layers24", [](nlohmann::json& j) { j["num_hidden_layers"] = 1 << 24; }));
+  EXPECT_TRUE(has(e, "\"num_hidden_layers\" is 16777216: more layers than attnviz accepts (1024)")) << e;
+  const std::string e2 = error_of_load(model_with_config("layers1025", [](nlohmann::json& j) { j["num_hidden_layers"] = 1025; }));
+  EXPECT_TRUE(has(e2, "is 1025: more layers")) << e2;
+}
+
 TEST(Sizes, HeadWidthProductIsChecked) {
   // Each value is in range; their product (2^14 heads x 2^12 head_dim) is not a dimension.
   const std::string dir = model_with_config("hd", [](nlohmann::json& j) {

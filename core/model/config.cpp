@@ -117,7 +117,7 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
   const bool gemma = t == "gemma2" || t == "gemma3_text";
   c.arch = Arch::Llama;
   c.vocab_size = get_int(j, "vocab_size", where);
-  c.n_layer = get_int(j, "num_hidden_layers", where);
+  c.n_layer = checked_layers(get_int(j, "num_hidden_layers", where), where + ": \"num_hidden_layers\"");
   c.n_embd = get_int(j, "hidden_size", where);
   c.n_head = get_int(j, "num_attention_heads", where);
   c.n_kv_head = get_int(j, "num_key_value_heads", where, c.n_head);
@@ -330,7 +330,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
-    c.n_layer = get_int(j, "n_layer", where);
+    c.n_layer = checked_layers(get_int(j, "n_layer", where), where + ": \"n_layer\"");
     c.n_embd = get_int(j, "n_embd", where);
     c.n_head = get_int(j, "n_head", where);
     c.n_kv_head = c.n_head;

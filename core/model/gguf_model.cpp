@@ -258,7 +258,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   ModelConfig c;
   c.model_type = arch == "gemma3" ? "gemma3_text" : arch;
   c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
-  c.n_layer = positive(f, a + "block_count");
+  c.n_layer = checked_layers(positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
   c.n_embd = positive(f, a + "embedding_length");
   c.n_head = positive(f, a + "attention.head_count");
   c.n_kv_head = c.arch == Arch::Gpt2 ? c.n_head : positive(f, a + "attention.head_count_kv", c.n_head);
