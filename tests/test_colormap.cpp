@@ -2,7 +2,9 @@
 // colour's distance from every colormap colour, and colorize_rgba's masking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <limits>
 
 #include "core/export/colormap.h"
@@ -101,4 +103,30 @@ TEST(Colormap, ColorizeWithMask) {
   EXPECT_EQ(rgba[3], 255);
   colorize_rgba(Colormap::Viridis, probs, 2, 2, {0.f, 1.f, true}, rgba);  // no mask: 0 is dark purple
   EXPECT_EQ(px(1), colormap_rgb(Colormap::Viridis, 0.f));
+}
+
+TEST(Colormap, BetweenAnchorsIsTheRoundedLinearMix) {
+  // Between anchors i and i + 1 (at t = i / (N − 1)) each channel is a + f·(b − a) rounded
+  // to nearest, halves up, as std::lround does; the anchors are read back at their own t.
+  for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Diverging}) {
+    const int N = c == Colormap::Diverging ? 9 : 10;
+    std::vector<Rgb8> anchor;
+    for (int i = 0; i < N; ++i) anchor.push_back(colormap_rgb(c, static_cast<float>(i) / static_cast<float>(N - 1)));
+    int halves = 0;
+    for (int k = 1; k < 200000; ++k) {
+      const float t = static_cast<float>(k) / 200000.f;
+      const float x = t * static_cast<float>(N - 1);
+      const int i = std::min(static_cast<int>(x), N - 2);
+      const float f = x - static_cast<float>(i);
+      auto want = [&](uint8_t a, uint8_t b) {
+        const float v = float(a) + f * (float(b) - float(a));
+        halves += v - std::floor(v) == 0.5f;
+        return static_cast<uint8_t>(std::lround(v));
+      };
+      const Rgb8 a = anchor[static_cast<size_t>(i)], b = anchor[static_cast<size_t>(i + 1)];
+      const Rgb8 got = colormap_rgb(c, t);
+      ASSERT_EQ(got, (Rgb8{want(a.r, b.r), want(a.g, b.g), want(a.b, b.b)})) << colormap_name(c) << " t=" << t;
+    }
+    EXPECT_GT(halves, 0) << "the sweep should meet exact halves";
+  }
 }

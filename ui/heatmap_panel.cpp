@@ -214,7 +214,13 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     data_ = values_.data();
     range_ = ValueRange{0.f, 1.f, true};
   } else {
-    data_ = lt.head_values(key.stage, key.head, values_);  // derived or compact: computed into values_
+    // The last result of this head, from the run just before, computed into values_: only
+    // the rows the new run recomputed are computed again (a keystroke: one row, not T).
+    const bool follows = data_ && data_ == values_.data() && !key_.rollout && key_.layer == key.layer &&
+                         key_.head == key.head && key_.stage == key.stage && key_.trace_serial + 1 == key.trace_serial;
+    data_ = follows ? lt.update_head_values(key.stage, key.head, values_T_, ctx.snap.recomputed_from, values_)
+                    : lt.head_values(key.stage, key.head, values_);  // derived or compact: computed into values_
+    values_T_ = rows;
     range_ = key.stage == Stage::Probs ? ValueRange{0.f, 1.f, true}
                                        : symmetric_range(data_, static_cast<int64_t>(rows) * cols);
   }

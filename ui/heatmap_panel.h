@@ -99,6 +99,7 @@ class HeatmapPanel : public Panel {
   Key key_;  // what values_data_ and tex_ show
   const Trace* key_trace_ = nullptr;
   const float* data_ = nullptr;  // the matrix of key_: in the trace or in values_
+  int values_T_ = 0;             // values_ is (values_T_, values_T_) when data_ points into it
   ExportBox export_{"attnviz-heatmap.png"};
   Texture tex_;  // (tex_h_, tex_w_) RGBA over the cells tex_cells_, max-pooled
   CellRect tex_cells_;

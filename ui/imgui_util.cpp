@@ -48,10 +48,12 @@ void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::s
   dl->PopClipRect();
 }
 
-void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window) {
-  if (window <= 0) return;
+void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window, int bucket) {
+  if (window <= 0 || bucket < 1) return;
+  // Block (i, j) holds queries from i·b and keys up to (j + 1)·b − 1: all hidden when that
+  // key comes before the window of query i·b, which starts at F: j < F / b.
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < std::min(cols, window_first(i, window)); ++j) {
+    for (int j = 0; j < std::min(cols, window_first(i * bucket, window) / bucket); ++j) {
       uint8_t* p = rgba.data() + (static_cast<size_t>(i) * static_cast<size_t>(cols) + static_cast<size_t>(j)) * 4;
       p[0] = kOutsideWindowRgb.r, p[1] = kOutsideWindowRgb.g, p[2] = kOutsideWindowRgb.b;
     }

@@ -27,8 +27,10 @@ ImU32 chip_color(int id);
 // grey, and the band it sees framed in kWindowColor.
 constexpr Rgb8 kOutsideWindowRgb{120, 96, 64};
 inline ImU32 window_color(uint8_t a = 255) { return IM_COL32(0, 230, 170, a); }
-// Paints the cells outside the window of a (rows × cols) RGBA image of a (T, T) matrix.
-void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window);
+// Paints the cells outside the window of a (rows × cols) RGBA image of a (T, T) matrix, or
+// of its max-pooled thumbnail whose cells are bucket × bucket blocks: a cell is painted when
+// its whole block is outside.
+void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window, int bucket = 1);
 
 // "(?)" with a wrapped tooltip.
 void help_marker(const char* text);

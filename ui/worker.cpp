@@ -244,13 +244,13 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::atomic<bool>& r;
       ~Done() { r = false; }
     } done{running_};
-    const Trace& t = engine_->run(ids);
+    const Trace& t = engine_->run(ids);  // the trace it shares next: see Engine::share
     const double ms = ms_since(t0);
     const bool unchanged = next.trace && next.trace->tokens == t.tokens && next.trace->dropped == t.dropped &&
                            next.trace->block_size == t.block_size && next.trace->backend == t.backend &&
                            next.trace->ablation == t.ablation;
     if (!unchanged) {
-      next.trace = std::make_shared<const Trace>(t);
+      next.trace = engine_->share();  // no copy: the next run writes another trace
       next.trace_serial = ++trace_serial_;
       next.forward_ms = ms;
       next.device_ms = engine_->backend().last_device_ms();
@@ -327,7 +327,8 @@ void Worker::run_known_prefix(const std::string& text, Snapshot& next) {
     const std::vector<int> ids = m.tokenizer->encode(prefix);
     if (ids.empty()) return;
     const auto t0 = std::chrono::steady_clock::now();
-    next.trace = std::make_shared<const Trace>(engine_->run(ids));
+    engine_->run(ids);
+    next.trace = engine_->share();
     next.forward_ms = ms_since(t0);
     next.device_ms = engine_->backend().last_device_ms();
     next.trace_serial = ++trace_serial_;

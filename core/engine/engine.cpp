@@ -1,6 +1,7 @@
 #include "core/engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "core/engine/ops.h"
@@ -70,10 +71,23 @@ WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double b
   return {lo, need(n_ctx)};
 }
 
+// A trace, how many pointers share() gave out to it are alive, and what runs on the other
+// slots rewrote since this one was last brought up to date.
+struct Engine::Slot {
+  Trace trace;
+  std::atomic<int> leases{0};  // decremented (release) by the last copy of a shared pointer
+  int stale_row = kNone;       // rows [stale_row, T) of every layer may differ from the current trace
+  int stale_layer = kNone;     // every row of layers ≥ stale_layer may differ
+  bool stale_all = true;       // nothing is known to match: copy it whole
+  static constexpr int kNone = 1 << 30;
+};
+
 Engine::Engine(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend)
-    : model_(std::move(model)), backend_(std::move(backend)), block_size_(model_->config.n_ctx) {
-  trace_.model = model_->name;
-  trace_.backend = backend_->name();
+    : model_(std::move(model)), backend_(std::move(backend)), block_size_(model_->config.n_ctx),
+      slot_(std::make_shared<Slot>()) {
+  Trace& tr = slot_->trace;
+  tr.model = model_->name;
+  tr.backend = backend_->name();
   if (const char* e = std::getenv("ATTNVIZ_TRACE_MATRICES")) {
     const std::string v = e;
     if (v == "keep") matrices_ = Matrices::kKeep;
@@ -118,56 +132,102 @@ void Engine::set_ablation(const Ablation& a) {
 
 void Engine::clear_cache() { cache_valid_ = false; }
 
+const Trace& Engine::trace() const { return slot_->trace; }
+
+std::shared_ptr<const Trace> Engine::share() {
+  std::shared_ptr<Slot> s = slot_;
+  s->leases.fetch_add(1, std::memory_order_relaxed);
+  // The pointer owns a reference to the slot, so the trace outlives the engine if need be.
+  return std::shared_ptr<const Trace>(&s->trace, [s](const Trace*) { s->leases.fetch_sub(1, std::memory_order_release); });
+}
+
+void Engine::take_unshared_slot() {
+  // Acquire: whatever a released pointer's holder read of a trace happens before we write it.
+  auto released = [](const std::shared_ptr<Slot>& s) { return s->leases.load(std::memory_order_acquire) == 0; };
+  // Slots still shared stay listed (they come back once released); of the released ones one
+  // is kept as the spare, more would only hold memory.
+  std::shared_ptr<Slot> spare;
+  for (auto it = older_.begin(); it != older_.end();)
+    if (released(*it)) {
+      if (!spare) spare = std::move(*it);
+      it = older_.erase(it);
+    } else {
+      ++it;
+    }
+  if (!released(slot_)) {
+    if (!spare) spare = std::make_shared<Slot>();
+    if (spare->stale_all) spare->trace = slot_->trace;
+    else copy_changed(spare->trace, slot_->trace, spare->stale_row, spare->stale_layer);
+    spare->stale_all = false;
+    spare->stale_row = spare->stale_layer = Slot::kNone;
+    slot_->stale_row = slot_->stale_layer = Slot::kNone;  // equal to the new current trace, until a run changes that
+    slot_->stale_all = false;
+    std::swap(spare, slot_);
+  }
+  if (spare) older_.push_back(std::move(spare));
+}
+
+void Engine::mark_changed(int from_row, int from_layer) {
+  for (const std::shared_ptr<Slot>& s : older_) {
+    s->stale_row = std::min(s->stale_row, from_row);
+    s->stale_layer = std::min(s->stale_layer, from_layer);
+  }
+}
+
 const Trace& Engine::run(const std::vector<int>& ids) {
   check_token_ids(ids, model_->config.vocab_size);
+  take_unshared_slot();
+  Trace& tr = slot_->trace;
   const int total = static_cast<int>(ids.size());
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
   const bool compact = compact_for(static_cast<int64_t>(window.size()));
   const bool all_logits = all_logits_ || !backend_->can_compact();
   check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact, all_logits);
-  if (compact != trace_.compact || all_logits != trace_.all_logits) cache_valid_ = false;  // another layout
-  trace_.compact = compact;
-  trace_.all_logits = all_logits;
+  if (compact != tr.compact || all_logits != tr.all_logits) cache_valid_ = false;  // another layout
+  tr.compact = compact;
+  tr.all_logits = all_logits;
 
   last_from_layer_ = 0;
   if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run
     const int layer = stale_from_layer_;
     stale_from_layer_ = 1 << 30;
-    const bool same = cache_valid_ && dropped == trace_.dropped && window == trace_.tokens;
+    const bool same = cache_valid_ && dropped == tr.dropped && window == tr.tokens;
     cache_valid_ = false;  // stays false if the backend throws half-way: the next run starts over
-    if (same && backend_->forward_from_layer(*model_, window, layer, trace_)) {
+    if (same) mark_changed(Slot::kNone, layer);
+    if (same && backend_->forward_from_layer(*model_, window, layer, tr)) {
       last_from_ = 0;
       last_from_layer_ = layer;
       cache_valid_ = true;
-      return trace_;
+      return tr;
     }
   }
   stale_from_layer_ = 1 << 30;
   // Reuse the cache for the common prefix, if the window still starts at the same token.
   int from = 0;
-  if (cache_valid_ && dropped == trace_.dropped) {
-    const auto& old = trace_.tokens;
+  if (cache_valid_ && dropped == tr.dropped) {
+    const auto& old = tr.tokens;
     while (from < static_cast<int>(old.size()) && from < static_cast<int>(window.size()) &&
            old[from] == window[from])
       ++from;
     if (from == static_cast<int>(window.size()) && from == static_cast<int>(old.size()) && !partial_) {
       last_from_ = from;  // nothing changed
-      return trace_;
+      return tr;
     }
     // The last row must be recomputed even when the new window is a prefix of the old.
     if (from == static_cast<int>(window.size())) --from;
     if (backend_->ablation().needs_full_recompute()) from = 0;
   }
   cache_valid_ = false;  // stays false if the backend throws half-way
-  trace_.block_size = block_size_;
-  trace_.dropped = dropped;
+  tr.block_size = block_size_;
+  tr.dropped = dropped;
+  mark_changed(from, Slot::kNone);
   try {
-    backend_->forward(*model_, window, from, trace_);
+    backend_->forward(*model_, window, from, tr);
   } catch (const Cancelled&) {
     // Rows [0, from) of every layer are as they were (the trace was re-laid out keeping
     // them); the rows after are partly written. Only the kept prefix counts as cached.
-    trace_.tokens.resize(static_cast<size_t>(from));
+    tr.tokens.resize(static_cast<size_t>(from));
     cache_valid_ = from > 0;
     partial_ = true;  // the tensors are laid out for the cancelled window: the next run must run
     throw;
@@ -175,7 +235,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   partial_ = false;
   last_from_ = from;
   cache_valid_ = true;
-  return trace_;
+  return tr;
 }
 
 const Trace& Engine::run_text(const std::string& text) { return run(encode_text(*model_, text)); }

@@ -61,7 +61,15 @@ class Engine {
   // positions before the ones it was computing, so the next run starts there.
   void set_control(RunControl* c) { backend_->set_control(c); }
 
-  const Trace& trace() const { return trace_; }
+  const Trace& trace() const;  // the last run's
+
+  // The last run's trace, to keep: the engine never writes a trace while a pointer from
+  // share() to it is alive. The next run then works on a second trace, brought up to date
+  // by copying only the rows the runs since it was current changed (copy_changed), so
+  // sharing costs a row per layer after a keystroke instead of a copy of the trace. At
+  // most two traces exist while one pointer is held; more only while older ones are too.
+  std::shared_ptr<const Trace> share();
+  size_t trace_copies() const { return 1 + older_.size(); }  // traces held: the current one and older ones
   const Model& model() const { return *model_; }
   std::shared_ptr<const Model> model_ptr() const { return model_; }
   const Backend& backend() const { return *backend_; }
@@ -77,7 +85,11 @@ class Engine {
   int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
   bool cache_valid_ = false;
   bool partial_ = false;  // the last forward was cancelled half-way (see set_control)
-  Trace trace_;
+  struct Slot;
+  std::shared_ptr<Slot> slot_;               // the trace runs write: never one share() gave out
+  std::vector<std::shared_ptr<Slot>> older_;  // traces it replaced, reused once released
+  void take_unshared_slot();  // before a run writes: moves to another slot if this one is shared
+  void mark_changed(int from_row, int from_layer);  // what a run is about to rewrite
 };
 
 // Checks ids against the vocabulary; throws an Error naming the first bad id and position.

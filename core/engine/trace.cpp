@@ -155,17 +155,31 @@ std::vector<int64_t> LayerTrace::shape(Stage s) const {
   return stored(s)->shape;
 }
 
-void LayerTrace::attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const {
-  using Map = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+namespace {
+using ConstMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+
+// Head h's keys, transposed for the kernel: (d, T + padding).
+Mat head_keys_transposed(const LayerTrace& lt, int64_t h) {
+  const int64_t g = h / (lt.heads() / lt.k.dim(0));  // query head h reads KV head g
+  return keys_transposed(ConstMap(lt.k.head(g), lt.T(), lt.k.dim(2), Eigen::OuterStride<>(lt.k.ld())));
+}
+
+// attention_rows with head h's keys already transposed (Kt).
+void attention_rows_kt(const LayerTrace& lt, int64_t h, const Mat& Kt, int64_t r0, int64_t rb, float* S, float* P) {
   using Out = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-  const int64_t n = T(), d = q.dim(2), g = h / (heads() / k.dim(0));  // query head h reads KV head g
-  const Map Q(q.head(h), n, d, Eigen::OuterStride<>(q.ld()));
-  const Mat Kt = keys_transposed(Map(k.head(g), n, d, Eigen::OuterStride<>(k.ld())));  // (d, T + padding)
+  const int64_t n = lt.T(), d = lt.q.dim(2);
+  const ConstMap Q(lt.q.head(h), n, d, Eigen::OuterStride<>(lt.q.ld()));
   Mat s_tmp, p_tmp;
   if (!S) s_tmp.resize(rb, n);
   if (!P) p_tmp.resize(rb, n);
   Out Sm(S ? S : s_tmp.data(), rb, n, Eigen::OuterStride<>(n)), Pm(P ? P : p_tmp.data(), rb, n, Eigen::OuterStride<>(n));
-  attention_block(Q, Kt, AttnRule{scale, softcap, window}, static_cast<int>(r0), Sm, Pm);
+  attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window}, static_cast<int>(r0), Sm, Pm);
+}
+
+}  // namespace
+
+void LayerTrace::attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const {
+  attention_rows_kt(*this, h, head_keys_transposed(*this, h), r0, rb, S, P);
 }
 
 namespace {
@@ -186,13 +200,14 @@ void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t r
     // Block by block as the forward pass does, so a head costs (B, T) of extra memory.
     const int64_t B = attention_row_block(static_cast<int>(T));
     FloatBuf other(static_cast<size_t>(std::min(B, rows) * T));
+    const Mat Kt = head_keys_transposed(lt, h);  // once for every block
     for (int64_t a = r0; a < r0 + rows; a += B) {
       const int64_t rb = std::min(B, r0 + rows - a);
       float* at = dst + (a - r0) * T;
       if (s == Stage::Probs)
-        lt.attention_rows(h, a, rb, nullptr, at);
+        attention_rows_kt(lt, h, Kt, a, rb, nullptr, at);
       else
-        lt.attention_rows(h, a, rb, at, s == Stage::Scores ? nullptr : other.data());
+        attention_rows_kt(lt, h, Kt, a, rb, at, s == Stage::Scores ? nullptr : other.data());
     }
   } else {
     const Tensor& src = s == Stage::Probs ? lt.probs : lt.scores;
@@ -210,6 +225,33 @@ const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scr
   scratch.resize(static_cast<size_t>(T() * T()));
   matrix_rows(*this, s, h, 0, T(), scratch.data());
   return scratch.data();
+}
+
+const float* LayerTrace::update_head_values(Stage s, int64_t h, int64_t old_T, int64_t kept,
+                                            std::vector<float>& values) const {
+  const int64_t n = T();
+  kept = std::min({kept, old_T, n});
+  if ((s != Stage::Probs && s != Stage::Masked) || kept <= 0 || old_T < 0 ||
+      values.size() != static_cast<size_t>(old_T * old_T))
+    return head_values(s, h, values);
+  if (n != old_T) {  // re-lay the kept rows out at the new width
+    const float future = s == Stage::Probs ? 0.f : -INFINITY;
+    if (n > old_T) {
+      values.resize(static_cast<size_t>(n * n));
+      for (int64_t i = kept - 1; i >= 0; --i) {  // backwards: each row moves to a later place
+        std::copy_backward(values.begin() + i * old_T, values.begin() + i * old_T + old_T, values.begin() + i * n + old_T);
+        std::fill(values.begin() + i * n + old_T, values.begin() + i * n + n, future);
+      }
+    } else {
+      for (int64_t i = 1; i < kept; ++i) std::copy_n(values.begin() + i * old_T, n, values.begin() + i * n);
+      values.resize(static_cast<size_t>(n * n));
+    }
+  }
+  if (const Tensor* t = stored(s))
+    for (int64_t i = kept; i < n; ++i) std::copy_n(t->head(h) + i * t->ld(), n, values.data() + i * n);
+  else
+    matrix_rows(*this, s, h, kept, n - kept, values.data() + kept * n);
+  return values.data();
 }
 
 const float* LayerTrace::row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const {
@@ -255,6 +297,83 @@ double Trace::estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_
   // and the final hidden state and the stream before the final norm.
   const double logit_rows = all_logits ? t : 1.0 + std::min(t, 64.0);
   return 4.0 * (static_cast<double>(L) * per_layer + logit_rows * static_cast<double>(V) + t * (2.0 * C + 1.0));
+}
+
+namespace {
+
+// dst = src where dst already holds src's values in rows [0, r) (axis 0 of a 2-D tensor,
+// axis 1 of a 3-D one), except, for a square (H, T, T) matrix, in their columns [r, T).
+void copy_rows(Tensor& dst, const Tensor& src, int64_t r) {
+  const size_t rank = src.shape.size();
+  bool same = r > 0 && (rank == 2 || rank == 3) && dst.shape.size() == rank && !dst.data.empty() && !src.data.empty();
+  const bool square = same && rank == 3 && src.dim(1) == src.dim(2) && dst.dim(1) == dst.dim(2);
+  if (same && rank == 3) same = dst.dim(0) == src.dim(0) && (square || dst.dim(2) == src.dim(2));
+  if (same && rank == 2) same = dst.dim(1) == src.dim(1);
+  if (!same) {
+    dst = src;
+    return;
+  }
+  const int64_t rows = src.dim(static_cast<int>(rank) - 2), cols = src.shape.back();
+  const int64_t kr = std::min({r, rows, dst.dim(static_cast<int>(rank) - 2)});
+  const int64_t kc = square ? kr : cols;  // columns of rows [0, kr) that are already right
+  dst.resize_keep(src.shape, kr, kc);
+  const int64_t heads = rank == 3 ? src.dim(0) : 1;
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* s = rank == 3 ? src.head(h) : src.data.data();
+    float* d = rank == 3 ? dst.head(h) : dst.data.data();
+    const int64_t sld = rank == 3 ? src.ld() : cols, dld = rank == 3 ? dst.ld() : cols;
+    for (int64_t i = kc < cols ? 0 : kr; i < rows; ++i) {
+      const int64_t c0 = i < kr ? kc : 0;
+      std::copy(s + i * sld + c0, s + i * sld + cols, d + i * dld + c0);
+    }
+  }
+}
+
+}  // namespace
+
+// copy_changed names every field: one added to Trace or LayerTrace must be copied there
+// too (then update these sizes, those of 64-bit libstdc++).
+#if defined(__GLIBCXX__)
+static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 600 && sizeof(Trace) == 408),
+              "a field was added to LayerTrace or Trace: copy it in copy_changed");
+#endif
+
+void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer) {
+  if (dst.layers.size() != src.layers.size() || from_row <= 0) {
+    dst = src;
+    return;
+  }
+  const int L = static_cast<int>(src.layers.size());
+  for (int l = 0; l < L; ++l) {
+    LayerTrace& d = dst.layers[static_cast<size_t>(l)];
+    const LayerTrace& s = src.layers[static_cast<size_t>(l)];
+    const int64_t r = l >= from_layer ? 0 : from_row;
+    for (auto m : {&LayerTrace::q, &LayerTrace::k, &LayerTrace::v, &LayerTrace::scores, &LayerTrace::probs,
+                   &LayerTrace::out, &LayerTrace::resid, &LayerTrace::row_stats})
+      copy_rows(d.*m, s.*m, r);
+    d.thumbs = s.thumbs;  // (H, n, n) pooled over the whole window: small, and any row moves it
+    d.thumb_bucket = s.thumb_bucket;
+    d.scale = s.scale;
+    d.softcap = s.softcap;
+    d.window = s.window;
+    d.compact = s.compact;
+  }
+  const int64_t r = from_layer < L ? 0 : from_row;  // the final rows follow every layer
+  copy_rows(dst.final_hidden, src.final_hidden, r);
+  copy_rows(dst.final_resid, src.final_resid, r);
+  if (src.logits_from == 0 && dst.logits_from == 0) copy_rows(dst.logits, src.logits, r);
+  else dst.logits = src.logits;  // the last rows only
+  dst.model = src.model;
+  dst.backend = src.backend;
+  dst.block_size = src.block_size;
+  dst.dropped = src.dropped;
+  dst.tokens = src.tokens;
+  dst.logits_from = src.logits_from;
+  dst.row_loss = src.row_loss;
+  dst.all_logits = src.all_logits;
+  dst.hidden_only = src.hidden_only;
+  dst.ablation = src.ablation;
+  dst.compact = src.compact;
 }
 
 }  // namespace attnviz

@@ -101,6 +101,11 @@ struct LayerTrace {
   // Head h of stage s as a row-major (rows, cols) array: inside the trace for a stored
   // stage, else computed into `scratch`.
   const float* head_values(Stage s, int64_t h, std::vector<float>& scratch) const;
+  // `values` holds head h of stage s (Probs or Masked) as head_values gave it for a trace of
+  // old_T tokens whose rows [0, kept) are this trace's: makes it this trace's (T, T),
+  // computing only rows [kept, T) (after a keystroke, one row instead of T). The old rows'
+  // new columns are the future: 0 (probs) or −inf (masked). Returns values.data().
+  const float* update_head_values(Stage s, int64_t h, int64_t old_T, int64_t kept, std::vector<float>& values) const;
   // Row i of head h of stage s (cols values), the same numbers as head_values'.
   const float* row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const;
   float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element (a row's work when compact)
@@ -149,5 +154,13 @@ struct Trace {
   static double estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
                                bool compact, bool all_logits = true);
 };
+
+// Makes `dst` equal to `src` (every field and value), given that `dst` equals what `src`
+// held before runs that rewrote rows [from_row, T) of every layer, and every row of layers
+// ≥ from_layer (and so all of the final rows): only those rows are copied, and for a
+// (H, T, T) matrix also the columns [from_row, T) of the rows before. A tensor whose layout
+// `dst` does not share (other heads or width, another rank) is copied whole. Engine::share
+// keeps a second trace up to date with it.
+void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer);
 
 }  // namespace attnviz

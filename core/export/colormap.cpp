@@ -34,7 +34,11 @@ Rgb8 sample(const Rgb8 (&table)[N], float t) {
   const size_t i = std::min(static_cast<size_t>(x), N - 2);
   const float f = x - static_cast<float>(i);
   auto mix = [f](uint8_t a, uint8_t b) {
-    return static_cast<uint8_t>(std::lround(static_cast<float>(a) + f * (static_cast<float>(b) - static_cast<float>(a))));
+    // std::lround for v ≥ 0 (halves away from zero), without the library call: v − ⌊v⌋ is
+    // exact in float. Colouring a heatmap calls this for every cell.
+    const float v = static_cast<float>(a) + f * (static_cast<float>(b) - static_cast<float>(a));
+    const int w = static_cast<int>(v);
+    return static_cast<uint8_t>(w + (v - static_cast<float>(w) >= 0.5f ? 1 : 0));
   };
   const Rgb8& a = table[i];
   const Rgb8& b = table[i + 1];
