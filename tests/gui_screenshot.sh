@@ -113,6 +113,18 @@ assert all(x > 0 for x in t["latency_ms"]) and all(f > 0 for f in t["forward_ms"
 assert t["median_ms"] <= t["p90_ms"] <= t["max_ms"], t
 ' "$work/typed.png.json"
 check "typed T" grep -q '"T": 20' "$work/typed.png.json"
+# A compact trace (no stored matrices): the heatmap computes its head's rows itself, all 8
+# for the first text, then only each key's new row (8 + 12 = 20), not the whole head again
+# (8 + 9 + … + 20 = 182).
+export ATTNVIZ_TRACE_MATRICES=recompute
+check "typing compact" xrun "$app" --screenshot "$work/typed-compact.png" --frames 2 --text "The cat " --type "sat on a mat"
+unset ATTNVIZ_TRACE_MATRICES
+check "a key computes its rows only" /usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+n = j["heatmap_nav"]["rows_computed"]
+assert j["T"] == 20 and 20 <= n <= 40, n
+' "$work/typed-compact.png.json"
 
 # Presentation mode renders too.
 check "presentation mode" xrun "$app" --screenshot "$work/presentation.png" --frames 3 --presentation --head 2

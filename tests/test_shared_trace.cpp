@@ -232,20 +232,22 @@ TEST(UpdateHeadValues, TheKeptRowsPlusTheNewRowsAreTheWholeHead) {
     for (auto matrices : {Engine::Matrices::kKeep, Engine::Matrices::kRecompute}) {
       Engine e(m, make_cpu_backend());
       e.set_matrices(matrices);
-      auto ids = random_ids(30, 300, 2);
-      e.run(ids);
+      const auto ids = random_ids(30, 300, 2);
       const int L = m->config.n_layer, H = m->config.n_head;
       for (Stage s : {Stage::Probs, Stage::Masked}) {
+        e.run(ids);
         std::vector<std::vector<float>> shown(static_cast<size_t>(L * H));
+        std::vector<int64_t> ld(static_cast<size_t>(L * H), 30);
         for (int l = 0; l < L; ++l)
           for (int h = 0; h < H; ++h) {
             std::vector<float>& v = shown[static_cast<size_t>(l * H + h)];
             const float* p = e.trace().layers[l].head_values(s, h, v);
             if (p != v.data()) v.assign(p, p + 30 * 30);
           }
+        int moved = 0;
         auto edits = ids;
         int T_old = 30;
-        for (int step = 0; step < 6; ++step) {
+        for (int step = 0; step < 12; ++step) {
           if (step == 3) edits[10] = (edits[10] + 1) % 300;  // an edit: rows from 10
           else if (step == 4) edits.resize(edits.size() - 2);  // two deleted
           else edits.push_back(step);
@@ -256,12 +258,18 @@ TEST(UpdateHeadValues, TheKeptRowsPlusTheNewRowsAreTheWholeHead) {
               std::vector<float>& v = shown[static_cast<size_t>(l * H + h)];
               std::vector<float> whole;
               const float* want = t.layers[l].head_values(s, h, whole);
-              const float* got = t.layers[l].update_head_values(s, h, T_old, kept, v);
-              ASSERT_EQ(std::memcmp(got, want, static_cast<size_t>(t.T()) * t.T() * 4), 0)
-                  << stage_name(s) << " layer " << l << " head " << h << " step " << step << " T " << t.T();
+              int64_t& pitch = ld[static_cast<size_t>(l * H + h)];
+              const int64_t before = pitch;
+              const float* got = t.layers[l].update_head_values(s, h, T_old, kept, v, &pitch);
+              moved += pitch != before;
+              ASSERT_GE(pitch, t.T());
+              for (int i = 0; i < t.T(); ++i)
+                ASSERT_EQ(std::memcmp(got + i * pitch, want + i * t.T(), static_cast<size_t>(t.T()) * 4), 0)
+                    << stage_name(s) << " layer " << l << " head " << h << " step " << step << " T " << t.T() << " row " << i;
             }
           T_old = t.T();
         }
+        EXPECT_EQ(moved, L * H) << "the rows move once, when T first passes 30, then grow in place";
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "ui/head_grid_panel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ui/imgui_util.h"
 
@@ -26,6 +27,36 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
   tex.upload(T, T, scratch);
 }
 
+void ThumbTexture::show(const Trace& tr, int layer, int head, Colormap cmap) {
+  const LayerTrace& lt = tr.layers[layer];
+  if (lt.thumbs.shape.empty()) {
+    upload_probs(tex_, tr, layer, head, cmap, rgba_);
+    n_ = 0;
+    return;
+  }
+  const int n = static_cast<int>(lt.thumbs.dim(1));
+  const float* now = lt.thumbs.head(head);  // (n, n)
+  const ValueRange unit{0.f, 1.f, true};
+  if (!tex_.valid() || n != n_ || cmap != cmap_ || lt.thumb_bucket != bucket_ || lt.window != window_) {
+    upload_probs(tex_, tr, layer, head, cmap, rgba_);
+    shown_.assign(now, now + static_cast<size_t>(n) * n);
+    n_ = n, cmap_ = cmap, bucket_ = lt.thumb_bucket, window_ = lt.window;
+    return;
+  }
+  int y0 = n, y1 = 0;  // the rows that changed: [y0, y1)
+  for (int y = 0; y < n; ++y)
+    if (std::memcmp(now + static_cast<size_t>(y) * n, shown_.data() + static_cast<size_t>(y) * n, sizeof(float) * n)) {
+      y0 = std::min(y0, y);
+      y1 = y + 1;
+    }
+  if (y0 >= y1) return;
+  colorize_rows(cmap, now + static_cast<size_t>(y0) * n, y0, y1 - y0, n, unit, rgba_.data() + static_cast<size_t>(y0) * n * 4,
+                /*causal_mask=*/true);
+  paint_outside_window(rgba_, n, n, lt.window, lt.thumb_bucket);
+  tex_.update_rows(y0, y1 - y0, rgba_);
+  std::copy(now + static_cast<size_t>(y0) * n, now + static_cast<size_t>(y1) * n, shown_.begin() + static_cast<ptrdiff_t>(y0) * n);
+}
+
 void HeadGridPanel::refresh(const FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   const Colormap cmap = ctx.state.probs_colormap;
@@ -33,7 +64,7 @@ void HeadGridPanel::refresh(const FrameContext& ctx) {
   if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && thumbs_.size() == count) return;
   thumbs_.resize(count);
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head; ++h) upload_probs(thumbs_[l * c.n_head + h], ctx.trace, l, h, cmap, rgba_);
+    for (int h = 0; h < c.n_head; ++h) thumbs_[l * c.n_head + h].show(ctx.trace, l, h, cmap);
   scores_ = score_heads(ctx.trace);
   serial_ = ctx.snap.trace_serial;
   cmap_ = cmap;

@@ -11,6 +11,23 @@
 
 namespace attnviz::ui {
 
+// One head's softmax thumbnail kept up to date between traces: of a trace's pooled
+// thumbnail (LayerTrace::thumbs) only the rows that differ from the last one shown are
+// coloured and uploaded again (after a keystroke, the last row of each), the rest when the
+// colormap, the size, the pooling or the window changes; without thumbnails, upload_probs.
+class ThumbTexture {
+ public:
+  void show(const Trace& tr, int layer, int head, Colormap cmap);
+  ImTextureID id() const { return tex_.id(); }
+
+ private:
+  Texture tex_;
+  std::vector<float> shown_;    // (n, n) the pooled weights on the texture
+  std::vector<uint8_t> rgba_;   // (n, n, 4) their colours
+  int n_ = 0, bucket_ = 0, window_ = 0;
+  Colormap cmap_ = Colormap::Viridis;
+};
+
 class HeadGridPanel : public Panel {
  public:
   HeadGridPanel() : Panel("All heads (softmax)") {}
@@ -33,8 +50,7 @@ class HeadGridPanel : public Panel {
 
   uint64_t serial_ = 0;            // trace the textures show
   Colormap cmap_ = Colormap::Viridis;
-  std::vector<Texture> thumbs_;    // (L * H), thumbs_[l * H + h]: probs of layer l, head h
-  std::vector<uint8_t> rgba_;
+  std::vector<ThumbTexture> thumbs_;  // (L * H), thumbs_[l * H + h]: probs of layer l, head h
   std::vector<HeadScore> scores_;  // (L * H) what each head does on the current text
   ImVec4 grid_rect_{0, 0, 0, 0};
   ExportBox export_{"attnviz-all-heads.png"};

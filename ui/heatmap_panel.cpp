@@ -97,6 +97,7 @@ HeatmapPanel::NavState HeatmapPanel::nav_state() const {
   n.zoom = view_.zoom, n.fit = view_.fit, n.x0 = view_.x0, n.y0 = view_.y0;
   n.tex_w = tex_w_, n.tex_h = tex_h_, n.tex_cells = tex_cells_;
   n.rebuilds = rebuilds_;
+  n.rows_computed = rows_computed_;
   n.minimap = view_.zoomed() && image_rect_.z > 0.f;
   n.strip_row = strip_row_;
   n.goto_error = goto_error_;
@@ -210,6 +211,7 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     return data_;
   }
   if (key.rollout) {
+    data_ld_ = cols;
     values_ = attention_rollout(ctx.trace, s.layer);  // (T, T)
     data_ = values_.data();
     range_ = ValueRange{0.f, 1.f, true};
@@ -217,9 +219,18 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     // The last result of this head, from the run just before, computed into values_: only
     // the rows the new run recomputed are computed again (a keystroke: one row, not T).
     const bool follows = data_ && data_ == values_.data() && !key_.rollout && key_.layer == key.layer &&
-                         key_.head == key.head && key_.stage == key.stage && key_.trace_serial + 1 == key.trace_serial;
-    data_ = follows ? lt.update_head_values(key.stage, key.head, values_T_, ctx.snap.recomputed_from, values_)
-                    : lt.head_values(key.stage, key.head, values_);  // derived or compact: computed into values_
+                         key_.head == key.head && key_.stage == Stage::Probs && key.stage == Stage::Probs &&
+                         key_.trace_serial + 1 == key.trace_serial;
+    if (follows) {  // data_ld_: the pitch values_ has, then the one it gets
+      int64_t computed = 0;
+      data_ = lt.update_head_values(key.stage, key.head, values_T_, ctx.snap.recomputed_from, values_, &data_ld_,
+                                    &computed);
+      rows_computed_ += computed;
+    } else {
+      data_ = lt.head_values(key.stage, key.head, values_);  // derived or compact: computed into values_
+      data_ld_ = cols;
+      if (data_ == values_.data()) rows_computed_ += rows;
+    }
     values_T_ = rows;
     range_ = key.stage == Stage::Probs ? ValueRange{0.f, 1.f, true}
                                        : symmetric_range(data_, static_cast<int64_t>(rows) * cols);
@@ -236,7 +247,7 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
 void HeatmapPanel::build_texture(Texture& tex, const float* data, int rows, int cols, const CellRect& src, int* h,
                                  int* w) {
   const PoolMask mask = pool_mask(key_.rollout, key_.stage, pool_window_);
-  pool_cells(data, rows, cols, src, *h, *w, pool_mode(key_.rollout, key_.stage), mask, pooled_, h, w);
+  pool_cells(data, rows, cols, src, *h, *w, pool_mode(key_.rollout, key_.stage), mask, pooled_, h, w, data_ld_);
   if (pooled_.empty()) return;
   colorize_rgba(cmap_, pooled_.data(), *h, *w, range_, rgba_);
   if (mask.window > 0)

@@ -43,6 +43,7 @@ class HeatmapPanel : public Panel {
     int tex_w = 0, tex_h = 0;                 // the texture's texels
     CellRect tex_cells;                       // the cells it covers
     int rebuilds = 0;                         // textures built so far
+    int64_t rows_computed = 0;                // matrix rows computed for it so far (not read from the trace)
     bool minimap = false;
     int strip_row = -1;  // the row the bar strip shows (−1: none)
     std::string goto_error;
@@ -100,6 +101,8 @@ class HeatmapPanel : public Panel {
   const Trace* key_trace_ = nullptr;
   const float* data_ = nullptr;  // the matrix of key_: in the trace or in values_
   int values_T_ = 0;             // values_ is (values_T_, values_T_) when data_ points into it
+  int64_t data_ld_ = 0;          // floats from one row of data_ to the next (≥ its columns)
+  int64_t rows_computed_ = 0;    // rows of heads computed into values_ so far (a keystroke: the new ones)
   ExportBox export_{"attnviz-heatmap.png"};
   Texture tex_;  // (tex_h_, tex_w_) RGBA over the cells tex_cells_, max-pooled
   CellRect tex_cells_;

@@ -121,7 +121,8 @@ void texel_grid(const CellRect& src, float zoom, int* h, int* w) {
 }
 
 void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int w, PoolMode mode, PoolMask mask,
-                std::vector<float>& out, int* out_h, int* out_w) {
+                std::vector<float>& out, int* out_h, int* out_w, int64_t ld) {
+  if (ld <= 0) ld = cols;
   src.r0 = std::clamp(src.r0, 0, std::max(rows, 0)), src.r1 = std::clamp(src.r1, src.r0, std::max(rows, 0));
   src.c0 = std::clamp(src.c0, 0, std::max(cols, 0)), src.c1 = std::clamp(src.c1, src.c0, std::max(cols, 0));
   if (!data || src.empty()) {
@@ -142,7 +143,7 @@ void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int 
     float* acc = out.data() + static_cast<size_t>(y) * w;  // (w)
     if (mode == PoolMode::Extreme) mag.assign(static_cast<size_t>(w), -1.f);
     for (int i = rb.r0; i < rb.r1; ++i) {
-      const float* row = data + static_cast<int64_t>(i) * cols;
+      const float* row = data + static_cast<int64_t>(i) * ld;
       int lo = 0, hi = 0;
       kept_columns(i, src.c0, src.c1, mask, &lo, &hi);
       if (lo >= hi) continue;
@@ -175,7 +176,7 @@ void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int 
         kept_columns(i, b.c0, b.c1, mask, &lo, &hi);
         for (int j = lo; j < hi && only_nan; ++j) {
           kept = true;
-          only_nan = std::isnan(data[static_cast<int64_t>(i) * cols + j]);
+          only_nan = std::isnan(data[static_cast<int64_t>(i) * ld + j]);
         }
       }
       if (kept && only_nan) acc[x] = std::numeric_limits<float>::quiet_NaN();

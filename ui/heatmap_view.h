@@ -80,12 +80,12 @@ CellRect texel_block(const CellRect& src, int h, int w, int y, int x);
 // The texture grid for the cells of `src` shown at `zoom` pixels per cell: one texel per
 // cell when cells are at least a pixel, else one texel per pixel (rounded up): (h, w).
 void texel_grid(const CellRect& src, float zoom, int* h, int* w);
-// data: (rows, cols) row-major. out: (h, w) row-major, texel (y, x) pooled over
+// data: (rows, cols) row-major, rows ld floats apart (0: cols). out: (h, w) row-major, texel (y, x) pooled over
 // texel_block(src, h, w, y, x) by `mode`; cells `mask` leaves out, NaN and −inf are skipped,
 // and a block with nothing left is −inf (NaN when it held only NaN). `src` is clipped to the
 // matrix, and h, w to [1, its rows / cols]; an empty source gives an empty `out` (h = w = 0).
 void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int w, PoolMode mode, PoolMask mask,
-                std::vector<float>& out, int* out_h = nullptr, int* out_w = nullptr);
+                std::vector<float>& out, int* out_h = nullptr, int* out_w = nullptr, int64_t ld = 0);
 // A block that pooled to −inf because of the mask: true when some of its cells are hidden by
 // the window (j ≤ i − W) rather than all by the causal mask (the heatmap's brown, not grey).
 bool block_outside_window(const CellRect& b, int window);

@@ -43,6 +43,18 @@ const float* NextTokenPanel::logits_at(const FrameContext& ctx, int row) {
   return row_values_.empty() ? nullptr : row_values_.data();
 }
 
+const std::vector<TokenShift>& NextTokenPanel::top_of(TopCache& c, const float* logits, uint64_t serial, int row, int V, int k,
+                                                      float temperature, const float* clean) {
+  if (c.logits == logits && c.serial == serial && c.row == row && c.k == k && c.temperature == temperature && c.clean == clean)
+    return c.top;
+  c.top.clear();
+  if (clean) c.top = compare_top_k(logits, clean, V, temperature, k);
+  else
+    for (const TokenProb& tp : top_k_probs(logits, V, temperature, k)) c.top.push_back({tp.id, tp.p, tp.p});
+  c.logits = logits, c.serial = serial, c.row = row, c.k = k, c.temperature = temperature, c.clean = clean;
+  return c.top;
+}
+
 void NextTokenPanel::draw_content(FrameContext& ctx) {
   const Trace& tr = ctx.trace;
   AppState& s = ctx.state;
@@ -103,10 +115,8 @@ void NextTokenPanel::draw_content(FrameContext& ctx) {
   // With prompt B beside it, the top few of each, so both fit.
   const Trace* other = other_trace(ctx);
   const int k = other ? std::min(s.top_k, kOtherTop) : s.top_k;
-  std::vector<TokenShift> top;
-  if (compare) top = compare_top_k(last, ctx.snap.clean_logits.data(), V, s.temperature, k);
-  else
-    for (const TokenProb& tp : top_k_probs(last, V, s.temperature, k)) top.push_back({tp.id, tp.p, tp.p});
+  const std::vector<TokenShift>& top =
+      top_of(top_a_, last, ctx.snap.trace_serial, row, V, k, s.temperature, compare ? ctx.snap.clean_logits.data() : nullptr);
   draw_bars(ctx, top, next, compare, ctx.snap.trace_text, s.text);
   if (other) draw_other(ctx, *other);
 }
@@ -165,8 +175,8 @@ void NextTokenPanel::draw_other(FrameContext& ctx, const Trace& tb) {
     ImGui::SameLine();
     ImGui::TextDisabled("(computing)");
   }
-  std::vector<TokenShift> top;
-  for (const TokenProb& tp : top_k_probs(last, V, ctx.state.temperature, std::min(ctx.state.top_k, kOtherTop))) top.push_back({tp.id, tp.p, tp.p});
+  const std::vector<TokenShift>& top =
+      top_of(top_b_, last, b->trace_serial, tb.T() - 1, V, std::min(ctx.state.top_k, kOtherTop), ctx.state.temperature, nullptr);
   ImGui::PushID("other");
   draw_bars(ctx, top, -1, false, b->trace_text, ctx.state.other_text);
   ImGui::PopID();

@@ -37,6 +37,20 @@ class NextTokenPanel : public Panel {
   const Trace* other_trace(const FrameContext& ctx) const;
   void draw_other(FrameContext& ctx, const Trace& tb);
   static constexpr int kOtherTop = 5;  // bars of each prompt while B is shown
+  // The top k of a row of logits, kept while they and the settings stay: a softmax over a
+  // vocabulary of 150,000 costs a millisecond or two, every frame otherwise.
+  struct TopCache {
+    const float* logits = nullptr;
+    uint64_t serial = 0;
+    int row = -1;
+    int k = -1;
+    float temperature = -1.f;
+    const float* clean = nullptr;  // the ablation's comparison, or null
+    std::vector<TokenShift> top;
+  };
+  const std::vector<TokenShift>& top_of(TopCache& c, const float* logits, uint64_t serial, int row, int V, int k,
+                                        float temperature, const float* clean);
+  TopCache top_a_, top_b_;
 
   std::shared_ptr<const Snapshot> other_;
 

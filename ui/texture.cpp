@@ -37,4 +37,14 @@ void Texture::upload(int w, int h, const std::vector<uint8_t>& rgba) {
   h_ = h;
 }
 
+void Texture::update_rows(int y0, int rows, const std::vector<uint8_t>& rgba) {
+  if (!tex_ || y0 < 0 || rows <= 0 || y0 + rows > h_ || rgba.size() < static_cast<size_t>(w_) * static_cast<size_t>(h_) * 4)
+    return;
+  glBindTexture(GL_TEXTURE_2D, tex_);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, w_, rows, GL_RGBA, GL_UNSIGNED_BYTE,
+                  rgba.data() + static_cast<size_t>(y0) * static_cast<size_t>(w_) * 4);
+}
+
 }  // namespace attnviz::ui

@@ -19,6 +19,8 @@ class Texture {
 
   // rgba: (h, w, 4) bytes, row 0 at the top.
   void upload(int w, int h, const std::vector<uint8_t>& rgba);
+  // Rows [y0, y0 + rows) of the texture uploaded before, from rgba (the whole (h, w, 4) image).
+  void update_rows(int y0, int rows, const std::vector<uint8_t>& rgba);
   ImTextureID id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(tex_)); }
   bool valid() const { return tex_ != 0; }
   int width() const { return w_; }

@@ -113,6 +113,9 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     text_centered(dl, ImVec2(x, origin.y), ImVec2(x + cw, origin.y + chip_h), IM_COL32(160, 160, 160, 255), lab);
     x += cw + gap;
   }
+  // Only the chips in view are drawn (and can be hovered): a long text has thousands, and
+  // drawing them all cost 65,000 vertices a frame at 2,000 tokens.
+  const float view_x0 = dl->GetClipRectMin().x - fs, view_x1 = dl->GetClipRectMax().x + fs;
   for (int k = first; k < w.total; ++k) {
     const int id = all[k];
     const bool in_window = k >= w.dropped;
@@ -124,6 +127,12 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
       if (win_x0 < 0) win_x0 = a.x;
       win_x1 = b.x;
       if (pos < static_cast<int>(chip_x_.size())) chip_x_[static_cast<size_t>(pos)] = ImVec2(a.x, b.x);
+    }
+    if (b.x < view_x0 || a.x > view_x1) {
+      x = b.x + gap;
+      continue;
+    }
+    if (in_window) {
       dl->AddRectFilled(a, b, chip_color(id), 4.f);
       if (pos == ht) dl->AddRect(a - ImVec2(2, 2), b + ImVec2(2, 2), IM_COL32(255, 220, 0, 255), 4.f, 0, 3.f);
       text_centered(dl, a, b, IM_COL32(0, 0, 0, 255), lab);

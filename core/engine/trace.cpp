@@ -228,29 +228,39 @@ const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scr
 }
 
 const float* LayerTrace::update_head_values(Stage s, int64_t h, int64_t old_T, int64_t kept,
-                                            std::vector<float>& values) const {
-  const int64_t n = T();
+                                            std::vector<float>& values, int64_t* ld, int64_t* computed) const {
+  const int64_t n = T(), L = *ld;
   kept = std::min({kept, old_T, n});
-  if ((s != Stage::Probs && s != Stage::Masked) || kept <= 0 || old_T < 0 ||
-      values.size() != static_cast<size_t>(old_T * old_T))
+  if ((s != Stage::Probs && s != Stage::Masked) || kept <= 0 || L < old_T || values.size() < static_cast<size_t>(old_T * L)) {
+    *ld = n;
+    if (computed) *computed = n;
     return head_values(s, h, values);
-  if (n != old_T) {  // re-lay the kept rows out at the new width
-    const float future = s == Stage::Probs ? 0.f : -INFINITY;
-    if (n > old_T) {
-      values.resize(static_cast<size_t>(n * n));
-      for (int64_t i = kept - 1; i >= 0; --i) {  // backwards: each row moves to a later place
-        std::copy_backward(values.begin() + i * old_T, values.begin() + i * old_T + old_T, values.begin() + i * n + old_T);
-        std::fill(values.begin() + i * n + old_T, values.begin() + i * n + n, future);
-      }
-    } else {
-      for (int64_t i = 1; i < kept; ++i) std::copy_n(values.begin() + i * old_T, n, values.begin() + i * n);
-      values.resize(static_cast<size_t>(n * n));
-    }
   }
-  if (const Tensor* t = stored(s))
-    for (int64_t i = kept; i < n; ++i) std::copy_n(t->head(h) + i * t->ld(), n, values.data() + i * n);
-  else
-    matrix_rows(*this, s, h, kept, n - kept, values.data() + kept * n);
+  if (computed) *computed = n - kept;
+  const float future = s == Stage::Probs ? 0.f : -INFINITY;
+  if (n > L) {  // past the pitch: the kept rows move once, to a pitch with a quarter more room
+    const int64_t L2 = n + n / 4 + 16;
+    std::vector<float> fresh;
+    fresh.reserve(static_cast<size_t>(L2 * L2));
+    fresh.resize(static_cast<size_t>(n * L2));
+    for (int64_t i = 0; i < kept; ++i) {
+      std::copy_n(values.begin() + i * L, old_T, fresh.begin() + i * L2);
+      std::fill(fresh.begin() + i * L2 + old_T, fresh.begin() + i * L2 + n, future);
+    }
+    values.swap(fresh);
+    *ld = L2;
+  } else {
+    values.resize(static_cast<size_t>(n * L));
+    for (int64_t i = 0; i < kept && n > old_T; ++i) std::fill(values.begin() + i * L + old_T, values.begin() + i * L + n, future);
+  }
+  const int64_t P = *ld;
+  if (const Tensor* t = stored(s)) {
+    for (int64_t i = kept; i < n; ++i) std::copy_n(t->head(h) + i * t->ld(), n, values.data() + i * P);
+  } else {
+    std::vector<float> rows(static_cast<size_t>((n - kept) * n));  // (n − kept, n), then at the pitch
+    matrix_rows(*this, s, h, kept, n - kept, rows.data());
+    for (int64_t i = kept; i < n; ++i) std::copy_n(rows.data() + (i - kept) * n, n, values.data() + i * P);
+  }
   return values.data();
 }
 

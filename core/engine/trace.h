@@ -101,11 +101,16 @@ struct LayerTrace {
   // Head h of stage s as a row-major (rows, cols) array: inside the trace for a stored
   // stage, else computed into `scratch`.
   const float* head_values(Stage s, int64_t h, std::vector<float>& scratch) const;
-  // `values` holds head h of stage s (Probs or Masked) as head_values gave it for a trace of
-  // old_T tokens whose rows [0, kept) are this trace's: makes it this trace's (T, T),
-  // computing only rows [kept, T) (after a keystroke, one row instead of T). The old rows'
-  // new columns are the future: 0 (probs) or −inf (masked). Returns values.data().
-  const float* update_head_values(Stage s, int64_t h, int64_t old_T, int64_t kept, std::vector<float>& values) const;
+  // `values` holds head h of stage s (Probs or Masked), its rows *ld floats apart (*ld ≥
+  // old_T), for a trace of old_T tokens whose rows [0, kept) are this trace's: makes it this
+  // trace's (T, T) head, computing only rows [kept, T) (after a keystroke, one row instead
+  // of T). The kept rows' new columns are the future: 0 (probs) or −inf (masked). While T
+  // stays within *ld nothing moves; past it the rows move once, to a pitch with room (*ld is
+  // updated). Otherwise (another stage, nothing kept, values not of that size) the whole head
+  // as head_values gives it, with *ld = T. Returns the matrix's first element; `computed`
+  // (if given) gets the number of rows it computed.
+  const float* update_head_values(Stage s, int64_t h, int64_t old_T, int64_t kept, std::vector<float>& values,
+                                  int64_t* ld, int64_t* computed = nullptr) const;
   // Row i of head h of stage s (cols values), the same numbers as head_values'.
   const float* row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const;
   float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element (a row's work when compact)

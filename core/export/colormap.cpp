@@ -119,16 +119,20 @@ Rgb8 value_rgb(Colormap c, float value, ValueRange r) {
 
 void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba,
                    bool causal_mask) {
-  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
-  rgba.resize(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    const bool masked = causal_mask && causally_masked(static_cast<int64_t>(i) / cols, static_cast<int64_t>(i) % cols);
-    const Rgb8 p = masked ? masked_rgb() : value_rgb(c, data[i], r);
-    rgba[i * 4 + 0] = p.r;
-    rgba[i * 4 + 1] = p.g;
-    rgba[i * 4 + 2] = p.b;
-    rgba[i * 4 + 3] = 255;
-  }
+  rgba.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols) * 4);
+  colorize_rows(c, data, 0, rows, cols, r, rgba.data(), causal_mask);
+}
+
+void colorize_rows(Colormap c, const float* data, int row0, int rows, int cols, ValueRange r, uint8_t* out,
+                   bool causal_mask) {
+  for (int y = row0; y < row0 + rows; ++y)  // row by row: no division per cell to find its row and column
+    for (int x = 0; x < cols; ++x, ++data, out += 4) {
+      const Rgb8 p = causal_mask && causally_masked(y, x) ? masked_rgb() : value_rgb(c, *data, r);
+      out[0] = p.r;
+      out[1] = p.g;
+      out[2] = p.b;
+      out[3] = 255;
+    }
 }
 
 }  // namespace attnviz

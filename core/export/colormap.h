@@ -58,5 +58,9 @@ Rgb8 value_rgb(Colormap c, float value, ValueRange r);
 // softmax weights there are exactly 0, and this keeps them apart from small real weights.
 void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange r, std::vector<uint8_t>& rgba,
                    bool causal_mask = false);
+// Rows [row0, row0 + rows) of such a matrix: data and out point at row row0's first cell
+// and first texel (the causal mask needs the rows' own indices).
+void colorize_rows(Colormap c, const float* data, int row0, int rows, int cols, ValueRange r, uint8_t* out,
+                   bool causal_mask);
 
 }  // namespace attnviz
