@@ -5,6 +5,7 @@
 // LayerTrace::update_head_values (the heatmap's per-keystroke rows) against head_values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -189,6 +190,49 @@ TEST(SharedTrace, ASharedTraceOutlivesItsEngine) {
     copy = *s;
   }
   expect_identical(*s, copy, "after the engine is gone");
+}
+
+TEST(SharedTrace, WithRoomToGrowTypingMovesNoTensorAndMatchesATwin) {
+  const auto m = gqa_model();
+  Engine typing(m, make_cpu_backend()), twin(m, make_cpu_backend());
+  typing.set_room_to_grow(true);
+  for (Engine* e : {&typing, &twin}) e->set_matrices(Engine::Matrices::kRecompute);
+  auto ids = random_ids(200, 300, 12);
+  typing.run(ids);
+  twin.run(ids);
+  std::shared_ptr<const Trace> held = typing.share();  // as the GUI's snapshot holds the last result
+  // Storage of every row tensor of both traces the engine alternates between.
+  auto storage = [](const Trace& t) {
+    std::vector<const float*> p;
+    for (const LayerTrace& lt : t.layers)
+      for (const Tensor* x : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.row_stats, &lt.resid}) p.push_back(x->data.data());
+    p.push_back(t.final_hidden.data.data());
+    p.push_back(t.final_resid.data.data());
+    return p;
+  };
+  std::vector<std::vector<const float*>> seen;
+  for (int i = 0; i < 40; ++i) {  // 200 + 40 tokens: within the quarter more room
+    ids.push_back(i % 300);
+    const Trace& t = typing.run(ids);
+    expect_identical(t, twin.run(ids), "typed " + std::to_string(ids.size()));
+    held = typing.share();
+    const auto now = storage(t);
+    if (std::find(seen.begin(), seen.end(), now) == seen.end()) {
+      if (seen.size() >= 2)
+        for (size_t k = 0; k < now.size(); ++k)
+          if (now[k] != seen[seen.size() - 2][k]) ADD_FAILURE() << "tensor " << k << " of " << now.size() << " moved at key " << i;
+      seen.push_back(now);
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u) << "two traces, each laid out once: no tensor moved while typing";
+  EXPECT_EQ(typing.trace_copies(), 2u);
+  // Without the room the first keys move the tensors (what the room is for).
+  Engine plain(m, make_cpu_backend());
+  plain.set_matrices(Engine::Matrices::kRecompute);
+  auto ids2 = random_ids(200, 300, 12);
+  const float* q0 = plain.run(ids2).layers[0].q.data.data();
+  ids2.push_back(1);
+  EXPECT_NE(plain.run(ids2).layers[0].q.data.data(), q0);
 }
 
 TEST(CopyChanged, CopiesTheChangedRowsToTheSameValuesAsAWholeCopy) {

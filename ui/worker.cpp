@@ -163,6 +163,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
                       random_weights_, load_ms_, std::move(encode_cache_), next};
       engine_ = std::make_unique<Engine>(model, std::move(backend));
       engine_->set_all_logits(false);  // the panels show the last row; the loss comes from row_loss
+      engine_->set_room_to_grow(true);   // typed into: the next keys write in place
       clean_engine_.reset();
       engine_model_ = r.model_spec;
       engine_backend_ = r.backend;

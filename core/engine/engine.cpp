@@ -141,9 +141,12 @@ std::shared_ptr<const Trace> Engine::share() {
   return std::shared_ptr<const Trace>(&s->trace, [s](const Trace*) { s->leases.fetch_sub(1, std::memory_order_release); });
 }
 
-void Engine::take_unshared_slot() {
-  // Acquire: whatever a released pointer's holder read of a trace happens before we write it.
-  auto released = [](const std::shared_ptr<Slot>& s) { return s->leases.load(std::memory_order_acquire) == 0; };
+namespace {
+// Acquire: whatever a released pointer's holder read of a trace happens before we write it.
+bool released(const std::shared_ptr<Engine::Slot>& s) { return s->leases.load(std::memory_order_acquire) == 0; }
+}  // namespace
+
+std::shared_ptr<Engine::Slot> Engine::free_spare(bool make) {
   // Slots still shared stay listed (they come back once released); of the released ones one
   // is kept as the spare, more would only hold memory.
   std::shared_ptr<Slot> spare;
@@ -154,12 +157,21 @@ void Engine::take_unshared_slot() {
     } else {
       ++it;
     }
-  if (!released(slot_)) {
-    if (!spare) spare = std::make_shared<Slot>();
-    if (spare->stale_all) spare->trace = slot_->trace;
-    else copy_changed(spare->trace, slot_->trace, spare->stale_row, spare->stale_layer);
+  if (!spare && make) spare = std::make_shared<Slot>();
+  if (spare) {  // brought up to date with the current trace
+    if (spare->stale_all) copy_changed(spare->trace, slot_->trace, 0, 0);  // whole, keeping the room to grow
+    else if (spare->stale_row < Slot::kNone || spare->stale_layer < Slot::kNone)
+      copy_changed(spare->trace, slot_->trace, spare->stale_row, spare->stale_layer);
     spare->stale_all = false;
     spare->stale_row = spare->stale_layer = Slot::kNone;
+  }
+  return spare;
+}
+
+void Engine::take_unshared_slot() {
+  const bool switching = !released(slot_);
+  std::shared_ptr<Slot> spare = free_spare(switching);
+  if (switching) {
     slot_->stale_row = slot_->stale_layer = Slot::kNone;  // equal to the new current trace, until a run changes that
     slot_->stale_all = false;
     std::swap(spare, slot_);
@@ -235,6 +247,13 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   partial_ = false;
   last_from_ = from;
   cache_valid_ = true;
+  if (room_to_grow_) {
+    reserve_trace_rows(tr, tr.T() + 1, tr.T() + tr.T() / 4 + 16);  // room for the next key
+    // A whole window was laid out (a text loaded, an edit at its start, the window slid):
+    // the second trace the next key needs is copied now, as part of this long run, instead
+    // of holding up that key. After other runs it costs only the rows they changed, later.
+    if (from == 0) older_.push_back(free_spare(true));
+  }
   return tr;
 }
 

@@ -51,6 +51,11 @@ class Engine {
   void set_all_logits(bool all);
   bool all_logits() const { return all_logits_; }
 
+  // For typing into long texts (the GUI): after a run, every row tensor of a compact trace
+  // has room for a quarter more tokens, so the next keys write in place and a trace is not
+  // moved on the first key after a long text loads (the copy costs the run it follows).
+  void set_room_to_grow(bool on) { room_to_grow_ = on; }
+
   int last_recomputed_from() const { return last_from_; }  // first position the last run computed
   // First layer the last run computed: > 0 when only the ablation changed and the backend
   // could start at its first affected layer (the CPU backend can).
@@ -85,10 +90,18 @@ class Engine {
   int stale_from_layer_ = 1 << 30;  // first layer a changed ablation affects; large: none
   bool cache_valid_ = false;
   bool partial_ = false;  // the last forward was cancelled half-way (see set_control)
-  struct Slot;
+  bool room_to_grow_ = false;
+
+ public:
+  struct Slot;  // (defined in engine.cpp)
+
+ private:
   std::shared_ptr<Slot> slot_;               // the trace runs write: never one share() gave out
   std::vector<std::shared_ptr<Slot>> older_;  // traces it replaced, reused once released
   void take_unshared_slot();  // before a run writes: moves to another slot if this one is shared
+  // A released older slot (or, with `make`, a new one) brought up to date with the current
+  // trace, taken out of older_; null when none is released and !make.
+  std::shared_ptr<Slot> free_spare(bool make);
   void mark_changed(int from_row, int from_layer);  // what a run is about to rewrite
 };
 

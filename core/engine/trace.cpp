@@ -30,6 +30,27 @@ int64_t with_room(int64_t n) { return (n + n / 4 + 15) / 16 * 16; }
 
 }  // namespace
 
+int64_t Tensor::row_capacity() const {
+  if (shape.size() == 2) return shape[1] > 0 ? static_cast<int64_t>(data.capacity()) / shape[1] : 0;
+  if (shape.size() == 3) return data.empty() ? 0 : head_stride() / ld();
+  return 0;
+}
+
+void Tensor::reserve_rows(int64_t rows) {
+  if (shape.size() == 2) {
+    data.reserve(static_cast<size_t>(rows * shape[1]));
+    return;
+  }
+  if (shape.size() != 3 || data.empty() || head_stride() / ld() >= rows) return;
+  const int64_t heads = shape[0], ld_now = ld();
+  FloatBuf fresh(static_cast<size_t>(heads * rows * ld_now), 0.f);
+  for (int64_t h = 0; h < heads; ++h)
+    std::copy_n(head(h), shape[1] * ld_now, fresh.data() + h * rows * ld_now);
+  data = std::move(fresh);
+  row_pitch = ld_now;
+  head_pitch = rows * ld_now;
+}
+
 const float* Tensor::head_dense(int64_t h, std::vector<float>& scratch) const {
   const int64_t rows = dim(1), cols = dim(2);
   if (ld() == cols) return head(h);
@@ -348,9 +369,33 @@ static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 600 && sizeof(Trace) 
               "a field was added to LayerTrace or Trace: copy it in copy_changed");
 #endif
 
+void reserve_trace_rows(Trace& t, int64_t need, int64_t grant) {
+  if (!t.compact) return;
+  auto room = [&](Tensor& x) {
+    if (x.row_capacity() < need) x.reserve_rows(std::max(need, grant));
+  };
+  for (LayerTrace& lt : t.layers)
+    for (Tensor* x : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.row_stats, &lt.resid}) room(*x);
+  room(t.final_hidden);
+  room(t.final_resid);
+}
+
+namespace {
+// dst = src, keeping the room to grow src's 2-D tensors have (a vector's copy gets only its
+// size): a copy of a trace that is being typed into would otherwise move them on the next key.
+void assign_keeping_room(Trace& dst, const Trace& src) {
+  dst.layers.resize(src.layers.size());
+  for (size_t l = 0; l < src.layers.size(); ++l)
+    dst.layers[l].resid.data.reserve(src.layers[l].resid.data.capacity());
+  dst.final_hidden.data.reserve(src.final_hidden.data.capacity());
+  dst.final_resid.data.reserve(src.final_resid.data.capacity());
+  dst = src;  // element by element: the vectors above keep their capacity
+}
+}  // namespace
+
 void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer) {
   if (dst.layers.size() != src.layers.size() || from_row <= 0) {
-    dst = src;
+    assign_keeping_room(dst, src);
     return;
   }
   const int L = static_cast<int>(src.layers.size());

@@ -46,6 +46,12 @@ struct Tensor {
   // grows past it moves once into storage with about a quarter more room in the dimensions
   // that grew.
   void resize_keep(std::vector<int64_t> new_shape, int64_t keep_rows, int64_t keep_cols);
+  // Rows (axis 1 of a 3-D tensor, axis 0 of a 2-D one) the storage holds without moving.
+  int64_t row_capacity() const;
+  // Room for `rows` rows without moving: a 3-D tensor with less moves once into storage with
+  // that many rows per head (its values and shape stay); a 2-D one reserves the capacity.
+  // Nothing for other ranks.
+  void reserve_rows(int64_t rows);
 };
 
 // Stages of attention, in the order they happen. Capped exists only in layers that
@@ -159,6 +165,12 @@ struct Trace {
   static double estimate_bytes(int64_t L, int64_t H, int64_t KV, int64_t d, int64_t C, int64_t V, int64_t T,
                                bool compact, bool all_logits = true);
 };
+
+// Every tensor of a compact trace that grows by rows (q, k, v, out, row_stats, resid and the
+// final rows) that has room for fewer than `need` tokens gets room for `grant` (≥ need; see
+// Tensor::reserve_rows), so that the next tokens typed write in place. A trace with (T, T)
+// matrices is left as it is.
+void reserve_trace_rows(Trace& t, int64_t need, int64_t grant);
 
 // Makes `dst` equal to `src` (every field and value), given that `dst` equals what `src`
 // held before runs that rewrote rows [from_row, T) of every layer, and every row of layers
