@@ -275,13 +275,9 @@ const float* LayerTrace::update_head_values(Stage s, int64_t h, int64_t old_T, i
     for (int64_t i = 0; i < kept && n > old_T; ++i) std::fill(values.begin() + i * L + old_T, values.begin() + i * L + n, future);
   }
   const int64_t P = *ld;
-  if (const Tensor* t = stored(s)) {
-    for (int64_t i = kept; i < n; ++i) std::copy_n(t->head(h) + i * t->ld(), n, values.data() + i * P);
-  } else {
-    std::vector<float> rows(static_cast<size_t>((n - kept) * n));  // (n − kept, n), then at the pitch
-    matrix_rows(*this, s, h, kept, n - kept, rows.data());
-    for (int64_t i = kept; i < n; ++i) std::copy_n(rows.data() + (i - kept) * n, n, values.data() + i * P);
-  }
+  std::vector<float> rows(static_cast<size_t>((n - kept) * n));  // (n − kept, n), stored or computed, then at the pitch
+  matrix_rows(*this, s, h, kept, n - kept, rows.data());
+  for (int64_t i = kept; i < n; ++i) std::copy_n(rows.data() + (i - kept) * n, n, values.data() + i * P);
   return values.data();
 }
 
