@@ -3,7 +3,7 @@
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
-//           [--train-steps N] [--text-view] [--lens] [--attribution] [--query I] [--size WxH]
+//           [--train-steps N] [--text-view] [--text-view-attribution] [--lens] [--attribution] [--query I] [--size WxH]
 //           [--heatmap-zoom Z] [--heatmap-center I]
 //           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]]
 //
@@ -132,6 +132,7 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--type", opt.type, "type these characters one by one after the first result, timing each keystroke to its frame (recorded in the screenshot's .json)");
   cli.add_option("--train-steps", opt.train_steps, "open the Training panel and train the classroom preset (induction head) this many steps; a screenshot waits for the run to end")->check(CLI::PositiveNumber);
   cli.add_flag("--text-view", opt.text_view, "open the Text view panel (the text shaded by the weights the query gives it; also in the View menu)");
+  cli.add_flag("--text-view-attribution", opt.text_view_attribution, "open the Text view shaded by logit attribution (each token's share of the logit the query predicts, carried by the heads' attention)");
   cli.add_flag("--lens", opt.lens, "open the Logit lens panel (what each layer would predict at each position; also in the View menu)");
   cli.add_flag("--attribution", opt.attribution, "open the Direct logit attribution panel (each head's and MLP's share of a logit at the query; also in the View menu)");
   cli.add_option("--other", opt.other, "prompt B, the other prompt: compared with the text and patched into its run (also typed under the text)");

@@ -35,6 +35,19 @@ check "--query honoured" grep -q '"query": 3' "$work/tv-q3.png.json"
 check "--query past the end runs" xrun "$app" --text-view --query 100000 --text "$text" --screenshot "$work/tv-past.png"
 check "past the end: still drawn" "$colors" "$work/tv-past.png" 255,220,0:40
 
+# Shaded by logit attribution: the job's key shares arrive before the screenshot, the note
+# names the target's logit, and the strongest key is at full shade, orange (255,150,30) when
+# its share is for the target, blue (60,140,255) when against.
+check "logit attribution" xrun "$app" --text-view-attribution --text "$text" --layer 1 --head 4 --screenshot "$work/tv-attr.png"
+check "attribution shown" /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["text_view"]
+assert t["shade_by"] == "attribution" and t["ready"] and "shares of the logit of" in t["note"], t
+assert t["strongest"] != 0, t
+' "$work/tv-attr.png.json"
+strongest_rgb=$(/usr/bin/python3 -c 'import json,sys; print("255,150,30" if json.load(open(sys.argv[1]))["text_view"]["strongest"] > 0 else "60,140,255")' "$work/tv-attr.png.json")
+check "attribution: strongest key at full shade" "$colors" "$work/tv-attr.png" "$strongest_rgb:60" 255,220,0:40
+
 # A local layer (window 4) and a crop: keys outside the window on their brown (120,96,64);
 # the heatmap shows Q so that the brown comes from the text view alone.
 check "tokenizer model" "$cli" random --preset tiny --layers 1 --out "$work/tiny"
@@ -43,6 +56,14 @@ check "local layer" xrun "$app" --model "$work/gemma3" --text-view --text "$text
   --screenshot "$work/tv-local.png"
 check "crop" grep -q '"dropped": ' "$work/tv-local.png.json"
 check "outside the window marked" "$colors" "$work/tv-local.png" 120,96,64:400
+# Gemma 3 norms each block's output before adding it: no share is linear, and the view says so.
+check "attribution refused on gemma3" xrun "$app" --model "$work/gemma3" --text-view-attribution --text "$text" \
+  --screenshot "$work/tv-gemma-attr.png"
+check "refusal said" /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["text_view"]
+assert not t["ready"] and "not available" in t["note"], t
+' "$work/tv-gemma-attr.png.json"
 
 # A long text: a few thousand characters on the built-in model.
 long=$(for i in $(seq 1 40); do printf '%s ' "$text"; done)

@@ -210,6 +210,122 @@ TEST(LogitAttribution, BadTargetsAndPositionsAreUsageErrors) {
   }
 }
 
+// ---- Key attribution ----
+
+// Each head's key shares summed over the keys against the head's share as
+// direct_logit_attribution computes it (its recorded output through wo: another product),
+// within 1e-4 of the largest head share; keys after the position hold 0.
+void check_key_shares(const Model& m, const Trace& tr) {
+  const ModelConfig& c = m.config;
+  for (int i : {0, tr.T() / 2, tr.T() - 1}) {
+    const int pred = predicted_token(m, tr, i);
+    for (const std::vector<int>& ids : {std::vector<int>{pred}, std::vector<int>{pred, (pred + 1) % c.vocab_size}}) {
+      const Attribution a = direct_logit_attribution(m, tr, i, ids);
+      const KeyAttribution k = key_attribution(m, tr, i, ids);
+      ASSERT_EQ(k.shares.size(), static_cast<size_t>(c.n_layer) * c.n_head * tr.T());
+      EXPECT_EQ(k.logit, a.logit);
+      double largest = 1e-3;
+      for (const auto& layer : a.heads)
+        for (double v : layer) largest = std::max(largest, std::abs(v));
+      for (int l = 0; l < c.n_layer; ++l)
+        for (int h = 0; h < c.n_head; ++h) {
+          const float* s = k.head(l, h);
+          double sum = 0;
+          for (int j = 0; j < tr.T(); ++j) {
+            sum += s[j];
+            if (j > i) { EXPECT_EQ(s[j], 0.f) << "future key " << j << " of query " << i; }
+          }
+          EXPECT_NEAR(sum, a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)], 1e-4 * largest)
+              << "layer " << l << " head " << h << " position " << i;
+          EXPECT_EQ(k.replaced[static_cast<size_t>(l) * c.n_head + h], 0);
+        }
+    }
+  }
+}
+
+TEST(KeyAttribution, SharesSumToEachHeadsShareLlamaGqa) {
+  const auto m = small_model("llama", 4, 2);
+  Engine engine(m, make_cpu_backend());
+  check_key_shares(*m, engine.run(test::random_ids(11, 61, 9)));
+}
+
+TEST(KeyAttribution, SharesSumToEachHeadsShareGpt2) {
+  const auto m = small_model("gpt2", 4, 4);
+  Engine engine(m, make_cpu_backend());
+  check_key_shares(*m, engine.run(test::random_ids(11, 61, 9)));
+}
+
+// Stored Q8_0 wo (read row by row), and a compact trace (attention rows recomputed).
+TEST(KeyAttribution, SharesSumToEachHeadsShareGgufQ8Compact) {
+  const auto m = q8_model();
+  ASSERT_TRUE(m->weights.layers[0].wo.is_stored());
+  Engine engine(m, make_cpu_backend());
+  engine.set_matrices(Engine::Matrices::kRecompute);
+  const Trace& tr = engine.run(test::random_ids(9, 320, 4));
+  ASSERT_TRUE(tr.layers[0].compact);
+  check_key_shares(*m, tr);
+}
+
+// One key's share written out: a_ij times v_j through head h's rows of wo (float32 here)
+// and g, in double, within 1e-5 relative.
+TEST(KeyAttribution, OneKeyMatchesPlainLoops) {
+  const auto m = small_model("llama", 4, 2);
+  const ModelConfig& c = m->config;
+  Engine engine(m, make_cpu_backend());
+  const Trace& tr = engine.run(test::random_ids(11, 61, 9));
+  const int i = tr.T() - 1, l = 1, h = 3, j = 4, d = c.head_size, C = c.n_embd;
+  const int target = predicted_token(*m, tr, i);
+  const KeyAttribution k = key_attribution(*m, tr, i, {target});
+  // g = s · w_f ⊙ u_target (RMSNorm), s from the final stream.
+  const Tensor& xf = tr.final_resid;
+  double ms = 0;
+  for (int e = 0; e < C; ++e) ms += static_cast<double>(xf.data[static_cast<size_t>(i) * C + e]) * xf.data[static_cast<size_t>(i) * C + e];
+  const double s = 1.0 / std::sqrt(ms / C + c.norm_eps);
+  const Mat U = m->weights.unembedding().table_f32();
+  const Mat Wo = m->weights.layers[l].wo.linear_f32();  // (H·d, C)
+  const LayerTrace& lt = tr.layers[l];
+  double share = 0;
+  for (int e = 0; e < d; ++e) {
+    double r = 0;
+    for (int cc = 0; cc < C; ++cc)
+      r += static_cast<double>(Wo(h * d + e, cc)) * c.logit_scale * s * m->weights.normf_w[cc] * U(target, cc);
+    share += static_cast<double>(lt.v.at(c.kv_head_of(h), j, e)) * r;
+  }
+  share *= static_cast<double>(lt.probs.at(h, i, j)) * c.residual_scale;
+  EXPECT_NEAR(k.head(l, h)[j], share, 1e-5 * std::max(std::abs(share), 1e-3));
+  EXPECT_NE(share, 0.0);
+}
+
+// Keys outside a local layer's window get no share; an ablated head is marked and carries
+// nothing; a cancelled computation throws Cancelled.
+TEST(KeyAttribution, WindowsAblationAndCancel) {
+  nlohmann::json j = {{"model_type", "mistral"},  {"vocab_size", 61},        {"hidden_size", 32},
+                      {"intermediate_size", 48},  {"num_hidden_layers", 2},  {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 10000.0},    {"tie_word_embeddings", false}, {"sliding_window", 3}};
+  const auto m = load_model(test::make_model_dir(parse_config(j, "key attribution window"), 5, "key-attr-window"));
+  Engine engine(m, make_cpu_backend());
+  engine.set_ablation(Ablation{AblationMode::Zero, {{1, 2}}});
+  const Trace& tr = engine.run(test::random_ids(10, 61, 3));
+  const int i = tr.T() - 1;
+  const KeyAttribution k = key_attribution(*m, tr, i, {predicted_token(*m, tr, i)});
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) {
+      const bool ablated = l == 1 && h == 2;
+      EXPECT_EQ(k.replaced[static_cast<size_t>(l) * 4 + h], ablated ? 1 : 0);
+      int nonzero = 0;
+      for (int jj = 0; jj < tr.T(); ++jj) {
+        const bool seen = jj <= i && jj > i - 3;
+        if (!seen || ablated) { EXPECT_EQ(k.head(l, h)[jj], 0.f) << l << " " << h << " key " << jj; }
+        else { nonzero += k.head(l, h)[jj] != 0.f; }
+      }
+      EXPECT_EQ(nonzero, ablated ? 0 : 3) << l << " " << h;
+    }
+  std::atomic<bool> cancel{true};
+  EXPECT_THROW(key_attribution(*m, tr, i, {1}, &cancel), Cancelled);
+  EXPECT_THROW(key_attribution(*m, tr, tr.T(), {1}), Error);
+}
+
 // ---- CLI ----
 
 // The CLI tests' model directory, made by the first test that asks for it.

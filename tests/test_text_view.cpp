@@ -12,6 +12,7 @@
 
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "core/export/painter.h"
 #include "test_util.h"
 #include "ui/text_view.h"
 
@@ -220,6 +221,74 @@ TEST(TextView, ShadeColours) {
   EXPECT_EQ(shade_rgb(7.f, bg), kTextViewHighlight);  // clamped
   const Rgb8 mid = shade_rgb(0.5f, bg);
   EXPECT_EQ(mid.r, static_cast<uint8_t>(std::lround(10 + (255 - 10) * 0.5)));
+}
+
+// Shares against the target: the negative colour, as far from bg as the shade's size.
+TEST(TextView, SignedShadeColours) {
+  const Rgb8 bg{10, 20, 30};
+  EXPECT_EQ(shade_rgb(-1.f, bg), kTextViewNegative);
+  EXPECT_EQ(shade_rgb(-7.f, bg), kTextViewNegative);  // clamped
+  const Rgb8 mid = shade_rgb(-0.5f, bg);
+  EXPECT_EQ(mid.b, static_cast<uint8_t>(std::lround(30 + (255 - 30) * 0.5)));
+  EXPECT_NE(kTextViewNegative, kTextViewHighlight);
+}
+
+// The logit attribution's key shares as the modes take them (one head; the sum over the
+// layer's heads for both layer modes; over every head for both "all" modes), written out
+// over KeyAttribution's (L, H, T) array; then the signed shading: share / max |share| over
+// the keys the query sees, the strongest by |share| first, the marks as for weights.
+TEST(TextView, KeySharesAndSignedShading) {
+  const Runs r(mistral(5), "text_view_shares", test::random_ids(30, 97, 4), 24);
+  const Trace& t = r.small;
+  const int q = 17;
+  const KeyAttribution a = key_attribution(*r.model, t, q, {predicted_token(*r.model, t, q)});
+  ASSERT_EQ(a.T, t.T());
+  for (TextViewMode mode : kModes) {
+    std::vector<float> got;
+    key_shares(a, 1, 2, mode, got);
+    ASSERT_EQ(got.size(), static_cast<size_t>(t.T()));
+    const bool all = mode == TextViewMode::AllMean || mode == TextViewMode::AllMax;
+    for (int j = 0; j < t.T(); ++j) {
+      double want = 0;
+      for (int l = 0; l < a.L; ++l)
+        for (int h = 0; h < a.H; ++h)
+          if (mode == TextViewMode::Head ? (l == 1 && h == 2) : all || l == 1) want += a.head(l, h)[j];
+      ASSERT_NEAR(got[j], want, 1e-6 * (1 + std::abs(want))) << text_view_mode_label(mode, true) << " key " << j;
+    }
+    const TextShading sh = shade_tokens(got.data(), t.T(), q, t.dropped, marked_window(t, 1, mode), 3, true);
+    EXPECT_TRUE(sh.signed_shares);
+    double mx = 0;
+    for (int j = q - 5 + 1; j <= q; ++j) mx = std::max(mx, std::abs(static_cast<double>(got[j])));
+    ASSERT_GT(mx, 0.0);
+    EXPECT_NEAR(sh.max_weight, mx, 1e-6 * mx);
+    int negative = 0;
+    for (int k = 0; k < static_cast<int>(sh.tokens.size()); ++k) {
+      const TokenShade& s = sh.tokens[k];
+      ASSERT_EQ(static_cast<int>(s.mark), static_cast<int>(expected_mark(k, t.dropped, q, 5))) << k;
+      if (s.mark != TokenMark::Key) continue;
+      EXPECT_NEAR(s.shade, got[k - t.dropped] / mx, 1e-5) << k;
+      negative += s.shade < 0.f;
+    }
+    ASSERT_FALSE(sh.top_keys.empty());
+    EXPECT_NEAR(std::abs(got[sh.top_keys[0]]), mx, 1e-6 * mx);
+    for (size_t i = 1; i < sh.top_keys.size(); ++i)
+      EXPECT_GE(std::abs(got[sh.top_keys[i - 1]]), std::abs(got[sh.top_keys[i]]));
+    if (mode == TextViewMode::AllMean) EXPECT_GT(negative, 0) << "random weights: some keys push against the target";
+  }
+  // The exports say what the shades are.
+  TextViewDoc doc;
+  std::vector<float> got;
+  key_shares(a, 1, 2, TextViewMode::AllMean, got);
+  doc.shading = shade_tokens(got.data(), t.T(), q, t.dropped, marked_window(t, 1, TextViewMode::AllMean), 3, true);
+  doc.pieces = doc_pieces({}, std::vector<int>(static_cast<size_t>(t.dropped) + t.tokens.size(), 5), r.model.get());
+  doc.title = "shares";
+  const std::string html = render_text_view_html(doc);
+  EXPECT_NE(html.find("share of the logit"), std::string::npos);
+  const auto lowest = std::min_element(doc.shading.tokens.begin(), doc.shading.tokens.end(),
+                                      [](const TokenShade& x, const TokenShade& y) { return x.shade < y.shade; });
+  ASSERT_LT(lowest->shade, 0.f);
+  EXPECT_NE(html.find("background: " + hex_rgb(shade_rgb(lowest->shade, Rgb8{255, 255, 255}))), std::string::npos)
+      << "the key most against the target, in blue";
 }
 
 std::string unescape(std::string s) {

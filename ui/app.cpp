@@ -101,7 +101,8 @@ App::App(const AppOptions& opt) : opt_(opt) {
              attribution_.get(), compare_.get(), patching_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
-  if (opt.text_view) *text_view_->p_open() = true;
+  if (opt.text_view || opt.text_view_attribution) *text_view_->p_open() = true;
+  text_view_->set_attribution(opt.text_view_attribution);
   if (opt.lens) *lens_->p_open() = true;
   if (opt.attribution) *attribution_->p_open() = true;
   if (opt.compare) *compare_->p_open() = true;
@@ -165,7 +166,7 @@ bool App::settled() const {
          (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model())) &&
          (!importance_->open() || importance_->idle()) && (!lens_->open() || lens_->idle()) &&
          (!attribution_->open() || attribution_->idle()) && !other_worker_.busy() &&
-         (!patching_->open() || patching_->idle());
+         (!patching_->open() || patching_->idle()) && (!text_view_->open() || text_view_->settled());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -177,6 +178,7 @@ bool App::animating() const {
   return !first_answer() || worker_.busy() || typing_ || (training_->open() && !training_->settled()) ||
          (importance_->open() && !importance_->idle()) || (lens_->open() && !lens_->idle()) ||
          (attribution_->open() && !attribution_->idle()) || heatmap_->refining() || other_worker_.busy() ||
+         (text_view_->open() && !text_view_->settled()) ||
          (patching_->open() && !patching_->idle());
 }
 
@@ -549,6 +551,7 @@ std::string App::sidecar_json(float sx, float sy) const {
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));
   if (lens_->open()) j["lens"] = {{"rows", lens_->rows_shown()}, {"error", lens_->error()}};
+  if (text_view_->open()) j["text_view"] = text_view_->sidecar();
   if (attribution_->open()) {
     const AttributionJob::Status st = attribution_->status();
     j["attribution"] = {{"error", st.error}};

@@ -49,6 +49,7 @@ struct AppOptions {
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
   int train_steps = 0;       // > 0: open the Training panel and train the classroom preset this many steps
   bool text_view = false;    // open the Text view panel
+  bool text_view_attribution = false;  // open it shaded by logit attribution
   bool lens = false;         // open the Logit lens panel
   bool attribution = false;  // open the Direct logit attribution panel
   int query = -1;            // the text view's query (window position); −1 keeps the last token

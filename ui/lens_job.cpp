@@ -112,10 +112,12 @@ void AttributionJob::request(const AttributionQuery& q) {
     if (q == query_ || !q.model || !q.trace) return;
     query_ = q;
     result_.reset();
+    keys_.reset();
     error_.clear();
   }
   job_.start([this, q](const std::atomic<bool>& cancel) {
     std::shared_ptr<const Attribution> a;
+    std::shared_ptr<const KeyAttribution> keys;
     std::string err;
     try {
       const int T = q.trace->T();
@@ -128,12 +130,16 @@ void AttributionJob::request(const AttributionQuery& q) {
       if (targets.empty()) targets.push_back(predicted_token(*q.model, *q.trace, position));
       if (cancel.load()) return;
       a = std::make_shared<const Attribution>(direct_logit_attribution(*q.model, *q.trace, position, targets));
+      if (q.keys) keys = std::make_shared<const KeyAttribution>(key_attribution(*q.model, *q.trace, position, targets, &cancel));
+    } catch (const Cancelled&) {
+      return;  // a newer request replaced it
     } catch (const std::exception& e) {
       err = e.what();
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!(q == query_)) return;
     result_ = std::move(a);
+    keys_ = std::move(keys);
     error_ = std::move(err);
   });
 }
@@ -142,6 +148,8 @@ AttributionJob::Status AttributionJob::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   Status s;
   s.result = result_;
+  s.keys = keys_;
+  s.query = query_;
   s.error = error_;
   s.running = !job_.idle();
   return s;

@@ -83,8 +83,10 @@ struct AttributionQuery {
   std::shared_ptr<const Trace> trace;
   int position = -1;            // −1: the last
   std::vector<int> target_ids;  // empty: the predicted token at the position; else A or A, B
+  bool keys = false;            // also carry each head's share back to its keys (key_attribution)
   bool operator==(const AttributionQuery& o) const {
-    return model == o.model && trace == o.trace && position == o.position && target_ids == o.target_ids;
+    return model == o.model && trace == o.trace && position == o.position && target_ids == o.target_ids &&
+           keys == o.keys;
   }
 };
 
@@ -93,6 +95,8 @@ class AttributionJob {
   void request(const AttributionQuery& q);  // nothing when q is the last request
   struct Status {
     std::shared_ptr<const Attribution> result;  // of `query` (null while computing or failed)
+    std::shared_ptr<const KeyAttribution> keys;  // the same by key, when the query asked (else null)
+    AttributionQuery query;                      // the newest request: result and keys answer it
     std::string error;
     bool running = false;
   };
@@ -104,6 +108,7 @@ class AttributionJob {
   mutable std::mutex mu_;
   AttributionQuery query_;
   std::shared_ptr<const Attribution> result_;
+  std::shared_ptr<const KeyAttribution> keys_;
   std::string error_;
   BackgroundJob job_;
 };

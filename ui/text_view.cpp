@@ -15,7 +15,10 @@
 
 namespace attnviz::ui {
 
-const char* text_view_mode_label(TextViewMode m) {
+const char* text_view_mode_label(TextViewMode m, bool shares) {
+  if (shares) return m == TextViewMode::Head ? "this head"
+                     : m == TextViewMode::LayerMean || m == TextViewMode::LayerMax ? "sum over the layer's heads"
+                                                                                    : "sum over all layers and heads";
   switch (m) {
     case TextViewMode::Head: return "this head";
     case TextViewMode::LayerMean: return "mean over the layer's heads";
@@ -55,6 +58,20 @@ void query_weights(const Trace& tr, int layer, int head, int query, TextViewMode
     for (float& v : out) v /= static_cast<float>(rows);
 }
 
+void key_shares(const KeyAttribution& a, int layer, int head, TextViewMode mode, std::vector<float>& out) {
+  out.assign(static_cast<size_t>(std::max(a.T, 0)), 0.f);
+  if (a.L == 0 || a.H == 0) return;
+  const bool all = mode == TextViewMode::AllMean || mode == TextViewMode::AllMax;
+  const int l0 = all ? 0 : std::clamp(layer, 0, a.L - 1), l1 = all ? a.L : l0 + 1;
+  const int h0 = mode == TextViewMode::Head ? std::clamp(head, 0, a.H - 1) : 0;
+  const int h1 = mode == TextViewMode::Head ? h0 + 1 : a.H;
+  for (int l = l0; l < l1; ++l)
+    for (int h = h0; h < h1; ++h) {
+      const float* s = a.head(l, h);
+      for (int j = 0; j < a.T; ++j) out[static_cast<size_t>(j)] += s[j];
+    }
+}
+
 int marked_window(const Trace& tr, int layer, TextViewMode mode) {
   if (tr.layers.empty()) return 0;
   if (mode != TextViewMode::AllMean && mode != TextViewMode::AllMax)
@@ -67,8 +84,10 @@ int marked_window(const Trace& tr, int layer, TextViewMode mode) {
   return w;
 }
 
-TextShading shade_tokens(const float* weights, int T, int query, int dropped, int window, int top_n) {
+TextShading shade_tokens(const float* weights, int T, int query, int dropped, int window, int top_n,
+                         bool signed_shares) {
   TextShading s;
+  s.signed_shares = signed_shares;
   s.dropped = std::max(0, dropped);
   s.query = T > 0 && query >= 0 && query < T ? query : -1;
   s.window = std::max(0, window);
@@ -79,7 +98,8 @@ TextShading shade_tokens(const float* weights, int T, int query, int dropped, in
     return s;
   }
   const int first = window_first(s.query, s.window);
-  for (int j = first; j <= s.query; ++j) s.max_weight = std::max(s.max_weight, weights[j]);
+  const auto size = [&](int j) { return signed_shares ? std::abs(weights[j]) : weights[j]; };
+  for (int j = first; j <= s.query; ++j) s.max_weight = std::max(s.max_weight, size(j));
   std::vector<int> keys;
   for (int j = 0; j < T; ++j) {
     TokenShade& t = s.tokens[static_cast<size_t>(s.dropped + j)];
@@ -87,13 +107,13 @@ TextShading shade_tokens(const float* weights, int T, int query, int dropped, in
     else if (j < first) t.mark = TokenMark::OutsideWindow;
     else {
       t.weight = weights[j];
-      t.shade = s.max_weight > 0.f ? std::clamp(weights[j] / s.max_weight, 0.f, 1.f) : 0.f;
+      t.shade = s.max_weight > 0.f ? std::clamp(weights[j] / s.max_weight, signed_shares ? -1.f : 0.f, 1.f) : 0.f;
       keys.push_back(j);
     }
   }
   const size_t n = std::min(keys.size(), static_cast<size_t>(std::max(top_n, 0)));
   std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n), keys.end(), [&](int a, int b) {
-    return weights[a] != weights[b] ? weights[a] > weights[b] : a < b;
+    return size(a) != size(b) ? size(a) > size(b) : a < b;
   });
   s.top_keys.assign(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n));
   return s;
@@ -171,9 +191,10 @@ int token_on_next_line(const TextLayout& lay, int k, int dir) {
 }
 
 Rgb8 shade_rgb(float shade, Rgb8 bg) {
-  const float s = std::clamp(shade, 0.f, 1.f);
+  const float s = std::min(std::abs(shade), 1.f);
+  const Rgb8 to = shade < 0.f ? kTextViewNegative : kTextViewHighlight;
   auto mix = [s](uint8_t a, uint8_t b) { return static_cast<uint8_t>(std::lround(a + (b - a) * s)); };
-  return {mix(bg.r, kTextViewHighlight.r), mix(bg.g, kTextViewHighlight.g), mix(bg.b, kTextViewHighlight.b)};
+  return {mix(bg.r, to.r), mix(bg.g, to.g), mix(bg.b, to.b)};
 }
 
 // ---------- export
@@ -195,8 +216,12 @@ const char* mark_class(TokenMark m) {
 
 std::string legend(const TextShading& s) {
   char b[256];
-  std::snprintf(b, sizeof b, "background: the weight each token receives from the query (framed), relative to the "
-                "largest, %.4g", static_cast<double>(s.max_weight));
+  if (s.signed_shares)
+    std::snprintf(b, sizeof b, "background: each token's share of the logit at the query (framed), carried by the "
+                  "heads' attention: orange for, blue against, relative to the largest, %.4g", static_cast<double>(s.max_weight));
+  else
+    std::snprintf(b, sizeof b, "background: the weight each token receives from the query (framed), relative to the "
+                  "largest, %.4g", static_cast<double>(s.max_weight));
   std::string out = b;
   if (s.window > 0) out += "; brown: outside the layer's window of " + std::to_string(s.window) + " keys";
   if (s.dropped > 0) out += "; grey: cropped by block_size (" + std::to_string(s.dropped) + " tokens)";
@@ -243,7 +268,7 @@ std::string render_text_view_html(const TextViewDoc& doc) {
     if (t.mark != TokenMark::Dropped) {
       const std::string w = exact_float(t.weight);
       h += " data-pos=\"" + std::to_string(pos) + "\" data-weight=\"" + w + "\" title=\"position " +
-           std::to_string(pos) + ", weight " + w + "\"";
+           std::to_string(pos) + (s.signed_shares ? ", logit share " : ", weight ") + w + "\"";
       if (t.mark == TokenMark::Key) h += " style=\"background: " + hex_rgb(shade_rgb(t.shade, kPageBg)) + "\"";
     }
     h += ">" + xml_escape(doc.pieces[k].text) + "</span>";

@@ -14,6 +14,7 @@
 
 #include "core/export/colormap.h"
 #include "core/model/model.h"
+#include "core/engine/lens.h"
 #include "core/engine/trace.h"
 #include "core/tokenize/labels.h"
 
@@ -22,7 +23,9 @@ namespace attnviz::ui {
 // Whose weights the view shows.
 enum class TextViewMode { Head, LayerMean, LayerMax, AllMean, AllMax };
 constexpr int kTextViewModes = 5;
-const char* text_view_mode_label(TextViewMode m);  // "this head", "mean over the layer's heads", …
+// "this head", "mean over the layer's heads", …; for logit shares (key_shares) the max
+// modes are sums like the mean ones: "sum over the layer's heads".
+const char* text_view_mode_label(TextViewMode m, bool shares = false);
 
 // The query in range: −1 (none chosen) or past the end → the last token T − 1; −1 when T = 0.
 int clamp_query(int query, int T);
@@ -33,6 +36,11 @@ int clamp_query(int query, int T);
 // out: (T). `scratch` holds one row.
 void query_weights(const Trace& tr, int layer, int head, int query, TextViewMode mode, std::vector<float>& out,
                    std::vector<float>& scratch);
+
+// The logit attribution at the query carried back to the keys (core/engine/lens.h), as the
+// mode takes the heads: the head's own shares, or the sum over the layer's heads or over
+// every head of every layer (mean and max alike: shares add up to the logit). out: (T).
+void key_shares(const KeyAttribution& a, int layer, int head, TextViewMode mode, std::vector<float>& out);
 
 // The window a mode marks: the layer's W (0: global) for the head and layer modes; over
 // every layer, only keys that no layer's window reaches are marked: 0 when any layer is
@@ -49,22 +57,26 @@ enum class TokenMark {
 
 struct TokenShade {
   TokenMark mark = TokenMark::Key;
-  float weight = 0.f;  // the weight the query gives it (0 unless a key)
-  float shade = 0.f;   // weight / the row's largest weight, in [0, 1]
+  float weight = 0.f;  // the weight the query gives it (0 unless a key); signed: its logit share
+  float shade = 0.f;   // weight / the row's largest weight, in [0, 1]; signed: / the largest |share|, in [−1, 1]
 };
 
 struct TextShading {
   int query = -1;    // window position of the query (−1: nothing to show)
   int dropped = 0;   // tokens of the text before the window
   int window = 0;    // the window marked (0: none)
-  float max_weight = 0.f;
+  float max_weight = 0.f;         // signed: the largest |share|
+  bool signed_shares = false;     // the weights are logit shares (key_shares), not attention weights
   std::vector<TokenShade> tokens;  // (N = dropped + T) one per token of the text
   std::vector<int> top_keys;       // window positions of the strongest keys, strongest first
 };
 
 // Shades the N = dropped + T tokens from the query's weights (T values, as query_weights
 // gives them): keys by weight / max, the rest marked; the `top_n` strongest keys listed.
-TextShading shade_tokens(const float* weights, int T, int query, int dropped, int window, int top_n = 3);
+// `signed_shares`: the values are logit shares (key_shares), shaded by share / max |share|
+// and the keys ranked by |share|.
+TextShading shade_tokens(const float* weights, int T, int query, int dropped, int window, int top_n = 3,
+                         bool signed_shares = false);
 
 // The shading of (trace serial, layer, head, query, mode), computed once: a frame that asks
 // again gets the same result without touching the trace.
@@ -116,8 +128,10 @@ TextLayout wrap_tokens(const std::vector<float>& widths, const std::vector<DocPi
 // k itself on the first / last line.
 int token_on_next_line(const TextLayout& lay, int k, int dir);
 
-// A shade as a background colour over `bg`: bg at 0, kTextViewHighlight at 1.
+// A shade as a background colour over `bg`: bg at 0, kTextViewHighlight at 1,
+// kTextViewNegative at −1 (a logit share against the target).
 constexpr Rgb8 kTextViewHighlight{255, 150, 30};
+constexpr Rgb8 kTextViewNegative{60, 140, 255};
 Rgb8 shade_rgb(float shade, Rgb8 bg);
 
 // ---------- export

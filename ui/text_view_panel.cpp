@@ -15,7 +15,10 @@ namespace {
 
 // Hovering previews a query's weights in the modes that read a layer's heads at most (H
 // rows); over every layer (L·H rows) a click selects, so moving the mouse stays smooth.
-bool hover_previews(TextViewMode m) { return m != TextViewMode::AllMean && m != TextViewMode::AllMax; }
+// Logit attribution runs a job per query: a click selects.
+bool hover_previews(TextViewMode m, bool attribution) {
+  return !attribution && m != TextViewMode::AllMean && m != TextViewMode::AllMax;
+}
 
 Rgb8 to_rgb8(const ImVec4& c) {
   return {static_cast<uint8_t>(std::lround(c.x * 255.f)), static_cast<uint8_t>(std::lround(c.y * 255.f)),
@@ -30,7 +33,7 @@ TokenColors token_colors(const TokenShade& t) {
   switch (t.mark) {
     case TokenMark::Key: {
       const Rgb8 c = shade_rgb(t.shade, to_rgb8(ImGui::GetStyle().Colors[ImGuiCol_WindowBg]));
-      return {to_u32(c), t.shade > 0.55f ? IM_COL32(15, 15, 15, 255) : ImGui::GetColorU32(ImGuiCol_Text)};
+      return {to_u32(c), std::abs(t.shade) > 0.55f ? IM_COL32(15, 15, 15, 255) : ImGui::GetColorU32(ImGuiCol_Text)};
     }
     case TokenMark::Future: return {0, ImGui::GetColorU32(ImGuiCol_TextDisabled)};
     case TokenMark::OutsideWindow: return {to_u32(kOutsideWindowRgb), IM_COL32(235, 220, 195, 255)};
@@ -48,7 +51,7 @@ void TextViewPanel::draw_content(FrameContext& ctx) {
   // The selected query (the last token when none is chosen or the text got shorter); the
   // hovered token's weights while the mouse rests on one.
   const int pinned = clamp_query(s.query, T);
-  const int query = hover_pos_ >= 0 && hover_pos_ < T && hover_previews(mode_) ? hover_pos_ : pinned;
+  const int query = hover_pos_ >= 0 && hover_pos_ < T && hover_previews(mode_, attribution_) ? hover_pos_ : pinned;
   focused_ = ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows);
   const ImGuiIO& io = ImGui::GetIO();
   if (focused_ && !io.KeyAlt && !io.KeyCtrl && !io.WantTextInput && !layout_.x.empty()) {
@@ -60,10 +63,56 @@ void TextViewPanel::draw_content(FrameContext& ctx) {
     if (ImGui::IsKeyPressed(GLFW_KEY_HOME)) move_query(ctx, 0);
     if (ImGui::IsKeyPressed(GLFW_KEY_END)) move_query(ctx, T - 1);
   }
-  const TextShading& sh = cache_.get(tr, ctx.snap.trace_serial, s.layer, s.head, query, mode_);
+  const TextShading& sh = attribution_ ? attribution_shading(ctx, query)
+                                       : cache_.get(tr, ctx.snap.trace_serial, s.layer, s.head, query, mode_);
+  shown_ = &sh;
   draw_controls(ctx, sh, query);
   draw_export(ctx, sh, query);
   draw_text(ctx, sh);
+}
+
+const TextShading& TextViewPanel::attribution_shading(const FrameContext& ctx, int query) {
+  const Trace& tr = ctx.trace;
+  AttributionQuery q;
+  q.model = ctx.snap.model;
+  q.trace = ctx.snap.trace;
+  q.position = query;
+  q.keys = true;
+  if (query >= 0 && q.trace.get() == &tr) attribution_job_.request(q);
+  const AttributionJob::Status st = attribution_job_.status();
+  attribution_ready_ = st.keys && st.query == q;
+  attribution_done_ = attribution_ready_ || (!st.running && !st.error.empty() && st.query == q);
+  if (!attribution_ready_) {
+    attribution_note_ = !st.error.empty() ? st.error : st.running ? "computing the logit attribution\xE2\x80\xA6" : "";
+    std::vector<float> none(static_cast<size_t>(std::max(tr.T(), 0)), 0.f);
+    attribution_sh_ = shade_tokens(none.data(), tr.T(), query, tr.dropped, marked_window(tr, ctx.state.layer, mode_), 3, true);
+    attribution_key_ = AttributionKey{};
+    return attribution_sh_;
+  }
+  const AttributionKey key{st.keys.get(), ctx.state.layer, ctx.state.head, mode_};
+  if (!(key == attribution_key_)) {
+    key_shares(*st.keys, ctx.state.layer, ctx.state.head, mode_, shares_);
+    attribution_sh_ = shade_tokens(shares_.data(), tr.T(), query, tr.dropped, marked_window(tr, ctx.state.layer, mode_), 3, true);
+    attribution_key_ = key;
+  }
+  std::string what = "'" + chip_label(token_text(ctx.model, st.keys->target_ids[0])) + "'";
+  char b[160];
+  double total = 0;
+  for (float v : shares_) total += v;
+  std::snprintf(b, sizeof b, " (logit %.3f at query %d; these keys carry %.3f of it)", st.keys->logit, query, total);
+  attribution_note_ = "shares of the logit of " + what + b;
+  return attribution_sh_;
+}
+
+nlohmann::json TextViewPanel::sidecar() const {
+  nlohmann::json j = {{"shade_by", attribution_ ? "attribution" : "attention"},
+                      {"ready", attribution_ && attribution_ready_},
+                      {"note", attribution_ ? attribution_note_ : std::string()}};
+  j["query"] = shown_ ? shown_->query : -1;
+  j["strongest"] = shown_ && !shown_->top_keys.empty()
+                       ? shown_->tokens[static_cast<size_t>(shown_->dropped + shown_->top_keys[0])].weight
+                       : 0.f;
+  return j;
 }
 
 void TextViewPanel::move_query(FrameContext& ctx, int query) {
@@ -75,11 +124,21 @@ void TextViewPanel::move_query(FrameContext& ctx, int query) {
 void TextViewPanel::draw_controls(FrameContext& ctx, const TextShading& sh, int query) {
   const AppState& s = ctx.state;
   const ModelConfig& c = ctx.model->config;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9.f);
+  if (ImGui::BeginCombo("##shade", attribution_ ? "logit attribution" : "attention weights")) {
+    if (ImGui::Selectable("attention weights", !attribution_)) attribution_ = false;
+    if (ImGui::Selectable("logit attribution", attribution_)) attribution_ = true;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
   int m = static_cast<int>(mode_);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 15.f);
-  if (ImGui::BeginCombo("##weights", text_view_mode_label(mode_))) {
-    for (int i = 0; i < kTextViewModes; ++i)
-      if (ImGui::Selectable(text_view_mode_label(static_cast<TextViewMode>(i)), i == m)) mode_ = static_cast<TextViewMode>(i);
+  if (ImGui::BeginCombo("##weights", text_view_mode_label(mode_, attribution_))) {
+    for (int i = 0; i < kTextViewModes; ++i) {
+      const auto mi = static_cast<TextViewMode>(i);
+      if (attribution_ && (mi == TextViewMode::LayerMax || mi == TextViewMode::AllMax)) continue;  // sums like the means
+      if (ImGui::Selectable(text_view_mode_label(mi, attribution_), i == m)) mode_ = mi;
+    }
     ImGui::EndCombo();
   }
   ImGui::SameLine();
@@ -98,11 +157,20 @@ void TextViewPanel::draw_controls(FrameContext& ctx, const TextShading& sh, int 
   }
   ImGui::SameLine();
   help_marker("Each token's background: the weight it receives from the query (framed in yellow), relative to the "
-              "largest weight of the row. Pale tokens come after the query (the causal mask), brown ones lie outside "
+              "largest weight of the row. With \"logit attribution\": its share of the logit of the token the "
+              "query predicts, carried by the heads' attention (a_ij times its value through the "
+              "head's rows of W_O and the unembedding, the final norm frozen), orange for and blue against; a "
+              "click selects the query. Pale tokens come after the query (the causal mask), brown ones lie outside "
               "a local layer's window, grey ones were cropped by block_size.\n"
               "Hover a token to see its weights (over all layers: click), click to select it; with the panel "
               "focused, \xE2\x86\x90/\xE2\x86\x92 move the query by a token, \xE2\x86\x91/\xE2\x86\x93 by a line, Home/End "
               "to the first/last.");
+  if (attribution_ && !attribution_note_.empty()) {  // what the shades are, or why there are none (in red)
+    const bool failed = attribution_done_ && !attribution_ready_;
+    ImGui::PushStyleColor(ImGuiCol_Text, failed ? ImVec4(1.f, 0.4f, 0.4f, 1.f) : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", attribution_note_.c_str());
+    ImGui::PopStyleColor();
+  }
 }
 
 void TextViewPanel::draw_export(const FrameContext& ctx, const TextShading& sh, int query) {
@@ -111,6 +179,7 @@ void TextViewPanel::draw_export(const FrameContext& ctx, const TextShading& sh, 
     const int k = sh.dropped + query;
     doc.title = text_view_title(ctx.model->name, ctx.state.layer, ctx.state.head, mode_, query,
                                 k >= 0 && k < static_cast<int>(pieces_.size()) ? pieces_[static_cast<size_t>(k)].text : "");
+    if (attribution_) doc.title += " \xC2\xB7 " + attribution_note_;
     doc.pieces = pieces_;
     doc.shading = sh;
     return write_text_view(doc, path);
@@ -198,7 +267,7 @@ void TextViewPanel::draw_text(FrameContext& ctx, const TextShading& sh) {
   // Keep the query, and its strongest key when both fit, in view: for a few frames after a
   // new query or view (until the lines it needs are measured and shown), then the scroll is
   // the user's again.
-  const Follow now{pinned, s.layer, s.head, ctx.snap.trace_serial, mode_};
+  const Follow now{pinned, s.layer, s.head, ctx.snap.trace_serial, mode_, attribution_ready_ && attribution_};
   if (now != followed_) {
     followed_ = now;
     follow_frames_ = 8;
@@ -241,12 +310,18 @@ void TextViewPanel::token_tooltip(const FrameContext& ctx, const TextShading& sh
                   sh.query);
       break;
     case TokenMark::Key:
+      if (sh.signed_shares) {
+        ImGui::Text("'%s' (position %d) carries %+.4f of the logit at query %d (%.0f%% of the largest |share|, %.4f)",
+                    lab.c_str(), pos, static_cast<double>(t.weight), sh.query, 100.0 * std::abs(static_cast<double>(t.shade)),
+                    static_cast<double>(sh.max_weight));
+        break;
+      }
       ImGui::Text("'%s' (position %d) receives %.4f from query %d (%.0f%% of the largest, %.4f)", lab.c_str(), pos,
                   static_cast<double>(t.weight), sh.query, 100.0 * static_cast<double>(t.shade),
                   static_cast<double>(sh.max_weight));
       break;
   }
-  if (pos >= 0) ImGui::TextDisabled("%s", mode_ == TextViewMode::AllMean || mode_ == TextViewMode::AllMax
+  if (pos >= 0) ImGui::TextDisabled("%s", !hover_previews(mode_, attribution_)
                                               ? "click: make it the query"
                                               : "its own weights are shown while hovered; click: make it the query");
   ImGui::EndTooltip();

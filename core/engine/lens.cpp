@@ -113,7 +113,26 @@ int predicted_token(const Model& m, const Trace& tr, int position) {
   return static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
 }
 
-Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
+namespace {
+
+// The direction a part of the residual stream is read along: g · part is its share of the
+// logit of A (− B) at `position`, the final norm's scale frozen at the run's value.
+struct LogitDirection {
+  std::vector<double> u;  // (C) u_A − u_B, the unembedding rows
+  std::vector<double> g;  // (C) logit_scale · s · w ⊙ u, centred for LayerNorm
+  double logit = 0;       // the model's logit of A (or A − B)
+  double norm_scale = 0;  // s
+  double bias = 0;        // the final norm's bias along u (LayerNorm)
+  double share(const float* p) const {
+    double s = 0;
+    for (size_t e = 0; e < g.size(); ++e) s += g[e] * p[e];
+    return s;
+  }
+};
+
+// Checks what the attribution needs (the position, the ids, a model whose logit is a sum
+// of parts, the residual stream) and gives the direction; throws an Error saying why not.
+LogitDirection logit_direction(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
   const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
@@ -140,20 +159,18 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
         tr.layers[static_cast<size_t>(l)].out.shape != std::vector<int64_t>{H, tr.T(), d})
       throw Error(std::string("the attribution needs") + kNeedsResid);
 
-  Attribution a;
-  a.position = i;
-  a.target_ids = target_ids;
+  LogitDirection dir;
   std::vector<float> z;
   row_logits(m, tr, i, z);
-  a.logit = static_cast<double>(z[static_cast<size_t>(target_ids[0])]) -
-            (target_ids.size() > 1 ? static_cast<double>(z[static_cast<size_t>(target_ids[1])]) : 0.0);
+  dir.logit = static_cast<double>(z[static_cast<size_t>(target_ids[0])]) -
+              (target_ids.size() > 1 ? static_cast<double>(z[static_cast<size_t>(target_ids[1])]) : 0.0);
 
   // The direction u = u_A − u_B, and the frozen final norm.
-  std::vector<double> u(static_cast<size_t>(C), 0.0);
+  dir.u.assign(static_cast<size_t>(C), 0.0);
   std::vector<float> row(static_cast<size_t>(C));
   for (size_t t = 0; t < target_ids.size(); ++t) {
     w.unembedding().table_row(target_ids[t], row.data());
-    for (int e = 0; e < C; ++e) u[static_cast<size_t>(e)] += (t == 0 ? 1.0 : -1.0) * row[static_cast<size_t>(e)];
+    for (int e = 0; e < C; ++e) dir.u[static_cast<size_t>(e)] += (t == 0 ? 1.0 : -1.0) * row[static_cast<size_t>(e)];
   }
   const bool layer_norm = c.arch == Arch::Gpt2;
   double mean = 0, var = 0;
@@ -164,26 +181,39 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
     var += v * v;
   }
   var /= C;
-  a.norm_scale = 1.0 / std::sqrt(var + static_cast<double>(c.norm_eps));
+  dir.norm_scale = 1.0 / std::sqrt(var + static_cast<double>(c.norm_eps));
   // g · part is a part's share: g = logit_scale · s · w ⊙ u, centred for LayerNorm (whose
   // mean subtraction then applies to every part alike).
-  std::vector<double> g(static_cast<size_t>(C));
+  dir.g.resize(static_cast<size_t>(C));
   double g_mean = 0;
   for (int e = 0; e < C; ++e) {
-    g[static_cast<size_t>(e)] = c.logit_scale * a.norm_scale * w.normf_w[e] * u[static_cast<size_t>(e)];
-    g_mean += g[static_cast<size_t>(e)];
+    dir.g[static_cast<size_t>(e)] = c.logit_scale * dir.norm_scale * w.normf_w[e] * dir.u[static_cast<size_t>(e)];
+    g_mean += dir.g[static_cast<size_t>(e)];
   }
   g_mean /= C;
   if (layer_norm)
-    for (double& v : g) v -= g_mean;
-  const auto share = [&](const float* p, double scale = 1.0) {
-    double s = 0;
-    for (int e = 0; e < C; ++e) s += g[static_cast<size_t>(e)] * p[e];
-    return s * scale;
-  };
-  const auto share_vec = [&](const Vec& v, double scale = 1.0) { return v.size() ? share(v.data(), scale) : 0.0; };
+    for (double& v : dir.g) v -= g_mean;
   if (w.normf_b.size())
-    for (int e = 0; e < C; ++e) a.rest += c.logit_scale * static_cast<double>(w.normf_b[e]) * u[static_cast<size_t>(e)];
+    for (int e = 0; e < C; ++e) dir.bias += c.logit_scale * static_cast<double>(w.normf_b[e]) * dir.u[static_cast<size_t>(e)];
+  return dir;
+}
+
+}  // namespace
+
+Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd;
+  const LogitDirection dir = logit_direction(m, tr, position, target_ids);
+  const int i = position;
+  Attribution a;
+  a.position = i;
+  a.target_ids = target_ids;
+  a.logit = dir.logit;
+  a.norm_scale = dir.norm_scale;
+  a.rest = dir.bias;
+  const auto share = [&](const float* p, double scale = 1.0) { return dir.share(p) * scale; };
+  const auto share_vec = [&](const Vec& v, double scale = 1.0) { return v.size() ? share(v.data(), scale) : 0.0; };
 
   // The embeddings, as the pass adds them.
   Vec emb(C);
@@ -229,6 +259,69 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
   for (int l = 0; l < L; ++l) {
     a.sum += a.mlp[static_cast<size_t>(l)];
     for (double v : a.heads[static_cast<size_t>(l)]) a.sum += v;
+  }
+  return a;
+}
+
+namespace {
+
+// W·g for a linear weight W (in, out) and g (out): (in) values, the weight read as it is held
+// (float32 W, or the file's rows of Wᵀ decoded one at a time).
+std::vector<double> weight_times(const Weight& w, const std::vector<double>& g) {
+  if (!w.is_stored()) {
+    std::vector<double> r(static_cast<size_t>(w.f32.rows()), 0.0);
+    for (Eigen::Index a = 0; a < w.f32.rows(); ++a)
+      for (Eigen::Index c = 0; c < w.f32.cols(); ++c) r[static_cast<size_t>(a)] += w.f32(a, c) * g[static_cast<size_t>(c)];
+    return r;
+  }
+  std::vector<double> r(static_cast<size_t>(w.stored.cols), 0.0);
+  std::vector<float> row(static_cast<size_t>(w.stored.cols));
+  for (int64_t c = 0; c < w.stored.rows; ++c) {  // stored row c: column c of W
+    w.stored.decode_row(c, row.data());
+    const double gc = g[static_cast<size_t>(c)];
+    for (size_t a = 0; a < row.size(); ++a) r[a] += gc * row[a];
+  }
+  return r;
+}
+
+}  // namespace
+
+KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids,
+                               const std::atomic<bool>* cancel) {
+  const ModelConfig& c = m.config;
+  const int L = c.n_layer, H = c.n_head, d = c.head_size;
+  const LogitDirection dir = logit_direction(m, tr, position, target_ids);
+  const int i = position, T = tr.T();
+  KeyAttribution a;
+  a.position = i;
+  a.target_ids = target_ids;
+  a.logit = dir.logit;
+  a.L = L;
+  a.H = H;
+  a.T = T;
+  a.shares.assign(static_cast<size_t>(L) * H * T, 0.f);
+  a.replaced.assign(static_cast<size_t>(L) * H, 0);
+  std::vector<float> scratch;
+  std::vector<double> vr(static_cast<size_t>(T));
+  for (int l = 0; l < L; ++l) {
+    if (cancel && cancel->load()) throw Cancelled();
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    const std::vector<double> r = weight_times(m.weights.layers[static_cast<size_t>(l)].wo, dir.g);  // (H·d)
+    for (int h = 0; h < H; ++h) {
+      if (tr.ablation.has(l, h)) {
+        a.replaced[static_cast<size_t>(l) * H + h] = 1;
+        continue;
+      }
+      const int kv = c.kv_head_of(h);
+      const float* p = lt.row_values(Stage::Probs, h, i, scratch);  // (T): a_i·
+      float* out = a.shares.data() + (static_cast<size_t>(l) * H + h) * T;
+      for (int j = 0; j <= i; ++j) {
+        if (p[j] == 0.f) continue;  // masked: outside the window
+        double s = 0;
+        for (int e = 0; e < d; ++e) s += static_cast<double>(lt.v.at(kv, j, e)) * r[static_cast<size_t>(h * d + e)];
+        out[j] = static_cast<float>(static_cast<double>(p[j]) * s * c.residual_scale);
+      }
+    }
   }
   return a;
 }

@@ -60,6 +60,31 @@ struct Attribution {
 // the run replaced (ablation) contribute their replaced output, as the run did.
 Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids);
 
+// Direct logit attribution carried back to the keys. Head h of layer l adds at position i
+// its output o = Σ_j a_ij·v_j through its rows of wo (Wo_h, (d, C)), so its share of the
+// logit is Σ_j a_ij·(v_j · r_h) with r_h = residual_scale · Wo_h·g, g the direction of the
+// attribution above (the target's unembedding through the frozen final norm). Key j's share
+// through that head is a_ij·(v_j · r_h): what the head carried from token j to the logit.
+// Summed over j it is Attribution::heads[l][h].
+struct KeyAttribution {
+  int position = 0;
+  std::vector<int> target_ids;  // A, or A and B
+  double logit = 0;             // the model's logit of A (or A − B) at the position
+  int L = 0, H = 0, T = 0;
+  std::vector<float> shares;      // (L, H, T) key j's share through head h of layer l; 0 for keys
+                                  // the head does not see (after the position, outside a window)
+  std::vector<uint8_t> replaced;  // (L, H) 1: the run replaced the head's output (ablation,
+                                  // patching), so no key carried it: its shares are 0
+  const float* head(int l, int h) const { return shares.data() + (static_cast<size_t>(l) * H + h) * T; }  // (T)
+};
+
+// The key shares at `position` for `target_ids`, with the checks and Errors of
+// direct_logit_attribution (it needs the same trace and model). Each head's attention row
+// comes from LayerTrace::row_values (one row's work in a compact trace). `cancel`, when set
+// during the work, makes it throw Cancelled between layers.
+KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids,
+                               const std::atomic<bool>* cancel = nullptr);
+
 // The id with the largest logit at `position` (the lowest id among equals).
 int predicted_token(const Model& m, const Trace& tr, int position);
 
