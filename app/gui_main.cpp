@@ -49,9 +49,12 @@ namespace {
 
 constexpr int kWidth = 1600, kHeight = 1000;  // the normal window size (screen coordinates)
 // After an edit, how long to wait for its result before presenting a frame that still
-// shows the old one. A small model answers well within it, and the frame that shows the
-// edit is then the first one presented: one render per keystroke instead of two.
-constexpr int kFreshResultWaitMs = 25;
+// shows the old one: 1.5 × the last forward pass, at least 25 ms and at most 150 ms (about
+// where a delay starts to be seen). When the result comes within it, the frame that shows
+// the edit is the first one presented: one render per keystroke instead of two, and the
+// forward pass has the cores to itself (on a software renderer the second render would take
+// them).
+constexpr int kFreshResultWaitMinMs = 25, kFreshResultWaitMaxMs = 150;
 
 // After the loop wakes for an event, how many frames to draw before it may sleep again:
 // ImGui settles hover, focus and window moves over a frame or two.
@@ -182,6 +185,22 @@ GLFWwindow* open_window(bool screenshot, int width, int height) {
   return win;
 }
 
+// The font atlas sampled GL_NEAREST (ImGui's backend creates it GL_LINEAR): its glyphs are
+// drawn texel for texel (ui/fonts.cpp), and nearest sampling is cheaper on a software
+// renderer. Checked every frame: a rebuilt atlas is a new texture (which may reuse the name).
+void sample_font_atlas_nearest(ImGuiIO& io) {
+  if (!io.Fonts->TexID) return;
+  GLint bound = 0, filter = 0;
+  glGetIntegerv(GL_TEXTURE_BINDING_2D, &bound);
+  glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(reinterpret_cast<intptr_t>(io.Fonts->TexID)));
+  glGetTexParameteriv(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, &filter);
+  if (filter != GL_NEAREST) {
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  }
+  glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(bound));
+}
+
 // Saves the back buffer as shot.path and the sidecar JSON beside it; 0, or 1 on failure.
 int write_screenshot(const attnviz::ui::App& app, const ShotOptions& shot, int fw, int fh) {
   errno = 0;
@@ -240,12 +259,14 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     glfwGetWindowContentScale(win, &sx, &sy);
     app.before_frame(sx);
     ImGui_ImplOpenGL3_NewFrame();
+    sample_font_atlas_nearest(io);
     ImGui_ImplGlfw_NewFrame();
     if (screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
     ImGui::NewFrame();
     app.frame();
     ImGui::Render();
-    if (app.posted_this_frame() && app.wait_result(kFreshResultWaitMs)) continue;  // draw the fresh result instead
+    if (app.posted_this_frame() && app.wait_result(app.fresh_result_wait_ms(kFreshResultWaitMinMs, kFreshResultWaitMaxMs)))
+      continue;  // draw the fresh result instead
     const auto t_ui = std::chrono::steady_clock::now();
     int fw = 0, fh = 0;
     glfwGetFramebufferSize(win, &fw, &fh);

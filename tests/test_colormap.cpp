@@ -105,6 +105,35 @@ TEST(Colormap, ColorizeWithMask) {
   EXPECT_EQ(px(1), colormap_rgb(Colormap::Viridis, 0.f));
 }
 
+// colorize_rows (one loop per colormap, the colour inlined) against value_rgb cell by cell:
+// every colormap, a range that clips, NaN, ±inf, and the causal mask from row row0 on.
+TEST(Colormap, ColorizeRowsIsValueRgbCellByCell) {
+  const int rows = 7, cols = 23, row0 = 5;
+  std::vector<float> data(static_cast<size_t>(rows) * cols);
+  uint32_t seed = 12345;
+  for (float& v : data) {
+    seed = seed * 1664525u + 1013904223u;
+    v = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) * 1.6f - 0.3f;  // [−0.3, 1.3): some clip
+  }
+  data[3] = std::nanf("");
+  data[40] = -INFINITY;
+  data[41] = INFINITY;
+  for (Colormap c : {Colormap::Viridis, Colormap::Magma, Colormap::Diverging})
+    for (bool mask : {false, true}) {
+      std::vector<uint8_t> out(data.size() * 4, 7);
+      const ValueRange r{-0.1f, 1.1f, true};
+      colorize_rows(c, data.data(), row0, rows, cols, r, out.data(), mask);
+      for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < cols; ++x) {
+          const size_t i = static_cast<size_t>(y) * cols + x;
+          const Rgb8 want = mask && x > row0 + y ? masked_rgb() : value_rgb(c, data[i], r);
+          ASSERT_EQ((Rgb8{out[i * 4], out[i * 4 + 1], out[i * 4 + 2]}), want)
+              << colormap_name(c) << " mask " << mask << " cell " << y << "," << x << " value " << data[i];
+          ASSERT_EQ(out[i * 4 + 3], 255);
+        }
+    }
+}
+
 TEST(Colormap, BetweenAnchorsIsTheRoundedLinearMix) {
   // Between anchors i and i + 1 (at t = i / (N − 1)) each channel is a + f·(b − a) rounded
   // to nearest, halves up, as std::lround does; the anchors are read back at their own t.

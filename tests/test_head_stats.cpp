@@ -6,6 +6,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/head_scores.h"
+#include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
 #include "core/engine/reference.h"
 #include "tests/test_util.h"
@@ -24,6 +25,51 @@ Trace fixed_trace() {
                                1, 0, 0, 1, 0, 0, 0, 1, 0}};
   t.layers.push_back(l);
   return t;
+}
+
+// Enough heads × rows that score_heads splits them over threads (4 layers × 8 heads × 2048
+// rows), from row_stats filled by hand: each head's means written out in double, in order.
+TEST(HeadStatistics, ManyHeadsMatchPlainSums) {
+  const int L = 4, H = 8, T = 2048;
+  Trace t;
+  t.tokens.assign(T, 1);
+  uint32_t seed = 99;
+  for (int l = 0; l < L; ++l) {
+    LayerTrace lt;
+    lt.q = Tensor{{H, T, 1}, FloatBuf(static_cast<size_t>(H) * T, 0.f)};
+    lt.row_stats = Tensor{{H, T, kRowStats}, FloatBuf(static_cast<size_t>(H) * T * kRowStats)};
+    for (size_t i = 0; i < lt.row_stats.data.size(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      lt.row_stats.data[i] = i % kRowStats == kInduction && seed % 3 == 0 ? std::nanf("")  // no induction target
+                                                                           : static_cast<float>(seed >> 8) / (1u << 24);
+    }
+    t.layers.push_back(std::move(lt));
+  }
+  const auto s = score_heads(t);
+  ASSERT_EQ(s.size(), static_cast<size_t>(L * H));
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const HeadScore& got = s[static_cast<size_t>(l * H + h)];
+      EXPECT_EQ(got.layer, l);
+      EXPECT_EQ(got.head, h);
+      double sum[kRowStats] = {};
+      int ind = 0;
+      for (int i = 1; i < T; ++i)
+        for (int k = 0; k < kRowStats; ++k) {
+          const float v = t.layers[l].row_stats.at(h, i, k);
+          if (k == kInduction) {
+            if (std::isnan(v)) continue;
+            ++ind;
+          }
+          sum[k] += v;
+        }
+      EXPECT_EQ(got.previous_token, static_cast<float>(sum[kPrevious] / (T - 1))) << l << " " << h;
+      EXPECT_EQ(got.first_token, static_cast<float>(sum[kFirst] / (T - 1)));
+      EXPECT_EQ(got.self, static_cast<float>(sum[kSelf] / (T - 1)));
+      EXPECT_EQ(got.entropy_bits, static_cast<float>(sum[kEntropyBits] / (T - 1)));
+      EXPECT_EQ(got.mean_distance, static_cast<float>(sum[kDistance] / (T - 1)));
+      EXPECT_EQ(got.induction, static_cast<float>(sum[kInduction] / ind));
+    }
 }
 
 TEST(HeadStatistics, MatchHandComputedValues) {

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <tuple>
 
+#include "core/engine/ops.h"
 #include "core/engine/trace.h"
 #include "core/model/model.h"
 
@@ -133,6 +135,28 @@ TEST(Tensor, StorageIs64ByteAligned) {
     EXPECT_TRUE(on_64(e.data())) << "Eigen " << n;
   }
   EXPECT_EQ(EIGEN_MAX_ALIGN_BYTES, 64);
+}
+
+}  // namespace
+}  // namespace attnviz
+
+namespace attnviz {
+namespace {
+
+// keys_transposed in tiles against Eigen's transpose, exactly: shapes that are not whole
+// tiles, rows further apart than their length, and `out` reused from another shape.
+TEST(KeysTransposed, EqualsTheTranspose) {
+  Mat out(3, 5);
+  for (auto [T, d, ld] : {std::tuple<int, int, int>{37, 24, 30}, {16, 16, 16}, {1, 64, 64}, {129, 7, 9}}) {
+    Mat store = Mat::Random(T, ld);
+    const ConstRowsRef K(Eigen::Map<const Mat, 0, Eigen::OuterStride<>>(store.data(), T, d, Eigen::OuterStride<>(ld)));
+    const Mat want = K.transpose();
+    keys_transposed(K, out);
+    ASSERT_EQ(out.rows(), d);
+    ASSERT_EQ(out.cols(), T);
+    EXPECT_TRUE(out == want) << T << " x " << d;
+    EXPECT_TRUE(keys_transposed(K) == want) << T << " x " << d;
+  }
 }
 
 }  // namespace

@@ -182,6 +182,11 @@ bool App::animating() const {
          (patching_->open() && !patching_->idle());
 }
 
+int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
+  const double last = snap_ ? snap_->forward_ms : 0.0;
+  return std::clamp(static_cast<int>(std::lround(1.5 * last)), min_ms, max_ms);
+}
+
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
 
 void App::post_if_changed() {
@@ -193,8 +198,8 @@ void App::post_if_changed() {
   r.block_size = state_.block_size;
   if ((r.model = training_->shown_model())) r.model_spec = r.model->name;  // the weights as they learn
   r.ablation = state_.ablation;
-  posted_this_frame_ = r != posted_;
   if (r != posted_) {
+    posted_this_frame_ = true;
     posted_ = r;
     posted_serial_ = worker_.post(r);
   }
@@ -451,11 +456,13 @@ void App::shortcuts() {
 void App::frame() {
   // A simulated key (--type), once the first result is in: typed as the text box would.
   key_this_frame_ = false;
+  posted_this_frame_ = false;
   if (typing_ && first_answer() && !worker_.busy()) {
     const std::string key = typing_->press(TypingProbe::Clock::now());
     if (!key.empty()) {
       state_.text += key;
       key_this_frame_ = true;
+      post_if_changed();  // the worker starts on it while this frame is built
     }
   }
   snap_ = worker_.latest();
@@ -475,6 +482,7 @@ void App::frame() {
                            ? *snap.trace
                            : empty_trace_;
   FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_, -1.0, notice_};
+  ctx.head_score_cache = &head_scores_;
   ctx.frame_ms = last_frame_ms_;
   const auto now = std::chrono::steady_clock::now();
   if (!worker_.busy()) busy_since_.reset();
@@ -512,8 +520,10 @@ void App::frame() {
   next_->set_other(other);
   layout(force_layout_);
   force_layout_ = false;
-  for (Panel* p : panels_)
+  for (Panel* p : panels_) {
     if (!folded(p)) p->draw(ctx);
+    if (p == text_.get()) post_if_changed();  // a keystroke: the worker starts while the other panels are built
+  }
   draw_status_bar(ctx, status_pos_, status_size_);
   if (!lesson_->open()) state_.lesson.active = false;  // no outline once the lesson is closed
   help_window();

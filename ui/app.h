@@ -12,6 +12,7 @@
 
 #include "ui/app_state.h"
 #include "ui/fonts.h"
+#include "ui/panel.h"
 #include "ui/settings.h"
 #include "ui/typing_probe.h"
 #include "ui/worker.h"
@@ -99,6 +100,10 @@ class App {
   // shows the previous result. wait_result() waits up to `ms` for the new one.
   bool posted_this_frame() const { return posted_this_frame_; }
   bool wait_result(int ms) const { return worker_.wait_for(posted_serial_, ms); }
+  // How long a frame that posted waits for its result before it presents the old one: 1.5 ×
+  // the last forward pass, within [min_ms, max_ms]. A frame presented meanwhile would only
+  // show the typed character, and drawing it takes the cores from the forward pass.
+  int fresh_result_wait_ms(int min_ms, int max_ms) const;
   bool quit_requested() const { return quit_; }
 
   // JSON for the screenshot sidecar: on-screen rectangles (framebuffer pixels, origin top
@@ -142,6 +147,7 @@ class App {
   std::unique_ptr<TypingProbe> typing_;  // with --type
   bool key_this_frame_ = false;
   bool posted_this_frame_ = false;
+  HeadScoreCache head_scores_;  // shared by the panels that show the head scores
   uint64_t first_serial_ = 0;
   std::string random_dir_;             // the generated random model ("" if not generated)
   std::string ini_path_;

@@ -47,6 +47,11 @@ void FontManager::rebuild() {
   ImGuiIO& io = ImGui::GetIO();
   if (gl_ready_) ImGui_ImplOpenGL3_DestroyFontsTexture();
   io.Fonts->Clear();
+  // Glyphs at the size they are drawn, on whole pixels, and thick lines as triangles (not
+  // the atlas's baked line textures): the atlas is then sampled texel for texel, so
+  // app/gui_main.cpp samples it GL_NEAREST, which a software renderer draws about a fifth
+  // faster than GL_LINEAR (docs/performance.md).
+  io.Fonts->Flags |= ImFontAtlasFlags_NoBakedLines;
 
   ImFontGlyphRangesBuilder b;
   b.AddRanges(io.Fonts->GetGlyphRangesDefault());
@@ -69,8 +74,9 @@ void FontManager::rebuild() {
 
   auto add = [&](float size, ImFont** out) {
     ImFontConfig cfg;
-    cfg.OversampleH = 2;
+    cfg.OversampleH = 1;
     cfg.OversampleV = 1;
+    cfg.PixelSnapH = true;
     ImFont* f = nullptr;
     if (!fonts_.latin_file.empty()) {
       cfg.FontNo = latin.index;
@@ -88,6 +94,7 @@ void FontManager::rebuild() {
       m.FontNo = fonts_.cjk_index;
       m.OversampleH = 1;
       m.OversampleV = 1;
+      m.PixelSnapH = true;
       // CJK fonts reserve a tall line box, so at the same pixel size their glyphs look
       // smaller than Latin ones: give them a little more.
       if (!io.Fonts->AddFontFromFileTTF(fonts_.cjk_file.c_str(), std::round(size * 1.15f), &m, ranges_.Data))

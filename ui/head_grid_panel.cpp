@@ -65,7 +65,7 @@ void HeadGridPanel::refresh(const FrameContext& ctx) {
   thumbs_.resize(count);
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head; ++h) thumbs_[l * c.n_head + h].show(ctx.trace, l, h, cmap);
-  scores_ = score_heads(ctx.trace);
+  scores_ = ctx.head_scores();
   serial_ = ctx.snap.trace_serial;
   cmap_ = cmap;
 }

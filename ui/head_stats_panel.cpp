@@ -39,7 +39,7 @@ void HeadStatsPanel::draw_content(FrameContext& ctx) {
   AppState& s = ctx.state;
   const bool fresh = serial_ != ctx.snap.trace_serial;
   if (fresh) {
-    rows_ = score_heads(ctx.trace);
+    rows_ = ctx.head_scores();
     serial_ = ctx.snap.trace_serial;
   }
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |

@@ -2,6 +2,20 @@
 
 namespace attnviz::ui {
 
+const std::vector<HeadScore>& HeadScoreCache::get(const Trace& t, uint64_t serial) {
+  if (computed_ == 0 || serial != serial_ || &t != trace_) {
+    scores_ = score_heads(t);
+    serial_ = serial;
+    trace_ = &t;
+    ++computed_;
+  }
+  return scores_;
+}
+
+const std::vector<HeadScore>& FrameContext::head_scores() const {
+  return (head_score_cache ? *head_score_cache : own_scores).get(trace, snap.trace_serial);
+}
+
 void Panel::place(ImVec2 pos, ImVec2 size, bool force) {
   pos_ = pos;
   size_ = size;

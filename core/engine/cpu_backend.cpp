@@ -248,6 +248,7 @@ class CpuBackend : public Backend {
     Mat h, q, k, v, y, att(n, H * d);
     std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
     for (int l = 0; l < c.n_layer; ++l) inv_freqs.push_back(rope_inv_freq(c, l, T));
+    std::vector<Mat> kt;  // the keys of the layer in hand, transposed (storage reused layer to layer)
     for (int l = l0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
       const LayerSpec spec = c.layer(l);
@@ -268,8 +269,9 @@ class CpuBackend : public Backend {
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);
-      std::vector<Mat> kt(static_cast<size_t>(KV));  // (d, T) each: the keys transposed, for scores_rows
-      for (int g = 0; g < KV; ++g) kt[static_cast<size_t>(g)] = keys_transposed(head_map(std::as_const(lt.k), g));
+      kt.resize(static_cast<size_t>(KV));  // (d, T) each: the keys transposed, for scores_rows
+#pragma omp parallel for schedule(static) if (KV > 1 && static_cast<int64_t>(T) * d >= (int64_t{1} << 16))
+      for (int g = 0; g < KV; ++g) keys_transposed(head_map(std::as_const(lt.k), g), kt[static_cast<size_t>(g)]);
       const Tensor old_thumbs = std::move(lt.thumbs);
       const int old_bucket = lt.thumb_bucket;
       lt.thumb_bucket = thumb_bucket(T);

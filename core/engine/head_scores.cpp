@@ -9,32 +9,46 @@
 namespace attnviz {
 
 std::vector<HeadScore> score_heads(const Trace& t) {
-  std::vector<HeadScore> out;
   const int T = t.T();
-  std::vector<std::vector<int>> targets;  // made only for a layer without row_stats
-  std::vector<float> scratch, computed(static_cast<size_t>(T) * kRowStats);
+  std::vector<std::pair<int, int>> heads;  // (layer, head), layer-major
+  bool all_have = true;
   for (size_t l = 0; l < t.layers.size(); ++l) {
     const LayerTrace& lt = t.layers[l];
-    const bool have = lt.row_stats.shape == std::vector<int64_t>{lt.heads(), T, kRowStats};
-    if (!have && targets.empty()) targets = induction_targets(t.tokens, 0);
-    for (int h = 0; h < static_cast<int>(lt.heads()); ++h) {
+    all_have = all_have && lt.row_stats.shape == std::vector<int64_t>{lt.heads(), T, kRowStats};
+    for (int h = 0; h < static_cast<int>(lt.heads()); ++h) heads.emplace_back(static_cast<int>(l), h);
+  }
+  // Made only when a layer lacks row_stats.
+  const std::vector<std::vector<int>> targets = all_have ? std::vector<std::vector<int>>() : induction_targets(t.tokens, 0);
+  std::vector<HeadScore> out(heads.size());
+  // Heads are independent: over the cores when there are many rows (every head's sums are
+  // the same whichever thread adds them).
+  const bool split = static_cast<int64_t>(heads.size()) * T >= (int64_t{1} << 16);
+#pragma omp parallel if (split)
+  {
+    std::vector<float> scratch, computed;
+#pragma omp for schedule(static)
+    for (size_t k = 0; k < heads.size(); ++k) {
+      const auto [l, h] = heads[k];
+      const LayerTrace& lt = t.layers[static_cast<size_t>(l)];
+      const bool have = lt.row_stats.shape == std::vector<int64_t>{lt.heads(), T, kRowStats};
       // (T, kRowStats): the backend's, or computed here from the head's probs.
-      const float* rs = have ? lt.row_stats.head(h) : computed.data();
-      const int64_t ld = have ? lt.row_stats.ld() : kRowStats;
       if (!have) {
+        computed.resize(static_cast<size_t>(T) * kRowStats);
         const float* P = lt.head_values(Stage::Probs, h, scratch);  // (T, T)
         for (int i = 0; i < T; ++i) row_stats(P + static_cast<int64_t>(i) * T, i, targets[i], &computed[i * kRowStats]);
       }
+      const float* rs = have ? lt.row_stats.head(h) : computed.data();
+      const int64_t ld = have ? lt.row_stats.ld() : static_cast<int64_t>(kRowStats);
       double sum[kRowStats] = {};
       int rows = 0, ind_rows = 0;
       for (int i = 1; i < T; ++i) {
         const float* r = rs + i * ld;
-        for (int k = 0; k < kInduction; ++k) sum[k] += r[k];
+        for (int k2 = 0; k2 < kInduction; ++k2) sum[k2] += r[k2];
         ++rows;
         if (!std::isnan(r[kInduction])) sum[kInduction] += r[kInduction], ++ind_rows;
       }
-      HeadScore s;
-      s.layer = static_cast<int>(l);
+      HeadScore& s = out[k];
+      s.layer = l;
       s.head = h;
       if (rows) {
         s.previous_token = static_cast<float>(sum[kPrevious] / rows);
@@ -44,7 +58,6 @@ std::vector<HeadScore> score_heads(const Trace& t) {
         s.mean_distance = static_cast<float>(sum[kDistance] / rows);
       }
       s.induction = ind_rows ? static_cast<float>(sum[kInduction] / ind_rows) : -1.f;
-      out.push_back(s);
     }
   }
   return out;

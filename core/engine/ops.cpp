@@ -323,7 +323,24 @@ V16 load16(const float* p) {
 
 }  // namespace
 
-Mat keys_transposed(ConstRowsRef K) { return K.transpose(); }
+void keys_transposed(ConstRowsRef K, Mat& out) {
+  const Eigen::Index T = K.rows(), d = K.cols();
+  out.resize(d, T);
+  // In 16 × 16 tiles: reading K row by row and writing Kᵀ column by column both stay in cache.
+  constexpr Eigen::Index kTile = 16;
+  for (Eigen::Index j0 = 0; j0 < T; j0 += kTile)
+    for (Eigen::Index k0 = 0; k0 < d; k0 += kTile) {
+      const Eigen::Index j1 = std::min(j0 + kTile, T), k1 = std::min(k0 + kTile, d);
+      for (Eigen::Index j = j0; j < j1; ++j)
+        for (Eigen::Index k = k0; k < k1; ++k) out(k, j) = K(j, k);
+    }
+}
+
+Mat keys_transposed(ConstRowsRef K) {
+  Mat out;
+  keys_transposed(K, out);
+  return out;
+}
 
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
                  int64_t lds) {

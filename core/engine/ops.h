@@ -78,8 +78,10 @@ int attention_row_block(int T);
 // last bit). Vectorised across keys.
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
                  int64_t lds);
-// A head's keys K (T, d) transposed for scores_rows: (d, T).
+// A head's keys K (T, d) transposed for scores_rows: (d, T). The second form reuses `out`'s
+// storage (a forward pass transposes every layer's keys).
 Mat keys_transposed(ConstRowsRef K);
+void keys_transposed(ConstRowsRef K, Mat& out);
 
 // How a layer turns scores into weights: scaled = scores · scale; capped = c·tanh(scaled/c)
 // when softcap c > 0; masked = that with −inf where attention_masked(i, j, window).

@@ -27,7 +27,7 @@ constexpr Rgb8 kDiverging[] = {
 };
 
 template <size_t N>
-Rgb8 sample(const Rgb8 (&table)[N], float t) {
+[[gnu::always_inline]] inline Rgb8 sample(const Rgb8 (&table)[N], float t) {
   if (!(t > 0.f)) return table[0];  // also NaN
   if (t >= 1.f) return table[N - 1];
   const float x = t * static_cast<float>(N - 1);
@@ -123,16 +123,33 @@ void colorize_rgba(Colormap c, const float* data, int rows, int cols, ValueRange
   colorize_rows(c, data, 0, rows, cols, r, rgba.data(), causal_mask);
 }
 
-void colorize_rows(Colormap c, const float* data, int row0, int rows, int cols, ValueRange r, uint8_t* out,
+namespace {
+// colorize_rows for one colormap's table: value_rgb inlined, cell by cell the same colours.
+template <size_t N>
+void colorize_with(const Rgb8 (&table)[N], const float* data, int row0, int rows, int cols, ValueRange r, uint8_t* out,
                    bool causal_mask) {
+  const Rgb8 masked = masked_rgb();
   for (int y = row0; y < row0 + rows; ++y)  // row by row: no division per cell to find its row and column
     for (int x = 0; x < cols; ++x, ++data, out += 4) {
-      const Rgb8 p = causal_mask && causally_masked(y, x) ? masked_rgb() : value_rgb(c, *data, r);
+      const float v = *data;
+      const bool m = (causal_mask && causally_masked(y, x)) || (std::isinf(v) && v < 0.f);
+      const Rgb8 p = m ? masked : sample(table, normalize_value(v, r));
       out[0] = p.r;
       out[1] = p.g;
       out[2] = p.b;
       out[3] = 255;
     }
+}
+}  // namespace
+
+void colorize_rows(Colormap c, const float* data, int row0, int rows, int cols, ValueRange r, uint8_t* out,
+                   bool causal_mask) {
+  switch (c) {
+    case Colormap::Magma: return colorize_with(kMagma, data, row0, rows, cols, r, out, causal_mask);
+    case Colormap::Diverging: return colorize_with(kDiverging, data, row0, rows, cols, r, out, causal_mask);
+    case Colormap::Viridis: break;
+  }
+  colorize_with(kViridis, data, row0, rows, cols, r, out, causal_mask);
 }
 
 }  // namespace attnviz
