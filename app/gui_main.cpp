@@ -271,7 +271,10 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     int fw = 0, fh = 0;
     glfwGetFramebufferSize(win, &fw, &fh);
     glViewport(0, 0, fw, fh);
-    glClearColor(0.05f, 0.05f, 0.06f, 1.f);
+    // The panels' background colour: panels that nothing overlaps leave theirs to the clear
+    // (App::set_panel_backgrounds).
+    const ImVec4 bg = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
+    glClearColor(bg.x, bg.y, bg.z, 1.f);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     if (screenshot && app.settled() && ++shot_frames >= shot.frames) return write_screenshot(app, shot, fw, fh);

@@ -11,6 +11,7 @@
 #include "core/model/model.h"
 #include "core/engine/importance.h"
 #include "core/model/random_model.h"
+#include "ui/window_backgrounds.h"
 #include "test_util.h"
 #include "ui/app_state.h"
 #include "ui/importance_job.h"
@@ -474,3 +475,34 @@ TEST(UiImportanceJob, ComputesTheGridInTheBackgroundAndCancelsOnANewRequest) {
     EXPECT_NEAR(st.grid->heads[i].mean, want.heads[i].mean, 1e-9);
   }
 }
+
+// ---- window backgrounds ----
+
+namespace attnviz::ui {
+namespace {
+
+TEST(WindowBackgrounds, OnlyWhereSomethingLiesUnder) {
+  // Tiled: touching, and sharing a border pixel or two, as the layout places them.
+  const std::vector<WinRect> tiled = {{0, 20, 400, 300}, {400, 20, 800, 300}, {0, 320, 1200, 600}, {1198, 20, 400, 902}};
+  const std::vector<WinRect> bars = {{0, 0, 1600, 20}, {0, 922, 1600, 38}};
+  EXPECT_EQ(panels_needing_background(tiled, bars, false), std::vector<bool>(4, false));
+  // Moving: every one.
+  EXPECT_EQ(panels_needing_background(tiled, bars, true), std::vector<bool>(4, true));
+  // One dragged over two others: those three, not the fourth.
+  std::vector<WinRect> moved = tiled;
+  moved[0] = {300, 200, 300, 200};
+  EXPECT_EQ(panels_needing_background(moved, bars, false), (std::vector<bool>{true, true, true, false}));
+  // Over the status bar, or not drawn last frame.
+  moved = tiled;
+  moved[2].h = 640;
+  moved[1].w = 0;
+  EXPECT_EQ(panels_needing_background(moved, bars, false), (std::vector<bool>{false, true, true, false}));
+  // A panel not drawn does not count as lying under another.
+  moved = tiled;
+  moved[0] = {0, 0, 0, 0};
+  moved[1] = {0, 20, 1200, 300};
+  EXPECT_EQ(panels_needing_background(moved, bars, false), (std::vector<bool>{true, false, false, false}));
+}
+
+}  // namespace
+}  // namespace attnviz::ui

@@ -26,6 +26,7 @@
 #include "ui/status_bar.h"
 #include "ui/text_panel.h"
 #include "ui/text_view_panel.h"
+#include "ui/window_backgrounds.h"
 #include "ui/theme.h"
 #include "ui/token_strip_panel.h"
 #include "ui/training_panel.h"
@@ -188,6 +189,19 @@ int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
+
+void App::set_panel_backgrounds() {
+  std::vector<WinRect> rects;
+  for (const Panel* p : panels_) {
+    const ImVec4 r = p->window_rect();
+    rects.push_back({r.x, r.y, r.z, r.w});
+  }
+  const std::vector<WinRect> bars = {{0.f, 0.f, ImGui::GetIO().DisplaySize.x, ImGui::GetFrameHeight()},  // the menu bar
+                                     {status_pos_.x, status_pos_.y, status_size_.x, status_size_.y}};
+  const std::vector<bool> fill =
+      panels_needing_background(rects, bars, ImGui::IsMouseDragging(ImGuiMouseButton_Left) || force_layout_);
+  for (size_t i = 0; i < panels_.size(); ++i) panels_[i]->set_background(fill[i]);
+}
 
 void App::post_if_changed() {
   Request r;
@@ -520,6 +534,7 @@ void App::frame() {
   next_->set_other(other);
   layout(force_layout_);
   force_layout_ = false;
+  set_panel_backgrounds();
   for (Panel* p : panels_) {
     if (!folded(p)) p->draw(ctx);
     if (p == text_.get()) post_if_changed();  // a keystroke: the worker starts while the other panels are built

@@ -117,6 +117,9 @@ class App {
   void shortcuts();
   void help_window();
   void post_if_changed();
+  // Panels that no other window overlaps draw no background of their own (last frame's
+  // rectangles; ui/window_backgrounds.h).
+  void set_panel_backgrounds();
   // At the start: when the saved model no longer loads, opens the default one instead.
   void fall_back_from_saved_model(const Snapshot& snap);
   PanelVisibility visibility() const;

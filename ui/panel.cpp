@@ -32,7 +32,8 @@ void Panel::draw(FrameContext& ctx) {
     ImGui::SetNextWindowSize(size_, cond);
     force_place_ = false;
   }
-  const bool visible = ImGui::Begin(title_.c_str(), &open_, window_flags());
+  const bool visible =
+      ImGui::Begin(title_.c_str(), &open_, window_flags() | (background_ ? 0 : ImGuiWindowFlags_NoBackground));
   window_rect_ = ImVec4(ImGui::GetWindowPos().x, ImGui::GetWindowPos().y, ImGui::GetWindowSize().x, ImGui::GetWindowSize().y);
   if (visible) {
     if (needs_trace() && !ctx.has_trace()) {

@@ -75,6 +75,10 @@ class Panel {
   // The fixed layout: where the window goes next frame. `force` moves it even when the
   // user has moved it (reset layout); otherwise only the first time (imgui.ini wins).
   void place(ImVec2 pos, ImVec2 size, bool force);
+  // Whether the window fills its background (off: what lies under it shows, which the App
+  // allows only where the frame was cleared with the background colour and no other panel
+  // lies under it).
+  void set_background(bool on) { background_ = on; }
 
  protected:
   virtual void draw_content(FrameContext& ctx) = 0;
@@ -87,6 +91,7 @@ class Panel {
   bool open_ = true;
   bool has_place_ = false;
   bool force_place_ = false;
+  bool background_ = true;
   ImVec2 pos_{0, 0}, size_{0, 0};
   ImVec4 window_rect_{0, 0, 0, 0};
 };
