@@ -480,9 +480,9 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   image_rect_ = ImVec4(m.vp0.x, m.vp0.y, shown.x, shown.y);
   dl->PushClipRect(m.vp0, m.vp0 + shown, true);
   if (tex_.valid())
-    dl->AddImage(tex_.id(),
-                 m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
-                 m.p0 + ImVec2(static_cast<float>(tex_cells_.c1), static_cast<float>(tex_cells_.r1)) * m.cell);
+    add_opaque_image(dl, tex_.id(),
+                     m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
+                     m.p0 + ImVec2(static_cast<float>(tex_cells_.c1), static_cast<float>(tex_cells_.r1)) * m.cell);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const ImVec4 mr = minimap_rect(m.vp0, m.vp);
   const bool over_minimap =

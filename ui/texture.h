@@ -31,4 +31,10 @@ class Texture {
   int w_ = 0, h_ = 0;
 };
 
+// Draws an opaque texture (alpha 255 everywhere) between a and b without blending, so a
+// software renderer does not read what lies under it; the draw list's render state is
+// reset after it. Blended as ImGui draws images when the style fades the window (its
+// alpha below 1).
+void add_opaque_image(ImDrawList* dl, ImTextureID id, ImVec2 a, ImVec2 b);
+
 }  // namespace attnviz::ui
