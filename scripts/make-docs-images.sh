@@ -154,6 +154,16 @@ if wanted long-heatmap-4096.png || wanted long-text-view-4096.png; then
   fi
 fi
 
+# The text view shaded by logit attribution on the built-in model: layer 1 head 4, an
+# induction head, carries the logit of 'a' after "…on the m" from the 'a' that followed "m"
+# before. Cropped to the text view.
+if wanted text-view-attribution.png; then
+  gui --model builtin:fortunes-en --text "The cat sat on the mat. The dog ate the fish. The cat sat on the m" \
+    --layer 1 --head 4 --text-view-attribution --screenshot "$work/tva.png"
+  crop_png "$work/tva.png" 400 602 736 150 docs/text-view-attribution.png
+  made text-view-attribution.png
+fi
+
 # The logit lens and the direct logit attribution on the built-in model (its last token).
 if wanted lens-attribution.png; then
   shot lens-attribution.png --model builtin:fortunes-en --text "$cat2" --layer 1 --head 4 --lens --attribution

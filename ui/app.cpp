@@ -172,6 +172,10 @@ bool App::settled() const {
 
 void App::after_present(double ui_ms, double draw_ms) {
   last_frame_ms_ = ui_ms + draw_ms;
+  if (opt_.screenshot && frame_ui_ms_.size() < 100000) {  // for the sidecar's "frames"
+    frame_ui_ms_.push_back(ui_ms);
+    frame_draw_ms_.push_back(draw_ms);
+  }
   if (typing_) typing_->presented(shown_request_, snap_->forward_ms, ui_ms, draw_ms, TypingProbe::Clock::now());
 }
 
@@ -619,6 +623,14 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["showing_sample"] = snap.showing_sample;
   j["fonts"] = fonts_.fonts().note;
   if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
+  if (!frame_ui_ms_.empty()) {
+    auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    j["frames"] = {{"count", frame_ui_ms_.size()}, {"ui_ms_median", median(frame_ui_ms_)},
+                   {"draw_ms_median", median(frame_draw_ms_)}};
+  }
   if (training_->open()) {
     const auto st = training_->status();
     j["training"] = {{"state", session_state_name(st->state)}, {"step", st->step}, {"steps", st->steps},

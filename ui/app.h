@@ -159,6 +159,9 @@ class App {
   bool theme_presentation_ = false;
   bool force_layout_ = true;
   float laid_out_px_ = 0.f;
+  // Every presented frame's build and draw times, with --screenshot (the sidecar's "frames":
+  // `--frames 300` measures the drawing of a scene).
+  std::vector<double> frame_ui_ms_, frame_draw_ms_;
   double last_frame_ms_ = 0.0;  // the last frame's build + draw time (not the idle wait before it)  // font size the panels were last laid out for
   std::optional<std::chrono::steady_clock::time_point> busy_since_;  // when the worker last became busy
   // The last model that loaded (what the settings save: a path that fails is never saved).
