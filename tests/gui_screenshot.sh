@@ -126,6 +126,13 @@ n = j["heatmap_nav"]["rows_computed"]
 assert j["T"] == 20 and 20 <= n <= 40, n
 ' "$work/typed-compact.png.json"
 
+# The sidecar's frame times: one entry per frame presented, medians that are times.
+check "frame times" /usr/bin/python3 -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["frames"]
+assert f["count"] >= 2 and 0 < f["ui_ms_median"] < 10000 and 0 < f["draw_ms_median"] < 10000, f
+' "$work/typed-compact.png.json"
+
 # Presentation mode renders too.
 check "presentation mode" xrun "$app" --screenshot "$work/presentation.png" --frames 3 --presentation --head 2
 check "presentation pixels" "$checker" "$work/presentation.png"
