@@ -263,6 +263,23 @@ TEST(WindowLimit, TheLongestWindowThatFitsAndNoLonger) {
   EXPECT_EQ(window_limit_for_memory(c, true, 1.0).max_T, 1);
 }
 
+// While typing the GUI's engine holds kTypingTraceCopies traces of its window: the limit is
+// the longest window whose copies all fit, and one token more would not.
+TEST(WindowLimit, TypingCountsEveryCopy) {
+  const ModelConfig c = small_config("llama", 4, 256, 8, 2, 1000, 8192);
+  const auto est = [&](int64_t T) {
+    return Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, true, false);
+  };
+  for (double bytes : {20e6, 80e6, 200e6}) {
+    const WindowLimit lim = typing_window_limit(c, true, bytes);
+    ASSERT_TRUE(lim.capped()) << bytes;
+    EXPECT_LE(kTypingTraceCopies * est(lim.max_T), bytes) << bytes;
+    EXPECT_GT(kTypingTraceCopies * est(lim.max_T + 1), bytes) << bytes;
+    EXPECT_DOUBLE_EQ(lim.bytes_at_n_ctx, kTypingTraceCopies * est(c.n_ctx));
+    EXPECT_LT(lim.max_T, window_limit_for_memory(c, true, bytes).max_T) << "one trace would allow more";
+  }
+}
+
 // The last row's logits and every row's loss (what the GUI records) against every row's
 // logits (what dump records), after one pass, typing, and edits: an edit at p changes the
 // target of row p − 1, whose loss must follow. Not bit for bit: the unembedding runs over

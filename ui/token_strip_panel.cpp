@@ -43,10 +43,12 @@ const WindowLimit& TokenStripPanel::window_limit(const FrameContext& ctx) {
     limit_model_ = ctx.model;
     limit_backend_ = ctx.snap.backend_name;
     limit_at_s_ = now;
-    // The trace held now is replaced by the next one: its bytes count as available. 10%
-    // is left for the pass's own buffers and the rest of the program.
-    limit_available_ = 0.9 * (memory_available_bytes() + static_cast<double>(ctx.trace.bytes()));
-    limit_ = window_limit_for_memory(ctx.model->config, /*compact=*/limit_backend_ != "gpu", limit_available_);
+    // The worker's engine holds about kTypingTraceCopies traces of the window (the one shown
+    // and the one the next key writes, with room to grow), which the next window's replace:
+    // their bytes count as available. 10% is left for the pass's own buffers and the rest
+    // of the program.
+    limit_available_ = 0.9 * (memory_available_bytes() + kTypingTraceCopies * static_cast<double>(ctx.trace.bytes()));
+    limit_ = typing_window_limit(ctx.model->config, /*compact=*/limit_backend_ != "gpu", limit_available_);
   }
   return limit_;
 }
@@ -71,7 +73,7 @@ void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.f, 0.65f, 0.3f, 1.f), "max %d (memory)", n_ctx);
     const std::string why = "The model's context is " + std::to_string(ctx.model->config.n_ctx) +
-                            " tokens, but recording a window that long would need about " +
+                            " tokens, but recording a window that long while typing (two copies with room to grow) would need about " +
                             format_bytes(limit.bytes_at_n_ctx) + " of memory, and about " +
                             format_bytes(limit_available_) + " can be used now. block_size goes up to " +
                             std::to_string(n_ctx) + " tokens; free memory (close other programs) to allow more.";

@@ -71,6 +71,12 @@ WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double b
   return {lo, need(n_ctx)};
 }
 
+WindowLimit typing_window_limit(const ModelConfig& c, bool compact, double bytes) {
+  WindowLimit w = window_limit_for_memory(c, compact, bytes / kTypingTraceCopies);
+  w.bytes_at_n_ctx *= kTypingTraceCopies;
+  return w;
+}
+
 // A trace, how many pointers share() gave out to it are alive, and what runs on the other
 // slots rewrote since this one was last brought up to date.
 struct Engine::Slot {
@@ -248,7 +254,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   last_from_ = from;
   cache_valid_ = true;
   if (room_to_grow_) {
-    reserve_trace_rows(tr, tr.T() + 1, tr.T() + tr.T() / 4 + 16);  // room for the next key
+    reserve_trace_rows(tr, tr.T() + 1, tr.T() + tr.T() / 4 + 16);  // room for the next key (kTypingTraceCopies)
     // A whole window was laid out (a text loaded, an edit at its start, the window slid):
     // the second trace the next key needs is copied now, as part of this long run, instead
     // of holding up that key. After other runs it costs only the rows they changed, later.

@@ -128,6 +128,14 @@ struct WindowLimit {
 };
 WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes);
 
+// Traces of one window an engine that is typed into holds (set_room_to_grow and share(), as
+// the GUI runs it): the one shown and the one the next run writes, each with room for a
+// quarter more tokens.
+constexpr double kTypingTraceCopies = 2 * 1.25;
+// The longest window such an engine can hold in `bytes`: kTypingTraceCopies traces of it.
+// bytes_at_n_ctx is what it would hold for the model's whole context (all the copies).
+WindowLimit typing_window_limit(const ModelConfig& c, bool compact, double bytes);
+
 // Row i's next-token logits (V values) into `out`: the row the trace holds, or else (the
 // GUI keeps only the last row's) computed from the final hidden state through the
 // unembedding, the product the pass itself runs. Throws when the trace has neither.
