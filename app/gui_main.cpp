@@ -49,11 +49,11 @@ namespace {
 
 constexpr int kWidth = 1600, kHeight = 1000;  // the normal window size (screen coordinates)
 // After an edit, how long to wait for its result before presenting a frame that still
-// shows the old one: 1.5 × the last forward pass, at least 25 ms and at most 150 ms (about
-// where a delay starts to be seen). When the result comes within it, the frame that shows
-// the edit is the first one presented: one render per keystroke instead of two, and the
-// forward pass has the cores to itself (on a software renderer the second render would take
-// them).
+// shows the old one (App::fresh_result_wait_ms): 25 ms, or after a keystroke 1.5 × the last
+// forward pass when that is at most 150 ms (about where a delay starts to be seen). When the
+// result comes within it, the frame that shows the edit is the first one presented: one
+// render per keystroke instead of two, and the forward pass has the cores to itself (on a
+// software renderer the second render would take them).
 constexpr int kFreshResultWaitMinMs = 25, kFreshResultWaitMaxMs = 150;
 
 // After the loop wakes for an event, how many frames to draw before it may sleep again:

@@ -165,3 +165,29 @@ TEST(WindowAblation, AblatedHeadsOnALocalSoftCappedModelMatchTheReference) {
 
 }  // namespace
 }  // namespace attnviz
+
+namespace attnviz {
+namespace {
+
+// A block_size change that leaves the window as it is (nothing cropped, the text within the
+// new size) keeps the cache: the next key computes its own row only, and the trace equals a
+// fresh engine's at that size. One that crops the text recomputes from the start.
+TEST(BlockSize, ChangingItAboveTheTextKeepsTheCache) {
+  const auto m = test::small_model("llama", 4, 2, 61, 5, "block-size-cache");
+  const auto ids = test::random_ids(20, 61, 4);
+  Engine e(m, make_cpu_backend());
+  e.run(std::vector<int>(ids.begin(), ids.begin() + 12));
+  e.set_block_size(16);  // still above the 12 tokens, and the 13 of the next run
+  const Trace& t = e.run(std::vector<int>(ids.begin(), ids.begin() + 13));
+  EXPECT_EQ(e.last_recomputed_from(), 12);
+  EXPECT_EQ(t.block_size, 16);
+  Engine fresh(m, make_cpu_backend());
+  fresh.set_block_size(16);
+  EXPECT_EQ(test::compare_traces(t, fresh.run(std::vector<int>(ids.begin(), ids.begin() + 13)), 1e-5), "");
+  e.set_block_size(10);  // crops 3 tokens: every position moves
+  e.run(std::vector<int>(ids.begin(), ids.begin() + 13));
+  EXPECT_EQ(e.last_recomputed_from(), 0);
+}
+
+}  // namespace
+}  // namespace attnviz

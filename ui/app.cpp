@@ -188,8 +188,11 @@ bool App::animating() const {
 }
 
 int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
-  const double last = snap_ ? snap_->forward_ms : 0.0;
-  return std::clamp(static_cast<int>(std::lround(1.5 * last)), min_ms, max_ms);
+  const double want = 1.5 * (snap_ ? snap_->forward_ms : 0.0);
+  // Only an edit of the text waits longer (a dragged slider keeps its frame rate), and only
+  // when its result is expected in time (a slow model echoes the key at once instead).
+  if (!text_posted_this_frame_ || want > max_ms) return min_ms;
+  return std::clamp(static_cast<int>(std::lround(want)), min_ms, max_ms);
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
@@ -218,6 +221,7 @@ void App::post_if_changed() {
   r.ablation = state_.ablation;
   if (r != posted_) {
     posted_this_frame_ = true;
+    text_posted_this_frame_ = text_posted_this_frame_ || r.text != posted_.text;
     posted_ = r;
     posted_serial_ = worker_.post(r);
   }
@@ -472,10 +476,11 @@ void App::shortcuts() {
 }
 
 void App::frame() {
-  // A simulated key (--type), once the first result is in: typed as the text box would.
+  // A simulated key (--type), once the first result is on screen (drawn by the last frame)
+  // and nothing else computes, as a person would type: typed as the text box would.
   key_this_frame_ = false;
-  posted_this_frame_ = false;
-  if (typing_ && first_answer() && !worker_.busy()) {
+  posted_this_frame_ = text_posted_this_frame_ = false;
+  if (typing_ && first_answer() && !worker_.busy() && worker_.latest()->trace_serial == shown_serial_) {
     const std::string key = typing_->press(TypingProbe::Clock::now());
     if (!key.empty()) {
       state_.text += key;

@@ -100,9 +100,10 @@ class App {
   // shows the previous result. wait_result() waits up to `ms` for the new one.
   bool posted_this_frame() const { return posted_this_frame_; }
   bool wait_result(int ms) const { return worker_.wait_for(posted_serial_, ms); }
-  // How long a frame that posted waits for its result before it presents the old one: 1.5 ×
-  // the last forward pass, within [min_ms, max_ms]. A frame presented meanwhile would only
-  // show the typed character, and drawing it takes the cores from the forward pass.
+  // How long a frame that posted waits for its result before it presents the old one. After
+  // an edit of the text, 1.5 × the last forward pass when that is at most max_ms (a frame
+  // presented meanwhile would only show the typed character, and drawing it takes the cores
+  // from the forward pass); otherwise min_ms.
   int fresh_result_wait_ms(int min_ms, int max_ms) const;
   bool quit_requested() const { return quit_; }
 
@@ -150,6 +151,7 @@ class App {
   std::unique_ptr<TypingProbe> typing_;  // with --type
   bool key_this_frame_ = false;
   bool posted_this_frame_ = false;
+  bool text_posted_this_frame_ = false;  // and the text was what changed
   HeadScoreCache head_scores_;  // shared by the panels that show the head scores
   uint64_t first_serial_ = 0;
   std::string random_dir_;             // the generated random model ("" if not generated)

@@ -125,7 +125,10 @@ void Engine::set_block_size(int block_size) {
     throw Error("block size " + std::to_string(block_size) + " is out of range: the model '" + model_->name +
                     "' takes 1 … " + std::to_string(model_->config.n_ctx) + " tokens",
                 ErrorKind::Usage);
-  if (block_size != block_size_) clear_cache();
+  // The cached window stays what it is when nothing was cropped from it and it fits the new
+  // size (a memory cap lowering a block_size the text never reached): keep the cache.
+  const Trace& tr = slot_->trace;
+  if (block_size != block_size_ && !(tr.dropped == 0 && tr.T() <= block_size)) clear_cache();
   block_size_ = block_size;
 }
 
