@@ -629,12 +629,8 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["fonts"] = fonts_.fonts().note;
   if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
   if (!frame_ui_ms_.empty()) {
-    auto median = [](std::vector<double> v) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      return v[v.size() / 2];
-    };
-    j["frames"] = {{"count", frame_ui_ms_.size()}, {"ui_ms_median", median(frame_ui_ms_)},
-                   {"draw_ms_median", median(frame_draw_ms_)}};
+    j["frames"] = {{"count", frame_ui_ms_.size()}, {"ui_ms_median", quantile(frame_ui_ms_, 0.5)},
+                   {"draw_ms_median", quantile(frame_draw_ms_, 0.5)}};
   }
   if (training_->open()) {
     const auto st = training_->status();

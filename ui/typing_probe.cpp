@@ -26,15 +26,12 @@ void TypingProbe::presented(uint64_t shown, double forward_ms, double ui_ms, dou
   waiting_ = false;
 }
 
-namespace {
-// The q-quantile of v (nearest rank), 0 when empty.
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   const size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(k, v.size() - 1)];
 }
-}  // namespace
 
 std::string TypingProbe::report_json() const {
   nlohmann::json j;

@@ -11,6 +11,9 @@
 
 namespace attnviz::ui {
 
+// The q-quantile of v (nearest rank), 0 when empty.
+double quantile(std::vector<double> v, double q);
+
 class TypingProbe {
  public:
   using Clock = std::chrono::steady_clock;
