@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/gguf.h"
@@ -49,15 +50,9 @@ std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string*
   auto tok = load_tokenizer_file(*file);
   struct stat st {};
   if (stat((dir + "/config.json").c_str(), &st) == 0) {
-    // Bounded, non-blocking (a FIFO is refused, not waited on), no NUL.
-    const std::string text = read_regular_file(dir + "/config.json", kMaxJsonBytes, "config.json", false);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const std::exception& e) {
-      throw Error(dir + "/config.json: not valid JSON: " + excerpt(e.what(), 200));
-    }
-    check_tokenizer_fits(*tok, parse_config(j, dir + "/config.json").vocab_size, *file);
+    // Bounded, non-blocking (a FIFO is refused, not waited on), no NUL, nesting limited.
+    const std::string cfg = dir + "/config.json";
+    check_tokenizer_fits(*tok, parse_config(read_json_file(cfg, "config.json"), cfg).vocab_size, *file);
   }
   return tok;
 }

@@ -1,5 +1,6 @@
 // ui/app_state, ui/settings and ui/worker: the GUI's logic without ImGui.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -285,6 +286,27 @@ TEST(UiSettings, RoundTripAndConfigDir) {
   PanelVisibility vis3;
   EXPECT_TRUE(load_settings(back, vis3));
   EXPECT_EQ(back.text, s.text);
+
+  // A settings file nested too deep (or not JSON, or a FIFO) is not read: the defaults stay
+  // and the reason names the file (the GUI prints it and shows it in the status bar).
+  const std::string settings = (std::filesystem::path(dir) / "attnviz" / "settings.json").string();
+  test::write_bytes(settings, "{\"layer\": 3, \"panels\": {\"x\": " + std::string(300000, '[') + std::string(300000, ']') + "}}");
+  AppState deep;
+  std::string why;
+  EXPECT_FALSE(load_settings(deep, vis3, &why));
+  EXPECT_EQ(deep.layer, 0);
+  EXPECT_NE(why.find(settings + ": JSON nested more than"), std::string::npos) << why;
+  EXPECT_NE(why.find("under \"panels\" → \"x\" → [0]"), std::string::npos) << why;
+  why.clear();
+  EXPECT_FALSE(settings_from_json("[1, 2]", deep, vis3, &why));
+  EXPECT_NE(why.find("not a JSON object"), std::string::npos) << why;
+  std::filesystem::remove(settings);
+  why.clear();
+  EXPECT_FALSE(load_settings(deep, vis3, &why));  // no file: nothing to say
+  EXPECT_EQ(why, "");
+  ASSERT_EQ(mkfifo(settings.c_str(), 0600), 0);
+  EXPECT_FALSE(load_settings(deep, vis3, &why));  // not waited on
+  EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
   unsetenv("XDG_CONFIG_HOME");
 }
 

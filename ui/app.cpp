@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/json_reader.h"
 #include "core/model/paths.h"
 #include "ui/gqa_panel.h"
 #include "ui/head_grid_panel.h"
@@ -49,7 +51,11 @@ std::string default_text(const std::string& model_spec) {
 App::App(const AppOptions& opt) : opt_(opt) {
   PanelVisibility vis;
   if (!opt.screenshot) {
-    load_settings(state_, vis);
+    std::string settings_error;
+    if (!load_settings(state_, vis, &settings_error) && !settings_error.empty()) {
+      std::fprintf(stderr, "attnviz: settings not read, using the defaults: %s\n", settings_error.c_str());
+      notice_ = "Settings not read (" + excerpt(settings_error, 160) + "); using the defaults.";
+    }
     std::error_code ec;
     fs::create_directories(config_dir(), ec);
     ini_path_ = (fs::path(config_dir()) / "imgui.ini").string();
@@ -627,7 +633,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["skipped"] = snap.skipped;
   j["showing_sample"] = snap.showing_sample;
   j["fonts"] = fonts_.fonts().note;
-  if (typing_) j["typing"] = nlohmann::json::parse(typing_->report_json());
+  if (typing_) j["typing"] = parse_json(typing_->report_json(), "typing report");
   if (!frame_ui_ms_.empty()) {
     j["frames"] = {{"count", frame_ui_ms_.size()}, {"ui_ms_median", quantile(frame_ui_ms_, 0.5)},
                    {"draw_ms_median", quantile(frame_draw_ms_, 0.5)}};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/paths.h"
 
@@ -112,13 +113,7 @@ std::vector<std::string> placeholders_in(const std::string& text) {
 }  // namespace
 
 Lesson load_lesson(const std::string& path) {
-  const std::string text = read_regular_file(path, 1 << 20, "lesson file", false);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(path + ": not valid JSON: " + excerpt(e.what(), 200));
-  }
+  const nlohmann::json j = read_json_file(path, "lesson file", "", 1 << 20);
   if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array() || j["steps"].empty())
     throw Error(path + ": expected {\"language\": …, \"steps\": [ … ]} with at least one step");
   Lesson l;

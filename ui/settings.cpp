@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
+#include "core/json_reader.h"
+#include "core/limits.h"
 #include "core/model/paths.h"
 #include "core/model/random_model.h"
 
@@ -43,9 +46,19 @@ std::string settings_to_json(const AppState& s, const PanelVisibility& panels) {
   return j.dump(2);
 }
 
-bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& panels) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return false;
+bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& panels, std::string* error,
+                        const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = parse_json(text, where);
+  } catch (const Error& e) {
+    if (error) *error = e.what();
+    return false;
+  }
+  if (!j.is_object()) {
+    if (error) *error = where + ": not a JSON object (found " + json_excerpt(j) + ")";
+    return false;
+  }
   auto str = [&](const char* k, std::string& out) {
     if (j.contains(k) && j[k].is_string()) out = j[k].get<std::string>();
   };
@@ -77,12 +90,18 @@ bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& p
   return true;
 }
 
-bool load_settings(AppState& s, PanelVisibility& panels) {
-  std::ifstream in(fs::path(config_dir()) / "settings.json");
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return settings_from_json(ss.str(), s, panels);
+bool load_settings(AppState& s, PanelVisibility& panels, std::string* error) {
+  const std::string path = (fs::path(config_dir()) / "settings.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  std::string text;
+  try {
+    text = read_regular_file(path, kMaxSettingsBytes, "settings file", /*allow_nul=*/false);
+  } catch (const Error& e) {
+    if (error) *error = e.what();
+    return false;
+  }
+  return settings_from_json(text, s, panels, error, excerpt(path, kPathExcerptBytes));
 }
 
 void save_settings(const AppState& s, const PanelVisibility& panels) {

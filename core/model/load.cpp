@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_model.h"
@@ -182,14 +183,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptio
     throw Error("'" + excerpt(cfg_path, kPathExcerptBytes) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
   // Read without blocking (a FIFO is refused), bounded, and with no NUL: the JSON parser
   // would stop at a NUL and silently accept whatever follows it.
-  const std::string text = read_regular_file(cfg_path, kMaxJsonBytes, "config.json", false);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(excerpt(cfg_path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200));
-  }
-  m->config = parse_config(j, cfg_path);
+  m->config = parse_config(read_json_file(cfg_path, "config.json"), cfg_path);
   // Refuse before reading when the weights cannot fit: float32 ones take 4 bytes a
   // parameter, F16/BF16 matrices kept in place (not gpt2's, whose layout is transposed) 2.
   // First from config.json's sizes (at least 2 bytes a parameter), then from the tensors.

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
@@ -100,7 +101,7 @@ constexpr ConfigPreset kConfigPresets[] = {
 
 // A config preset's JSON, its base's keys first.
 nlohmann::json preset_json(const ConfigPreset& p) {
-  const nlohmann::json own = nlohmann::json::parse(p.json);
+  const nlohmann::json own = parse_json(p.json, std::string("preset ") + p.name);
   if (!p.base) return own;
   for (const ConfigPreset& b : kConfigPresets) {
     if (std::string(p.base) != b.name) continue;
@@ -169,16 +170,13 @@ void write_random_model(const ModelConfig& c, uint64_t seed, const std::string& 
     check_tokenizer_fits(*load_tokenizer_file(tokenizer_file), c.vocab_size, tokenizer_file);
     tokenizer_bytes = read_regular_file(tokenizer_file, kMaxJsonBytes, "tokenizer file");
   }
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create '" + excerpt(dir, kPathExcerptBytes) + "': " + ec.message());
-  try {
-    write_random_model_files(c, seed, dir, tokenizer_file, tokenizer_bytes);
-  } catch (...) {
-    if (!existed) std::filesystem::remove_all(dir, ec);  // leave nothing behind that we created
-    throw;
-  }
+  // All files into a folder beside DIR, moved in when complete: a failed write (a full
+  // disk, a file-size limit) leaves nothing. A tokenizer of the other kind already in DIR
+  // would be read instead of the new one: it goes.
+  const bool sp = !tokenizer_file.empty() && tokenizer_file_is_sentencepiece(tokenizer_file);
+  write_dir_atomic(
+      dir, [&](const std::string& tmp) { write_random_model_files(c, seed, tmp, tokenizer_file, tokenizer_bytes); },
+      {sp ? "tokenizer.json" : "tokenizer.model"});
 }
 
 namespace {
@@ -244,8 +242,6 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
 
   if (!tokenizer_file.empty()) {
     const bool sp = tokenizer_file_is_sentencepiece(tokenizer_file);
-    std::error_code ec;
-    std::filesystem::remove(dir + (sp ? "/tokenizer.json" : "/tokenizer.model"), ec);
     write_file_atomic(dir + (sp ? "/tokenizer.model" : "/tokenizer.json"), tokenizer_bytes);
     return;
   }

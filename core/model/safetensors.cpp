@@ -10,10 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/pages.h"
 
@@ -99,12 +101,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                std::to_string(size) + " bytes); the file is truncated or corrupt");
   if (std::memchr(bytes + 8, 0, n) != nullptr)
     throw fail("header holds a NUL byte; a JSON header never does (junk after the header JSON?)");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
-  } catch (const std::exception& e) {
-    throw fail("header is not valid JSON: " + excerpt(e.what(), 200));
-  }
+  const nlohmann::json header =
+      parse_json(std::string_view(reinterpret_cast<const char*>(bytes + 8), n),
+                 "safetensors file '" + excerpt(path, kPathExcerptBytes) + "': header",
+                 "\n  HINT: the file is not a valid safetensors file; re-export or re-download it.");
   if (!header.is_object()) throw fail("header is not a JSON object");
   f.data_ = bytes + 8 + n;
   f.data_size_ = size - 8 - n;
@@ -351,6 +351,45 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   write_atomic(path, [&](FILE* fp) { return bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size(); });
 }
 
+void write_dir_atomic(const std::string& dir, const std::function<void(const std::string& tmp)>& write,
+                      const std::vector<std::string>& stale) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string base = dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  if (fs::exists(base, ec) && !fs::is_directory(base, ec))
+    throw Error("cannot create '" + excerpt(base, kPathExcerptBytes) + "': it exists and is not a folder" +
+                "\n  HINT: choose another --out path.");
+  const std::string tmp = base + ".tmp-attnviz-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);  // a leftover of an earlier run killed mid-way
+  const fs::path parent = fs::path(base).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec || !fs::create_directory(tmp, ec) || ec)
+    throw Error("cannot create '" + excerpt(tmp, kPathExcerptBytes) + "': " + (ec ? ec.message() : "it exists") +
+                "\n  HINT: check that the folder above --out exists and is writable, or choose another --out path.");
+  try {
+    write(tmp);
+    if (!fs::exists(base, ec)) {
+      fs::rename(tmp, base);  // the whole folder at once
+      return;
+    }
+    for (const auto& e : fs::directory_iterator(tmp)) fs::rename(e.path(), fs::path(base) / e.path().filename());
+    for (const std::string& name : stale) fs::remove(fs::path(base) / name, ec);
+    fs::remove(tmp, ec);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw Error("cannot write '" + excerpt(base, kPathExcerptBytes) + "': " + e.code().message() + " (nothing was written)");
+  } catch (const Error& e) {  // a file's error names the path the user gave, not the temporary one
+    fs::remove_all(tmp, ec);
+    std::string m = e.what();
+    for (size_t at = m.find(tmp); at != std::string::npos; at = m.find(tmp, at + base.size())) m.replace(at, tmp.size(), base);
+    throw Error(m, e.kind);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
 SafetensorsSet SafetensorsSet::open_dir(const std::string& dir) {
   SafetensorsSet set;
   const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
@@ -362,12 +401,7 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir) {
     set.path_ = index;
     set.index_ = true;
     const std::string where = excerpt(index, kPathExcerptBytes);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_regular_file(index, kMaxJsonBytes, "model.safetensors.index.json", false));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(where + ": not valid JSON: " + excerpt(e.what(), 200));
-    }
+    const nlohmann::json j = read_json_file(index, "model.safetensors.index.json");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
       throw Error(where + ": no \"weight_map\" object (tensor name → shard file)\n  HINT: the index Hugging Face "
                   "writes beside sharded weights; re-download it.");

@@ -120,6 +120,16 @@ class SafetensorsWriter {
 // Writes `bytes` to `path` atomically (temporary file in the same folder, then rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
+// Makes the folder `dir` as a whole or not at all. `write` fills a new temporary folder
+// beside it (DIR.tmp-attnviz-PID, passed to it); when `write` returns, that folder is
+// renamed to `dir`, or, when `dir` already exists, each file is moved into it (replacing
+// one of the same name) and the files named in `stale` are removed from it. When `write`
+// throws, or the temporary folder cannot be made or moved, everything written is removed,
+// `dir` is left as it was, and the error is thrown on (an Error's message names DIR where
+// it named the temporary folder; a data Error naming the folder when the folder failed).
+void write_dir_atomic(const std::string& dir, const std::function<void(const std::string& tmp)>& write,
+                      const std::vector<std::string>& stale = {});
+
 float half_to_float(uint16_t h);
 float bf16_to_float(uint16_t b);
 

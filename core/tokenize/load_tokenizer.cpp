@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/tokenize/hf_tokenizer.h"
 #include "core/tokenize/tokenizer.h"
@@ -32,13 +33,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
   const bool spm = tokenizer_file_is_sentencepiece(path);
   const std::string text = read_regular_file(path, kMaxJsonBytes, "tokenizer file", /*allow_nul=*/spm);
   if (spm) return std::make_unique<SentencePieceTokenizer>(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(excerpt(path, kPathExcerptBytes) + ": not valid JSON: " + excerpt(e.what(), 200) +
-                "\n  HINT: a tokenizer.json is a JSON object; a SentencePiece model is named tokenizer.model.");
-  }
+  const nlohmann::json j =
+      parse_json(text, excerpt(path, kPathExcerptBytes),
+                 "\n  HINT: a tokenizer.json is a JSON object; a SentencePiece model is named tokenizer.model.");
   // (A "type" that is not a string is not a char tokenizer; HfTokenizer names what is wrong.)
   if (j.is_object() && j.contains("type") && j["type"].is_string() && j["type"] == "char" && j.contains("vocab") &&
       j["vocab"].is_array()) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
@@ -394,14 +395,7 @@ void load_trainer_state(const std::string& dir, const Params<float>& p, AdamStat
   struct stat sb {};
   if (stat(jpath.c_str(), &sb) != 0)
     throw Error("'" + jpath + "' not found\n  HINT: --resume needs a directory written by attnviz-cli train.");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_regular_file(jpath, kMaxJsonBytes, "trainer_state.json", false));
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(jpath + ": not valid JSON: " + excerpt(e.what(), 200));
-  }
+  nlohmann::json j = read_json_file(jpath, "trainer_state.json");
   if (!j.contains("step") || !j["step"].is_number_integer()) throw Error(jpath + ": missing integer \"step\"");
   st.step = j["step"].get<int>();
   st.m = zeros_like(p);

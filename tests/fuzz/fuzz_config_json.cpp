@@ -1,20 +1,20 @@
-// config.json: the bytes as the loader sees them (NUL refused, JSON parsed; the loader turns
-// every JSON exception into an attnviz::Error), then the
+// config.json: the bytes as the loader reads them, through the one JSON reader
+// (core/json_reader.h: NUL, size and nesting refused with an attnviz::Error), then the
 // config parsed and its parameter counts and memory estimate computed.
-#include <cstring>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/model/config.h"
 #include "tests/fuzz/fuzz_target.h"
 
 ATTNVIZ_FUZZ_TARGET(config_json) {
-  if (std::memchr(data, 0, size)) return;  // the loader refuses NUL bytes before parsing
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(data, data + size);
-  } catch (const nlohmann::json::exception&) {  // parse errors, number overflow: the loader reports them
+    j = attnviz::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), "config.json");
+  } catch (const attnviz::Error&) {  // not JSON, a NUL byte, too deep: the loader reports them
     return;
   }
   try {

@@ -1,21 +1,22 @@
 // A tokenizer.json as Hugging Face's `tokenizers` writes it: parsed, built (every model,
 // normalizer, pre-tokenizer, post-processor and decoder attnviz reads), then run on a few
-// texts, incrementally too, and the ids decoded and labelled.
-#include <cstring>
+// texts, incrementally too, and the ids decoded and labelled. Read through the one JSON
+// reader, as the loader reads it (core/json_reader.h).
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/tokenize/hf_tokenizer.h"
 #include "core/tokenize/labels.h"
 #include "tests/fuzz/fuzz_target.h"
 
 ATTNVIZ_FUZZ_TARGET(tokenizer_json) {
-  if (std::memchr(data, 0, size)) return;  // the loader refuses NUL bytes before parsing
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(data, data + size);
-  } catch (const nlohmann::json::exception&) {
-    return;  // the loader reports parse errors as attnviz::Error
+    j = attnviz::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), "tokenizer.json");
+  } catch (const attnviz::Error&) {
+    return;  // not JSON, a NUL byte, too deep: the loader reports these
   }
   try {
     const attnviz::HfTokenizer tok(j, "tokenizer.json");
