@@ -11,6 +11,7 @@ namespace {
 
 struct RandomOptions {
   std::string preset = "tiny", out, tokenizer, gguf;
+  bool gguf_given = false;  // --gguf was passed, even with an empty TYPE (a usage error)
   uint64_t seed = 1;
   int layers = 0, embd = 0, heads = 0, kv = 0, vocab = 0, ctx = 0;
 };
@@ -52,8 +53,8 @@ void run_random(const RandomOptions& o, Io& io) {
     throw Error(std::string(e.what()) + "\n  HINT: choose smaller --layers/--embd/--heads/--vocab/--context.",
                 ErrorKind::Usage);
   }
-  if (!o.gguf.empty()) {  // one DIR/model.gguf in llama.cpp's layout, the tokenizer inside
-    const GgmlType type = gguf_write_type(o.gguf);
+  if (o.gguf_given) {  // one DIR/model.gguf in llama.cpp's layout, the tokenizer inside
+    const GgmlType type = gguf_write_type(o.gguf);  // an empty or unknown TYPE: a usage error listing them
     if (!o.tokenizer.empty()) throw Error("--tokenizer cannot be combined with --gguf yet", ErrorKind::Usage);
     const std::string path = write_random_gguf(c, o.seed, o.out, type);
     io.err << "wrote random " << c.model_type << " model (random weights) as " << ggml_type_info(type).name << " to "
@@ -82,11 +83,14 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--vocab", o->vocab, "override the vocabulary size")->check(CLI::PositiveNumber);
   cmd->add_option("--context", o->ctx, "override the context length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
-  cmd->add_option("--gguf", o->gguf,
+  auto* gguf = cmd->add_option("--gguf", o->gguf,
                   "write DIR/model.gguf instead, 2-D weights as TYPE: F32, F16, BF16, Q8_0, Q4_0, Q5_0 or Q4_K "
                   "(llama.cpp's names and layout, the tokenizer inside)");
   cmd->add_option("--out", o->out, "output directory")->required();
-  return [o, &io] { run_random(*o, io); };
+  return [o, gguf, &io] {
+    o->gguf_given = gguf->count() > 0;
+    run_random(*o, io);
+  };
 }
 
 }  // namespace attnviz

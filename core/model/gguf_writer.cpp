@@ -712,13 +712,10 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
 }
 
 std::string write_random_gguf(const ModelConfig& c, uint64_t seed, const std::string& dir, GgmlType type) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("cannot create '" + excerpt(dir, kPathExcerptBytes) + "': " + ec.message());
-  const std::string path = dir + "/model.gguf";
   const GgufTokenizerData tok = char_gguf_tokenizer(c.vocab_size);
-  write_gguf_model(c, type, seed, path, &tok);
-  return path;
+  // Written in a folder beside DIR and moved in when complete: a failure leaves nothing.
+  write_dir_atomic(dir, [&](const std::string& tmp) { write_gguf_model(c, type, seed, tmp + "/model.gguf", &tok); });
+  return dir + "/model.gguf";
 }
 
 }  // namespace attnviz

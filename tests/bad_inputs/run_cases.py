@@ -25,6 +25,9 @@ A case (all keys but name/args/exit/message optional):
   keep_out              names allowed in {D}/out (made by the case itself)
   max_message_bytes     default 4000
   max_rss_mb            a tighter memory limit for this case (MB, scaled like --max-rss-mb)
+  fsize_limit           the largest file the command may write, in bytes (RLIMIT_FSIZE, as
+                        `ulimit -f`), with SIGXFSZ ignored so that a write past it fails with
+                        EFBIG instead of killing the process
 With --worker-manifest FILE the script runs nothing: it makes the files of every case that
 names a model input (see worker_request) and writes FILE, a JSON list of what the GUI's
 worker is to open for each (tests/test_worker_catalogue.cpp reads it).
@@ -38,6 +41,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -249,7 +253,12 @@ def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
     errors = []
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+        preexec = None
+        if "fsize_limit" in case:
+            def preexec(limit=case["fsize_limit"]):
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # ignored dispositions survive exec
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, preexec_fn=preexec)
         status = None
         while status is None:
             pid, st, ru = os.wait4(p.pid, os.WNOHANG)
