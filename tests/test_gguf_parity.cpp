@@ -407,8 +407,14 @@ TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
       {"phi3", {"fused rows that do not split", "tensor 'blk.0.attn_qkv.weight' has shape (17, 8), whose rows do not split",
                 [](test::GgufWriter& g) { g.add_f32("blk.0.attn_qkv.weight", {17, 8}, std::vector<float>(17 * 8)); }}},
   };
+  // Partial RoPE (rope.dimension_count below the head size, 4 here) outside phi3: llama.cpp
+  // turns other dims on the reordered families, and no Hugging Face twin has it elsewhere.
+  auto all = cases;
+  for (const std::string arch : {"llama", "mistral", "granite", "smollm3", "qwen2", "qwen3", "gemma3", "olmo2"})
+    all.push_back({arch, {arch + " partial rope", "'" + arch + ".rope.dimension_count' 2 is less than the head size 4",
+                          [arch](test::GgufWriter& g) { g.set_u32(arch + ".rope.dimension_count", 2); }}});
   int i = 0;
-  for (const auto& [arch, bc] : cases) {
+  for (const auto& [arch, bc] : all) {
     test::GgufWriter g = tiny_meta(arch);
     bc.change(g);
     const std::string path = dir + "/bad" + std::to_string(i++) + ".gguf";

@@ -59,7 +59,15 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
                         RopeScaling& s, float* theta) {
   if (!r.is_object()) throw Error(at + " must be an object, found " + json_excerpt(r));
   if (theta) *theta = get_float(r, "rope_theta", *theta, at, true);
-  // Hugging Face writes "rope_type" (older files "type").
+  // Hugging Face writes "rope_type" (older files "type"). Without either, an object that
+  // holds anything but the base θ is refused, as Hugging Face refuses it: a "factor" alone
+  // could be linear, dynamic or YaRN, and reading it as "default" would drop it.
+  if (!r.contains("rope_type") && !r.contains("type"))
+    for (auto it = r.begin(); it != r.end(); ++it)
+      if (it.key() != "rope_theta" && it.key() != "partial_rotary_factor")
+        throw Error(at + " has \"" + excerpt(it.key()) + "\" but no \"rope_type\" (or \"type\") saying what it means" +
+                    "\n  HINT: add the \"rope_type\" the model was trained with (\"linear\", \"llama3\", \"longrope\", …), "
+                    "or remove the key; Hugging Face refuses this config too.");
   const std::string type = get_string(r, "rope_type", get_string(r, "type", "default", at), at);
   s = RopeScaling{};
   if (type == "default") return;

@@ -307,6 +307,17 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     if (rot > c.head_size || rot % 2 != 0)
       throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(rot) +
                   " must be even and at most the head size " + std::to_string(c.head_size));
+    // Fewer rotated dims than the head size is modelled for phi3 alone: its Hugging Face
+    // twin (partial_rotary_factor) and llama.cpp both turn the pairs (i, i + rot/2) of the
+    // first rot dims. For the other architectures no Hugging Face model has partial RoPE
+    // to check against, and where llama.cpp's converter reorders q/k rows (llama, mistral,
+    // granite, smollm3) llama.cpp turns other dims (the pairs (i, i + d/2)) than attnviz
+    // would: refused instead of read wrong.
+    if (rot < c.head_size && arch != "phi3")
+      throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(rot) + " is less than the head size " +
+                  std::to_string(c.head_size) + ": partial RoPE is read for phi3 files only" +
+                  "\n  HINT: a " + arch + " model rotates every dimension of a head; this file's metadata "
+                  "does not match its architecture. Re-convert it with llama.cpp's converter.");
     c.rotary_dim = rot == c.head_size ? 0 : rot;
   }
   if (c.n_head % c.n_kv_head != 0)
