@@ -20,6 +20,10 @@ struct EvalOptions {
 
 void run_eval(const EvalOptions& o, Io& io) {
   Engine engine = open_engine(o.in, io.err);
+  // eval reads the logits alone: no per-head summaries and no (T, T) matrices are recorded
+  // (the CPU backend computes each head's in blocks it does not keep; the same numbers).
+  engine.set_summaries(false);
+  engine.set_matrices(Engine::Matrices::kRecompute);
   // A regular file of at most kMaxTextBytes, opened without blocking (no FIFOs, no /dev/zero).
   const std::string text = read_regular_file(o.file, kMaxTextBytes, "--text-file");
   const std::vector<int> ids = encode_text(engine.model(), text);

@@ -284,6 +284,63 @@ TEST(WindowLimit, TypingCountsEveryCopy) {
 // logits (what dump records), after one pass, typing, and edits: an edit at p changes the
 // target of row p − 1, whose loss must follow. Not bit for bit: the unembedding runs over
 // other row blocks (Eigen's kernels differ in the last bit by shape).
+// "" when two tensors have one shape and the same bits in every row (rows may be padded
+// differently), else where they differ.
+std::string same_rows(const Tensor& x, const Tensor& y) {
+  if (x.shape != y.shape) return "shapes differ";
+  if (x.shape.empty()) return "";
+  const int64_t heads = x.shape.size() == 3 ? x.dim(0) : 1, rows = x.shape.size() == 3 ? x.dim(1) : x.dim(0);
+  const size_t bytes = sizeof(float) * static_cast<size_t>(x.shape.back());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t ox = static_cast<size_t>(x.shape.size() == 3 ? h * x.head_stride() + r * x.ld() : r * x.ld());
+      const size_t oy = static_cast<size_t>(y.shape.size() == 3 ? h * y.head_stride() + r * y.ld() : r * y.ld());
+      if (std::memcmp(x.data.data() + ox, y.data.data() + oy, bytes) != 0)
+        return "head " + std::to_string(h) + " row " + std::to_string(r);
+    }
+  return "";
+}
+
+// Without summaries (Engine::set_summaries(false): eval, head importance) a trace holds no
+// row_stats and no thumbnails, and every recorded tensor and the logits are the same bits as
+// with them, in one pass, while typing and after an edit, kept and compact. Summaries turned
+// back on are complete again (recomputed from the start).
+TEST(NoSummaries, TheSameBitsWithoutRowStatsOrThumbnails) {
+  const auto m = gqa_model();
+  for (const auto matrices : {Engine::Matrices::kKeep, Engine::Matrices::kRecompute}) {
+    Engine with(m, make_cpu_backend()), without(m, make_cpu_backend());
+    with.set_matrices(matrices);
+    without.set_matrices(matrices);
+    without.set_summaries(false);
+    const std::string mode = matrices == Engine::Matrices::kKeep ? "kept" : "compact";
+    auto check = [&](const std::vector<int>& ids, const std::string& when) {
+      const Trace& a = with.run(ids);
+      const Trace& b = without.run(ids);
+      EXPECT_FALSE(b.summaries);
+      for (size_t l = 0; l < b.layers.size(); ++l) {
+        ASSERT_TRUE(b.layers[l].row_stats.data.empty() && b.layers[l].thumbs.data.empty()) << mode << " " << when;
+        ASSERT_FALSE(a.layers[l].row_stats.data.empty() || a.layers[l].thumbs.data.empty()) << mode << " " << when;
+        for (auto t : {&LayerTrace::q, &LayerTrace::k, &LayerTrace::v, &LayerTrace::scores, &LayerTrace::probs,
+                       &LayerTrace::out, &LayerTrace::resid}) {
+          ASSERT_EQ(same_rows(a.layers[l].*t, b.layers[l].*t), "") << mode << " " << when << " layer " << l;
+        }
+      }
+      ASSERT_EQ(same_rows(a.logits, b.logits), "") << mode << " " << when << " logits";
+    };
+    auto ids = random_ids(70, m->config.vocab_size, 9);
+    check(ids, "one pass");
+    ids.push_back(3);
+    check(ids, "typed");
+    ASSERT_EQ(without.last_recomputed_from(), 70) << "typing appends without summaries too";
+    ids[20] = (ids[20] + 1) % m->config.vocab_size;
+    check(ids, "edit at 20");
+    without.set_summaries(true);
+    const Trace& back = without.run(ids);
+    EXPECT_EQ(without.last_recomputed_from(), 0) << "turning summaries on recomputes the window";
+    expect_summaries(back, mode + " summaries back on");
+  }
+}
+
 TEST(LastRowLogits, LossesAndTheLastRowMatchEveryRowsLogits) {
   const auto m = gqa_model();
   Engine all(m, make_cpu_backend()), last(m, make_cpu_backend());

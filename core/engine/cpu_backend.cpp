@@ -48,10 +48,12 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
   const auto Q = head_map(std::as_const(lt.q), h), V = head_map(std::as_const(lt.v), g);  // (T, d)
   const Mat& Kt = kt[static_cast<size_t>(g)];                                             // (d, T + padding)
   auto O = head_map(lt.out, h);                                                          // (T, d)
-  float* stats = lt.row_stats.head(h);  // (T, kRowStats), rows ld() apart
-  const int64_t stats_ld = lt.row_stats.ld();
-  const int tb = lt.thumb_bucket, tn = static_cast<int>(lt.thumbs.dim(1));
-  float* thumb = lt.thumbs.head(h);  // (tn, tn)
+  // The summaries (Trace::summaries): row_stats and thumbs both present, or both empty.
+  const bool summaries = !lt.row_stats.shape.empty();
+  float* stats = summaries ? lt.row_stats.head(h) : nullptr;  // (T, kRowStats), rows ld() apart
+  const int64_t stats_ld = summaries ? lt.row_stats.ld() : 0;
+  const int tb = lt.thumb_bucket, tn = summaries ? static_cast<int>(lt.thumbs.dim(1)) : 0;
+  float* thumb = summaries ? lt.thumbs.head(h) : nullptr;  // (tn, tn)
   const int old_n = old_thumbs.shape.empty() ? 0 : static_cast<int>(old_thumbs.dim(1));
   const int B = attention_row_block(T);
   thread_local Mat s_block, p_block;  // (B, T) a compact layer's S and P rows
@@ -60,7 +62,8 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     p_block.resize(B, T);
   }
   // Thumbnail rows a kept bucket row lacks: [redo, p), recomputed block by block.
-  for (int r0 = thumb_keep(old_n ? old_thumbs.head(h) : nullptr, old_bucket, old_n, old_T, p, tb, tn, thumb); r0 < p;) {
+  for (int r0 = summaries ? thumb_keep(old_n ? old_thumbs.head(h) : nullptr, old_bucket, old_n, old_T, p, tb, tn, thumb) : p;
+       r0 < p;) {
     const int rb = std::min(B, p - r0);
     Mat rows(rb, T);
     lt.attention_rows(h, r0, rb, nullptr, rows.data());
@@ -77,7 +80,7 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     RowsRef S = lt.compact ? RowsRef(s_block.topRows(rb)) : RowsRef(head_map(lt.scores, h).middleRows(r0, rb));
     RowsRef P = lt.compact ? RowsRef(p_block.topRows(rb)) : RowsRef(head_map(lt.probs, h).middleRows(r0, rb));
     attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window}, r0, S, P);  // (rb, T) each
-    for (int r = 0; r < rb; ++r) {
+    for (int r = 0; summaries && r < rb; ++r) {
       const int i = r0 + r;
       row_stats(&P(r, 0), i, targets[static_cast<size_t>(i - p)], stats + i * stats_ld);
       thumb_add_row(&P(r, 0), i, tb, tn, thumb);
@@ -110,7 +113,8 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     jobs.push_back({&lt.v, {KV, T, d}, d});
     jobs.push_back({&lt.out, {H, T, d}, d});
     jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-    jobs.push_back({&lt.row_stats, {H, T, kRowStats}, kRowStats});
+    if (tr.summaries) jobs.push_back({&lt.row_stats, {H, T, kRowStats}, kRowStats});
+    else lt.row_stats = Tensor{};
     for (Tensor* t : {&lt.scores, &lt.probs}) {
       if (lt.compact)
         *t = Tensor{};
@@ -244,7 +248,8 @@ class CpuBackend : public Backend {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
     check_ablation_source(ablation_, T, c.n_layer, H, d);
-    const std::vector<std::vector<int>> targets = induction_targets(tr.tokens, p);  // (T − p) lists
+    const std::vector<std::vector<int>> targets =
+        tr.summaries ? induction_targets(tr.tokens, p) : std::vector<std::vector<int>>{};  // (T − p) lists, for row_stats
     Mat h, q, k, v, y, att(n, H * d);
     std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
     for (int l = 0; l < c.n_layer; ++l) inv_freqs.push_back(rope_inv_freq(c, l, T));
@@ -274,9 +279,9 @@ class CpuBackend : public Backend {
       for (int g = 0; g < KV; ++g) keys_transposed(head_map(std::as_const(lt.k), g), kt[static_cast<size_t>(g)]);
       const Tensor old_thumbs = std::move(lt.thumbs);
       const int old_bucket = lt.thumb_bucket;
-      lt.thumb_bucket = thumb_bucket(T);
-      const int64_t tn = thumb_cells(T, lt.thumb_bucket);
-      lt.thumbs = Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H * tn * tn))};
+      lt.thumb_bucket = tr.summaries ? thumb_bucket(T) : 0;
+      const int64_t tn = tr.summaries ? thumb_cells(T, lt.thumb_bucket) : 0;
+      lt.thumbs = tr.summaries ? Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H * tn * tn))} : Tensor{};
 #pragma omp parallel for schedule(static)
       for (int hh = 0; hh < H; ++hh)
         attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr,

@@ -108,6 +108,11 @@ void Engine::set_all_logits(bool all) {
   all_logits_ = all;
 }
 
+void Engine::set_summaries(bool on) {
+  if (on != summaries_) clear_cache();
+  summaries_ = on;
+}
+
 void Engine::set_matrices(Matrices m) {
   if (m != matrices_) clear_cache();
   matrices_ = m;
@@ -205,9 +210,11 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const bool compact = compact_for(static_cast<int64_t>(window.size()));
   const bool all_logits = all_logits_ || !backend_->can_compact();
   check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact, all_logits);
-  if (compact != tr.compact || all_logits != tr.all_logits) cache_valid_ = false;  // another layout
+  if (compact != tr.compact || all_logits != tr.all_logits || summaries_ != tr.summaries)
+    cache_valid_ = false;  // another layout
   tr.compact = compact;
   tr.all_logits = all_logits;
+  tr.summaries = summaries_;
 
   last_from_layer_ = 0;
   if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run

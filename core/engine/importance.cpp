@@ -33,12 +33,17 @@ ImportanceGrid head_importance(Engine& engine, const std::vector<int>& ids, cons
   const Ablation saved = engine.ablation();
   const int L = engine.model().config.n_layer, H = engine.model().config.n_head, total = 1 + 2 * L * H;
   ImportanceGrid g;
-  struct Restore {  // the caller's ablation back, also when a pass throws
+  struct Restore {  // the caller's ablation and summaries back, also when a pass throws
     Engine& e;
     const Ablation& a;
-    ~Restore() { e.set_ablation(a); }
-  } restore{engine, saved};
+    bool summaries;
+    ~Restore() {
+      e.set_ablation(a);
+      e.set_summaries(summaries);
+    }
+  } restore{engine, saved, engine.summaries()};
   engine.set_ablation({});
+  engine.set_summaries(false);  // only the losses are read
   const Trace& clean = engine.run(ids);
   g.base_loss = mean_next_token_loss(clean);
   g.targets = std::max(0, clean.T() - 1);

@@ -425,6 +425,7 @@ void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer
   dst.hidden_only = src.hidden_only;
   dst.ablation = src.ablation;
   dst.compact = src.compact;
+  dst.summaries = src.summaries;
 }
 
 }  // namespace attnviz

@@ -153,6 +153,10 @@ struct Trace {
   // Asked of the backend by the engine: compact layers (no (T, T) matrices, see LayerTrace).
   // Backends that cannot recompute (the GPU's) store the matrices whatever this says.
   bool compact = false;
+  // Asked of the CPU backend by the engine: the per-head summaries (LayerTrace::row_stats and
+  // thumbs), which the GUI's head grid and score_heads read. false (eval, head importance:
+  // commands that read only logits or losses): both are left empty and not computed.
+  bool summaries = true;
 
   int T() const { return static_cast<int>(tokens.size()); }
   // Row i of the logits (V values), or null when the trace does not hold it.
