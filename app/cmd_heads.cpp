@@ -96,6 +96,7 @@ void print_importance(const HeadsOptions& o, Engine& engine, const std::vector<i
 void run_heads(const HeadsOptions& o, Io& io) {
   const bool given = (o.in.text_opt && o.in.text_opt->count()) || (o.in.tokens_opt && o.in.tokens_opt->count());
   Engine engine = open_engine(o.in, io.err);
+  engine.model().config.require_softmax_only("heads");
   const Model& m = engine.model();
   std::vector<int> ids;
   std::string input;

@@ -55,6 +55,9 @@ void run_random(const RandomOptions& o, Io& io) {
   }
   if (o.gguf_given) {  // one DIR/model.gguf in llama.cpp's layout, the tokenizer inside
     const GgmlType type = gguf_write_type(o.gguf);  // an empty or unknown TYPE: a usage error listing them
+    if (c.any_linear())
+      throw Error("--gguf: attnviz does not write " + c.model_type + " models (linear-attention layers) as GGUF yet",
+                  ErrorKind::Usage);
     if (!o.tokenizer.empty()) throw Error("--tokenizer cannot be combined with --gguf yet", ErrorKind::Usage);
     const std::string path = write_random_gguf(c, o.seed, o.out, type);
     io.err << "wrote random " << c.model_type << " model (random weights) as " << ggml_type_info(type).name << " to "
@@ -73,7 +76,7 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--preset", o->preset,
                   "tiny | tiny-gpt2 | gpt2-small | llama-small (small shapes), or a real checkpoint's config with random "
                   "weights: smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b | qwen3-0.6b | gemma3-270m | gemma3-1b | gemma3-4b | "
-                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b (default tiny)");
+                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b | qwen3.5-0.8b (default tiny)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);

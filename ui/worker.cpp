@@ -155,6 +155,7 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::shared_ptr<const Model> model = r.model    ? r.model
                                            : same_spec ? engine_->model_ptr()
                                                        : load_model(r.model_spec, opt);
+      model->config.require_softmax_only("The desktop application");  // Qwen3.5's linear layers: not drawn yet
       std::string note;
       std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
       const bool same_model = engine_ && model == engine_->model_ptr();

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "core/engine/backend.h"
+#include "core/error.h"
+#include "core/engine/delta_rule.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
 #include "core/engine/ops.h"
@@ -106,8 +108,26 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
   };
   std::vector<Job> jobs;
   double bytes = 0;
-  for (LayerTrace& lt : tr.layers) {
+  for (size_t l = 0; l < tr.layers.size(); ++l) {
+    LayerTrace& lt = tr.layers[l];
     lt.compact = tr.compact;
+    lt.mixer = c.layer(static_cast<int>(l)).mixer;
+    if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g and A (a hybrid model's passes start at 0)
+      const LinearAttnDims& ld = c.linear;
+      const int64_t Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
+      jobs.push_back({&lt.q, {Hv, T, dk}, dk});
+      jobs.push_back({&lt.k, {Hv, T, dk}, dk});
+      jobs.push_back({&lt.v, {Hv, T, dv}, dv});
+      jobs.push_back({&lt.out, {Hv, T, dv}, dv});
+      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
+      jobs.push_back({&lt.implicit, {Hv, T, T}, p});
+      lt.beta = Tensor{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T))};
+      lt.decay = Tensor{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T))};
+      for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate}) *t = Tensor{};
+      bytes += (Hv * T * T + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
+      continue;
+    }
+    if (c.attn_gate) jobs.push_back({&lt.gate, {H, T, d}, d});
     jobs.push_back({&lt.q, {H, T, d}, d});
     jobs.push_back({&lt.k, {KV, T, d}, d});
     jobs.push_back({&lt.v, {KV, T, d}, d});
@@ -195,6 +215,57 @@ void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
   }
 }
 
+// A gated-delta-rule layer (Mixer::GatedDeltaNet) over the whole window, hin (T, C) its
+// normed input: records q, k, v, β, g, o and A in `lt` and writes the mixer's output (T, C)
+// into y. Passes over a model with such layers start at row 0 (the recurrence is replayed).
+void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, LayerTrace& lt, Mat& y) {
+  const LinearAttnDims& ld = c.linear;
+  const int T = static_cast<int>(hin.rows()), Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
+  const int group = ld.group();
+  Mat mixed, conv(T, Ch), z, b, a;
+  linear(hin, lw.lin_qkv, Vec(), mixed);  // (T, Ch) q | k | v before the convolution
+  causal_conv_silu(mixed.data(), mixed.outerStride(), T, Ch, lw.lin_conv.data(), ld.conv_kernel, 0, conv.data(),
+                   conv.outerStride());
+  linear(hin, lw.lin_z, Vec(), z);  // (T, Hv·dv)
+  linear(hin, lw.lin_b, Vec(), b);  // (T, Hv)
+  linear(hin, lw.lin_a, Vec(), a);  // (T, Hv)
+  const float q_scale = 1.f / std::sqrt(static_cast<float>(dk));
+  Mat att(T, Hv * dv);  // (T, Hv·dv) the gated norm's output
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < Hv; ++j) {
+    const int kh = j / group;  // value head j reads key head kh
+    float *qj = lt.q.head(j), *kj = lt.k.head(j), *vj = lt.v.head(j), *oj = lt.out.head(j);
+    const int64_t ldk = lt.q.ld(), ldv = lt.v.ld();
+    float* beta = lt.beta.data.data() + static_cast<int64_t>(j) * T;
+    float* g = lt.decay.data.data() + static_cast<int64_t>(j) * T;
+    const float neg_a = -std::exp(lw.lin_a_log[j]);
+    for (int t = 0; t < T; ++t) {
+      const float* row = &conv(t, 0);
+      std::copy(row + kh * dk, row + (kh + 1) * dk, qj + t * ldk);
+      std::copy(row + ld.key_width() + kh * dk, row + ld.key_width() + (kh + 1) * dk, kj + t * lt.k.ld());
+      std::copy(row + 2 * ld.key_width() + j * dv, row + 2 * ld.key_width() + (j + 1) * dv, vj + t * ldv);
+      l2_normalize(qj + t * ldk, dk, q_scale);
+      l2_normalize(kj + t * lt.k.ld(), dk);
+      beta[t] = 1.f / (1.f + std::exp(-b(t, j)));
+      g[t] = neg_a * softplus(a(t, j) + lw.lin_dt_bias[j]);
+    }
+    std::vector<double> S(static_cast<size_t>(dk) * dv, 0.0);
+    delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, T, dk, dv, S.data(), oj, lt.out.ld());
+    delta_rule_rows(qj, kj, ldk, beta, g, T, dk, 0, T, lt.implicit.head(j), lt.implicit.ld());
+    for (int t = 0; t < T; ++t) {  // RMSNorm(o)·w ⊙ silu(z), the norm's weight as stored
+      const float* o = oj + t * lt.out.ld();
+      double ss = 0;
+      for (int e = 0; e < dv; ++e) ss += static_cast<double>(o[e]) * o[e];
+      const float r = static_cast<float>(1.0 / std::sqrt(ss / dv + c.norm_eps));
+      for (int e = 0; e < dv; ++e) {
+        const float zz = z(t, j * dv + e);
+        att(t, j * dv + e) = o[e] * r * lw.lin_norm[e] * (zz / (1.f + std::exp(-zz)));
+      }
+    }
+  }
+  linear(att, lw.lin_out, Vec(), y);  // (T, C)
+}
+
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -206,8 +277,13 @@ class CpuBackend : public Backend {
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size());
     const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());  // rows the summaries hold
-    // Every row again when a mean ablation needs it, or when longrope's factors change with T.
-    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
+    // Every row again when a mean ablation needs it, when longrope's factors change with T,
+    // or when a layer is recurrent (its state is replayed from row 0).
+    if (c.any_linear() && !ablation_.empty())
+      throw Error("head ablation does not cover linear-attention layers yet; this " + c.model_type +
+                      " model has some\n  HINT: run it without --ablate.",
+                  ErrorKind::Usage);
+    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) || c.any_linear() ? 0 : from, n = T - p;
     const int C = c.n_embd;
     tr.tokens = window;
     tr.ablation = ablation_;
@@ -232,6 +308,7 @@ class CpuBackend : public Backend {
       return false;
     // A mean ablation's rows depend on every row; a source's rows are the source's own.
     if (from_row > 0 && ablation_.needs_full_recompute() && !ablation_.source) return false;
+    if (c.any_linear()) return false;  // recurrent layers: the whole pass (forward)
     tr.ablation = ablation_;
     Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd).bottomRows(T - from_row);  // (n, C)
     run_layers(m, T, from_row, layer, T, x, tr);
@@ -263,6 +340,16 @@ class CpuBackend : public Backend {
       lt.softcap = spec.softcap;
       lt.window = spec.window;
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
+      if (spec.mixer == Mixer::GatedDeltaNet) {  // n == T: passes over such models start at 0
+        gated_delta_layer(c, lw, hin, lt, y);
+        add_branch(c, lw.post_attn_norm, y, h, x);
+        add_mlp(c, lw, x);
+        if (control_) {
+          ++control_->layers_done;
+          if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
+        }
+        continue;
+      }
       linear(hin, lw.wq, lw.bq, q);  // (n, H·d)
       linear(hin, lw.wk, lw.bk, k);  // (n, KV·d)
       linear(hin, lw.wv, lw.bv, v);  // (n, KV·d)
@@ -286,6 +373,13 @@ class CpuBackend : public Backend {
       for (int hh = 0; hh < H; ++hh)
         attend_head(hh, p, kt, targets, old_thumbs, old_bucket, old_T, lt, ablation_.has(l, hh) ? &ablation_.mode : nullptr,
                     ablation_.source && ablation_.has(l, hh) ? ablation_.source->head(l, hh) : nullptr, att);
+      if (!lw.w_gate.empty()) {  // Qwen3.5: out ⊙ σ(gate), per head; the trace keeps σ(gate)
+        Mat gt;
+        linear(hin, lw.w_gate, Vec(), gt);  // (n, H·d)
+        gt = gt.unaryExpr([](float v) { return 1.f / (1.f + std::exp(-v)); });
+        scatter_heads(gt, H, d, p, lt.gate);
+        att.array() *= gt.array();
+      }
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       add_branch(c, lw.post_attn_norm, y, h, x);
       add_mlp(c, lw, x);

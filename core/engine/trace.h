@@ -8,6 +8,7 @@
 #include "core/aligned.h"
 #include "core/engine/ablation.h"
 #include "core/engine/mask.h"
+#include "core/model/config.h"
 
 namespace attnviz {
 
@@ -88,13 +89,26 @@ struct LayerTrace {
                      //   empty when the backend does not compute them (score_heads then reads probs)
   Tensor thumbs;     // (H, n, n) probs max-pooled over thumb_bucket² cells; empty: none
   int thumb_bucket = 0;
+  // What mixes this layer's tokens (Mixer::Softmax unless the model says otherwise). A
+  // gated-delta-rule layer (Qwen3.5's linear layers) holds q, k (Hv, T, dk) as they enter
+  // the recurrence (after the convolution, L2 norm, and for q × dk^−½), v (Hv, T, dv), out
+  // (Hv, T, dv) = o before the gated norm, beta and decay, and `implicit`; no scores, no
+  // probs and no summaries.
+  Mixer mixer = Mixer::Softmax;
+  Tensor gate;      // (H, T, d)  σ(gate) of a gated softmax layer (Qwen3.5's full layers); empty otherwise
+  Tensor beta;      // (Hv, T)    a linear layer's β_t: how strongly token t writes to memory
+  Tensor decay;     // (Hv, T)    a linear layer's log-decay g_t ≤ 0: memory × e^g at token t
+  Tensor implicit;  // (Hv, T, T) a linear layer's A: o_t = Σ_s A[t,s]·v_s (0 above the diagonal)
   float scale = 1.f;    // as the backend applied it: 1/√d unless the model says otherwise
   float softcap = 0.f;  // > 0: this layer soft-caps its scaled scores (the capped stage)
   int window = 0;       // > 0: a local layer; query i sees keys [i − window + 1, i]
   bool compact = false;
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked; }
-  bool has(Stage s) const { return s != Stage::Capped || softcap > 0; }  // capped only where soft-capped
+  // capped only where soft-capped; no (T, T) softmax stage in a linear layer
+  bool has(Stage s) const {
+    return (s != Stage::Capped || softcap > 0) && (mixer == Mixer::Softmax || !matrix(s));
+  }
   bool masked_at(int64_t i, int64_t j) const { return attention_masked(i, j, window); }
   static bool matrix(Stage s) { return s == Stage::Scores || s == Stage::Probs || derived(s); }  // (T, T) per head
   const Tensor* stored(Stage s) const;  // null for a derived stage, and for a matrix when compact

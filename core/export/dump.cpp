@@ -66,9 +66,12 @@ std::vector<std::string> parse_stage_list(const std::string& list) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, comma - at);
     Stage st;
-    if (name != "logits" && name != "resid" && !stage_from_name(name, &st))
+    const bool extra = name == "logits" || name == "resid" || name == "gate" || name == "beta" || name == "decay" ||
+                       name == "implicit";
+    if (!extra && !stage_from_name(name, &st))
       throw Error("--stages: unknown stage '" + excerpt(name, 30) +
-                      "' (q, k, v, scores, scaled, capped, masked, probs, out, logits, resid)",
+                      "' (q, k, v, scores, scaled, capped, masked, probs, out, logits, resid; gate, beta, decay, "
+                      "implicit on the layers that have them)",
                   ErrorKind::Usage);
     if (std::find(out.begin(), out.end(), name) != out.end())
       throw Error("--stages: '" + name + "' is listed twice", ErrorKind::Usage);
@@ -114,6 +117,10 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
         const int64_t group = lt.q.dim(0) / std::max<int64_t>(1, lt.k.dim(0));
         const bool kv = st == Stage::K || st == Stage::V;
         for (int h : sel.heads) {
+          if (h >= lt.heads())
+            throw Error("--heads: head " + std::to_string(h) + " is out of range for layer " + std::to_string(l) + " (" +
+                            std::to_string(lt.heads()) + " heads)",
+                        ErrorKind::Usage);
           const int64_t x = kv ? h / group : h;
           if (std::find(heads.begin(), heads.end(), x) == heads.end()) heads.push_back(x);
         }
@@ -130,6 +137,28 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
         std::vector<float> scratch;
         const float* src = lt.head_values(st, heads.empty() ? h : heads[static_cast<size_t>(h)], scratch);
         std::copy(src, src + per_head, dst);
+      });
+    }
+    // Qwen3.5's output gate σ(gate) (H, T, d); a linear layer's β and g (Hv, T) and its
+    // implicit matrix A (Hv, T, T). Head selections as for the stages above.
+    const std::pair<const char*, const Tensor*> more[] = {
+        {"gate", &lt.gate}, {"beta", &lt.beta}, {"decay", &lt.decay}, {"implicit", &lt.implicit}};
+    for (const auto& [name, t] : more) {
+      if (t->shape.empty() || !selected(sel.stages, name)) continue;
+      std::vector<int64_t> shape = t->shape;
+      std::vector<int64_t> heads(sel.heads.begin(), sel.heads.end());
+      if (!heads.empty()) shape[0] = static_cast<int64_t>(heads.size());
+      const int64_t per_head = t->shape.size() == 3 ? t->shape[1] * t->shape[2] : t->shape[1];
+      const Tensor* src = t;
+      w.add_f32_generated("layers." + std::to_string(l) + "." + name, shape, [src, per_head, heads](int64_t h, float* dst) {
+        const int64_t hh = heads.empty() ? h : heads[static_cast<size_t>(h)];
+        if (src->shape.size() == 2) {
+          std::copy(src->data.data() + hh * per_head, src->data.data() + (hh + 1) * per_head, dst);
+          return;
+        }
+        std::vector<float> scratch;
+        const float* v = src->head_dense(hh, scratch);
+        std::copy(v, v + per_head, dst);
       });
     }
     if (resid) w.add_f32_ref("layers." + std::to_string(l) + ".resid", lt.resid.shape, lt.resid.data.data());  // (T, C)

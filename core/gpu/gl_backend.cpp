@@ -130,6 +130,10 @@ class GlBackend : public Backend {
   // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
   // and the residual stream into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
+    if (m.config.any_linear())
+      throw Error("the GPU backend does not run linear-attention (gated delta rule) layers yet, and this " +
+                      m.config.model_type + " model has some\n  HINT: use --backend cpu.",
+                  ErrorKind::Usage);
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();

@@ -8,13 +8,14 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/config_read.h"
 
 namespace attnviz {
 
-namespace {
+// The readers config_read.h declares (shared with the family files).
 
 // A dimension: a positive integer of at most kMaxDim, read as 64-bit before narrowing.
-int get_int(const nlohmann::json& j, const char* key, const std::string& where, int fallback = -1) {
+int get_int(const nlohmann::json& j, const char* key, const std::string& where, int fallback) {
   if (!j.contains(key) || j[key].is_null()) {
     if (fallback >= 0) return fallback;
     throw Error(where + ": missing key \"" + key + "\"\n  HINT: config.json must be a Hugging Face config for this model_type.");
@@ -29,8 +30,7 @@ int get_int(const nlohmann::json& j, const char* key, const std::string& where, 
 }
 
 // A finite number; with `positive`, also > 0 (epsilons, RoPE base).
-float get_float(const nlohmann::json& j, const char* key, float fallback, const std::string& where,
-                bool positive = false) {
+float get_float(const nlohmann::json& j, const char* key, float fallback, const std::string& where, bool positive) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_number()) throw Error(where + ": \"" + key + "\" must be a number, found " + json_excerpt(j[key]));
   const float v = j[key].get<float>();
@@ -109,6 +109,8 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
       throw Error(at + ": high_freq_factor must be larger than low_freq_factor");
   }
 }
+
+namespace {
 
 // A soft-cap: absent or null is none; otherwise a positive finite number.
 float get_softcap(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -288,7 +290,7 @@ bool is_decoder_family(const std::string& t) {
 std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"gemma3\" (with a text_config)";
+  return s + ", \"qwen3_5_text\", \"gemma3\" and \"qwen3_5\" (with a text_config)";
 }
 
 }  // namespace
@@ -335,6 +337,18 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     t.notes.push_back("gemma3: the text model of a multimodal checkpoint; its vision tower is not used");
     return t;
   }
+  if (c.model_type == "qwen3_5") {  // Qwen3.5's checkpoints hold a vision tower beside the text model
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      throw Error(where + ": model_type \"qwen3_5\" without a \"text_config\" object\n  HINT: attnviz reads the text "
+                  "model of Qwen3.5.");
+    nlohmann::json text = j["text_config"];
+    text["model_type"] = "qwen3_5_text";
+    if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+      text["tie_word_embeddings"] = j["tie_word_embeddings"];
+    ModelConfig t = parse_config(text, where + ": text_config");
+    t.notes.push_back("qwen3_5: the text model of a multimodal checkpoint; its vision tower is not used");
+    return t;
+  }
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -361,6 +375,8 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
       throw Error(where + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
   } else if (is_decoder_family(c.model_type)) {
     parse_decoder(j, where, c);
+  } else if (c.model_type == "qwen3_5_text") {
+    parse_qwen35_text(j, where, c);
   } else {
     throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) + "\"\n  HINT: attnviz reads model_type " +
                 known_types() + ".");
@@ -401,6 +417,9 @@ LayerSpec ModelConfig::layer(int l) const {
 bool ModelConfig::any_local() const {
   return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.window > 0; });
 }
+bool ModelConfig::any_linear() const {
+  return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.mixer != Mixer::Softmax; });
+}
 bool ModelConfig::any_softcap() const {
   return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.softcap > 0; });
 }
@@ -438,6 +457,12 @@ std::string ModelConfig::features() const {
   if (mlp == MlpKind::GeGLU) f.push_back("GeGLU");
   if (fused_qkv) f.push_back("fused qkv");
   if (rotary_dim) f.push_back("RoPE on " + std::to_string(rotary_dim) + " of " + std::to_string(head_size) + " dims");
+  if (any_linear())
+    f.push_back("gated delta rule (linear attention) on layers " +
+                layer_list(n_layer, [&](int l) { return layer(l).mixer == Mixer::GatedDeltaNet; }) + ", " +
+                std::to_string(linear.v_heads) + " value heads of " + std::to_string(linear.k_dim) + "x" +
+                std::to_string(linear.v_dim));
+  if (attn_gate) f.push_back("output gate on attention");
   if (rope_scaling.type == "longrope") f.push_back("longrope x" + num(rope_scaling.mscale));
   const int L = n_layer;
   std::map<int, std::string> windows;  // W -> layers
@@ -453,14 +478,16 @@ std::string ModelConfig::features() const {
     f.push_back(g.empty() ? "no global layer" : "global on " + g);
   }
   if (arch == Arch::Llama) {
-    const std::string nr = layer_list(L, [&](int l) { return !layer(l).rope; });
+    const std::string nr = layer_list(L, [&](int l) { return !layer(l).rope && layer(l).mixer == Mixer::Softmax; });
     if (!nr.empty()) f.push_back("no RoPE on layers " + nr);
     if (!layer_specs.empty() && layer(0).rope_theta != rope_theta)
       f.push_back("RoPE base " + num(layer(0).rope_theta) + " local, " + num(rope_theta) + " global");
   }
   if (any_softcap()) f.push_back("soft-cap " + num(layer(0).softcap));
-  if (!layer_specs.empty() && layer(0).scale != 1.f / std::sqrt(static_cast<float>(head_size)))
-    f.push_back("scale " + num(layer(0).scale));
+  int first_softmax = 0;  // the scale of a softmax layer (a linear layer's is its q's dk^−½)
+  while (first_softmax + 1 < L && layer(first_softmax).mixer != Mixer::Softmax) ++first_softmax;
+  if (!layer_specs.empty() && layer(first_softmax).scale != 1.f / std::sqrt(static_cast<float>(head_size)))
+    f.push_back("scale " + num(layer(first_softmax).scale));
   if (emb_scale != 1.f) f.push_back("embeddings x" + num(emb_scale));
   if (residual_scale != 1.f) f.push_back("residual x" + num(residual_scale));
   if (logit_scale != 1.f) f.push_back("logits x" + num(logit_scale));
@@ -484,6 +511,14 @@ bool rope_changes(const ModelConfig& c, int T_old, int T) {
   return false;
 }
 
+void ModelConfig::require_softmax_only(const std::string& what) const {
+  if (!any_linear()) return;
+  const std::string ls = layer_list(n_layer, [&](int l) { return layer(l).mixer != Mixer::Softmax; });
+  throw Error(what + " does not show linear-attention layers yet, and this " + model_type + " model's layers " + ls +
+                  " are (gated delta rule)\n  HINT: `attnviz-cli dump` records every layer of it (a linear layer's "
+                  "implicit attention matrix too), and `eval`, `bench`, `info` and `tokenize` run it.",
+              ErrorKind::Usage);
+}
 ParamCounts parameter_counts(const ModelConfig& c) {
   ParamCounts p;
   const int64_t C = c.n_embd, V = c.vocab_size, L = c.n_layer, I = c.n_inner;
@@ -498,17 +533,26 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   const bool gpt2 = c.arch == Arch::Gpt2;
   p.token_embedding = mul({V, C});
   p.position_embedding = gpt2 ? mul({c.n_ctx, C}) : 0;
-  int64_t attn = add(add(mul({C, Hd}), mul({2, C, KVd})), mul({Hd, C}));
+  int64_t attn = add(add(mul({c.attn_gate ? 2 : 1, C, Hd}), mul({2, C, KVd})), mul({Hd, C}));
   if (c.qkv_bias) attn = add(attn, add(Hd, mul({2, KVd})));
   if (c.o_bias) attn = add(attn, C);
-  p.attention = mul({L, attn});
+  // A gated-delta-rule layer: in_proj_qkv, in_proj_z, in_proj_b and _a, the convolution,
+  // dt_bias and A_log, the gated norm, out_proj.
+  const LinearAttnDims& ld = c.linear;
+  const int64_t linear = c.any_linear() ? add(add(add(mul({C, ld.conv_channels()}), mul({C, ld.value_width()})),
+                                                  add(mul({2, C, ld.v_heads}), mul({ld.conv_channels(), ld.conv_kernel}))),
+                                              add(add(2 * int64_t{ld.v_heads}, ld.v_dim), mul({ld.value_width(), C})))
+                                        : 0;
+  int64_t n_linear = 0;
+  for (int l = 0; l < L; ++l) n_linear += c.layer(l).mixer == Mixer::GatedDeltaNet;
+  p.attention = add(mul({L - n_linear, attn}), mul({n_linear, linear}));
   int64_t mlp = gpt2 ? mul({2, C, I}) : mul({3, C, I});  // gpt2 c_fc + c_proj; llama gate + up + down
   if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
   p.mlp = mul({L, mlp});
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
   const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
   p.norms = mul({add(mul({block_norms, L}), 1), norm});
-  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L, 2, c.head_size}));
+  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L - n_linear, 2, c.head_size}));
   if (c.qk_norm == QkNorm::Whole) p.norms = add(p.norms, mul({L, add(Hd, KVd)}));
   p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
   int64_t total = 0;
@@ -590,6 +634,20 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   if (t == "smollm3") {
     j["no_rope_layers"] = nlohmann::json::array();
     for (int l = 0; l < c.n_layer; ++l) j["no_rope_layers"].push_back(c.layer(l).rope ? 1 : 0);
+  }
+  if (t == "qwen3_5_text") {  // Qwen3.5: layer kinds, the linear layers' sizes, partial RoPE
+    j["architectures"] = {"Qwen3_5ForCausalLM"};
+    j["attention_bias"] = false;
+    j["partial_rotary_factor"] = static_cast<double>(c.rotary()) / c.head_size;
+    j["layer_types"] = nlohmann::json::array();
+    for (int l = 0; l < c.n_layer; ++l)
+      j["layer_types"].push_back(c.layer(l).mixer == Mixer::GatedDeltaNet ? "linear_attention" : "full_attention");
+    j["linear_num_key_heads"] = c.linear.k_heads;
+    j["linear_num_value_heads"] = c.linear.v_heads;
+    j["linear_key_head_dim"] = c.linear.k_dim;
+    j["linear_value_head_dim"] = c.linear.v_dim;
+    j["linear_conv_kernel_dim"] = c.linear.conv_kernel;
+    return j;
   }
   // Local layers: sliding_window, and layer_types where the family's config has them.
   int window = 0;

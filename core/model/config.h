@@ -42,8 +42,25 @@ struct RopeScaling {
   float mscale = 1.f;               // "longrope"'s attention factor: multiplies cos and sin
 };
 
+// What mixes a layer's tokens. Softmax: causal softmax attention over a KV cache (every
+// family so far). GatedDeltaNet: linear attention with a fixed-size memory per head, the
+// gated delta rule (Qwen3.5's linear_attention layers; core/engine/delta_rule.h).
+enum class Mixer { Softmax, GatedDeltaNet };
+
+// The sizes of a model's gated-delta-rule layers (Qwen3.5's linear_* keys): Hk key heads
+// and Hv value heads (Hv a multiple of Hk: value head j reads key head j / (Hv / Hk)) of
+// dk and dv dims, and the causal depthwise convolution's kernel over q | k | v.
+struct LinearAttnDims {
+  int k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv_kernel = 0;
+  int key_width() const { return k_heads * k_dim; }                    // Hk·dk
+  int value_width() const { return v_heads * v_dim; }                  // Hv·dv
+  int conv_channels() const { return 2 * key_width() + value_width(); }  // q | k | v
+  int group() const { return v_heads / k_heads; }                      // value heads per key head
+};
+
 // What one layer's attention does, built from the config (ModelConfig::layer).
 struct LayerSpec {
+  Mixer mixer = Mixer::Softmax;
   int window = 0;           // 0: global (keys j ≤ i); W > 0: local, keys [i−W+1, i] (W of them)
   bool rope = true;         // false: no positional encoding in this layer (gpt2; smollm3's no_rope_layers)
   float rope_theta = 10000.f;
@@ -85,12 +102,18 @@ struct ModelConfig {
   float logit_scale = 1.f;             // logits × this (Granite: 1 / logits_scaling)
   float final_softcap = 0.f;           // > 0: logits ← c·tanh(logits/c) (Gemma 2)
   std::vector<std::string> notes;      // what loading decided that the user should know
+  bool attn_gate = false;              // Qwen3.5: q_proj also gives a per-head output gate, out ⊙ σ(gate)
+  LinearAttnDims linear;               // the gated-delta-rule layers' sizes (layer_specs say which layers)
 
   // Layer l's attention: layer_specs[l], or llama's (global, RoPE with rope_theta and
   // rope_scaling, scale 1/√d) and gpt2's (no RoPE) when the config has none.
   LayerSpec layer(int l) const;
   int rotary() const { return rotary_dim ? rotary_dim : head_size; }
   bool any_local() const;    // some layer has a window
+  bool any_linear() const;   // some layer's mixer is not softmax attention (Qwen3.5's linear layers)
+  // "3 linear attention layers (0-2)": what `what` (a command or panel) cannot show yet, as
+  // an Error naming it and the layers, for models with linear layers; nothing otherwise.
+  void require_softmax_only(const std::string& what) const;
   bool any_softcap() const;  // some layer soft-caps its scores
   // "QK-norm per head, soft-cap 50, window 4096 on layers 0,2,4, no RoPE on 3,7": what
   // the architecture does beyond llama's, for info and the model panel ("" when nothing).

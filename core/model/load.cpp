@@ -146,17 +146,29 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mod
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     Vec v;
     Weight m;
-    if (t.shape.size() == 1) v = s.vec(t.name, rows);
-    else m = s.weight(t.name, rows, cols, t.slot == Slot::TokEmb || t.slot == Slot::LmHead);
+    if (t.shape.size() == 1) {
+      v = s.vec(t.name, rows);
+    } else if (t.shape.size() == 3) {  // a convolution's (channels, 1, taps), as one vector
+      v.resize(static_cast<Eigen::Index>(checked_product(t.shape, t.name)));
+      s.get_into(t.name, t.shape, v.data());
+    } else {
+      m = s.weight(t.name, rows, cols, t.slot == Slot::TokEmb || t.slot == Slot::LmHead);
+    }
     if (slot_is_norm(t.slot) && c.norm_plus_one) v.array() += 1.f;  // Gemma: x·(1 + w)
     place_decoder_tensor(c, t, std::move(m), std::move(v), w);
   }
   const std::vector<std::string> unused = s.unused();
-  size_t vision = 0;
-  for (const std::string& n : unused) vision += n.rfind(prefix, 0) != 0 && n != lm_head;
+  size_t vision = 0, mtp = 0;
+  for (const std::string& n : unused) {
+    if (n.rfind("mtp.", 0) == 0) ++mtp;  // Qwen3.5's multi-token-prediction block
+    else vision += n.rfind(prefix, 0) != 0 && n != lm_head;
+  }
   model.files.assign(s.files().begin(), s.files().end());
   if (vision && prefix != "model.")
     model.warnings.push_back(std::to_string(vision) + " tensors outside the text model (the vision tower) are not used");
+  if (mtp)
+    model.warnings.push_back(std::to_string(mtp) + " tensors of the multi-token-prediction block (mtp.*) are not used: "
+                             "attnviz predicts the next token only");
 }
 
 bool is_dir(const std::string& p) {

@@ -61,7 +61,9 @@ void each_matrix(ModelWeights& w, F f) {
   f(w.tok_emb, true);
   f(w.lm_head, true);
   for (auto& l : w.layers)
-    for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down}) f(*m, false);
+    for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_b,
+                      &l.lin_a, &l.lin_out})
+      f(*m, false);
 }
 }  // namespace
 
@@ -94,6 +96,8 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     add(l.norm1_w), add(l.norm1_b), add_w(l.wq), add_w(l.wk), add_w(l.wv), add(l.bq), add(l.bk), add(l.bv);
     add_w(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add_w(l.w_fc), add(l.b_fc), add_w(l.w_up);
     add_w(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
+    add_w(l.w_gate), add_w(l.lin_qkv), add_w(l.lin_z), add_w(l.lin_b), add_w(l.lin_a), add(l.lin_conv);
+    add(l.lin_dt_bias), add(l.lin_a_log), add(l.lin_norm), add_w(l.lin_out);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
   return out;
@@ -190,6 +194,33 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
     case Slot::WgateUp:  // (C, 2·I): gate columns, then up
       l->w_fc = m.columns(0, I), l->w_up = m.columns(I, I);
       break;
+    case Slot::WqGate: {  // (C, 2·H·d): head h's q in columns [2hd, 2hd + d), its gate in [2hd + d, 2(h+1)d)
+      const Mat f = m.linear_f32();
+      const int d = c.head_size;
+      Mat q(f.rows(), Hd), g(f.rows(), Hd);
+      for (int h = 0; h < c.n_head; ++h) {
+        q.middleCols(h * d, d) = f.middleCols(2 * h * d, d);
+        g.middleCols(h * d, d) = f.middleCols(2 * h * d + d, d);
+      }
+      l->wq = Weight(std::move(q)), l->w_gate = Weight(std::move(g));
+      break;
+    }
+    case Slot::LinQkv: l->lin_qkv = std::move(m); break;
+    case Slot::LinZ: l->lin_z = std::move(m); break;
+    case Slot::LinB: l->lin_b = std::move(m); break;
+    case Slot::LinA: l->lin_a = std::move(m); break;
+    case Slot::LinOut: l->lin_out = std::move(m); break;
+    case Slot::LinConv: l->lin_conv = std::move(v); break;
+    case Slot::LinDtBias:
+    case Slot::LinALog:  // each head's decay: a NaN or ∞ here would make its whole memory NaN
+      for (Eigen::Index i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i]))
+          throw Error("tensor '" + excerpt(t.name) + "' holds " + std::to_string(v[i]) + " at " + std::to_string(i) +
+                      "; a linear-attention layer's " + (t.slot == Slot::LinALog ? "A_log" : "dt_bias") +
+                      " must be finite\n  HINT: the checkpoint is damaged; re-download it.");
+      (t.slot == Slot::LinALog ? l->lin_a_log : l->lin_dt_bias) = std::move(v);
+      break;
+    case Slot::LinNorm: l->lin_norm = std::move(v); break;
   }
 }
 
@@ -207,7 +238,29 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
     const std::string p = prefix + "layers." + std::to_string(i) + ".";
     auto add = [&](const std::string& name, std::vector<int64_t> shape, Slot slot) { out.push_back({p + name, std::move(shape), i, slot}); };
     if (c.norm_place != NormPlace::Post) add("input_layernorm.weight", {C}, Slot::Norm1);
-    if (c.fused_qkv) {
+    if (c.layer(i).mixer == Mixer::GatedDeltaNet) {  // Qwen3.5's linear_attn
+      const LinearAttnDims& ld = c.linear;
+      const int64_t Ch = ld.conv_channels(), Hv = ld.v_heads, Vd = ld.value_width();
+      add("linear_attn.in_proj_qkv.weight", {Ch, C}, Slot::LinQkv);
+      add("linear_attn.in_proj_z.weight", {Vd, C}, Slot::LinZ);
+      add("linear_attn.in_proj_b.weight", {Hv, C}, Slot::LinB);
+      add("linear_attn.in_proj_a.weight", {Hv, C}, Slot::LinA);
+      add("linear_attn.conv1d.weight", {Ch, 1, ld.conv_kernel}, Slot::LinConv);
+      add("linear_attn.dt_bias", {Hv}, Slot::LinDtBias);
+      add("linear_attn.A_log", {Hv}, Slot::LinALog);
+      add("linear_attn.norm.weight", {ld.v_dim}, Slot::LinNorm);
+      add("linear_attn.out_proj.weight", {C, Vd}, Slot::LinOut);
+      add("post_attention_layernorm.weight", {C}, Slot::Norm2);
+      add("mlp.gate_proj.weight", {I, C}, Slot::Wfc);
+      add("mlp.up_proj.weight", {I, C}, Slot::Wup);
+      add("mlp.down_proj.weight", {C, I}, Slot::Wdown);
+      continue;
+    }
+    if (c.attn_gate) {
+      add("self_attn.q_proj.weight", {2 * Hd, C}, Slot::WqGate);
+      add("self_attn.k_proj.weight", {KVd, C}, Slot::Wk);
+      add("self_attn.v_proj.weight", {KVd, C}, Slot::Wv);
+    } else if (c.fused_qkv) {
       add("self_attn.qkv_proj.weight", {Hd + 2 * KVd, C}, Slot::Wqkv);
     } else {
       add("self_attn.q_proj.weight", {Hd, C}, Slot::Wq);
@@ -268,6 +321,7 @@ std::string gguf_tensor_name(Slot s, int layer) {
     case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up in one ffn_up
     case Slot::Wdown: return p + "ffn_down.weight";
     case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
+    default: break;  // Qwen3.5's gate and linear layers: not written or read as GGUF yet
   }
   return "";
 }

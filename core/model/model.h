@@ -67,6 +67,19 @@ struct LayerWeights {
   Weight w_up;           // (C, I)  llama up_proj; empty for gpt2
   Weight w_down;         // (I, C)  gpt2 mlp.c_proj, llama down_proj
   Vec b_down;            // (C) or empty
+  Weight w_gate;         // (C, H*d) Qwen3.5's output gate (the second half of each head's q_proj rows) or empty
+
+  // A gated-delta-rule layer (Mixer::GatedDeltaNet; LinearAttnDims: Hk, Hv, dk, dv, K taps,
+  // Ch = 2·Hk·dk + Hv·dv); empty in softmax layers, whose wq … wo are empty in these.
+  Weight lin_qkv;        // (C, Ch)    in_proj_qkv: q | k | v before the convolution
+  Weight lin_z;          // (C, Hv*dv) in_proj_z: the gated norm's gate
+  Weight lin_b;          // (C, Hv)    in_proj_b: β = σ(x·lin_b)
+  Weight lin_a;          // (C, Hv)    in_proj_a: g = −exp(A_log)·softplus(x·lin_a + dt_bias)
+  Vec lin_conv;          // (Ch·K)     conv1d.weight (Ch, 1, K), tap k of channel ch at ch·K + k
+  Vec lin_dt_bias;       // (Hv)
+  Vec lin_a_log;         // (Hv)
+  Vec lin_norm;          // (dv) the gated RMSNorm's weight, as applied (no 1 + w)
+  Weight lin_out;        // (Hv*dv, C) out_proj
 };
 
 struct ModelWeights {
@@ -155,6 +168,8 @@ enum class Slot {
   TokEmb, NormF, LmHead,                               // the model's
   Norm1, Wq, Wk, Wv, Bq, Bk, Bv, Wqkv, Wo, Bo,         // a layer's attention (Wqkv: phi3's fused q | k | v)
   QNorm, KNorm, PostAttnNorm, Norm2, Wfc, Wup, WgateUp, Wdown, PostMlpNorm,  // WgateUp: phi3's gate | up
+  WqGate,                                              // Qwen3.5's q_proj: per head q (d rows) | gate (d rows)
+  LinQkv, LinZ, LinB, LinA, LinConv, LinDtBias, LinALog, LinNorm, LinOut,  // a gated-delta-rule layer's
 };
 // One tensor of a checkpoint: its Hugging Face name, its shape as stored (nn.Linear (out, in)),
 // its layer (−1: the model's) and slot. The loader and the random-model writer both read

@@ -58,6 +58,14 @@ struct ConfigPreset {
   const char* base = nullptr;
 };
 constexpr ConfigPreset kConfigPresets[] = {
+    // Qwen3.5's text model (the published config.json's text_config).
+    {"qwen3.5-0.8b", R"({"model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 1024,
+      "intermediate_size": 3584, "num_hidden_layers": 24, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "head_dim": 256, "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+      "attention_bias": false, "hidden_act": "silu", "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+      "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+      "linear_num_value_heads": 16, "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+      "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10], "mrope_interleaved": true}})"},
     {"qwen3-0.6b", R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
       "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
       "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true,
@@ -228,6 +236,12 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
         case Slot::Wdown: sd = s_hid; break;
         case Slot::Bq: case Slot::Bk: case Slot::Bv: sd = 0.1f; break;
         case Slot::Bo: sd = 0.02f; break;
+        case Slot::WqGate: case Slot::LinQkv: case Slot::LinZ: case Slot::LinB: case Slot::LinA: sd = 1.5f * s_in; break;
+        case Slot::LinOut: sd = 1.f / std::sqrt(static_cast<float>(std::max(1, c.linear.value_width()))); break;
+        case Slot::LinConv: sd = 0.5f; break;
+        case Slot::LinALog: sd = 0.5f, mean = 1.f; break;  // A = e^{A_log} around e: memory fades at a few % a token
+        case Slot::LinDtBias: sd = 0.5f; break;
+        case Slot::LinNorm: sd = 0.1f, mean = 1.f; break;  // the gated norm's weight, no (1 + w)
         default:
           if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
           break;

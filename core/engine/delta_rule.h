@@ -1,0 +1,39 @@
+// The gated delta rule (Qwen3.5's linear-attention layers, Mixer::GatedDeltaNet) as pure
+// functions on row-major float arrays: the causal depthwise convolution in front of it,
+// the recurrence, and the exact (T, T) matrix it is equivalent to.
+//
+// For one value head, with q_t, k_t (dk), v_t (dv), β_t ∈ (0, 1) and the log-decay g_t ≤ 0,
+// the memory S (dk, dv) starts at 0 and for t = 0 … T−1:
+//   S ← e^{g_t}·S;  δ = β_t·(v_t − Sᵀk_t);  S ← S + k_t·δᵀ;  o_t = Sᵀq_t.
+// With a zero start, o_t = Σ_{s≤t} A[t,s]·v_s exactly, where row t of A comes from a backward
+// sweep: w ← q_t; for s = t, t−1, …, 0: A[t,s] = β_s·(w·k_s); w ← e^{g_s}·(w − β_s·(w·k_s)·k_s).
+// A's rows need not sum to 1 and its entries may be negative: the delta rule overwrites
+// what memory held. Letters: T tokens, Ch channels, K taps, dk / dv key / value dims.
+#pragma once
+#include <cstdint>
+
+namespace attnviz {
+
+// out[t, ch] = silu(Σ_k w[ch·K + k] · x[t − (K−1) + k, ch]) for rows t of [r0, T), with rows
+// before 0 read as zero. x and out (T, Ch), rows ldx / ldo floats apart; w (Ch, K).
+void causal_conv_silu(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out,
+                      int64_t ldo);
+
+// x (n) scaled to unit length, as Hugging Face's l2norm: x · (Σx² + 1e-6)^−½, then × `scale`.
+void l2_normalize(float* x, int n, float scale = 1.f);
+
+// Hugging Face's softplus (threshold 20): x above 20 as is, else log(1 + eᵡ).
+float softplus(float x);
+
+// The recurrence for one head over rows [0, T): q, k (T, dk) rows ldk apart, v (T, dv) rows
+// ldv apart, beta and g (T) contiguous. `S` (dk·dv, row-major (dk, dv)) holds the state
+// before row 0 and after row T−1. o (T, dv), rows ldo apart. Sums in double.
+void delta_rule_head(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, const float* beta,
+                     const float* g, int T, int dk, int dv, double* S, float* o, int64_t ldo);
+
+// Rows [r0, r1) of one head's A (each T wide, row-major, rows lda apart): A[t, s] for s ≤ t
+// by the backward sweep, 0 for s > t. Inputs as delta_rule_head's; sums in double.
+void delta_rule_rows(const float* q, const float* k, int64_t ldk, const float* beta, const float* g, int T, int dk,
+                     int r0, int r1, float* A, int64_t lda);
+
+}  // namespace attnviz

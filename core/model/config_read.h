@@ -1,0 +1,30 @@
+// The readers every family's config.json parser shares (defined in config.cpp), and the
+// parsers of the families that live in files of their own (qwen35.cpp, ...). parse_config
+// dispatches to them by model_type. Every reader names `where` (the file, and the object
+// inside it) in its errors.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace attnviz {
+
+struct RopeScaling;  // core/model/config.h
+struct ModelConfig;
+
+// A dimension: a positive integer of at most kMaxDim; `fallback` ≥ 0 when the key may be absent.
+int get_int(const nlohmann::json& j, const char* key, const std::string& where, int fallback = -1);
+// A finite number; with `positive`, also > 0 (epsilons, RoPE base).
+float get_float(const nlohmann::json& j, const char* key, float fallback, const std::string& where,
+                bool positive = false);
+std::string get_string(const nlohmann::json& j, const char* key, const std::string& fallback, const std::string& where);
+bool get_bool(const nlohmann::json& j, const char* key, bool fallback, const std::string& where);
+// One rope_scaling (or rope_parameters) object into s; its rope_theta, where it has one,
+// into *theta. `top` is the config (longrope reads its context lengths); rot the rotary width.
+void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nlohmann::json& top, int rot,
+                        RopeScaling& s, float* theta);
+
+// Qwen3.5's text model ("qwen3_5_text"), core/model/qwen35.cpp: full-attention layers with
+// an output gate and partial RoPE between gated-delta-rule (linear attention) layers.
+void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelConfig& c);
+
+}  // namespace attnviz

@@ -1,0 +1,106 @@
+// Qwen3.5's text model (model_type "qwen3_5_text", or inside a "qwen3_5" config's
+// text_config): the keys of config.json as Hugging Face's Qwen3_5TextConfig spells them.
+//
+// Three of every four layers (layer_types "linear_attention", or every layer l with
+// (l + 1) % full_attention_interval != 0) are gated-delta-rule layers of linear_num_key_heads
+// key heads and linear_num_value_heads value heads (linear_key_head_dim, linear_value_head_dim)
+// after a causal depthwise convolution of linear_conv_kernel_dim taps. The others are softmax
+// attention whose q_proj also gives a per-head output gate, with QK-norm and every RMSNorm
+// weight acting as (1 + w), RoPE on the first partial_rotary_factor of each head's dims, and
+// multi-axis RoPE (mrope_section) that for text, where the three axes share the position,
+// is plain RoPE.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/limits.h"
+#include "core/model/config.h"
+#include "core/model/config_read.h"
+
+namespace attnviz {
+
+void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+  // The keys Qwen3 has (sizes, head_dim, QK-norm per head, rope_theta / rope_parameters),
+  // read by Qwen3's parser from a copy without the keys it does not know. The copy is of a
+  // value the JSON reader has bounded in depth.
+  nlohmann::json base = j;
+  base["model_type"] = "qwen3";
+  for (const char* k : {"layer_types", "partial_rotary_factor", "use_sliding_window", "sliding_window"}) base.erase(k);
+  float partial = get_float(j, "partial_rotary_factor", 0.25f, where);  // Qwen3Next's default, kept by Qwen3.5
+  if (base.contains("rope_parameters") && base["rope_parameters"].is_object()) {
+    nlohmann::json& rp = base["rope_parameters"];
+    partial = get_float(rp, "partial_rotary_factor", partial, where + ": rope_parameters");
+    // Multi-axis RoPE: for text every axis holds the same position, so the sections
+    // rotate the frequencies they would as one (docs/models.md).
+    if (rp.contains("mrope_section") && !rp["mrope_section"].is_array())
+      throw Error(where + ": rope_parameters: \"mrope_section\" must be a list, found " + json_excerpt(rp["mrope_section"]));
+    for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) rp.erase(k);
+  }
+  ModelConfig q = parse_config(base, where);
+  q.model_type = c.model_type;
+  c = std::move(q);
+  c.norm_plus_one = true;  // every Qwen3.5 RMSNorm but the gated one acts as x·(1 + w)
+  c.attn_gate = true;
+  c.tie_embeddings = get_bool(j, "tie_word_embeddings", false, where);
+
+  // Partial RoPE: int(head_dim × factor) dims, their pairs (i, i + rot/2).
+  const double rot = static_cast<double>(c.head_size) * partial;
+  const int rot_i = static_cast<int>(rot);
+  if (!(partial > 0.f && partial <= 1.f) || rot_i < 2 || rot_i % 2 != 0)
+    throw Error(where + ": partial_rotary_factor " + std::to_string(partial) +
+                " must be in (0, 1] and give an even number of rotary dims (head_dim " + std::to_string(c.head_size) +
+                " x factor = " + std::to_string(rot) + ")");
+  c.rotary_dim = rot_i == c.head_size ? 0 : rot_i;
+
+  // The linear layers' sizes.
+  LinearAttnDims& d = c.linear;
+  d.k_heads = get_int(j, "linear_num_key_heads", where, 16);
+  d.v_heads = get_int(j, "linear_num_value_heads", where, 32);
+  d.k_dim = get_int(j, "linear_key_head_dim", where, 128);
+  d.v_dim = get_int(j, "linear_value_head_dim", where, 128);
+  d.conv_kernel = get_int(j, "linear_conv_kernel_dim", where, 4);
+  if (d.v_heads % d.k_heads != 0)
+    throw Error(where + ": linear_num_value_heads " + std::to_string(d.v_heads) +
+                " is not a multiple of linear_num_key_heads " + std::to_string(d.k_heads));
+  if (d.conv_kernel > 64)
+    throw Error(where + ": linear_conv_kernel_dim " + std::to_string(d.conv_kernel) + " is more than 64 taps");
+  checked_dim(d.k_heads, d.k_dim, where + ": key width linear_num_key_heads x linear_key_head_dim");
+  checked_dim(d.v_heads, d.v_dim, where + ": value width linear_num_value_heads x linear_value_head_dim");
+  checked_dim(3, std::max(d.key_width(), d.value_width()), where + ": convolution channels");
+
+  // Which layers are linear: layer_types, else every layer but each full_attention_interval-th.
+  const int L = c.n_layer;
+  std::vector<bool> linear(static_cast<size_t>(L));
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const nlohmann::json& lt = j["layer_types"];
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
+      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
+                  json_excerpt(lt));
+    for (int l = 0; l < L; ++l) {
+      const nlohmann::json& e = lt[static_cast<size_t>(l)];
+      const std::string name = e.is_string() ? e.get<std::string>() : "";
+      if (name != "linear_attention" && name != "full_attention")
+        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
+                    "\n  HINT: Qwen3.5's layers are \"linear_attention\" or \"full_attention\".");
+      linear[static_cast<size_t>(l)] = name == "linear_attention";
+    }
+  } else {
+    const int every = get_int(j, "full_attention_interval", where, 4);
+    for (int l = 0; l < L; ++l) linear[static_cast<size_t>(l)] = (l + 1) % every != 0;
+  }
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
+  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0, std::vector<bool>(static_cast<size_t>(L), true),
+                  c.rope_theta, c.rope_scaling, scale, 0.f, /*always=*/true);
+  for (int l = 0; l < L; ++l) {
+    if (!linear[static_cast<size_t>(l)]) continue;
+    LayerSpec& s = c.layer_specs[static_cast<size_t>(l)];
+    s.mixer = Mixer::GatedDeltaNet;
+    s.rope = false;  // no positions: the recurrence's order is its only sense of them
+    s.scale = 1.f / std::sqrt(static_cast<float>(d.k_dim));  // q × dk^−½ before the recurrence
+  }
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("mrope_section"))
+    c.notes.push_back("qwen3_5: multi-axis RoPE (mrope_section) is plain RoPE for text, where its axes share the position");
+}
+
+}  // namespace attnviz
