@@ -1,6 +1,6 @@
 // Qwen3.5's hybrid model on the CPU engine, beyond the PyTorch reference
-// (tests/reference/hybrid_parity.py): typing, edits and a block_size crop give the same bits
-// as fresh passes; the implicit matrix A reproduces the recurrence's output row by row
+// (tests/reference/hybrid_parity.py): typing, edits (past the memory's snapshots too) and a
+// block_size crop match fresh passes (1e-5) while computing only the rows from the edit; the implicit matrix A reproduces the recurrence's output row by row
 // (float64, from the trace alone); damaged decay parameters and configs are refused; and
 // what does not cover linear layers yet says so instead of misreading them.
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ namespace {
 ModelConfig small_qwen35() {
   ModelConfig c = preset_config("qwen3.5-0.8b");
   c.n_layer = 4, c.n_embd = 64, c.n_head = 4, c.n_kv_head = 2, c.head_size = 16, c.rotary_dim = 4;
-  c.n_inner = 96, c.vocab_size = 60, c.n_ctx = 64;
+  c.n_inner = 96, c.vocab_size = 60, c.n_ctx = 640;
   c.linear = LinearAttnDims{2, 4, 8, 12, 4};
   c.layer_specs.resize(4);
   for (int l = 0; l < 4; ++l) {
@@ -37,20 +37,31 @@ std::shared_ptr<const Model> small_model() {
   return load_model(dir);
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+// The same shape and values within kTol of the fresh pass's largest. The matrix products of
+// n new rows and of the whole window round differently (as for softmax layers' appends,
+// test_kv_cache.cpp), and in this random model the difference grows about 3x a layer
+// (measured: 1e-7 of the largest value in layer 0's inputs, 1e-5 in layer 3's); a misread
+// row or a stale memory gives errors of the values' own size.
+constexpr double kTol = 1e-4;
+bool close(const Tensor& a, const Tensor& b) {
   if (a.shape != b.shape) return false;
   if (a.shape.empty()) return true;
   std::vector<float> sa, sb;
   const int64_t heads = a.shape.size() == 3 ? a.dim(0) : 1, n = a.shape.size() == 3 ? a.dim(1) * a.dim(2) : a.numel();
+  double err = 0, big = 1e-6;
   for (int64_t h = 0; h < heads; ++h) {
     const float* x = a.shape.size() == 3 ? a.head_dense(h, sa) : a.data.data();
     const float* y = b.shape.size() == 3 ? b.head_dense(h, sb) : b.data.data();
-    if (std::memcmp(x, y, sizeof(float) * static_cast<size_t>(n)) != 0) return false;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i]) || std::isnan(y[i])) return false;
+      err = std::max(err, std::abs(static_cast<double>(x[i]) - y[i]));
+      big = std::max(big, std::abs(static_cast<double>(y[i])));
+    }
   }
-  return true;
+  return err <= kTol * big;
 }
 
-TEST(Hybrid, TypingEditsAndCropsGiveTheSameBitsAsFreshPasses) {
+TEST(Hybrid, TypingEditsAndCropsMatchFreshPasses) {
   const auto m = small_model();
   ASSERT_TRUE(m->config.any_linear());
   Engine typed(m, make_cpu_backend());
@@ -64,20 +75,39 @@ TEST(Hybrid, TypingEditsAndCropsGiveTheSameBitsAsFreshPasses) {
     for (size_t l = 0; l < a.layers.size(); ++l) {
       const LayerTrace &x = a.layers[l], &y = b.layers[l];
       EXPECT_EQ(x.mixer, l == 3 ? Mixer::Softmax : Mixer::GatedDeltaNet);
-      for (auto t : {&LayerTrace::q, &LayerTrace::k, &LayerTrace::v, &LayerTrace::out, &LayerTrace::probs,
+      const char* names[] = {"resid", "q", "k", "v", "out", "probs", "gate", "beta", "decay", "implicit"};
+      int i = 0;
+      for (auto t : {&LayerTrace::resid, &LayerTrace::q, &LayerTrace::k, &LayerTrace::v, &LayerTrace::out, &LayerTrace::probs,
                      &LayerTrace::gate, &LayerTrace::beta, &LayerTrace::decay, &LayerTrace::implicit})
-        ASSERT_TRUE(same_bits(x.*t, y.*t)) << when << " layer " << l;
+        ASSERT_TRUE(close(x.*t, y.*t)) << when << " layer " << l << " " << names[i++];
     }
-    ASSERT_TRUE(same_bits(a.logits, b.logits)) << when;
+    ASSERT_TRUE(close(a.logits, b.logits)) << when;
   };
   for (int i = 0; i < 12; ++i) {
     now.push_back(ids[static_cast<size_t>(i)]);
     check("typed " + std::to_string(i + 1));
+    ASSERT_EQ(typed.last_recomputed_from(), i) << "an appended token computes its own row only";
   }
   now[5] = (now[5] + 7) % 60;
   check("edit at 5");
+  EXPECT_EQ(typed.last_recomputed_from(), 5);
   now.resize(8);
   check("deleted to 8");
+  // Past kStateEvery rows: appends across the snapshot at 256, then edits after it (replayed
+  // from the snapshot), before it (from the start) and at it.
+  const auto more = test::random_ids(300, 60, 4);
+  now.assign(more.begin(), more.begin() + 250);
+  check("250 tokens");
+  for (int i = 250; i < 258; ++i) {
+    now.push_back(more[static_cast<size_t>(i)]);
+    check("typed " + std::to_string(i + 1));
+    ASSERT_EQ(typed.last_recomputed_from(), i);
+  }
+  for (int at : {257, 256, 255, 100}) {  // 258 tokens: after, at and before the snapshot at 256
+    now[static_cast<size_t>(at)] = (now[static_cast<size_t>(at)] + 1) % 60;
+    check("edit at " + std::to_string(at));
+    EXPECT_EQ(typed.last_recomputed_from(), at);
+  }
   typed.set_block_size(6);  // the window crops: every position moves
   now.assign(ids.begin(), ids.begin() + 20);
   check("block_size 6");

@@ -112,7 +112,7 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     LayerTrace& lt = tr.layers[l];
     lt.compact = tr.compact;
     lt.mixer = c.layer(static_cast<int>(l)).mixer;
-    if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g and A (a hybrid model's passes start at 0)
+    if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g, A and the memory's snapshots
       const LinearAttnDims& ld = c.linear;
       const int64_t Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
       jobs.push_back({&lt.q, {Hv, T, dk}, dk});
@@ -121,8 +121,14 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
       jobs.push_back({&lt.out, {Hv, T, dv}, dv});
       jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
       jobs.push_back({&lt.implicit, {Hv, T, T}, p});
-      lt.beta = Tensor{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T))};
-      lt.decay = Tensor{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T))};
+      for (Tensor* bg : {&lt.beta, &lt.decay}) {  // (Hv, T): rows [0, p) of each head kept
+        Tensor fresh{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T), 0.f)};
+        if (p > 0 && bg->shape.size() == 2 && bg->dim(0) == Hv && bg->dim(1) >= p)
+          for (int64_t h = 0; h < Hv; ++h)
+            std::copy(bg->data.begin() + h * bg->dim(1), bg->data.begin() + h * bg->dim(1) + p, fresh.data.begin() + h * T);
+        *bg = std::move(fresh);
+      }
+      lt.state_snaps.resize(static_cast<size_t>(T / kStateEvery * Hv * dk * dv));  // the first ones stay
       for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate}) *t = Tensor{};
       bytes += (Hv * T * T + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
       continue;
@@ -215,22 +221,36 @@ void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
   }
 }
 
-// A gated-delta-rule layer (Mixer::GatedDeltaNet) over the whole window, hin (T, C) its
-// normed input: records q, k, v, β, g, o and A in `lt` and writes the mixer's output (T, C)
-// into y. Passes over a model with such layers start at row 0 (the recurrence is replayed).
-void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, LayerTrace& lt, Mat& y) {
+// A gated-delta-rule layer (Mixer::GatedDeltaNet) for rows [p, T), hin (T − p, C) their
+// normed input and lt.resid holding rows [0, T) of what enters the layer: records q, k, v,
+// β, g, o and rows [p, T) of A in `lt`, and writes the mixer's output (T − p, C) into y. The
+// convolution reads its K − 1 rows before p from lt.resid again; the memory continues from
+// the last pass's end when p is where it stopped (an append), else from the snapshot at or
+// before p, replaying the rows between (an edit).
+void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, int p, int T, LayerTrace& lt,
+                       Mat& y) {
   const LinearAttnDims& ld = c.linear;
-  const int T = static_cast<int>(hin.rows()), Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
-  const int group = ld.group();
-  Mat mixed, conv(T, Ch), z, b, a;
-  linear(hin, lw.lin_qkv, Vec(), mixed);  // (T, Ch) q | k | v before the convolution
-  causal_conv_silu(mixed.data(), mixed.outerStride(), T, Ch, lw.lin_conv.data(), ld.conv_kernel, 0, conv.data(),
+  const int n = T - p, Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim, K = ld.conv_kernel;
+  const int group = ld.group(), p0 = std::max(0, p - (K - 1));  // the convolution reads rows [p0, T)
+  Mat mixed(T - p0, Ch), fresh, conv(n, Ch), z, b, a;
+  if (p > p0) {  // rows [p0, p): their input again, from the residual stream the trace keeps
+    Mat h0, r0 = Eigen::Map<const Mat>(lt.resid.data.data(), T, c.n_embd).middleRows(p0, p - p0);
+    norm(c, r0, lw.norm1_w, lw.norm1_b, h0);
+    linear(h0, lw.lin_qkv, Vec(), fresh);
+    mixed.topRows(p - p0) = fresh;
+  }
+  linear(hin, lw.lin_qkv, Vec(), fresh);  // (n, Ch) q | k | v before the convolution
+  mixed.bottomRows(n) = fresh;
+  causal_conv_silu(mixed.data(), mixed.outerStride(), T - p0, Ch, lw.lin_conv.data(), K, p - p0, conv.data(),
                    conv.outerStride());
-  linear(hin, lw.lin_z, Vec(), z);  // (T, Hv·dv)
-  linear(hin, lw.lin_b, Vec(), b);  // (T, Hv)
-  linear(hin, lw.lin_a, Vec(), a);  // (T, Hv)
+  linear(hin, lw.lin_z, Vec(), z);  // (n, Hv·dv)
+  linear(hin, lw.lin_b, Vec(), b);  // (n, Hv)
+  linear(hin, lw.lin_a, Vec(), a);  // (n, Hv)
   const float q_scale = 1.f / std::sqrt(static_cast<float>(dk));
-  Mat att(T, Hv * dv);  // (T, Hv·dv) the gated norm's output
+  const int64_t per_state = static_cast<int64_t>(dk) * dv, snaps = T / kStateEvery;
+  const bool append = p > 0 && lt.state_rows == p && lt.state_final.size() == static_cast<size_t>(Hv * per_state);
+  std::vector<float> final_state(static_cast<size_t>(Hv * per_state));
+  Mat att(n, Hv * dv);  // (n, Hv·dv) the gated norm's output
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < Hv; ++j) {
     const int kh = j / group;  // value head j reads key head kh
@@ -239,31 +259,51 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
     float* beta = lt.beta.data.data() + static_cast<int64_t>(j) * T;
     float* g = lt.decay.data.data() + static_cast<int64_t>(j) * T;
     const float neg_a = -std::exp(lw.lin_a_log[j]);
-    for (int t = 0; t < T; ++t) {
-      const float* row = &conv(t, 0);
+    for (int t = p; t < T; ++t) {
+      const float* row = &conv(t - p, 0);
       std::copy(row + kh * dk, row + (kh + 1) * dk, qj + t * ldk);
       std::copy(row + ld.key_width() + kh * dk, row + ld.key_width() + (kh + 1) * dk, kj + t * lt.k.ld());
       std::copy(row + 2 * ld.key_width() + j * dv, row + 2 * ld.key_width() + (j + 1) * dv, vj + t * ldv);
       l2_normalize(qj + t * ldk, dk, q_scale);
       l2_normalize(kj + t * lt.k.ld(), dk);
-      beta[t] = 1.f / (1.f + std::exp(-b(t, j)));
-      g[t] = neg_a * softplus(a(t, j) + lw.lin_dt_bias[j]);
+      beta[t] = 1.f / (1.f + std::exp(-b(t - p, j)));
+      g[t] = neg_a * softplus(a(t - p, j) + lw.lin_dt_bias[j]);
     }
-    std::vector<double> S(static_cast<size_t>(dk) * dv, 0.0);
-    delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, T, dk, dv, S.data(), oj, lt.out.ld());
-    delta_rule_rows(qj, kj, ldk, beta, g, T, dk, 0, T, lt.implicit.head(j), lt.implicit.ld());
-    for (int t = 0; t < T; ++t) {  // RMSNorm(o)·w ⊙ silu(z), the norm's weight as stored
+    // The memory before row p: the last pass's end (an append), or the snapshot after the
+    // first m·kStateEvery ≤ p rows (zeros for m = 0) and the rows from there to p replayed.
+    float* S = final_state.data() + static_cast<int64_t>(j) * per_state;
+    int from = p;
+    if (append) {
+      std::copy_n(lt.state_final.data() + static_cast<int64_t>(j) * per_state, per_state, S);
+    } else {
+      const int m = p / kStateEvery;
+      from = m * kStateEvery;
+      if (m > 0) std::copy_n(lt.state_snaps.data() + ((m - 1) * Hv + j) * per_state, per_state, S);
+      else std::fill_n(S, per_state, 0.f);
+      delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, from, p, dk, dv, S, nullptr, 0);
+    }
+    for (int t = p; t < T;) {  // rows [p, T), a snapshot at each multiple of kStateEvery
+      const int end = std::min<int>(T, (t / kStateEvery + 1) * kStateEvery);
+      delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, t, end, dk, dv, S, oj, lt.out.ld());
+      if (end % kStateEvery == 0 && end / kStateEvery <= snaps)
+        std::copy_n(S, per_state, lt.state_snaps.data() + ((end / kStateEvery - 1) * Hv + j) * per_state);
+      t = end;
+    }
+    delta_rule_rows(qj, kj, ldk, beta, g, T, dk, p, T, lt.implicit.head(j) + p * lt.implicit.ld(), lt.implicit.ld());
+    for (int t = p; t < T; ++t) {  // RMSNorm(o)·w ⊙ silu(z), the norm's weight as stored
       const float* o = oj + t * lt.out.ld();
       double ss = 0;
       for (int e = 0; e < dv; ++e) ss += static_cast<double>(o[e]) * o[e];
       const float r = static_cast<float>(1.0 / std::sqrt(ss / dv + c.norm_eps));
       for (int e = 0; e < dv; ++e) {
-        const float zz = z(t, j * dv + e);
-        att(t, j * dv + e) = o[e] * r * lw.lin_norm[e] * (zz / (1.f + std::exp(-zz)));
+        const float zz = z(t - p, j * dv + e);
+        att(t - p, j * dv + e) = o[e] * r * lw.lin_norm[e] * (zz / (1.f + std::exp(-zz)));
       }
     }
   }
-  linear(att, lw.lin_out, Vec(), y);  // (T, C)
+  lt.state_final = std::move(final_state);
+  lt.state_rows = T;
+  linear(att, lw.lin_out, Vec(), y);  // (n, C)
 }
 
 class CpuBackend : public Backend {
@@ -277,13 +317,12 @@ class CpuBackend : public Backend {
     const ModelWeights& w = m.weights;
     const int T = static_cast<int>(window.size());
     const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());  // rows the summaries hold
-    // Every row again when a mean ablation needs it, when longrope's factors change with T,
-    // or when a layer is recurrent (its state is replayed from row 0).
+    // Every row again when a mean ablation needs it, or when longrope's factors change with T.
     if (c.any_linear() && !ablation_.empty())
       throw Error("head ablation does not cover linear-attention layers yet; this " + c.model_type +
                       " model has some\n  HINT: run it without --ablate.",
                   ErrorKind::Usage);
-    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) || c.any_linear() ? 0 : from, n = T - p;
+    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
     const int C = c.n_embd;
     tr.tokens = window;
     tr.ablation = ablation_;
@@ -340,8 +379,8 @@ class CpuBackend : public Backend {
       lt.softcap = spec.softcap;
       lt.window = spec.window;
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
-      if (spec.mixer == Mixer::GatedDeltaNet) {  // n == T: passes over such models start at 0
-        gated_delta_layer(c, lw, hin, lt, y);
+      if (spec.mixer == Mixer::GatedDeltaNet) {
+        gated_delta_layer(c, lw, hin, p, T, lt, y);
         add_branch(c, lw.post_attn_norm, y, h, x);
         add_mlp(c, lw, x);
         if (control_) {

@@ -9,7 +9,7 @@ namespace attnviz {
 void causal_conv_silu(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out,
                       int64_t ldo) {
   for (int t = r0; t < T; ++t) {
-    float* o = out + static_cast<int64_t>(t) * ldo;
+    float* o = out + static_cast<int64_t>(t - r0) * ldo;
     for (int ch = 0; ch < Ch; ++ch) {
       const float* wc = w + static_cast<int64_t>(ch) * K;
       float s = 0.f;
@@ -29,29 +29,28 @@ void l2_normalize(float* x, int n, float scale) {
 float softplus(float x) { return x > 20.f ? x : static_cast<float>(std::log1p(std::exp(static_cast<double>(x)))); }
 
 void delta_rule_head(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, const float* beta,
-                     const float* g, int T, int dk, int dv, double* S, float* o, int64_t ldo) {
-  std::vector<double> delta(static_cast<size_t>(dv));
-  for (int t = 0; t < T; ++t) {
+                     const float* g, int t0, int t1, int dk, int dv, float* S, float* o, int64_t ldo) {
+  std::vector<double> delta(static_cast<size_t>(dv)), acc(static_cast<size_t>(dv));
+  for (int t = t0; t < t1; ++t) {
     const float *qt = q + t * ldk, *kt = k + t * ldk, *vt = v + t * ldv;
-    const double decay = std::exp(static_cast<double>(g[t]));
+    const float decay = static_cast<float>(std::exp(static_cast<double>(g[t])));
     for (int i = 0; i < dk * dv; ++i) S[i] *= decay;  // S ← e^g·S
     for (int j = 0; j < dv; ++j) delta[static_cast<size_t>(j)] = vt[j];
     for (int i = 0; i < dk; ++i) {  // δ = β·(v − Sᵀk)
-      const double* Si = S + static_cast<int64_t>(i) * dv;
-      for (int j = 0; j < dv; ++j) delta[static_cast<size_t>(j)] -= Si[j] * kt[i];
+      const float* Si = S + static_cast<int64_t>(i) * dv;
+      for (int j = 0; j < dv; ++j) delta[static_cast<size_t>(j)] -= static_cast<double>(Si[j]) * kt[i];
     }
     for (int j = 0; j < dv; ++j) delta[static_cast<size_t>(j)] *= beta[t];
-    float* ot = o + t * ldo;
-    std::fill(ot, ot + dv, 0.f);
-    std::vector<double> acc(static_cast<size_t>(dv), 0.0);
+    std::fill(acc.begin(), acc.end(), 0.0);
     for (int i = 0; i < dk; ++i) {  // S ← S + k·δᵀ; o = Sᵀq
-      double* Si = S + static_cast<int64_t>(i) * dv;
+      float* Si = S + static_cast<int64_t>(i) * dv;
       for (int j = 0; j < dv; ++j) {
-        Si[j] += kt[i] * delta[static_cast<size_t>(j)];
-        acc[static_cast<size_t>(j)] += Si[j] * qt[i];
+        Si[j] = static_cast<float>(Si[j] + kt[i] * delta[static_cast<size_t>(j)]);
+        acc[static_cast<size_t>(j)] += static_cast<double>(Si[j]) * qt[i];
       }
     }
-    for (int j = 0; j < dv; ++j) ot[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
+    if (o)
+      for (int j = 0; j < dv; ++j) o[t * ldo + j] = static_cast<float>(acc[static_cast<size_t>(j)]);
   }
 }
 

@@ -14,8 +14,13 @@
 
 namespace attnviz {
 
-// out[t, ch] = silu(Σ_k w[ch·K + k] · x[t − (K−1) + k, ch]) for rows t of [r0, T), with rows
-// before 0 read as zero. x and out (T, Ch), rows ldx / ldo floats apart; w (Ch, K).
+// Rows between the recorded snapshots of a linear layer's memory (LayerTrace::state_snaps):
+// an edit at row p replays at most this many rows before it.
+constexpr int kStateEvery = 256;
+
+// out[t − r0, ch] = silu(Σ_k w[ch·K + k] · x[t − (K−1) + k, ch]) for rows t of [r0, T), with
+// rows before 0 read as zero. x (T, Ch) and out (T − r0, Ch), rows ldx / ldo floats apart;
+// w (Ch, K).
 void causal_conv_silu(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out,
                       int64_t ldo);
 
@@ -25,11 +30,13 @@ void l2_normalize(float* x, int n, float scale = 1.f);
 // Hugging Face's softplus (threshold 20): x above 20 as is, else log(1 + eᵡ).
 float softplus(float x);
 
-// The recurrence for one head over rows [0, T): q, k (T, dk) rows ldk apart, v (T, dv) rows
-// ldv apart, beta and g (T) contiguous. `S` (dk·dv, row-major (dk, dv)) holds the state
-// before row 0 and after row T−1. o (T, dv), rows ldo apart. Sums in double.
+// The recurrence for one head over rows [t0, t1): q, k rows ldk apart (dk each), v rows ldv
+// apart (dv), beta and g contiguous, all indexed by row. `S` (row-major (dk, dv)) holds the
+// state after row t0 − 1 (zeros before row 0) and after row t1 − 1: held in float, so that a
+// copy taken between two calls continues exactly as the state would have. o (rows ldo
+// apart, indexed by row) gets o_t, or nothing when null (a replay). Dot products in double.
 void delta_rule_head(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, const float* beta,
-                     const float* g, int T, int dk, int dv, double* S, float* o, int64_t ldo);
+                     const float* g, int t0, int t1, int dk, int dv, float* S, float* o, int64_t ldo);
 
 // Rows [r0, r1) of one head's A (each T wide, row-major, rows lda apart): A[t, s] for s ≤ t
 // by the backward sweep, 0 for s > t. Inputs as delta_rule_head's; sums in double.

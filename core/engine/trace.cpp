@@ -361,7 +361,7 @@ void copy_rows(Tensor& dst, const Tensor& src, int64_t r) {
 // copy_changed names every field: one added to Trace or LayerTrace must be copied there
 // too (then update these sizes, those of 64-bit libstdc++).
 #if defined(__GLIBCXX__)
-static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 856 && sizeof(Trace) == 408),
+static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 912 && sizeof(Trace) == 408),
               "a field was added to LayerTrace or Trace: copy it in copy_changed");
 #endif
 
@@ -405,6 +405,9 @@ void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer
     for (auto m : {&LayerTrace::gate, &LayerTrace::implicit}) copy_rows(d.*m, s.*m, r);
     d.beta = s.beta;  // (Hv, T): small
     d.decay = s.decay;
+    d.state_snaps = s.state_snaps;
+    d.state_final = s.state_final;
+    d.state_rows = s.state_rows;
     d.mixer = s.mixer;
     d.thumbs = s.thumbs;  // (H, n, n) pooled over the whole window: small, and any row moves it
     d.thumb_bucket = s.thumb_bucket;

@@ -99,6 +99,11 @@ struct LayerTrace {
   Tensor beta;      // (Hv, T)    a linear layer's β_t: how strongly token t writes to memory
   Tensor decay;     // (Hv, T)    a linear layer's log-decay g_t ≤ 0: memory × e^g at token t
   Tensor implicit;  // (Hv, T, T) a linear layer's A: o_t = Σ_s A[t,s]·v_s (0 above the diagonal)
+  // A linear layer's memory S of every value head, (Hv, dk, dv) each: after the first
+  // (i + 1)·kStateEvery rows for i < T / kStateEvery (snapshots: an edit replays from the
+  // nearest one before it), and after the first state_rows rows (an append continues it).
+  std::vector<float> state_snaps, state_final;
+  int64_t state_rows = 0;
   float scale = 1.f;    // as the backend applied it: 1/√d unless the model says otherwise
   float softcap = 0.f;  // > 0: this layer soft-caps its scaled scores (the capped stage)
   int window = 0;       // > 0: a local layer; query i sees keys [i − window + 1, i]
