@@ -32,6 +32,22 @@ ModelConfig small_qwen35() {
   return c;
 }
 
+// The lfm2-350m preset's layout, shrunk: conv, conv, attention, conv, attention; biases on.
+ModelConfig small_lfm2() {
+  ModelConfig c = preset_config("lfm2-350m");
+  c.n_layer = 5, c.n_embd = 48, c.n_head = 4, c.n_kv_head = 2, c.head_size = 12;
+  c.n_inner = 80, c.vocab_size = 60, c.n_ctx = 640;
+  c.short_conv_bias = true;
+  c.layer_specs.resize(5);
+  for (int l = 0; l < 5; ++l) {
+    const bool attn = l == 2 || l == 4;
+    c.layer_specs[static_cast<size_t>(l)].mixer = attn ? Mixer::Softmax : Mixer::ShortConv;
+    c.layer_specs[static_cast<size_t>(l)].rope = attn;
+    c.layer_specs[static_cast<size_t>(l)].scale = 1.f / std::sqrt(12.f);
+  }
+  return c;
+}
+
 std::shared_ptr<const Model> small_model() {
   static const std::string dir = test::make_model_dir(small_qwen35(), 5, "hybrid");
   return load_model(dir);
@@ -113,6 +129,37 @@ TEST(Hybrid, TypingEditsAndCropsMatchFreshPasses) {
   check("block_size 6");
 }
 
+TEST(Hybrid, Lfm2TypingAndEditsMatchFreshPasses) {
+  // The short convolution reads its K − 1 rows before an edit back from the residual stream.
+  static const std::string dir = test::make_model_dir(small_lfm2(), 6, "lfm2");
+  const auto m = load_model(dir);
+  Engine typed(m, make_cpu_backend());
+  const auto ids = test::random_ids(30, 60, 5);
+  std::vector<int> now;
+  auto check = [&](const std::string& when) {
+    Engine fresh(m, make_cpu_backend());
+    const Trace& a = typed.run(now);
+    const Trace& b = fresh.run(now);
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      const bool attn = l == 2 || l == 4;
+      EXPECT_EQ(a.layers[l].mixer, attn ? Mixer::Softmax : Mixer::ShortConv);
+      EXPECT_EQ(a.layers[l].q.shape.empty(), !attn) << "a convolution layer records no attention";
+      ASSERT_TRUE(close(a.layers[l].resid, b.layers[l].resid)) << when << " layer " << l;
+      ASSERT_TRUE(close(a.layers[l].probs, b.layers[l].probs)) << when << " layer " << l;
+    }
+    ASSERT_TRUE(close(a.logits, b.logits)) << when;
+  };
+  for (int i = 0; i < 10; ++i) {
+    now.push_back(ids[static_cast<size_t>(i)]);
+    check("typed " + std::to_string(i + 1));
+    ASSERT_EQ(typed.last_recomputed_from(), i);
+  }
+  for (int at : {9, 6, 1}) {
+    now[static_cast<size_t>(at)] = (now[static_cast<size_t>(at)] + 3) % 60;
+    check("edit at " + std::to_string(at));
+  }
+}
+
 TEST(Hybrid, TheImplicitMatrixReproducesTheRecurrence) {
   // o_t = Σ_s A[t,s]·v_s for every linear layer, head and row, from the recorded tensors
   // alone; A is 0 above the diagonal and has negative entries somewhere.
@@ -172,7 +219,7 @@ TEST(Hybrid, DamagedDecayParametersAndConfigsAreRefused) {
   try {
     c.require_softmax_only("lens");
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("lens does not show linear-attention layers yet"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("lens does not show layers other than softmax attention yet"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("layers 0-2"), std::string::npos) << e.what();
   }
   Engine e(small_model(), make_cpu_backend());

@@ -112,6 +112,13 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
     LayerTrace& lt = tr.layers[l];
     lt.compact = tr.compact;
     lt.mixer = c.layer(static_cast<int>(l)).mixer;
+    if (lt.mixer == Mixer::ShortConv) {  // only what enters the layer (its convolution reads it back)
+      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
+      for (Tensor* t : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate, &lt.beta,
+                        &lt.decay, &lt.implicit})
+        *t = Tensor{};
+      continue;
+    }
     if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g, A and the memory's snapshots
       const LinearAttnDims& ld = c.linear;
       const int64_t Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
@@ -241,8 +248,8 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
   }
   linear(hin, lw.lin_qkv, Vec(), fresh);  // (n, Ch) q | k | v before the convolution
   mixed.bottomRows(n) = fresh;
-  causal_conv_silu(mixed.data(), mixed.outerStride(), T - p0, Ch, lw.lin_conv.data(), K, p - p0, conv.data(),
-                   conv.outerStride());
+  causal_conv(mixed.data(), mixed.outerStride(), T - p0, Ch, lw.lin_conv.data(), K, p - p0, conv.data(),
+              conv.outerStride(), nullptr, /*silu=*/true);
   linear(hin, lw.lin_z, Vec(), z);  // (n, Hv·dv)
   linear(hin, lw.lin_b, Vec(), b);  // (n, Hv)
   linear(hin, lw.lin_a, Vec(), a);  // (n, Hv)
@@ -306,6 +313,33 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
   linear(att, lw.lin_out, Vec(), y);  // (n, C)
 }
 
+// An LFM2 short-convolution layer (Mixer::ShortConv) for rows [p, T), hin (T − p, C) their
+// normed input: B | C | x = in_proj(h); u = B ⊙ x through the causal depthwise convolution
+// (its K − 1 rows before p from lt.resid again); y = C ⊙ conv(u); out_proj(y) into y_out
+// (T − p, C). Records nothing: there is no attention to record.
+void short_conv_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, int p, int T, const LayerTrace& lt,
+                      Mat& y_out) {
+  const int n = T - p, C = c.n_embd, K = c.short_conv_kernel, p0 = std::max(0, p - (K - 1));
+  auto gated_input = [&](const Mat& h, Mat& bcx, Mat& u) {  // (rows, 3C) → u = B ⊙ x (rows, C)
+    linear(h, lw.sc_in, lw.sc_in_b, bcx);
+    u = bcx.leftCols(C).cwiseProduct(bcx.rightCols(C));
+  };
+  Mat u(T - p0, C), bcx, part;
+  if (p > p0) {  // rows [p0, p): their input again, from the residual stream the trace keeps
+    Mat h0, r0 = Eigen::Map<const Mat>(lt.resid.data.data(), T, C).middleRows(p0, p - p0);
+    norm(c, r0, lw.norm1_w, lw.norm1_b, h0);
+    gated_input(h0, bcx, part);
+    u.topRows(p - p0) = part;
+  }
+  gated_input(hin, bcx, part);  // bcx: the new rows' B | C | x
+  u.bottomRows(n) = part;
+  Mat conv(n, C);
+  causal_conv(u.data(), u.outerStride(), T - p0, C, lw.sc_taps.data(), K, p - p0, conv.data(), conv.outerStride(),
+              lw.sc_taps_b.size() ? lw.sc_taps_b.data() : nullptr, /*silu=*/false);
+  const Mat y = bcx.middleCols(C, C).cwiseProduct(conv);  // (n, C) C ⊙ conv(B ⊙ x)
+  linear(y, lw.sc_out, lw.sc_out_b, y_out);
+}
+
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -319,7 +353,7 @@ class CpuBackend : public Backend {
     const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());  // rows the summaries hold
     // Every row again when a mean ablation needs it, or when longrope's factors change with T.
     if (c.any_linear() && !ablation_.empty())
-      throw Error("head ablation does not cover linear-attention layers yet; this " + c.model_type +
+      throw Error("head ablation does not cover layers other than softmax attention yet; this " + c.model_type +
                       " model has some\n  HINT: run it without --ablate.",
                   ErrorKind::Usage);
     const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
@@ -379,8 +413,9 @@ class CpuBackend : public Backend {
       lt.softcap = spec.softcap;
       lt.window = spec.window;
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
-      if (spec.mixer == Mixer::GatedDeltaNet) {
-        gated_delta_layer(c, lw, hin, p, T, lt, y);
+      if (spec.mixer != Mixer::Softmax) {
+        if (spec.mixer == Mixer::GatedDeltaNet) gated_delta_layer(c, lw, hin, p, T, lt, y);
+        else short_conv_layer(c, lw, hin, p, T, lt, y);
         add_branch(c, lw.post_attn_norm, y, h, x);
         add_mlp(c, lw, x);
         if (control_) {

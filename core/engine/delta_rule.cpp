@@ -6,15 +6,16 @@
 
 namespace attnviz {
 
-void causal_conv_silu(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out,
-                      int64_t ldo) {
+void causal_conv(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out, int64_t ldo,
+                 const float* bias, bool silu) {
   for (int t = r0; t < T; ++t) {
     float* o = out + static_cast<int64_t>(t - r0) * ldo;
     for (int ch = 0; ch < Ch; ++ch) {
       const float* wc = w + static_cast<int64_t>(ch) * K;
       float s = 0.f;
       for (int k = std::max(0, K - 1 - t); k < K; ++k) s += wc[k] * x[static_cast<int64_t>(t - (K - 1) + k) * ldx + ch];
-      o[ch] = s / (1.f + std::exp(-s));  // silu
+      if (bias) s += bias[ch];
+      o[ch] = silu ? s / (1.f + std::exp(-s)) : s;
     }
   }
 }

@@ -18,11 +18,12 @@ namespace attnviz {
 // an edit at row p replays at most this many rows before it.
 constexpr int kStateEvery = 256;
 
-// out[t − r0, ch] = silu(Σ_k w[ch·K + k] · x[t − (K−1) + k, ch]) for rows t of [r0, T), with
-// rows before 0 read as zero. x (T, Ch) and out (T − r0, Ch), rows ldx / ldo floats apart;
-// w (Ch, K).
-void causal_conv_silu(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out,
-                      int64_t ldo);
+// out[t − r0, ch] = act(Σ_k w[ch·K + k] · x[t − (K−1) + k, ch] + bias[ch]) for rows t of
+// [r0, T), with rows before 0 read as zero; act is SiLU (Qwen3.5's convolution) or nothing
+// (LFM2's), bias null for none. x (T, Ch) and out (T − r0, Ch), rows ldx / ldo floats
+// apart; w (Ch, K). Also LFM2's short convolution (Mixer::ShortConv).
+void causal_conv(const float* x, int64_t ldx, int T, int Ch, const float* w, int K, int r0, float* out, int64_t ldo,
+                 const float* bias, bool silu);
 
 // x (n) scaled to unit length, as Hugging Face's l2norm: x · (Σx² + 1e-6)^−½, then × `scale`.
 void l2_normalize(float* x, int n, float scale = 1.f);

@@ -110,9 +110,10 @@ struct LayerTrace {
   bool compact = false;
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked; }
-  // capped only where soft-capped; no (T, T) softmax stage in a linear layer
+  // capped only where soft-capped; no (T, T) softmax stage in a linear layer, no stage at all
+  // in a convolution layer
   bool has(Stage s) const {
-    return (s != Stage::Capped || softcap > 0) && (mixer == Mixer::Softmax || !matrix(s));
+    return (s != Stage::Capped || softcap > 0) && (mixer == Mixer::Softmax || (mixer == Mixer::GatedDeltaNet && !matrix(s)));
   }
   bool masked_at(int64_t i, int64_t j) const { return attention_masked(i, j, window); }
   static bool matrix(Stage s) { return s == Stage::Scores || s == Stage::Probs || derived(s); }  // (T, T) per head

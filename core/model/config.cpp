@@ -290,7 +290,7 @@ bool is_decoder_family(const std::string& t) {
 std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"qwen3_5_text\", \"gemma3\" and \"qwen3_5\" (with a text_config)";
+  return s + ", \"qwen3_5_text\", \"lfm2\", \"gemma3\" and \"qwen3_5\" (with a text_config)";
 }
 
 }  // namespace
@@ -377,6 +377,8 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     parse_decoder(j, where, c);
   } else if (c.model_type == "qwen3_5_text") {
     parse_qwen35_text(j, where, c);
+  } else if (c.model_type == "lfm2") {
+    parse_lfm2(j, where, c);
   } else {
     throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) + "\"\n  HINT: attnviz reads model_type " +
                 known_types() + ".");
@@ -457,12 +459,16 @@ std::string ModelConfig::features() const {
   if (mlp == MlpKind::GeGLU) f.push_back("GeGLU");
   if (fused_qkv) f.push_back("fused qkv");
   if (rotary_dim) f.push_back("RoPE on " + std::to_string(rotary_dim) + " of " + std::to_string(head_size) + " dims");
-  if (any_linear())
+  if (linear.v_heads)
     f.push_back("gated delta rule (linear attention) on layers " +
                 layer_list(n_layer, [&](int l) { return layer(l).mixer == Mixer::GatedDeltaNet; }) + ", " +
                 std::to_string(linear.v_heads) + " value heads of " + std::to_string(linear.k_dim) + "x" +
                 std::to_string(linear.v_dim));
   if (attn_gate) f.push_back("output gate on attention");
+  if (short_conv_kernel)
+    f.push_back("gated short convolution (" + std::to_string(short_conv_kernel) + " taps" +
+                (short_conv_bias ? ", biases" : "") + ") on layers " +
+                layer_list(n_layer, [&](int l) { return layer(l).mixer == Mixer::ShortConv; }));
   if (rope_scaling.type == "longrope") f.push_back("longrope x" + num(rope_scaling.mscale));
   const int L = n_layer;
   std::map<int, std::string> windows;  // W -> layers
@@ -514,9 +520,10 @@ bool rope_changes(const ModelConfig& c, int T_old, int T) {
 void ModelConfig::require_softmax_only(const std::string& what) const {
   if (!any_linear()) return;
   const std::string ls = layer_list(n_layer, [&](int l) { return layer(l).mixer != Mixer::Softmax; });
-  throw Error(what + " does not show linear-attention layers yet, and this " + model_type + " model's layers " + ls +
-                  " are (gated delta rule)\n  HINT: `attnviz-cli dump` records every layer of it (a linear layer's "
-                  "implicit attention matrix too), and `eval`, `bench`, `info` and `tokenize` run it.",
+  throw Error(what + " does not show layers other than softmax attention yet, and this " + model_type + " model's layers " +
+                  ls + " are " + (linear.v_heads ? "linear attention (gated delta rule)" : "short convolutions") +
+                  "\n  HINT: `attnviz-cli dump` records every layer of it (a linear layer's implicit attention matrix "
+                  "too), and `eval`, `bench`, `info` and `tokenize` run it.",
               ErrorKind::Usage);
 }
 ParamCounts parameter_counts(const ModelConfig& c) {
@@ -539,20 +546,27 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   // A gated-delta-rule layer: in_proj_qkv, in_proj_z, in_proj_b and _a, the convolution,
   // dt_bias and A_log, the gated norm, out_proj.
   const LinearAttnDims& ld = c.linear;
-  const int64_t linear = c.any_linear() ? add(add(add(mul({C, ld.conv_channels()}), mul({C, ld.value_width()})),
+  const int64_t linear = c.linear.v_heads ? add(add(add(mul({C, ld.conv_channels()}), mul({C, ld.value_width()})),
                                                   add(mul({2, C, ld.v_heads}), mul({ld.conv_channels(), ld.conv_kernel}))),
                                               add(add(2 * int64_t{ld.v_heads}, ld.v_dim), mul({ld.value_width(), C})))
                                         : 0;
-  int64_t n_linear = 0;
-  for (int l = 0; l < L; ++l) n_linear += c.layer(l).mixer == Mixer::GatedDeltaNet;
-  p.attention = add(mul({L - n_linear, attn}), mul({n_linear, linear}));
+  // An LFM2 convolution layer: in_proj (3C), the taps, out_proj (+ their biases).
+  const int64_t conv = c.short_conv_kernel ? add(add(mul({4, C, C}), mul({C, c.short_conv_kernel})),
+                                                 c.short_conv_bias ? 5 * C : 0)
+                                           : 0;
+  int64_t n_linear = 0, n_conv = 0;
+  for (int l = 0; l < L; ++l) {
+    n_linear += c.layer(l).mixer == Mixer::GatedDeltaNet;
+    n_conv += c.layer(l).mixer == Mixer::ShortConv;
+  }
+  p.attention = add(add(mul({L - n_linear - n_conv, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
   int64_t mlp = gpt2 ? mul({2, C, I}) : mul({3, C, I});  // gpt2 c_fc + c_proj; llama gate + up + down
   if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
   p.mlp = mul({L, mlp});
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
   const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
   p.norms = mul({add(mul({block_norms, L}), 1), norm});
-  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L - n_linear, 2, c.head_size}));
+  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L - n_linear - n_conv, 2, c.head_size}));
   if (c.qk_norm == QkNorm::Whole) p.norms = add(p.norms, mul({L, add(Hd, KVd)}));
   p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
   int64_t total = 0;
@@ -634,6 +648,18 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   if (t == "smollm3") {
     j["no_rope_layers"] = nlohmann::json::array();
     for (int l = 0; l < c.n_layer; ++l) j["no_rope_layers"].push_back(c.layer(l).rope ? 1 : 0);
+  }
+  if (t == "lfm2") {  // LFM2: layer kinds, the convolution, the MLP width as is
+    j["architectures"] = {"Lfm2ForCausalLM"};
+    j["norm_eps"] = c.norm_eps;
+    j["conv_L_cache"] = c.short_conv_kernel;
+    j["conv_bias"] = c.short_conv_bias;
+    j["block_auto_adjust_ff_dim"] = false;
+    j["block_ff_dim"] = c.n_inner;
+    j["layer_types"] = nlohmann::json::array();
+    for (int l = 0; l < c.n_layer; ++l)
+      j["layer_types"].push_back(c.layer(l).mixer == Mixer::ShortConv ? "conv" : "full_attention");
+    return j;
   }
   if (t == "qwen3_5_text") {  // Qwen3.5: layer kinds, the linear layers' sizes, partial RoPE
     j["architectures"] = {"Qwen3_5ForCausalLM"};

@@ -45,7 +45,9 @@ struct RopeScaling {
 // What mixes a layer's tokens. Softmax: causal softmax attention over a KV cache (every
 // family so far). GatedDeltaNet: linear attention with a fixed-size memory per head, the
 // gated delta rule (Qwen3.5's linear_attention layers; core/engine/delta_rule.h).
-enum class Mixer { Softmax, GatedDeltaNet };
+// ShortConv: LFM2's gated short convolution, a causal depthwise convolution of a few taps
+// between two input-dependent gates (no attention weights at all).
+enum class Mixer { Softmax, GatedDeltaNet, ShortConv };
 
 // The sizes of a model's gated-delta-rule layers (Qwen3.5's linear_* keys): Hk key heads
 // and Hv value heads (Hv a multiple of Hk: value head j reads key head j / (Hv / Hk)) of
@@ -104,13 +106,15 @@ struct ModelConfig {
   std::vector<std::string> notes;      // what loading decided that the user should know
   bool attn_gate = false;              // Qwen3.5: q_proj also gives a per-head output gate, out ⊙ σ(gate)
   LinearAttnDims linear;               // the gated-delta-rule layers' sizes (layer_specs say which layers)
+  int short_conv_kernel = 0;           // LFM2: the short convolution's taps (conv_L_cache)
+  bool short_conv_bias = false;        // LFM2: its in_proj, conv and out_proj have biases (conv_bias)
 
   // Layer l's attention: layer_specs[l], or llama's (global, RoPE with rope_theta and
   // rope_scaling, scale 1/√d) and gpt2's (no RoPE) when the config has none.
   LayerSpec layer(int l) const;
   int rotary() const { return rotary_dim ? rotary_dim : head_size; }
   bool any_local() const;    // some layer has a window
-  bool any_linear() const;   // some layer's mixer is not softmax attention (Qwen3.5's linear layers)
+  bool any_linear() const;   // some layer's mixer is not softmax attention (Qwen3.5's linear layers, LFM2's convolutions)
   // "3 linear attention layers (0-2)": what `what` (a command or panel) cannot show yet, as
   // an Error naming it and the layers, for models with linear layers; nothing otherwise.
   void require_softmax_only(const std::string& what) const;

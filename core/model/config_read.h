@@ -26,5 +26,8 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
 // Qwen3.5's text model ("qwen3_5_text"), core/model/qwen35.cpp: full-attention layers with
 // an output gate and partial RoPE between gated-delta-rule (linear attention) layers.
 void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelConfig& c);
+// Liquid AI's LFM2 ("lfm2"), core/model/lfm2.cpp: gated short convolutions between
+// softmax-attention layers with per-head QK-norm.
+void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& c);
 
 }  // namespace attnviz

@@ -62,7 +62,7 @@ void each_matrix(ModelWeights& w, F f) {
   f(w.lm_head, true);
   for (auto& l : w.layers)
     for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_b,
-                      &l.lin_a, &l.lin_out})
+                      &l.lin_a, &l.lin_out, &l.sc_in, &l.sc_out})
       f(*m, false);
 }
 }  // namespace
@@ -98,6 +98,7 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     add_w(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
     add_w(l.w_gate), add_w(l.lin_qkv), add_w(l.lin_z), add_w(l.lin_b), add_w(l.lin_a), add(l.lin_conv);
     add(l.lin_dt_bias), add(l.lin_a_log), add(l.lin_norm), add_w(l.lin_out);
+    add_w(l.sc_in), add(l.sc_in_b), add(l.sc_taps), add(l.sc_taps_b), add_w(l.sc_out), add(l.sc_out_b);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
   return out;
@@ -221,6 +222,12 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
       (t.slot == Slot::LinALog ? l->lin_a_log : l->lin_dt_bias) = std::move(v);
       break;
     case Slot::LinNorm: l->lin_norm = std::move(v); break;
+    case Slot::ConvIn: l->sc_in = std::move(m); break;
+    case Slot::ConvInBias: l->sc_in_b = std::move(v); break;
+    case Slot::ConvTaps: l->sc_taps = std::move(v); break;
+    case Slot::ConvTapsBias: l->sc_taps_b = std::move(v); break;
+    case Slot::ConvOut: l->sc_out = std::move(m); break;
+    case Slot::ConvOutBias: l->sc_out_b = std::move(v); break;
   }
 }
 
@@ -230,6 +237,7 @@ bool slot_is_norm(Slot s) {
 }
 
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {
+  if (c.model_type == "lfm2") return lfm2_tensors(c, prefix, lm_head);
   const int64_t C = c.n_embd, I = c.n_inner, d = c.head_size, Hd = c.n_head * d, KVd = c.n_kv_head * d;
   std::vector<DecoderTensor> out;
   out.push_back({prefix + "embed_tokens.weight", {c.vocab_size, C}, -1, Slot::TokEmb});

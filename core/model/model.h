@@ -80,6 +80,14 @@ struct LayerWeights {
   Vec lin_a_log;         // (Hv)
   Vec lin_norm;          // (dv) the gated RMSNorm's weight, as applied (no 1 + w)
   Weight lin_out;        // (Hv*dv, C) out_proj
+
+  // An LFM2 short-convolution layer (Mixer::ShortConv; K taps); empty elsewhere.
+  Weight sc_in;          // (C, 3C) in_proj: B | C | x
+  Vec sc_in_b;           // (3C) or empty
+  Vec sc_taps;           // (C·K) conv.weight (C, 1, K), tap k of channel ch at ch·K + k
+  Vec sc_taps_b;         // (C) or empty
+  Weight sc_out;         // (C, C) out_proj
+  Vec sc_out_b;          // (C) or empty
 };
 
 struct ModelWeights {
@@ -170,6 +178,7 @@ enum class Slot {
   QNorm, KNorm, PostAttnNorm, Norm2, Wfc, Wup, WgateUp, Wdown, PostMlpNorm,  // WgateUp: phi3's gate | up
   WqGate,                                              // Qwen3.5's q_proj: per head q (d rows) | gate (d rows)
   LinQkv, LinZ, LinB, LinA, LinConv, LinDtBias, LinALog, LinNorm, LinOut,  // a gated-delta-rule layer's
+  ConvIn, ConvInBias, ConvTaps, ConvTapsBias, ConvOut, ConvOutBias,       // an LFM2 short convolution's
 };
 // One tensor of a checkpoint: its Hugging Face name, its shape as stored (nn.Linear (out, in)),
 // its layer (−1: the model's) and slot. The loader and the random-model writer both read
@@ -187,6 +196,8 @@ bool slot_is_norm(Slot s);
 // lm_head.
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix = "model.",
                                            const std::string& lm_head = "lm_head.weight");
+// LFM2's list (core/model/lfm2.cpp), which decoder_tensors returns for model_type "lfm2".
+std::vector<DecoderTensor> lfm2_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head);
 
 // Puts a decoder tensor, once read, where `t.slot` says: a vector (norm weights already as
 // applied, biases) or a matrix in attnviz's layout (embeddings (V, C) as stored; linears

@@ -58,6 +58,14 @@ struct ConfigPreset {
   const char* base = nullptr;
 };
 constexpr ConfigPreset kConfigPresets[] = {
+    // LFM2-350M (the published config.json; its MLP: 2/3 of 6656 rounded up to 256s, 4608).
+    {"lfm2-350m", R"({"model_type": "lfm2", "vocab_size": 65536, "hidden_size": 1024, "intermediate_size": 6656,
+      "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 8, "norm_eps": 1e-5,
+      "conv_L_cache": 3, "conv_bias": false, "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": 1.0,
+      "block_multiple_of": 256, "max_position_embeddings": 128000, "rope_theta": 1000000, "tie_embedding": true,
+      "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
+                      "full_attention", "conv", "full_attention", "conv", "full_attention", "conv", "full_attention",
+                      "conv"]})"},
     // Qwen3.5's text model (the published config.json's text_config).
     {"qwen3.5-0.8b", R"({"model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 1024,
       "intermediate_size": 3584, "num_hidden_layers": 24, "num_attention_heads": 8, "num_key_value_heads": 2,
@@ -242,6 +250,10 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
         case Slot::LinALog: sd = 0.5f, mean = 1.f; break;  // A = e^{A_log} around e: memory fades at a few % a token
         case Slot::LinDtBias: sd = 0.5f; break;
         case Slot::LinNorm: sd = 0.1f, mean = 1.f; break;  // the gated norm's weight, no (1 + w)
+        case Slot::ConvIn: sd = 1.5f * s_in; break;
+        case Slot::ConvOut: sd = s_in; break;
+        case Slot::ConvTaps: sd = 0.5f; break;
+        case Slot::ConvInBias: case Slot::ConvTapsBias: case Slot::ConvOutBias: sd = 0.1f; break;
         default:
           if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
           break;

@@ -325,7 +325,8 @@ def main():
     small = ["--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "96"]
     for name, preset, extra in (("tiny", "tiny", []), ("tiny-gpt2", "tiny-gpt2", []),
                                 ("small-phi3", "phi4-mini", small), ("small-gemma3", "gemma3-270m", small),
-                                ("small-qwen35", "qwen3.5-0.8b", small[:1] + ["4"] + small[2:])):
+                                ("small-qwen35", "qwen3.5-0.8b", small[:1] + ["4"] + small[2:]),
+                                ("small-lfm2", "lfm2-350m", small[:1] + ["4"] + small[2:])):
         path = os.path.join(a.workdir, "base-" + name)
         subprocess.run([a.cli, "random", "--preset", preset, "--seed", "1", "--out", path] + extra, check=True,
                        stderr=subprocess.DEVNULL)

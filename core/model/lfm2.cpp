@@ -1,0 +1,153 @@
+// Liquid AI's LFM2 (model_type "lfm2"): the keys of config.json and the tensor names of
+// Hugging Face's Lfm2ForCausalLM.
+//
+// Most layers (layer_types "conv", or every layer not in full_attn_idxs) are gated short
+// convolutions: in_proj gives B | C | x (C columns each), u = B ⊙ x runs through a causal
+// depthwise convolution of conv_L_cache taps, y = C ⊙ conv(u), then out_proj; no activation.
+// The others are softmax attention with a per-head RMSNorm of q and k (q_layernorm,
+// k_layernorm), RoPE over the whole head and an out_proj. Every RMSNorm weight acts as w
+// (not 1 + w), with norm_eps; the last norm is named embedding_norm; the MLP (w1, w3, w2) is
+// SwiGLU of a width derived from block_ff_dim / intermediate_size.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/limits.h"
+#include "core/model/config.h"
+#include "core/model/config_read.h"
+#include "core/model/model.h"
+
+namespace attnviz {
+
+void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+  c.arch = Arch::Llama;
+  c.vocab_size = get_int(j, "vocab_size", where);
+  c.n_layer = checked_layers(get_int(j, "num_hidden_layers", where), where + ": \"num_hidden_layers\"");
+  c.n_embd = get_int(j, "hidden_size", where);
+  c.n_head = get_int(j, "num_attention_heads", where);
+  c.n_kv_head = get_int(j, "num_key_value_heads", where, 8);
+  c.n_ctx = get_int(j, "max_position_embeddings", where, 128000);
+  c.norm_eps = get_float(j, "norm_eps", 1e-5f, where, true);
+  // Liquid's own key first (tie_embedding), then Hugging Face's; tied by default.
+  c.tie_embeddings = get_bool(j, "tie_embedding", get_bool(j, "tie_word_embeddings", true, where), where);
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_size = get_int(j, "head_dim", where);
+  } else {
+    if (c.n_embd % c.n_head != 0)
+      throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                  std::to_string(c.n_head));
+    c.head_size = c.n_embd / c.n_head;
+  }
+  if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
+  if (c.n_head % c.n_kv_head != 0)
+    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of num_key_value_heads " +
+                std::to_string(c.n_kv_head));
+  checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
+  checked_dim(3, c.n_embd, where + ": the convolution's in_proj width 3 x hidden_size");
+  c.qk_norm = QkNorm::PerHead;
+  c.short_conv_kernel = get_int(j, "conv_L_cache", where, 3);
+  if (c.short_conv_kernel > 64)
+    throw Error(where + ": conv_L_cache " + std::to_string(c.short_conv_kernel) + " is more than 64 taps");
+  c.short_conv_bias = get_bool(j, "conv_bias", false, where);
+
+  // The MLP's width: block_ff_dim (or intermediate_size), × 2/3 when auto-adjusted, then ×
+  // block_ffn_dim_multiplier rounded up to a multiple of block_multiple_of.
+  int64_t ff = j.contains("block_ff_dim") && !j["block_ff_dim"].is_null() ? get_int(j, "block_ff_dim", where)
+                                                                           : get_int(j, "intermediate_size", where, 12288);
+  if (get_bool(j, "block_auto_adjust_ff_dim", true, where)) {
+    ff = 2 * ff / 3;
+    if (j.contains("block_ffn_dim_multiplier") && j["block_ffn_dim_multiplier"].is_null()) {
+      // no multiplier: no rounding either
+    } else {
+      const double mult = get_float(j, "block_ffn_dim_multiplier", 1.f, where, true);
+      const int64_t m = get_int(j, "block_multiple_of", where, 256);
+      ff = static_cast<int64_t>(mult * static_cast<double>(ff));
+      ff = m * ((ff + m - 1) / m);
+    }
+  }
+  if (ff <= 0 || ff > kMaxDim)
+    throw Error(where + ": the feed-forward width derived from block_ff_dim / intermediate_size is " + std::to_string(ff) +
+                ", outside 1 … " + std::to_string(kMaxDim));
+  c.n_inner = static_cast<int>(ff);
+
+  // RoPE base: rope_parameters' rope_theta, else rope_theta (1e6 by default).
+  c.rope_theta = get_float(j, "rope_theta", 1e6f, where, true);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null())
+    parse_rope_scaling(j["rope_parameters"], where + ": rope_parameters", j, c.head_size, c.rope_scaling, &c.rope_theta);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    parse_rope_scaling(j["rope_scaling"], where + ": rope_scaling", j, c.head_size, c.rope_scaling, nullptr);
+
+  // Which layers are attention: layer_types, else full_attn_idxs, else all.
+  const int L = c.n_layer;
+  std::vector<bool> conv(static_cast<size_t>(L), false);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const nlohmann::json& lt = j["layer_types"];
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
+      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
+                  json_excerpt(lt));
+    for (int l = 0; l < L; ++l) {
+      const nlohmann::json& e = lt[static_cast<size_t>(l)];
+      const std::string name = e.is_string() ? e.get<std::string>() : "";
+      if (name != "conv" && name != "full_attention")
+        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
+                    "\n  HINT: LFM2's layers are \"conv\" or \"full_attention\".");
+      conv[static_cast<size_t>(l)] = name == "conv";
+    }
+  } else if (j.contains("full_attn_idxs") && !j["full_attn_idxs"].is_null()) {
+    const nlohmann::json& idx = j["full_attn_idxs"];
+    if (!idx.is_array() || idx.size() > static_cast<size_t>(L))
+      throw Error(where + ": \"full_attn_idxs\" must list at most " + std::to_string(L) + " layer indices, found " +
+                  json_excerpt(idx));
+    conv.assign(static_cast<size_t>(L), true);
+    for (const nlohmann::json& e : idx) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= L)
+        throw Error(where + ": full_attn_idxs holds " + json_excerpt(e) + "; layer indices 0 … " + std::to_string(L - 1) +
+                    " expected");
+      conv[static_cast<size_t>(e.get<int64_t>())] = false;
+    }
+  }
+  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0, std::vector<bool>(static_cast<size_t>(L), true),
+                  c.rope_theta, c.rope_scaling, 1.f / std::sqrt(static_cast<float>(c.head_size)), 0.f, /*always=*/true);
+  for (int l = 0; l < L; ++l)
+    if (conv[static_cast<size_t>(l)]) {
+      c.layer_specs[static_cast<size_t>(l)].mixer = Mixer::ShortConv;
+      c.layer_specs[static_cast<size_t>(l)].rope = false;
+    }
+}
+
+std::vector<DecoderTensor> lfm2_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {
+  const int64_t C = c.n_embd, I = c.n_inner, d = c.head_size, Hd = c.n_head * d, KVd = c.n_kv_head * d;
+  std::vector<DecoderTensor> out;
+  out.push_back({prefix + "embed_tokens.weight", {c.vocab_size, C}, -1, Slot::TokEmb});
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = prefix + "layers." + std::to_string(i) + ".";
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, Slot slot) {
+      out.push_back({p + name, std::move(shape), i, slot});
+    };
+    add("operator_norm.weight", {C}, Slot::Norm1);
+    if (c.layer(i).mixer == Mixer::ShortConv) {
+      add("conv.in_proj.weight", {3 * C, C}, Slot::ConvIn);
+      if (c.short_conv_bias) add("conv.in_proj.bias", {3 * C}, Slot::ConvInBias);
+      add("conv.conv.weight", {C, 1, c.short_conv_kernel}, Slot::ConvTaps);
+      if (c.short_conv_bias) add("conv.conv.bias", {C}, Slot::ConvTapsBias);
+      add("conv.out_proj.weight", {C, C}, Slot::ConvOut);
+      if (c.short_conv_bias) add("conv.out_proj.bias", {C}, Slot::ConvOutBias);
+    } else {
+      add("self_attn.q_proj.weight", {Hd, C}, Slot::Wq);
+      add("self_attn.k_proj.weight", {KVd, C}, Slot::Wk);
+      add("self_attn.v_proj.weight", {KVd, C}, Slot::Wv);
+      add("self_attn.q_layernorm.weight", {d}, Slot::QNorm);
+      add("self_attn.k_layernorm.weight", {d}, Slot::KNorm);
+      add("self_attn.out_proj.weight", {C, Hd}, Slot::Wo);
+    }
+    add("ffn_norm.weight", {C}, Slot::Norm2);
+    add("feed_forward.w1.weight", {I, C}, Slot::Wfc);
+    add("feed_forward.w3.weight", {I, C}, Slot::Wup);
+    add("feed_forward.w2.weight", {C, I}, Slot::Wdown);
+  }
+  out.push_back({prefix + "embedding_norm.weight", {C}, -1, Slot::NormF});
+  if (!c.tie_embeddings) out.push_back({lm_head, {c.vocab_size, C}, -1, Slot::LmHead});
+  return out;
+}
+
+}  // namespace attnviz
