@@ -27,6 +27,7 @@ volatile float g_sink = 0;
 void sink_float(float x) { g_sink = g_sink + x; }
 
 double median(std::vector<double> v) {
+  if (v.empty()) return NAN;  // nothing timed (JSON null)
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -134,8 +135,11 @@ void run_bench(const BenchOptions& o, Io& io) {
   // compact (read in place otherwise), one head after another.
   std::vector<double> head;
   std::vector<float> scratch;
-  for (int r = 0; r < o.reps; ++r) {
-    const LayerTrace& lt = engine.trace().layers[static_cast<size_t>(r % c.n_layer)];
+  std::vector<size_t> softmax_layers;  // a hybrid model's other layers have no softmax
+  for (size_t l = 0; l < engine.trace().layers.size(); ++l)
+    if (engine.trace().layers[l].has(Stage::Probs)) softmax_layers.push_back(l);
+  for (int r = 0; r < o.reps && !softmax_layers.empty(); ++r) {
+    const LayerTrace& lt = engine.trace().layers[softmax_layers[static_cast<size_t>(r) % softmax_layers.size()]];
     const auto t0 = clock::now();
     const float* p = lt.head_values(Stage::Probs, (r + 1) % c.n_head, scratch);
     head.push_back(ms(clock::now() - t0));

@@ -242,3 +242,39 @@ TEST_F(Cli, HeadsImportanceGivesAnLByHGridPerMode) {
 
 }  // namespace
 }  // namespace attnviz
+
+namespace attnviz {
+namespace {
+
+// bench and eval on hybrid models (Qwen3.5's linear layers, LFM2's convolutions): bench times
+// a head of its softmax layers only (it read every layer's softmax, and a linear layer has
+// none), eval runs; dump writes each layer kind's own tensors.
+TEST(CliHybrid, BenchEvalAndDumpRunOnEveryLayerKind) {
+  const std::string dir = test::temp_dir("cli-hybrid");
+  for (const char* preset : {"qwen3.5-0.8b", "lfm2-350m"}) {
+    const std::string m = dir + "/" + preset;
+    ASSERT_EQ(test::cli({"random", "--preset", preset, "--layers", "4", "--embd", "32", "--heads", "4", "--kv-heads", "2",
+                         "--vocab", "100", "--context", "64", "--out", m})
+                  .code,
+              0);
+    const auto b = test::cli({"bench", "--model", m, "--length", "20", "--reps", "2", "--json"});
+    ASSERT_EQ(b.code, 0) << preset << ": " << b.err;
+    const auto j = nlohmann::json::parse(b.out);
+    EXPECT_GT(j["median_ms"].get<double>(), 0) << preset;
+    EXPECT_TRUE(j["head_median_ms"].is_number()) << preset << ": its softmax layers' heads are timed";
+    test::write_bytes(dir + "/t.txt", "the cat sat on the mat and the dog sat on the cat");
+    const auto e = test::cli({"eval", "--model", m, "--text-file", dir + "/t.txt", "--json"});
+    ASSERT_EQ(e.code, 0) << preset << ": " << e.err;
+    EXPECT_TRUE(std::isfinite(nlohmann::json::parse(e.out)["loss_nats"].get<double>())) << preset;
+    const std::string out = dir + "/d.safetensors";
+    ASSERT_EQ(test::cli({"dump", "--model", m, "--tokens", "1,2,3,4", "--out", out}).code, 0) << preset;
+    const SafetensorsFile f = SafetensorsFile::open(out);
+    const bool qwen = std::string(preset) == "qwen3.5-0.8b";
+    EXPECT_EQ(f.find("layers.0.implicit") != nullptr, qwen) << preset;  // layer 0: linear or a convolution
+    EXPECT_EQ(f.find("layers.0.q") != nullptr, qwen) << preset;
+    EXPECT_NE(f.find(qwen ? "layers.3.gate" : "layers.2.probs"), nullptr) << preset;
+  }
+}
+
+}  // namespace
+}  // namespace attnviz
