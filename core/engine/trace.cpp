@@ -243,7 +243,8 @@ void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t r
 }  // namespace
 
 const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
-  if (!has(s)) throw Error(std::string("this layer has no ") + stage_name(s) + " stage (it is not softmax attention)");
+  if (mixer != Mixer::Softmax && !has(s))
+    throw Error(std::string("this layer has no ") + stage_name(s) + " stage (it is not softmax attention)");
   if (const Tensor* t = stored(s)) return t->head_dense(h, scratch);
   scratch.resize(static_cast<size_t>(T() * T()));
   matrix_rows(*this, s, h, 0, T(), scratch.data());
