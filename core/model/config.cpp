@@ -110,6 +110,41 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
   }
 }
 
+void read_head_size(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_size = get_int(j, "head_dim", where);
+  } else {
+    if (c.n_embd % c.n_head != 0)
+      throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
+                  std::to_string(c.n_head));
+    c.head_size = c.n_embd / c.n_head;
+  }
+  if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
+  if (c.n_head % c.n_kv_head != 0)
+    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
+                " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_head));
+  checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
+  checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
+}
+
+std::vector<int> read_layer_types(const nlohmann::json& j, int L, const std::string& where,
+                                  const std::vector<std::string>& names, const std::string& hint) {
+  std::vector<int> out;
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return out;
+  const nlohmann::json& lt = j["layer_types"];
+  if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
+    throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
+                json_excerpt(lt));
+  for (int l = 0; l < L; ++l) {
+    const nlohmann::json& e = lt[static_cast<size_t>(l)];
+    const auto at = std::find(names.begin(), names.end(), e.is_string() ? e.get<std::string>() : std::string());
+    if (!e.is_string() || at == names.end())
+      throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) + "\n  HINT: " + hint);
+    out.push_back(static_cast<int>(at - names.begin()));
+  }
+  return out;
+}
+
 namespace {
 
 // A soft-cap: absent or null is none; otherwise a positive finite number.
@@ -140,20 +175,7 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
   c.qkv_bias = attn_bias || t == "qwen2";
   c.o_bias = attn_bias;
   if (get_bool(j, "mlp_bias", false, where)) throw Error(where + ": mlp_bias is not supported yet");
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    c.head_size = get_int(j, "head_dim", where);
-  } else {
-    if (c.n_embd % c.n_head != 0)
-      throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                  std::to_string(c.n_head));
-    c.head_size = c.n_embd / c.n_head;
-  }
-  if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
-  if (c.n_head % c.n_kv_head != 0)
-    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
-                " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_head));
-  checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
-  checked_dim(c.n_kv_head, c.head_size, where + ": key/value width num_key_value_heads x head size");
+  read_head_size(j, where, c);
   const int L = c.n_layer;
 
   // The MLP's activation.
@@ -231,19 +253,10 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
     window = v.get<int64_t>() > kMaxDim ? static_cast<int>(kMaxDim) : static_cast<int>(v.get<int64_t>());
   }
   std::vector<bool> local(static_cast<size_t>(L), false);
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const nlohmann::json& lt = j["layer_types"];
-    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
-      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
-                  json_excerpt(lt));
-    for (int l = 0; l < L; ++l) {
-      const nlohmann::json& e = lt[static_cast<size_t>(l)];
-      const std::string name = e.is_string() ? e.get<std::string>() : "";
-      if (name == "sliding_attention") local[static_cast<size_t>(l)] = true;
-      else if (name != "full_attention")
-        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
-                    "\n  HINT: attnviz reads \"full_attention\" and \"sliding_attention\".");
-    }
+  const std::vector<int> types = read_layer_types(j, L, where, {"full_attention", "sliding_attention"},
+                                                  "attnviz reads \"full_attention\" and \"sliding_attention\".");
+  if (!types.empty()) {
+    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = types[static_cast<size_t>(l)] == 1;
   } else if (t == "gemma2") {
     for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % 2 != 0;  // layer 0 local, 1 global, ...
   } else if (t == "gemma3_text") {

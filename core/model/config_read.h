@@ -5,6 +5,7 @@
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 namespace attnviz {
 
@@ -22,6 +23,15 @@ bool get_bool(const nlohmann::json& j, const char* key, bool fallback, const std
 // into *theta. `top` is the config (longrope reads its context lengths); rot the rotary width.
 void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nlohmann::json& top, int rot,
                         RopeScaling& s, float* theta);
+
+// head_dim, else hidden_size / num_attention_heads (which must divide it): even for RoPE,
+// num_attention_heads a multiple of num_key_value_heads, the widths within kMaxDim. Reads
+// c.n_embd, c.n_head and c.n_kv_head; sets c.head_size.
+void read_head_size(const nlohmann::json& j, const std::string& where, ModelConfig& c);
+// "layer_types" when the config has it: per layer, the index of its name in `names` (an
+// Error naming the entry, with `hint`, for any other); empty when it has none.
+std::vector<int> read_layer_types(const nlohmann::json& j, int L, const std::string& where,
+                                  const std::vector<std::string>& names, const std::string& hint);
 
 // Qwen3.5's text model ("qwen3_5_text"), core/model/qwen35.cpp: full-attention layers with
 // an output gate and partial RoPE between gated-delta-rule (linear attention) layers.

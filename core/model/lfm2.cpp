@@ -30,19 +30,7 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
   c.norm_eps = get_float(j, "norm_eps", 1e-5f, where, true);
   // Liquid's own key first (tie_embedding), then Hugging Face's; tied by default.
   c.tie_embeddings = get_bool(j, "tie_embedding", get_bool(j, "tie_word_embeddings", true, where), where);
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    c.head_size = get_int(j, "head_dim", where);
-  } else {
-    if (c.n_embd % c.n_head != 0)
-      throw Error(where + ": hidden_size " + std::to_string(c.n_embd) + " is not divisible by num_attention_heads " +
-                  std::to_string(c.n_head));
-    c.head_size = c.n_embd / c.n_head;
-  }
-  if (c.head_size % 2 != 0) throw Error(where + ": head size " + std::to_string(c.head_size) + " must be even for RoPE");
-  if (c.n_head % c.n_kv_head != 0)
-    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of num_key_value_heads " +
-                std::to_string(c.n_kv_head));
-  checked_dim(c.n_head, c.head_size, where + ": query width num_attention_heads x head size");
+  read_head_size(j, where, c);
   checked_dim(3, c.n_embd, where + ": the convolution's in_proj width 3 x hidden_size");
   c.qk_norm = QkNorm::PerHead;
   c.short_conv_kernel = get_int(j, "conv_L_cache", where, 3);
@@ -80,19 +68,10 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
   // Which layers are attention: layer_types, else full_attn_idxs, else all.
   const int L = c.n_layer;
   std::vector<bool> conv(static_cast<size_t>(L), false);
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const nlohmann::json& lt = j["layer_types"];
-    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
-      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
-                  json_excerpt(lt));
-    for (int l = 0; l < L; ++l) {
-      const nlohmann::json& e = lt[static_cast<size_t>(l)];
-      const std::string name = e.is_string() ? e.get<std::string>() : "";
-      if (name != "conv" && name != "full_attention")
-        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
-                    "\n  HINT: LFM2's layers are \"conv\" or \"full_attention\".");
-      conv[static_cast<size_t>(l)] = name == "conv";
-    }
+  const std::vector<int> types =
+      read_layer_types(j, L, where, {"full_attention", "conv"}, "LFM2's layers are \"conv\" or \"full_attention\".");
+  if (!types.empty()) {
+    for (int l = 0; l < L; ++l) conv[static_cast<size_t>(l)] = types[static_cast<size_t>(l)] == 1;
   } else if (j.contains("full_attn_idxs") && !j["full_attn_idxs"].is_null()) {
     const nlohmann::json& idx = j["full_attn_idxs"];
     if (!idx.is_array() || idx.size() > static_cast<size_t>(L))

@@ -71,19 +71,10 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
   // Which layers are linear: layer_types, else every layer but each full_attention_interval-th.
   const int L = c.n_layer;
   std::vector<bool> linear(static_cast<size_t>(L));
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const nlohmann::json& lt = j["layer_types"];
-    if (!lt.is_array() || lt.size() != static_cast<size_t>(L))
-      throw Error(where + ": \"layer_types\" must list " + std::to_string(L) + " layer types (num_hidden_layers), found " +
-                  json_excerpt(lt));
-    for (int l = 0; l < L; ++l) {
-      const nlohmann::json& e = lt[static_cast<size_t>(l)];
-      const std::string name = e.is_string() ? e.get<std::string>() : "";
-      if (name != "linear_attention" && name != "full_attention")
-        throw Error(where + ": layer_types[" + std::to_string(l) + "] is " + json_excerpt(e) +
-                    "\n  HINT: Qwen3.5's layers are \"linear_attention\" or \"full_attention\".");
-      linear[static_cast<size_t>(l)] = name == "linear_attention";
-    }
+  const std::vector<int> types = read_layer_types(j, L, where, {"full_attention", "linear_attention"},
+                                                  "Qwen3.5's layers are \"linear_attention\" or \"full_attention\".");
+  if (!types.empty()) {
+    for (int l = 0; l < L; ++l) linear[static_cast<size_t>(l)] = types[static_cast<size_t>(l)] == 1;
   } else {
     const int every = get_int(j, "full_attention_interval", where, 4);
     for (int l = 0; l < L; ++l) linear[static_cast<size_t>(l)] = (l + 1) % every != 0;
