@@ -76,7 +76,6 @@ each of which must make at least one tensor fail. Finally the CLI path runs end 
 against a fake CLI (this script with --fake-cli), a failing one and a silent one.
 """
 
-import json
 import math
 import os
 import sys
@@ -89,8 +88,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity as P  # noqa: E402  (safetensors I/O, comparison rule, report, fake CLI, main)
-from parity import (Report, _f64, _randn, gelu_tanh, read_safetensors, silu, to_dump,  # noqa: E402,F401
-                    write_safetensors)
+from parity import (Report, _f64, _randn, gelu_tanh, loop_rms_norm, read_safetensors, silu,  # noqa: E402,F401
+                    to_dump)
 NEG_INF = float("-inf")
 
 
@@ -241,9 +240,7 @@ class Case:
     tokens: List[int] = field(default_factory=list)
 
     def __post_init__(self):
-        rng = np.random.RandomState(self.seed)
-        self.tokens = [int(t) for t in rng.randint(0, text_config(self.config)["vocab_size"],
-                                                    self.n_tokens)]
+        self.tokens = P.case_tokens(self.seed, text_config(self.config)["vocab_size"], self.n_tokens)
 
 
 def _mistral_window_cases(T=12):
@@ -533,18 +530,12 @@ def on_disk_names(case: Case, weights: Dict[str, np.ndarray]) -> Dict[str, np.nd
 
 
 def write_model_dir(case: Case, model_dir: str, weights: Dict[str, np.ndarray]):
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "config.json"), "w") as f:
-        json.dump(case.config, f, indent=2)
-    write_safetensors(os.path.join(model_dir, "model.safetensors"), on_disk_names(case, weights),
-                      {"format": "pt"})
+    P.write_config_model_dir(model_dir, case.config, on_disk_names(case, weights))
 
 
 def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
     """-> (config, canonical weights); gemma3's vision tensors dropped."""
-    with open(os.path.join(model_dir, "config.json")) as f:
-        cfg = json.load(f)
-    tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    cfg, tensors = P.read_config_model_dir(model_dir)
     if cfg.get("model_type") != "gemma3":
         return cfg, tensors
     out = {}
@@ -561,33 +552,6 @@ def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
 # ---------------------------------------------------------------------------------------------
 # reference (float64, literal loops)
 # ---------------------------------------------------------------------------------------------
-
-def loop_rms_norm(x, w, eps, offset):
-    """x (..., n): every row x / sqrt(mean(x^2) + eps) * (offset + w)."""
-    flat = x.reshape(-1, x.shape[-1])
-    out = torch.empty_like(flat)
-    for r in range(flat.shape[0]):
-        row = flat[r]
-        out[r] = row / math.sqrt(float((row * row).sum()) / row.numel() + eps) * (offset + w)
-    return out.reshape(x.shape)
-
-
-def loop_rope(x, rope: Rope):
-    """x (N,T,d): dims (i, i + rot/2) of each head rotated by angle pos * inv_freq[i], both
-    times attn_factor; dims >= rot pass through."""
-    out = x.clone()
-    N, T, _ = x.shape
-    half = rope.rot // 2
-    for n in range(N):
-        for t in range(T):
-            for i in range(half):
-                ang = t * float(rope.inv_freq[i])
-                c, s = math.cos(ang) * rope.attn_factor, math.sin(ang) * rope.attn_factor
-                a, b = float(x[n, t, i]), float(x[n, t, i + half])
-                out[n, t, i] = a * c - b * s
-                out[n, t, i + half] = b * c + a * s
-    return out
-
 
 def loop_attention(q, k, v, scale, softcap, window) -> Dict[str, torch.Tensor]:
     H, T, _ = q.shape
@@ -647,7 +611,8 @@ def reference_plan(p: Plan, weights, toks: List[int]) -> Dict[str, torch.Tensor]
         if p.qk_norm == "head":
             q, k = norm(q, a + "self_attn.q_norm.weight"), norm(k, a + "self_attn.k_norm.weight")
         if layer.rope is not None:
-            q, k = loop_rope(q, layer.rope), loop_rope(k, layer.rope)
+            r = layer.rope  # dims (i, i + rot/2) rotated, both times attn_factor
+            q, k = (P.loop_rope(x, r.inv_freq, r.rot, factor=r.attn_factor) for x in (q, k))
         att = loop_attention(q, k, v, p.scale, p.attn_softcap, layer.window)
         res.update({f"layers.{l}.{n}": t for n, t in [("q", q), ("k", k), ("v", v)] + list(att.items())})
         merged = torch.cat([att["out"][hh] for hh in range(H)], dim=1)      # (T, H*d)
@@ -764,9 +729,6 @@ def alt_reference(p: Plan, weights, toks) -> Dict[str, np.ndarray]:
 # comparison and the CLI path
 # ---------------------------------------------------------------------------------------------
 
-CLI_BACKEND: Optional[str] = None
-
-
 def context_of(cfg) -> int:
     return int(text_config(cfg)["max_position_embeddings"])
 
@@ -790,45 +752,12 @@ def check_dump(case_name, path, expected, want_meta, report: Report):
         report.add(case_name, "<capped>", False, f"model does not soft-cap, dump has {extra[0]}, ...")
 
 
-def prepare_case(case: Case, workdir: str):
-    model_dir = os.path.join(workdir, case.name)
-    weights = build_weights(case)
-    write_model_dir(case, model_dir, weights)
-    expected = reference(case.config, weights, case.tokens)
-    return model_dir, weights, expected, expected_metadata(case.config)
-
-
 def describe(case: Case) -> str:
     tc = text_config(case.config)
     wins = ",".join("g" if w is None else str(w) for w in case.windows)
     return (f"== {case.name}: {case.config['model_type']}, T={case.n_tokens}, "
             f"layers [{wins}] (W per layer, g = global), rope {''.join('1' if r else '0' for r in case.rope)}, "
             f"H={tc['num_attention_heads']} KV={tc['num_key_value_heads']}")
-
-
-def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: float):
-    model_dir, _, expected, want_meta = prepare_case(case, workdir)
-    if not report.quiet:
-        print(describe(case))
-    out = os.path.join(model_dir, "ours.safetensors")
-    if os.path.exists(out):
-        os.remove(out)
-    cmd = [cli, "dump", "--model", model_dir, "--tokens", ",".join(str(t) for t in case.tokens)]
-    if CLI_BACKEND:
-        cmd += ["--backend", CLI_BACKEND]
-        want_meta = {**want_meta, "backend": CLI_BACKEND}
-    cmd += ["--out", out]
-    P.run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, check_dump)
-
-
-def fake_cli_main(argv: List[str]) -> int:
-    """`arch_parity.py --fake-cli dump --model D --tokens ... [--backend B] --out F`."""
-    a = P.fake_cli_args("arch_parity.py", argv, backend={"default": "python-reference"})
-    cfg, weights = load_model_dir(a.model)
-    toks = [int(t) for t in a.tokens.split(",")]
-    dump = to_dump(reference(cfg, weights, toks))
-    write_safetensors(a.out, dump, {"model": a.model, "backend": a.backend, **expected_metadata(cfg)})
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -989,24 +918,10 @@ def variants(case: Case, plan: Plan) -> List[Tuple[str, Plan]]:
 
 def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
     T = case.n_tokens
-    results = []
-    path = os.path.join(workdir, case.name, "negative.safetensors")
-    meta = {"model": "x", "backend": "test", **want_meta}
-
-    def run(d, m=meta):
-        write_safetensors(path, d, m)
-        rep = Report(quiet=True)
-        check_dump(case.name, path, expected, want_meta, rep)
-        return [n for _, n in rep.failed_items]
+    mut = P.Mutations(dump, expected)
 
     def mutated(name, idx, val=None, rel=None):
-        d = {k: v.copy() for k, v in dump.items()}
-        if rel is not None:
-            scale = np.abs(expected[name][np.isfinite(expected[name])]).max()
-            d[name][idx] += np.float32(rel * scale)
-        else:
-            d[name][idx] = val
-        return d
+        return mut.bump(name, idx, rel) if rel is not None else mut.set(name, idx, val)
 
     last = T - 1
     scen = [("logits +2e-4 rel", mutated("logits", (last, 0), rel=2e-4), ["logits"]),
@@ -1027,55 +942,35 @@ def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
                          [f"layers.{l}.masked"]))
             break
     if plan.attn_softcap:
-        d = {k: v.copy() for k, v in dump.items()}
+        d = mut.copy()
         d.pop("layers.0.capped")
         scen.append(("missing capped", d, ["layers.0.capped"]))
-        d = {k: v.copy() for k, v in dump.items()}
+        d = mut.copy()
         d["layers.0.capped"] = d["layers.0.scaled"].copy()
         scen.append(("capped == scaled", d, ["layers.0.capped"]))
     else:
-        d = {k: v.copy() for k, v in dump.items()}
+        d = mut.copy()
         d["layers.0.capped"] = d["layers.0.scaled"].copy()
         scen.append(("capped present without soft-capping", d, ["<capped>"]))
-    for desc, d, want in scen:
-        got = run(d)
-        results.append((f"negative: {desc}", got == want, f"flagged {got or 'nothing'}"))
-    got = run(dump, {k: v for k, v in meta.items() if k != "block_size"})
-    results.append(("negative: metadata without block_size", got == ["__metadata__"], f"flagged {got}"))
     # misreadings of the architecture: the reference under each must fail somewhere
-    for desc, vplan in variants(case, plan):
-        alt = to_dump(reference_plan_np(vplan, weights, case.tokens))
-        got = run(alt)
-        results.append((f"misreading: {desc}", len(got) > 0,
-                        f"flagged {len(got)}: {', '.join(got[:3])}{' ...' if len(got) > 3 else ''}"))
-    os.remove(path)
-    return results
+    misreadings = ((desc, to_dump(reference_plan_np(vplan, weights, case.tokens)))
+                   for desc, vplan in variants(case, plan))
+    return P.check_negatives(case.name, workdir, dump, expected, want_meta, check_dump, scen, misreadings)
 
 
 def reference_plan_np(p, weights, toks):
     return {k: v.numpy() for k, v in reference_plan(p, weights, toks).items()}
 
 
-def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
-    report = Report()
-    for case in cases:
-        print(describe(case))
-        model_dir, weights, expected, want_meta = prepare_case(case, workdir)
-        plan = make_plan(case.config, case.n_tokens)
-        cfg2, loaded = load_model_dir(model_dir)
-        again = reference(cfg2, loaded, case.tokens)
-        same = (set(loaded) == set(weights) and all(np.array_equal(loaded[k], weights[k]) for k in weights)
-                and all(np.array_equal(again[k], expected[k]) for k in expected))
-        report.add(case.name, "selftest", same, "model dir round-trip (vision tensors ignored)")
-        P.check_selftest_case(case.name, model_dir, expected, want_meta, report,
-                              alt=alt_reference(plan, weights, case.tokens),
-                              sanity=sanity_checks(case, plan, expected, weights),
-                              negatives=lambda dump: negative_checks(case, plan, weights, dump, expected, want_meta,
-                                                                     workdir),
-                              check=check_dump)
+def selftest_parts(case, weights, expected, want_meta, workdir):
+    plan = make_plan(case.config, case.n_tokens)
+    return (alt_reference(plan, weights, case.tokens), sanity_checks(case, plan, expected, weights),
+            lambda dump: negative_checks(case, plan, weights, dump, expected, want_meta, workdir))
 
-    P.check_end_to_end(cases, workdir, report, timeout, os.path.abspath(__file__), run_cli_case)
-    return report
+
+SCRIPT = P.ConfigScript(os.path.abspath(__file__), "attnviz-arch-parity-", build_weights, write_model_dir,
+                        load_model_dir, reference, expected_metadata, describe, lambda case: check_dump,
+                        selftest_parts, lambda case, model_dir, weights: " (vision tensors ignored)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1083,15 +978,7 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
 # ---------------------------------------------------------------------------------------------
 
 def main(argv: List[str]) -> int:
-    if argv[:1] == ["--fake-cli"]:
-        return fake_cli_main(argv[1:])
-    args, cases = P.parse_args(argv, __doc__.split("\n")[0], CASES, lambda c: describe(c)[3:])
-    if args is None:
-        return 0
-    global CLI_BACKEND
-    CLI_BACKEND = args.backend
-    return P.drive(args, cases, "attnviz-arch-parity-", run_selftest,
-                   lambda *a: P.run_cli_cases(*a, run_one=run_cli_case))
+    return P.config_main(SCRIPT, argv, __doc__, CASES)
 
 
 if __name__ == "__main__":

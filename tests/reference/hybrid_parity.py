@@ -81,7 +81,6 @@ Finally the CLI path runs end to end against a fake CLI (this script with --fake
 failing one and a silent one.
 """
 
-import json
 import math
 import os
 import sys
@@ -94,7 +93,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity as P  # noqa: E402  (safetensors I/O, comparison rule, report, fake CLI, main)
-from parity import Report, _f64, _randn, read_safetensors, to_dump, write_safetensors  # noqa: E402
+from parity import (Report, _f64, _randn, heads_of, loop_causal_attention, loop_rms_norm,  # noqa: E402
+                    loop_rope, read_safetensors, to_dump)
 
 NEG_INF = float("-inf")
 L2_EPS = 1e-6          # the L2 norm of q and k: x * rsqrt(sum(x^2) + 1e-6)
@@ -161,9 +161,7 @@ class Case:
     tokens: List[int] = field(default_factory=list)
 
     def __post_init__(self):
-        rng = np.random.RandomState(self.seed)
-        self.tokens = [int(t) for t in rng.randint(0, text_config(self.config)["vocab_size"],
-                                                    self.n_tokens)]
+        self.tokens = P.case_tokens(self.seed, text_config(self.config)["vocab_size"], self.n_tokens)
 
 
 CASES = [
@@ -348,18 +346,12 @@ def on_disk_names(case: Case, weights: Dict[str, np.ndarray]) -> Dict[str, np.nd
 
 
 def write_model_dir(case: Case, model_dir: str, weights: Dict[str, np.ndarray]):
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "config.json"), "w") as f:
-        json.dump(case.config, f, indent=2)
-    write_safetensors(os.path.join(model_dir, "model.safetensors"), on_disk_names(case, weights),
-                      {"format": "pt"})
+    P.write_config_model_dir(model_dir, case.config, on_disk_names(case, weights))
 
 
 def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
     """-> (config, canonical weights); vision and mtp tensors dropped."""
-    with open(os.path.join(model_dir, "config.json")) as f:
-        cfg = json.load(f)
-    tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    cfg, tensors = P.read_config_model_dir(model_dir)
     out = {}
     for k, v in tensors.items():
         if k.startswith("model.language_model."):
@@ -387,39 +379,6 @@ def softplus_s(x: float) -> float:
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
-def loop_rms_norm(x, w, eps, offset):
-    """x (..., n): every row x / sqrt(mean(x^2) + eps) * (offset + w)."""
-    flat = x.reshape(-1, x.shape[-1])
-    out = torch.empty_like(flat)
-    for r in range(flat.shape[0]):
-        row = flat[r]
-        out[r] = row / math.sqrt(float((row * row).sum()) / row.numel() + eps) * (offset + w)
-    return out.reshape(x.shape)
-
-
-def loop_rope(x, rope: Rope):
-    """x (N,T,d): position t rotates pair i of the first rot dims by t * inv_freq[i]
-    (pairs (i, i + rot/2), or (2i, 2i+1) for the misreading); dims >= rot pass through."""
-    out = x.clone()
-    N, T, _ = x.shape
-    half = rope.rot // 2
-    for n in range(N):
-        for t in range(T):
-            for i in range(half):
-                ang = t * float(rope.inv_freq[i])
-                c, s = math.cos(ang), math.sin(ang)
-                ia, ib = (i, i + half) if rope.pairs == "half" else (2 * i, 2 * i + 1)
-                a, b = float(x[n, t, ia]), float(x[n, t, ib])
-                out[n, t, ia] = a * c - b * s
-                out[n, t, ib] = b * c + a * s
-    return out
-
-
-def heads_of(y, n, width):
-    """(T, n*width) -> (n, T, width)."""
-    return torch.stack([y[:, h * width:(h + 1) * width] for h in range(n)])
-
-
 def loop_full(p: Plan, W, a: str, h, rope_on=True) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     T, H, KV, d = h.shape[0], p.H, p.KV, p.d
     qg = h @ W[a + "q_proj.weight"].T                                     # (T, H*2d)
@@ -438,26 +397,13 @@ def loop_full(p: Plan, W, a: str, h, rope_on=True) -> Tuple[torch.Tensor, Dict[s
     q = loop_rms_norm(q, W[a + "q_norm.weight"], p.eps, p.norm_offset)
     k = loop_rms_norm(k, W[a + "k_norm.weight"], p.eps, p.norm_offset)
     if rope_on:
-        q, k = loop_rope(q, p.rope), loop_rope(k, p.rope)
+        r = p.rope
+        q, k = loop_rope(q, r.inv_freq, r.rot, r.pairs), loop_rope(k, r.inv_freq, r.rot, r.pairs)
     group = H // KV
-    scale = d ** -0.5
-    res = {n: torch.zeros(H, T, T, dtype=torch.float64) for n in ("scores", "scaled", "masked", "probs")}
-    out = torch.zeros(H, T, d, dtype=torch.float64)
+    res, out = loop_causal_attention(q, k, v, d ** -0.5, lambda hh: hh // group)
     sig = torch.zeros(H, T, d, dtype=torch.float64)
     for hh in range(H):
-        kv = hh // group
         for i in range(T):
-            for j in range(T):
-                sc = float(q[hh, i] @ k[kv, j])
-                res["scores"][hh, i, j] = sc
-                res["scaled"][hh, i, j] = sc * scale
-                res["masked"][hh, i, j] = NEG_INF if j > i else sc * scale
-            m = max(float(res["masked"][hh, i, j]) for j in range(i + 1))
-            e = [math.exp(float(res["masked"][hh, i, j]) - m) for j in range(i + 1)]
-            z = sum(e)
-            for j in range(i + 1):
-                res["probs"][hh, i, j] = e[j] / z
-                out[hh, i] += (e[j] / z) * v[kv, j]
             for c in range(d):
                 sig[hh, i, c] = sigmoid_s(float(gate[hh, i, c]))
     gated = out * sig if p.gate_applied else out
@@ -729,9 +675,6 @@ def alt_reference(p: Plan, weights, toks) -> Dict[str, np.ndarray]:
 # comparison and the CLI path
 # ---------------------------------------------------------------------------------------------
 
-CLI_BACKEND: Optional[str] = None
-
-
 def context_of(cfg) -> int:
     return int(text_config(cfg)["max_position_embeddings"])
 
@@ -764,79 +707,31 @@ def _axes(name: str) -> str:
     return " (t, vocab)" if name == "logits" else ""
 
 
-def _worst(ours: np.ndarray, ref: np.ndarray, name: str = "") -> str:
-    """Where the largest error of a float tensor is, with both values (shapes equal)."""
-    o, r = ours.astype(np.float64), ref.astype(np.float64)
-    bad = np.isnan(o) | (np.isfinite(r) != np.isfinite(o)) | (~np.isfinite(r) & (o != r))
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        return (f"first bad entry at {list(idx)}{_axes(name)}: ours={o[idx]!r} ref={r[idx]!r} "
-                f"({int(bad.sum())} such)")
-    fin = np.isfinite(r)
-    err = np.zeros_like(r)
-    err[fin] = np.abs(o[fin] - r[fin])
-    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
-    return f"worst at {list(idx)}{_axes(name)}: ours={o[idx]:.6g} ref={r[idx]:.6g}"
-
-
 def check_dump(case_name, path, expected, want_meta, report: Report):
     """parity.py's rule, tensor by tensor, with the layer kind and the worst entry in each
     failing line; plus: a full-attention-only tensor (scores, scaled, masked, probs) in a
     linear layer, a linear-only one (beta, decay, implicit) in a full layer, or `capped`
     anywhere, is a failure."""
-    try:
-        ours, meta = read_safetensors(path)
-    except Exception as e:  # missing / unreadable file counts as one failure
-        report.add(case_name, "<dump file>", False, f"cannot read {path}: {e}")
-        return
     kinds = kinds_of_expected(expected)
 
+    def layer_of(name):
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and int(parts[1]) in kinds:
+            return int(parts[1]), parts[2]
+        return None, None
+
     def tag(name):
-        parts = name.split(".")
-        if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and int(parts[1]) in kinds:
-            return " [" + ("linear" if kinds[int(parts[1])] == LINEAR else "full") + f" layer {parts[1]}]"
-        return ""
+        l, _ = layer_of(name)
+        return "" if l is None else " [" + ("linear" if kinds[l] == LINEAR else "full") + f" layer {l}]"
 
-    for name, ref in expected.items():
-        if name not in ours:
-            report.add(case_name, name, False, f"{'-':<12} missing from dump{tag(name)}")
-            continue
-        arr = ours[name]
-        ok, max_abs, rel, problem = P.compare_tensor(arr, ref)
-        want_code = "I32" if name == "tokens" else "F32"
-        if P.st_code(arr.dtype) != want_code:
-            ok = False
-            problem = "; ".join(filter(None, [problem, f"dtype {P.st_code(arr.dtype)} != {want_code}"]))
-        if not ok and arr.shape == ref.shape and ref.dtype.kind == "f" and arr.dtype.kind == "f":
-            problem = "; ".join(filter(None, [problem, _worst(arr, ref, name)]))
-        shape_s = "(" + ",".join(str(s) for s in arr.shape) + ")"
-        detail = f"{shape_s:<12} max_abs={max_abs:.3e} rel={rel:.3e}{tag(name)}"
-        report.add(case_name, name, ok, detail + (f"  [{problem}]" if problem else ""))
-    wrong = []
-    for name in sorted(set(ours) - set(expected)):
-        parts = name.split(".")
-        if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and int(parts[1]) in kinds:
-            kind = kinds[int(parts[1])]
-            if parts[2] == "capped" or parts[2] in (FULL_ONLY if kind == LINEAR else LINEAR_ONLY):
-                wrong.append(name)
-                what = "linear-attention" if kind == LINEAR else "full-attention"
-                report.add(case_name, name, False,
-                           f"{'-':<12} present in the dump of a {what} layer, which has no {parts[2]}")
-    extra = sorted(set(ours) - set(expected) - set(wrong))
-    if extra and not report.quiet:
-        print(f"{case_name:<20} (extra tensors ignored: {', '.join(extra)})")
-    problems = P.check_metadata(meta, want_meta)
-    shown = {k: meta.get(k) for k in P.META_KEYS}
-    report.add(case_name, "__metadata__", not problems,
-               json.dumps(shown) + (f"  [{'; '.join(problems)}]" if problems else ""))
+    def misplaced(name):
+        l, what = layer_of(name)
+        if l is not None and (what == "capped" or what in (FULL_ONLY if kinds[l] == LINEAR else LINEAR_ONLY)):
+            kind = "linear-attention" if kinds[l] == LINEAR else "full-attention"
+            return f"present in the dump of a {kind} layer, which has no {what}"
+        return None
 
-
-def prepare_case(case: Case, workdir: str):
-    model_dir = os.path.join(workdir, case.name)
-    weights = build_weights(case)
-    write_model_dir(case, model_dir, weights)
-    expected = reference(case.config, weights, case.tokens)
-    return model_dir, weights, expected, expected_metadata(case.config)
+    P.check_dump(case_name, path, expected, want_meta, report, tag, _axes, misplaced)
 
 
 def describe(case: Case) -> str:
@@ -845,31 +740,6 @@ def describe(case: Case) -> str:
     return (f"== {case.name}: {case.config['model_type']}, T={case.n_tokens}, layers {kinds} "
             f"(L = linear, F = full); full: H={p.H} KV={p.KV} d={p.d} rot={p.rope.rot}; "
             f"linear: Hk={p.Hk} Hv={p.Hv} dk={p.dk} dv={p.dv} K={p.K}")
-
-
-def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: float):
-    model_dir, _, expected, want_meta = prepare_case(case, workdir)
-    if not report.quiet:
-        print(describe(case))
-    out = os.path.join(model_dir, "ours.safetensors")
-    if os.path.exists(out):
-        os.remove(out)
-    cmd = [cli, "dump", "--model", model_dir, "--tokens", ",".join(str(t) for t in case.tokens)]
-    if CLI_BACKEND:
-        cmd += ["--backend", CLI_BACKEND]
-        want_meta = {**want_meta, "backend": CLI_BACKEND}
-    cmd += ["--out", out]
-    P.run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, check_dump)
-
-
-def fake_cli_main(argv: List[str]) -> int:
-    """`hybrid_parity.py --fake-cli dump --model D --tokens ... [--backend B] --out F`."""
-    a = P.fake_cli_args("hybrid_parity.py", argv, backend={"default": "python-reference"})
-    cfg, weights = load_model_dir(a.model)
-    toks = [int(t) for t in a.tokens.split(",")]
-    dump = to_dump(reference(cfg, weights, toks))
-    write_safetensors(a.out, dump, {"model": a.model, "backend": a.backend, **expected_metadata(cfg)})
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -929,36 +799,17 @@ def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, 
                       and all(g(n).shape == (H, T, T) for n in FULL_ONLY)
                       and g("out").shape == (H, T, d) and g("gate").shape == (H, T, d))
             checks.append((f"L{l} full: tensors and shapes", names == want and shapes, f"H={H} KV={KV} T={T} d={d}"))
-            probs, masked = g("probs"), g("masked")
-            row_err = float(np.abs(probs.sum(-1) - 1).max())
-            checks.append((f"L{l} probs rows sum to 1, 0 above the diagonal",
-                           row_err < 1e-12 and bool((probs[:, upper] == 0).all()), f"{row_err:.1e}"))
-            mask_ok = (np.isneginf(masked[:, upper]).all() and np.isfinite(masked[:, ~upper]).all()
-                       and (masked[:, ~upper] == g("scaled")[:, ~upper]).all())
-            checks.append((f"L{l} masked -inf exactly above the diagonal", bool(mask_ok), ""))
-            s_err = float(np.abs(g("scaled") - g("scores") * d ** -0.5).max())
-            checks.append((f"L{l} scaled == scores * d^-1/2", s_err < 1e-12, f"{s_err:.1e}"))
-            out_ref = probs @ np.repeat(g("v"), H // KV, axis=0)
-            checks.append((f"L{l} out == probs v (h // (H/KV))", float(np.abs(g("out") - out_ref).max()) < 1e-12, ""))
+            att = P.causal_attention_checks(l, g, T, H, KV, d)
             gt = g("gate")
-            checks.append((f"L{l} gate is a sigmoid, not saturated", bool((gt > 0).all() and (gt < 1).all()
-                                                                       and gt.std() > 0.1), f"std {gt.std():.2f}"))
-            rows = list(range(3, T))
-            peak = float(probs[:, rows, :].max(-1).mean())
-            uniform = float(np.mean([1.0 / (i + 1) for i in rows]))
-            checks.append((f"L{l} probs peaked", peak > 1.5 * uniform, f"mean row max {peak:.2f} vs uniform {uniform:.2f}"))
+            # the gate's check stands before "probs peaked", the last of the attention checks
+            checks += att[:-1] + [(f"L{l} gate is a sigmoid, not saturated",
+                                   bool((gt > 0).all() and (gt < 1).all() and gt.std() > 0.1),
+                                   f"std {gt.std():.2f}")] + att[-1:]
             # RoPE: against the same model without it, dims >= rot untouched, pairs (i, i+rot/2)
             # keep their norms, position 0 fixed, later positions moved
             bare = reference_plan_np(replace(plan, rope_off=(l,)), weights, case.tokens)
             r = plan.rope.rot
-            ok = True
-            for n in ("q", "k"):
-                rot, unrot = expected[f"layers.{l}.{n}"], bare[f"layers.{l}.{n}"]
-                pair = lambda x: np.hypot(x[..., :r // 2], x[..., r // 2:r])
-                ok = ok and np.allclose(rot[..., r:], unrot[..., r:], rtol=0, atol=1e-12)
-                ok = ok and np.allclose(pair(rot), pair(unrot), rtol=1e-10, atol=1e-12)
-                ok = ok and np.allclose(rot[:, 0], unrot[:, 0], rtol=0, atol=1e-12)
-                ok = ok and not np.allclose(rot[:, 1:, :r], unrot[:, 1:, :r], atol=1e-6)
+            ok = all(P.rope_moved(expected[f"layers.{l}.{n}"], bare[f"layers.{l}.{n}"], r) for n in ("q", "k"))
             checks.append((f"L{l} RoPE: first {r} of {d} dims rotated, pairs (i, i+{r // 2}), position 0 fixed",
                            bool(ok), ""))
     if not noted_memory:
@@ -997,25 +848,8 @@ def variants(case: Case, plan: Plan) -> List[Tuple[str, Plan]]:
 
 def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
     T = case.n_tokens
-    results = []
-    path = os.path.join(workdir, case.name, "negative.safetensors")
-    meta = {"model": "x", "backend": "test", **want_meta}
-
-    def run(d, m=meta):
-        write_safetensors(path, d, m)
-        rep = Report(quiet=True)
-        check_dump(case.name, path, expected, want_meta, rep)
-        return [n for _, n in rep.failed_items]
-
-    def copy():
-        return {k: v.copy() for k, v in dump.items()}
-
-    def mutated(name, idx, rel):
-        d = copy()
-        scale = np.abs(expected[name][np.isfinite(expected[name])]).max()
-        d[name][idx] += np.float32(rel * scale)
-        return d
-
+    mut = P.Mutations(dump, expected)
+    copy, mutated = mut.copy, mut.bump
     lin = plan.kinds.index(LINEAR)
     full = plan.kinds.index(FULL)
     Ln, Fn = f"layers.{lin}.", f"layers.{full}."
@@ -1057,43 +891,27 @@ def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
     d = copy()
     d[Ln + "conv"] = np.zeros((3,), dtype=np.float32)
     scen.append(("an unknown extra tensor is only reported", d, []))
-    for desc, dd, want in scen:
-        got = run(dd)
-        results.append((f"negative: {desc}", got == want, f"flagged {got or 'nothing'}"))
-    got = run(dump, {k: v for k, v in meta.items() if k != "block_size"})
-    results.append(("negative: metadata without block_size", got == ["__metadata__"], f"flagged {got}"))
-    for desc, vplan in variants(case, plan):
-        alt = to_dump(reference_plan_np(vplan, weights, case.tokens))
-        got = run(alt)
-        results.append((f"misreading: {desc}", len(got) > 0,
-                        f"flagged {len(got)}: {', '.join(got[:3])}{' ...' if len(got) > 3 else ''}"))
-    os.remove(path)
-    return results
+    misreadings = ((desc, to_dump(reference_plan_np(vplan, weights, case.tokens)))
+                   for desc, vplan in variants(case, plan))
+    return P.check_negatives(case.name, workdir, dump, expected, want_meta, check_dump, scen, misreadings)
 
 
-def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
-    report = Report()
-    for case in cases:
-        print(describe(case))
-        model_dir, weights, expected, want_meta = prepare_case(case, workdir)
-        plan = make_plan(case.config)
-        cfg2, loaded = load_model_dir(model_dir)
-        on_disk, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
-        ignored = sorted(set(on_disk) - {("model.language_model." + k[6:]) if case.layout == "nested"
-                                         and k.startswith("model.") else k for k in weights})
-        again = reference(cfg2, loaded, case.tokens)
-        same = (set(loaded) == set(weights) and all(np.array_equal(loaded[k], weights[k]) for k in weights)
-                and all(np.array_equal(again[k], expected[k]) for k in expected))
-        report.add(case.name, "selftest", same,
-                   "model dir round-trip" + (f" (ignored: {', '.join(ignored)})" if ignored else ""))
-        P.check_selftest_case(case.name, model_dir, expected, want_meta, report,
-                              alt=alt_reference(plan, weights, case.tokens),
-                              sanity=sanity_checks(case, plan, expected, weights),
-                              negatives=lambda dump: negative_checks(case, plan, weights, dump, expected,
-                                                                     want_meta, workdir),
-                              check=check_dump)
-    P.check_end_to_end(cases, workdir, report, timeout, os.path.abspath(__file__), run_cli_case)
-    return report
+def selftest_parts(case, weights, expected, want_meta, workdir):
+    plan = make_plan(case.config)
+    return (alt_reference(plan, weights, case.tokens), sanity_checks(case, plan, expected, weights),
+            lambda dump: negative_checks(case, plan, weights, dump, expected, want_meta, workdir))
+
+
+def round_trip_note(case, model_dir, weights) -> str:
+    on_disk, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    ignored = sorted(set(on_disk) - {("model.language_model." + k[6:]) if case.layout == "nested"
+                                     and k.startswith("model.") else k for k in weights})
+    return f" (ignored: {', '.join(ignored)})" if ignored else ""
+
+
+SCRIPT = P.ConfigScript(os.path.abspath(__file__), "attnviz-hybrid-parity-", build_weights, write_model_dir,
+                        load_model_dir, reference, expected_metadata, describe, lambda case: check_dump,
+                        selftest_parts, round_trip_note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1101,15 +919,7 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
 # ---------------------------------------------------------------------------------------------
 
 def main(argv: List[str]) -> int:
-    if argv[:1] == ["--fake-cli"]:
-        return fake_cli_main(argv[1:])
-    args, cases = P.parse_args(argv, __doc__.split("\n")[0], CASES, lambda c: describe(c)[3:])
-    if args is None:
-        return 0
-    global CLI_BACKEND
-    CLI_BACKEND = args.backend
-    return P.drive(args, cases, "attnviz-hybrid-parity-", run_selftest,
-                   lambda *a: P.run_cli_cases(*a, run_one=run_cli_case))
+    return P.config_main(SCRIPT, argv, __doc__, CASES)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,6 @@ make at least one tensor fail. Finally the CLI path runs end to end against a fa
 script with --fake-cli), a failing one and a silent one.
 """
 
-import json
 import math
 import os
 import sys
@@ -95,7 +94,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity as P  # noqa: E402  (safetensors I/O, comparison rule, report, fake CLI, main)
-from parity import Report, _f64, _randn, read_safetensors, to_dump, write_safetensors  # noqa: E402
+from parity import (Report, _f64, _randn, heads_of, loop_causal_attention, loop_rms_norm,  # noqa: E402
+                    loop_rope, to_dump)
 
 NEG_INF = float("-inf")
 FULL, CONV = "full_attention", "conv"
@@ -139,8 +139,7 @@ class Case:
     tokens: List[int] = field(default_factory=list)
 
     def __post_init__(self):
-        rng = np.random.RandomState(self.seed)
-        self.tokens = [int(t) for t in rng.randint(0, self.config["vocab_size"], self.n_tokens)]
+        self.tokens = P.case_tokens(self.seed, self.config["vocab_size"], self.n_tokens)
 
 
 CASES = [
@@ -316,17 +315,7 @@ def build_weights(case: Case) -> Dict[str, np.ndarray]:
 
 
 def write_model_dir(case: Case, model_dir: str, weights: Dict[str, np.ndarray]):
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "config.json"), "w") as f:
-        json.dump(case.config, f, indent=2)
-    write_safetensors(os.path.join(model_dir, "model.safetensors"), weights, {"format": "pt"})
-
-
-def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
-    with open(os.path.join(model_dir, "config.json")) as f:
-        cfg = json.load(f)
-    tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
-    return cfg, tensors
+    P.write_config_model_dir(model_dir, case.config, weights)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,39 +324,6 @@ def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
 
 def silu_s(x: float) -> float:
     return x / (1.0 + math.exp(-x))
-
-
-def loop_rms_norm(x, w, eps, offset):
-    """x (..., n): every row x / sqrt(mean(x^2) + eps) * (offset + w)."""
-    flat = x.reshape(-1, x.shape[-1])
-    out = torch.empty_like(flat)
-    for r in range(flat.shape[0]):
-        row = flat[r]
-        out[r] = row / math.sqrt(float((row * row).sum()) / row.numel() + eps) * (offset + w)
-    return out.reshape(x.shape)
-
-
-def loop_rope(x, inv_freq, pairs="half"):
-    """x (N,T,d): position t rotates pair i by t * inv_freq[i]; pairs (i, i + d/2) (HF
-    rotate_half) or (2i, 2i+1) for the misreading."""
-    out = x.clone()
-    N, T, d = x.shape
-    half = d // 2
-    for n in range(N):
-        for t in range(T):
-            for i in range(half):
-                ang = t * float(inv_freq[i])
-                c, s = math.cos(ang), math.sin(ang)
-                ia, ib = (i, i + half) if pairs == "half" else (2 * i, 2 * i + 1)
-                a, b = float(x[n, t, ia]), float(x[n, t, ib])
-                out[n, t, ia] = a * c - b * s
-                out[n, t, ib] = b * c + a * s
-    return out
-
-
-def heads_of(y, n, width):
-    """(T, n*width) -> (n, T, width)."""
-    return torch.stack([y[:, h * width:(h + 1) * width] for h in range(n)])
 
 
 def linear(W, name, x, bias=True):
@@ -387,25 +343,10 @@ def loop_attention(p: Plan, W, a: str, h, rope_on=True) -> Tuple[torch.Tensor, D
         k = loop_rms_norm(k, W[a + "k_layernorm.weight"], p.eps, p.norm_offset)
     if rope_on:
         inv = inv_freq_of(p.theta, d)
-        q, k = loop_rope(q, inv, p.rope_pairs), loop_rope(k, inv, p.rope_pairs)
+        q, k = loop_rope(q, inv, d, p.rope_pairs), loop_rope(k, inv, d, p.rope_pairs)
     group = H // KV
     scale = (p.scale_d or d) ** -0.5
-    res = {n: torch.zeros(H, T, T, dtype=torch.float64) for n in SQUARE}
-    out = torch.zeros(H, T, d, dtype=torch.float64)
-    for hh in range(H):
-        kv = hh // group if p.gqa == "interleave" else hh % KV
-        for i in range(T):
-            for j in range(T):
-                sc = float(q[hh, i] @ k[kv, j])
-                res["scores"][hh, i, j] = sc
-                res["scaled"][hh, i, j] = sc * scale
-                res["masked"][hh, i, j] = NEG_INF if j > i else sc * scale
-            m = max(float(res["masked"][hh, i, j]) for j in range(i + 1))
-            e = [math.exp(float(res["masked"][hh, i, j]) - m) for j in range(i + 1)]
-            z = sum(e)
-            for j in range(i + 1):
-                res["probs"][hh, i, j] = e[j] / z
-                out[hh, i] += (e[j] / z) * v[kv, j]
+    res, out = loop_causal_attention(q, k, v, scale, lambda hh: hh // group if p.gqa == "interleave" else hh % KV)
     merged = torch.stack([torch.cat([out[hh, t] for hh in range(H)]) for t in range(T)])  # (T, H*d)
     mix = merged @ W[a + "out_proj.weight"].T
     return mix, {"q": q, "k": k, "v": v, **res, "out": out}
@@ -570,9 +511,6 @@ def alt_reference(p: Plan, weights, toks) -> Dict[str, np.ndarray]:
 # comparison and the CLI path
 # ---------------------------------------------------------------------------------------------
 
-CLI_BACKEND: Optional[str] = None
-
-
 def expected_metadata(cfg) -> Dict[str, str]:
     return {"block_size": str(int(cfg.get("max_position_embeddings", DEFAULTS["max_position_embeddings"]))),
             "dropped": "0"}
@@ -587,31 +525,11 @@ def _axes(name: str) -> str:
     return " (t, vocab)" if name == "logits" else ""
 
 
-def _worst(ours: np.ndarray, ref: np.ndarray, name: str = "") -> str:
-    """Where the largest error of a float tensor is, with both values (shapes equal)."""
-    o, r = ours.astype(np.float64), ref.astype(np.float64)
-    bad = np.isnan(o) | (np.isfinite(r) != np.isfinite(o)) | (~np.isfinite(r) & (o != r))
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        return (f"first bad entry at {list(idx)}{_axes(name)}: ours={o[idx]!r} ref={r[idx]!r} "
-                f"({int(bad.sum())} such)")
-    fin = np.isfinite(r)
-    err = np.zeros_like(r)
-    err[fin] = np.abs(o[fin] - r[fin])
-    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
-    return f"worst at {list(idx)}{_axes(name)}: ours={o[idx]:.6g} ref={r[idx]:.6g}"
-
-
 def check_dump(case_name, path, expected, want_meta, report: Report, kinds: List[str]):
     """parity.py's rule, tensor by tensor, with the layer kind and the worst entry in each
     failing line; plus: any attention tensor (q, k, v, scores, scaled, masked, probs, out) or
     implicit/beta/decay/gate/capped in a conv layer, or implicit/beta/decay/gate/capped in an
     attention layer, is a failure."""
-    try:
-        ours, meta = read_safetensors(path)
-    except Exception as e:  # missing / unreadable file counts as one failure
-        report.add(case_name, "<dump file>", False, f"cannot read {path}: {e}")
-        return
 
     def layer_of(name):
         parts = name.split(".")
@@ -623,37 +541,14 @@ def check_dump(case_name, path, expected, want_meta, report: Report, kinds: List
         l, _ = layer_of(name)
         return "" if l is None else f" [{'attention' if kinds[l] == FULL else 'conv'} layer {l}]"
 
-    for name, ref in expected.items():
-        if name not in ours:
-            report.add(case_name, name, False, f"{'-':<12} missing from dump{tag(name)}")
-            continue
-        arr = ours[name]
-        ok, max_abs, rel, problem = P.compare_tensor(arr, ref)
-        want_code = "I32" if name == "tokens" else "F32"
-        if P.st_code(arr.dtype) != want_code:
-            ok = False
-            problem = "; ".join(filter(None, [problem, f"dtype {P.st_code(arr.dtype)} != {want_code}"]))
-        if not ok and arr.shape == ref.shape and ref.dtype.kind == "f" and arr.dtype.kind == "f":
-            problem = "; ".join(filter(None, [problem, _worst(arr, ref, name)]))
-        shape_s = "(" + ",".join(str(s) for s in arr.shape) + ")"
-        detail = f"{shape_s:<12} max_abs={max_abs:.3e} rel={rel:.3e}{tag(name)}"
-        report.add(case_name, name, ok, detail + (f"  [{problem}]" if problem else ""))
-    wrong = []
-    for name in sorted(set(ours) - set(expected)):
+    def misplaced(name):
         l, what = layer_of(name)
-        if l is None:
-            continue
-        if (kinds[l] == CONV and what in ATTN + FOREIGN) or (kinds[l] == FULL and what in FOREIGN):
-            wrong.append(name)
+        if l is not None and ((kinds[l] == CONV and what in ATTN + FOREIGN) or (kinds[l] == FULL and what in FOREIGN)):
             kind = "a conv layer, which has no attention" if kinds[l] == CONV else "an attention layer"
-            report.add(case_name, name, False, f"{'-':<12} present in the dump of {kind} ({what})")
-    extra = sorted(set(ours) - set(expected) - set(wrong))
-    if extra and not report.quiet:
-        print(f"{case_name:<20} (extra tensors ignored: {', '.join(extra)})")
-    problems = P.check_metadata(meta, want_meta)
-    shown = {k: meta.get(k) for k in P.META_KEYS}
-    report.add(case_name, "__metadata__", not problems,
-               json.dumps(shown) + (f"  [{'; '.join(problems)}]" if problems else ""))
+            return f"present in the dump of {kind} ({what})"
+        return None
+
+    P.check_dump(case_name, path, expected, want_meta, report, tag, _axes, misplaced)
 
 
 def checker(kinds: List[str]):
@@ -662,46 +557,12 @@ def checker(kinds: List[str]):
                                                                         report, kinds)
 
 
-def prepare_case(case: Case, workdir: str):
-    model_dir = os.path.join(workdir, case.name)
-    weights = build_weights(case)
-    write_model_dir(case, model_dir, weights)
-    expected = reference(case.config, weights, case.tokens)
-    return model_dir, weights, expected, expected_metadata(case.config)
-
-
 def describe(case: Case) -> str:
     p = make_plan(case.config)
     kinds = "".join(A_ if k == FULL else C_ for k in p.kinds)
     return (f"== {case.name}: {case.config['model_type']}, T={case.n_tokens}, layers {kinds} "
             f"(C = conv, A = attention); C={p.C} H={p.H} KV={p.KV} d={p.d} K={p.K} ff={p.ff} "
             f"theta={p.theta:g} tie={p.tie} conv_bias={p.bias}")
-
-
-def run_cli_case(case: Case, cli: str, workdir: str, report: Report, timeout: float):
-    model_dir, _, expected, want_meta = prepare_case(case, workdir)
-    if not report.quiet:
-        print(describe(case))
-    out = os.path.join(model_dir, "ours.safetensors")
-    if os.path.exists(out):
-        os.remove(out)
-    cmd = [cli, "dump", "--model", model_dir, "--tokens", ",".join(str(t) for t in case.tokens)]
-    if CLI_BACKEND:
-        cmd += ["--backend", CLI_BACKEND]
-        want_meta = {**want_meta, "backend": CLI_BACKEND}
-    cmd += ["--out", out]
-    P.run_and_check(case.name, cmd, out, expected, want_meta, report, timeout,
-                    checker(make_plan(case.config).kinds))
-
-
-def fake_cli_main(argv: List[str]) -> int:
-    """`lfm2_parity.py --fake-cli dump --model D --tokens ... [--backend B] --out F`."""
-    a = P.fake_cli_args("lfm2_parity.py", argv, backend={"default": "python-reference"})
-    cfg, weights = load_model_dir(a.model)
-    toks = [int(t) for t in a.tokens.split(",")]
-    dump = to_dump(reference(cfg, weights, toks))
-    write_safetensors(a.out, dump, {"model": a.model, "backend": a.backend, **expected_metadata(cfg)})
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -721,7 +582,6 @@ def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, 
                    and (("lm_head.weight" in weights) != plan.tie),
                    f"d={plan.d} tie={plan.tie} theta={plan.theta:g}"))
     checks.append(("both kinds of layer present", CONV in plan.kinds and FULL in plan.kinds, ""))
-    upper = np.triu(np.ones((T, T), dtype=bool), 1)
     names_by_layer: Dict[int, set] = {}
     for k in expected:
         if k.startswith("layers."):
@@ -736,28 +596,7 @@ def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, 
                   and all(g(n).shape == (H, T, T) for n in SQUARE) and g("out").shape == (H, T, d))
         checks.append((f"L{l} attention: tensors and shapes", names_by_layer.get(l) == set(ATTN) and shapes,
                        f"H={H} KV={KV} T={T} d={d}"))
-        probs, masked = g("probs"), g("masked")
-        row_err = float(np.abs(probs.sum(-1) - 1).max())
-        checks.append((f"L{l} probs rows sum to 1, 0 above the diagonal",
-                       row_err < 1e-12 and bool((probs[:, upper] == 0).all()), f"{row_err:.1e}"))
-        mask_ok = (np.isneginf(masked[:, upper]).all() and np.isfinite(masked[:, ~upper]).all()
-                   and (masked[:, ~upper] == g("scaled")[:, ~upper]).all())
-        checks.append((f"L{l} masked -inf exactly above the diagonal", bool(mask_ok), ""))
-        s_err = float(np.abs(g("scaled") - g("scores") * d ** -0.5).max())
-        checks.append((f"L{l} scaled == scores * d^-1/2", s_err < 1e-12, f"{s_err:.1e}"))
-        out_ref = probs @ np.repeat(g("v"), H // KV, axis=0)
-        ok = float(np.abs(g("out") - out_ref).max()) < 1e-12
-        detail = ""
-        if 1 < KV < H:
-            wrong = probs @ np.tile(g("v"), (H // KV, 1, 1))
-            sep = float(np.abs(g("out") - wrong).max()) / float(np.abs(out_ref).max())
-            ok = ok and sep > 1e-2
-            detail = f"h % KV differs by rel {sep:.2f}"
-        checks.append((f"L{l} out == probs v (h // (H/KV))", ok, detail))
-        rows = list(range(3, T))
-        peak = float(probs[:, rows, :].max(-1).mean())
-        uniform = float(np.mean([1.0 / (i + 1) for i in rows]))
-        checks.append((f"L{l} probs peaked", peak > 1.5 * uniform, f"mean row max {peak:.2f} vs uniform {uniform:.2f}"))
+        checks += P.causal_attention_checks(l, g, T, H, KV, d, tile_differs=True)
         # QK-norm and RoPE: against the same model without RoPE in this layer
         bare = reference_plan_np(replace(plan, rope_off=(l,)), weights, case.tokens)
         a = f"model.layers.{l}.self_attn."
@@ -766,13 +605,7 @@ def sanity_checks(case: Case, plan: Plan, expected, weights) -> List[Tuple[str, 
             un = bare[f"layers.{l}.{n}"] / weights[a + wn + ".weight"].astype(np.float64)
             ok = ok and np.allclose((un ** 2).mean(-1), 1.0, rtol=0, atol=1e-3)
         checks.append((f"L{l} q, k RMS-normalised per head (times w) before RoPE", bool(ok), ""))
-        ok = True
-        for n in ("q", "k"):
-            rot, unrot = expected[f"layers.{l}.{n}"], bare[f"layers.{l}.{n}"]
-            pair = lambda x: np.hypot(x[..., :d // 2], x[..., d // 2:])
-            ok = ok and np.allclose(pair(rot), pair(unrot), rtol=1e-10, atol=1e-12)
-            ok = ok and np.allclose(rot[:, 0], unrot[:, 0], rtol=0, atol=1e-12)
-            ok = ok and not np.allclose(rot[:, 1:], unrot[:, 1:], atol=1e-6)
+        ok = all(P.rope_moved(expected[f"layers.{l}.{n}"], bare[f"layers.{l}.{n}"], d) for n in ("q", "k"))
         checks.append((f"L{l} RoPE: pairs (i, i+{d // 2}) keep their norms, position 0 fixed", bool(ok), ""))
     # the conv kernel convention: an impulse at s shows on t = s .. s+K-1 as w[K-1-(t-s)]
     K, s0 = plan.K, 2
@@ -854,26 +687,8 @@ def variants(case: Case, plan: Plan) -> List[Tuple[str, Plan]]:
 
 def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
     T = case.n_tokens
-    results = []
-    path = os.path.join(workdir, case.name, "negative.safetensors")
-    meta = {"model": "x", "backend": "test", **want_meta}
-    check = checker(plan.kinds)
-
-    def run(d, m=meta):
-        write_safetensors(path, d, m)
-        rep = Report(quiet=True)
-        check(case.name, path, expected, want_meta, rep)
-        return [n for _, n in rep.failed_items]
-
-    def copy():
-        return {k: v.copy() for k, v in dump.items()}
-
-    def mutated(name, idx, rel):
-        d = copy()
-        scale = np.abs(expected[name][np.isfinite(expected[name])]).max()
-        d[name][idx] += np.float32(rel * scale)
-        return d
-
+    mut = P.Mutations(dump, expected)
+    copy, mutated = mut.copy, mut.bump
     cv = plan.kinds.index(CONV)
     fa = plan.kinds.index(FULL)
     Cn, An = f"layers.{cv}.", f"layers.{fa}."
@@ -905,41 +720,21 @@ def negative_checks(case, plan, weights, dump, expected, want_meta, workdir):
     d[Cn + "conv_state"] = np.zeros((plan.C, plan.K), dtype=np.float32)
     d["layers.99.q"] = np.zeros((1,), dtype=np.float32)
     scen.append(("unknown extra tensors are only reported", d, []))
-    for desc, dd, want in scen:
-        got = run(dd)
-        results.append((f"negative: {desc}", got == want, f"flagged {got or 'nothing'}"))
-    got = run(dump, {k: v for k, v in meta.items() if k != "block_size"})
-    results.append(("negative: metadata without block_size", got == ["__metadata__"], f"flagged {got}"))
-    got = run(dump, {**meta, "block_size": "2048"})
-    results.append(("negative: block_size not the model context", got == ["__metadata__"], f"flagged {got}"))
-    for desc, vplan in variants(case, plan):
-        alt = to_dump(reference_plan_np(vplan, weights, case.tokens))
-        got = run(alt)
-        results.append((f"misreading: {desc}", len(got) > 0,
-                        f"flagged {len(got)}: {', '.join(got[:3])}{' ...' if len(got) > 3 else ''}"))
-    os.remove(path)
-    return results
+    misreadings = ((desc, to_dump(reference_plan_np(vplan, weights, case.tokens)))
+                   for desc, vplan in variants(case, plan))
+    return P.check_negatives(case.name, workdir, dump, expected, want_meta, checker(plan.kinds), scen, misreadings,
+                             [("block_size not the model context", {"block_size": "2048"})])
 
 
-def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
-    report = Report()
-    for case in cases:
-        print(describe(case))
-        model_dir, weights, expected, want_meta = prepare_case(case, workdir)
-        plan = make_plan(case.config)
-        cfg2, loaded = load_model_dir(model_dir)
-        again = reference(cfg2, loaded, case.tokens)
-        same = (set(loaded) == set(weights) and all(np.array_equal(loaded[k], weights[k]) for k in weights)
-                and all(np.array_equal(again[k], expected[k]) for k in expected))
-        report.add(case.name, "selftest", same, "model dir round-trip")
-        P.check_selftest_case(case.name, model_dir, expected, want_meta, report,
-                              alt=alt_reference(plan, weights, case.tokens),
-                              sanity=sanity_checks(case, plan, expected, weights),
-                              negatives=lambda dump: negative_checks(case, plan, weights, dump, expected,
-                                                                     want_meta, workdir),
-                              check=checker(plan.kinds))
-    P.check_end_to_end(cases, workdir, report, timeout, os.path.abspath(__file__), run_cli_case)
-    return report
+def selftest_parts(case, weights, expected, want_meta, workdir):
+    plan = make_plan(case.config)
+    return (alt_reference(plan, weights, case.tokens), sanity_checks(case, plan, expected, weights),
+            lambda dump: negative_checks(case, plan, weights, dump, expected, want_meta, workdir))
+
+
+SCRIPT = P.ConfigScript(os.path.abspath(__file__), "attnviz-lfm2-parity-", build_weights, write_model_dir,
+                        P.read_config_model_dir, reference, expected_metadata, describe,
+                        lambda case: checker(make_plan(case.config).kinds), selftest_parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -947,15 +742,7 @@ def run_selftest(cases: List[Case], workdir: str, timeout: float) -> Report:
 # ---------------------------------------------------------------------------------------------
 
 def main(argv: List[str]) -> int:
-    if argv[:1] == ["--fake-cli"]:
-        return fake_cli_main(argv[1:])
-    args, cases = P.parse_args(argv, __doc__.split("\n")[0], CASES, lambda c: describe(c)[3:])
-    if args is None:
-        return 0
-    global CLI_BACKEND
-    CLI_BACKEND = args.backend
-    return P.drive(args, cases, "attnviz-lfm2-parity-", run_selftest,
-                   lambda *a: P.run_cli_cases(*a, run_one=run_cli_case))
+    return P.config_main(SCRIPT, argv, __doc__, CASES)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -667,9 +667,9 @@ class Report:
         if not self.quiet:
             print(f"{case:<20} {name:<18} {detail}  {'ok' if ok else 'FAIL'}")
 
-    def tensor(self, case, name, shape, max_abs, rel, ok, problem=""):
+    def tensor(self, case, name, shape, max_abs, rel, ok, problem="", tag=""):
         shape_s = "(" + ",".join(str(s) for s in shape) + ")"
-        detail = f"{shape_s:<12} max_abs={max_abs:.3e} rel={rel:.3e}"
+        detail = f"{shape_s:<12} max_abs={max_abs:.3e} rel={rel:.3e}{tag}"
         self.add(case, name, ok, detail + (f"  [{problem}]" if problem else ""))
 
     def summary(self) -> str:
@@ -692,16 +692,21 @@ def check_metadata(meta: dict, want: Dict[str, str]) -> List[str]:
 
 
 def check_dump(case: str, path: str, expected: Dict[str, np.ndarray], want_meta: Dict[str, str],
-               report: Report):
-    """Compare the dump at `path` with the expected tensors and metadata."""
+               report: Report, tag=None, axes=None, misplaced=None):
+    """Compare the dump at `path` with the expected tensors and metadata. The scripts with
+    several kinds of layer (hybrid_parity.py, lfm2_parity.py) pass tag(name) -> a suffix
+    naming the tensor's layer kind, axes(name) -> the axes of its entries (a failing float
+    tensor's line then names its worst entry, see worst_entry), and misplaced(name) -> None,
+    or why an extra tensor must not be in the dump (it then fails)."""
     try:
         ours, meta = read_safetensors(path)
     except Exception as e:  # missing / unreadable file counts as one failure
         report.add(case, "<dump file>", False, f"cannot read {path}: {e}")
         return
+    tag = tag or (lambda name: "")
     for name, ref in expected.items():
         if name not in ours:
-            report.add(case, name, False, f"{'-':<12} missing from dump")
+            report.add(case, name, False, f"{'-':<12} missing from dump{tag(name)}")
             continue
         arr = ours[name]
         ok, max_abs, rel, problem = compare_tensor(arr, ref)
@@ -709,14 +714,38 @@ def check_dump(case: str, path: str, expected: Dict[str, np.ndarray], want_meta:
         if st_code(arr.dtype) != want_code:
             ok = False
             problem = "; ".join(filter(None, [problem, f"dtype {st_code(arr.dtype)} != {want_code}"]))
-        report.tensor(case, name, arr.shape, max_abs, rel, ok, problem)
-    extra = sorted(set(ours) - set(expected))
+        if axes and not ok and arr.shape == ref.shape and ref.dtype.kind == "f" and arr.dtype.kind == "f":
+            problem = "; ".join(filter(None, [problem, worst_entry(arr, ref, axes(name))]))
+        report.tensor(case, name, arr.shape, max_abs, rel, ok, problem, tag(name))
+    wrong = []
+    for name in sorted(set(ours) - set(expected)):
+        why = misplaced(name) if misplaced else None
+        if why:
+            wrong.append(name)
+            report.add(case, name, False, f"{'-':<12} {why}")
+    extra = sorted(set(ours) - set(expected) - set(wrong))
     if extra and not report.quiet:
         print(f"{case:<20} (extra tensors ignored: {', '.join(extra)})")
     problems = check_metadata(meta, want_meta)
     shown = {k: meta.get(k) for k in META_KEYS}
     report.add(case, "__metadata__", not problems,
                json.dumps(shown) + (f"  [{'; '.join(problems)}]" if problems else ""))
+
+
+def worst_entry(ours: np.ndarray, ref: np.ndarray, axes: str = "") -> str:
+    """Where the largest error of a float tensor is, with both values (shapes equal); `axes`
+    names the index positions, e.g. " (head, t, dim)"."""
+    o, r = ours.astype(np.float64), ref.astype(np.float64)
+    bad = np.isnan(o) | (np.isfinite(r) != np.isfinite(o)) | (~np.isfinite(r) & (o != r))
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (f"first bad entry at {list(idx)}{axes}: ours={o[idx]!r} ref={r[idx]!r} "
+                f"({int(bad.sum())} such)")
+    fin = np.isfinite(r)
+    err = np.zeros_like(r)
+    err[fin] = np.abs(o[fin] - r[fin])
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
+    return f"worst at {list(idx)}{axes}: ours={o[idx]:.6g} ref={r[idx]:.6g}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1072,6 +1101,271 @@ def check_end_to_end(cases, workdir, report, timeout, script=os.path.abspath(__f
     rep = Report(quiet=True)
     run_cli_cases(cases[:1], os.path.join(workdir, "no-such-cli"), workdir, rep, timeout, run_one)
     report.add("end-to-end", "selftest", rep.failed == 1, f"missing CLI -> {rep.summary()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# shared by the config-driven scripts (arch_parity.py, hybrid_parity.py, lfm2_parity.py): a
+# case there is config.json contents, a seed and tokens; the reference reads (config, weights,
+# tokens); each script keeps only its architecture and hands its functions to these drivers
+# ---------------------------------------------------------------------------------------------
+
+def case_tokens(seed: int, vocab: int, n: int) -> List[int]:
+    """A case's n random tokens below vocab, seeded."""
+    rng = np.random.RandomState(seed)
+    return [int(t) for t in rng.randint(0, vocab, n)]
+
+
+def write_config_model_dir(model_dir: str, config: dict, tensors: Dict[str, np.ndarray]):
+    """DIR/config.json and DIR/model.safetensors (tensors under their on-disk names)."""
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_safetensors(os.path.join(model_dir, "model.safetensors"), tensors, {"format": "pt"})
+
+
+def read_config_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
+    """-> (config, tensors under their on-disk names)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    return cfg, tensors
+
+
+def loop_rms_norm(x, w, eps, offset):
+    """x (..., n): every row x / sqrt(mean(x^2) + eps) * (offset + w)."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = torch.empty_like(flat)
+    for r in range(flat.shape[0]):
+        row = flat[r]
+        out[r] = row / math.sqrt(float((row * row).sum()) / row.numel() + eps) * (offset + w)
+    return out.reshape(x.shape)
+
+
+def loop_rope(x, inv_freq, rot, pairs="half", factor=1.0):
+    """x (N,T,d): position t rotates pair i of the first rot dims by t * inv_freq[i], both
+    times factor; pairs (i, i + rot/2) (HF rotate_half), or (2i, 2i+1) for a misreading;
+    dims >= rot pass through."""
+    out = x.clone()
+    N, T, _ = x.shape
+    half = rot // 2
+    for n in range(N):
+        for t in range(T):
+            for i in range(half):
+                ang = t * float(inv_freq[i])
+                c, s = math.cos(ang) * factor, math.sin(ang) * factor
+                ia, ib = (i, i + half) if pairs == "half" else (2 * i, 2 * i + 1)
+                a, b = float(x[n, t, ia]), float(x[n, t, ib])
+                out[n, t, ia] = a * c - b * s
+                out[n, t, ib] = b * c + a * s
+    return out
+
+
+def heads_of(y, n, width):
+    """(T, n*width) -> (n, T, width)."""
+    return torch.stack([y[:, h * width:(h + 1) * width] for h in range(n)])
+
+
+def loop_causal_attention(q, k, v, scale, kv_of) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+    """q (H,T,d), k, v (KV,T,d); query head h reads kv head kv_of(h) -> ({scores, scaled,
+    masked, probs} (H,T,T), out (H,T,d) = probs v), by per-entry loops."""
+    H, T, _ = q.shape
+    res = {n: torch.zeros(H, T, T, dtype=torch.float64) for n in ("scores", "scaled", "masked", "probs")}
+    out = torch.zeros(H, T, v.shape[-1], dtype=torch.float64)
+    for hh in range(H):
+        kv = kv_of(hh)
+        for i in range(T):
+            for j in range(T):
+                sc = float(q[hh, i] @ k[kv, j])
+                res["scores"][hh, i, j] = sc
+                res["scaled"][hh, i, j] = sc * scale
+                res["masked"][hh, i, j] = float("-inf") if j > i else sc * scale
+            m = max(float(res["masked"][hh, i, j]) for j in range(i + 1))
+            e = [math.exp(float(res["masked"][hh, i, j]) - m) for j in range(i + 1)]
+            z = sum(e)
+            for j in range(i + 1):
+                res["probs"][hh, i, j] = e[j] / z
+                out[hh, i] += (e[j] / z) * v[kv, j]
+    return res, out
+
+
+def causal_attention_checks(l: int, g, T: int, H: int, KV: int, d: int, tile_differs=False):
+    """Invariants of a causal softmax layer's tensors g(name) -> [(check, ok, detail)]: probs
+    rows sum to 1 and vanish above the diagonal, masked is -inf exactly there, scaled ==
+    scores d^-1/2, out == probs v with head h reading kv head h // (H/KV) (with tile_differs,
+    and 1 < KV < H, the wrong h % KV must differ), probs clearly peaked."""
+    checks = []
+    upper = np.triu(np.ones((T, T), dtype=bool), 1)
+    probs, masked = g("probs"), g("masked")
+    row_err = float(np.abs(probs.sum(-1) - 1).max())
+    checks.append((f"L{l} probs rows sum to 1, 0 above the diagonal",
+                   row_err < 1e-12 and bool((probs[:, upper] == 0).all()), f"{row_err:.1e}"))
+    mask_ok = (np.isneginf(masked[:, upper]).all() and np.isfinite(masked[:, ~upper]).all()
+               and (masked[:, ~upper] == g("scaled")[:, ~upper]).all())
+    checks.append((f"L{l} masked -inf exactly above the diagonal", bool(mask_ok), ""))
+    s_err = float(np.abs(g("scaled") - g("scores") * d ** -0.5).max())
+    checks.append((f"L{l} scaled == scores * d^-1/2", s_err < 1e-12, f"{s_err:.1e}"))
+    out_ref = probs @ np.repeat(g("v"), H // KV, axis=0)
+    ok = float(np.abs(g("out") - out_ref).max()) < 1e-12
+    detail = ""
+    if tile_differs and 1 < KV < H:
+        wrong = probs @ np.tile(g("v"), (H // KV, 1, 1))
+        sep = float(np.abs(g("out") - wrong).max()) / float(np.abs(out_ref).max())
+        ok = ok and sep > 1e-2
+        detail = f"h % KV differs by rel {sep:.2f}"
+    checks.append((f"L{l} out == probs v (h // (H/KV))", ok, detail))
+    rows = list(range(3, T))
+    peak = float(probs[:, rows, :].max(-1).mean())
+    uniform = float(np.mean([1.0 / (i + 1) for i in rows]))
+    checks.append((f"L{l} probs peaked", peak > 1.5 * uniform, f"mean row max {peak:.2f} vs uniform {uniform:.2f}"))
+    return checks
+
+
+def rope_moved(rot: np.ndarray, unrot: np.ndarray, r: int) -> bool:
+    """q or k (N,T,d) with RoPE against the same without: dims >= r untouched, pairs (i, i+r/2)
+    keep their norms, position 0 fixed, later positions moved."""
+    pair = lambda x: np.hypot(x[..., :r // 2], x[..., r // 2:r])
+    return bool(np.allclose(rot[..., r:], unrot[..., r:], rtol=0, atol=1e-12)
+                and np.allclose(pair(rot), pair(unrot), rtol=1e-10, atol=1e-12)
+                and np.allclose(rot[:, 0], unrot[:, 0], rtol=0, atol=1e-12)
+                and not np.allclose(rot[:, 1:, :r], unrot[:, 1:, :r], atol=1e-6))
+
+
+class Mutations:
+    """Broken copies of a correct dump, for the negative checks."""
+
+    def __init__(self, dump: Dict[str, np.ndarray], expected: Dict[str, np.ndarray]):
+        self.dump, self.expected = dump, expected
+
+    def copy(self) -> Dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.dump.items()}
+
+    def bump(self, name, idx, rel) -> Dict[str, np.ndarray]:
+        """entry idx of name + rel * max|expected finite entries of name|."""
+        d = self.copy()
+        scale = np.abs(self.expected[name][np.isfinite(self.expected[name])]).max()
+        d[name][idx] += np.float32(rel * scale)
+        return d
+
+    def set(self, name, idx, val) -> Dict[str, np.ndarray]:
+        d = self.copy()
+        d[name][idx] = val
+        return d
+
+
+def check_negatives(case_name, workdir, dump, expected, want_meta, check, scenarios, misreadings,
+                    meta_changes=()) -> List[Tuple[str, bool, str]]:
+    """The comparison `check` on broken dumps -> [(check, ok, detail)]: each scenario (desc,
+    dump, names) must flag exactly names; the metadata without block_size, and with each
+    (desc, changes) of meta_changes, exactly __metadata__; and each misreading (desc, dump of
+    the reference under it; lazily) at least one tensor."""
+    results = []
+    path = os.path.join(workdir, case_name, "negative.safetensors")
+    meta = {"model": "x", "backend": "test", **want_meta}
+
+    def run(d, m=meta):
+        write_safetensors(path, d, m)
+        rep = Report(quiet=True)
+        check(case_name, path, expected, want_meta, rep)
+        return [n for _, n in rep.failed_items]
+
+    for desc, dd, want in scenarios:
+        got = run(dd)
+        results.append((f"negative: {desc}", got == want, f"flagged {got or 'nothing'}"))
+    got = run(dump, {k: v for k, v in meta.items() if k != "block_size"})
+    results.append(("negative: metadata without block_size", got == ["__metadata__"], f"flagged {got}"))
+    for desc, changes in meta_changes:
+        got = run(dump, {**meta, **changes})
+        results.append((f"negative: {desc}", got == ["__metadata__"], f"flagged {got}"))
+    for desc, alt in misreadings:
+        got = run(alt)
+        results.append((f"misreading: {desc}", len(got) > 0,
+                        f"flagged {len(got)}: {', '.join(got[:3])}{' ...' if len(got) > 3 else ''}"))
+    os.remove(path)
+    return results
+
+
+@dataclass
+class ConfigScript:
+    """What a config-driven script hands to the drivers below (config_main & co.)."""
+    script: str                    # its path: `script --fake-cli` is the selftest's fake CLI
+    prefix: str                    # of its temporary work directory
+    build_weights: Callable        # case -> canonical weights
+    write_model_dir: Callable      # (case, model_dir, weights)
+    load_model_dir: Callable       # model_dir -> (config, canonical weights)
+    reference: Callable            # (config, weights, tokens) -> expected tensors
+    expected_metadata: Callable    # config -> {"block_size", "dropped"}
+    describe: Callable             # case -> "== name: ..."
+    checker: Callable              # case -> check(case_name, path, expected, want_meta, report)
+    selftest_parts: Callable       # (case, weights, expected, want_meta, workdir) -> (alt, sanity, negatives)
+    round_trip_note: Callable = lambda case, model_dir, weights: ""
+    backend: Optional[str] = None  # --backend
+
+
+def config_prepare_case(spec: ConfigScript, case, workdir: str):
+    """Write DIR/<case>/ and compute the expectation -> (model_dir, weights, expected, want_meta)."""
+    model_dir = os.path.join(workdir, case.name)
+    weights = spec.build_weights(case)
+    spec.write_model_dir(case, model_dir, weights)
+    expected = spec.reference(case.config, weights, case.tokens)
+    return model_dir, weights, expected, spec.expected_metadata(case.config)
+
+
+def config_run_cli_case(spec: ConfigScript, case, cli: str, workdir: str, report: Report, timeout: float):
+    model_dir, _, expected, want_meta = config_prepare_case(spec, case, workdir)
+    if not report.quiet:
+        print(spec.describe(case))
+    out = os.path.join(model_dir, "ours.safetensors")
+    if os.path.exists(out):
+        os.remove(out)
+    cmd = [cli, "dump", "--model", model_dir, "--tokens", ",".join(str(t) for t in case.tokens)]
+    if spec.backend:
+        cmd += ["--backend", spec.backend]
+        want_meta = {**want_meta, "backend": spec.backend}
+    cmd += ["--out", out]
+    run_and_check(case.name, cmd, out, expected, want_meta, report, timeout, spec.checker(case))
+
+
+def config_fake_cli_main(spec: ConfigScript, argv: List[str]) -> int:
+    """`SCRIPT --fake-cli dump --model D --tokens ... [--backend B] --out F`."""
+    a = fake_cli_args(os.path.basename(spec.script), argv, backend={"default": "python-reference"})
+    cfg, weights = spec.load_model_dir(a.model)
+    toks = [int(t) for t in a.tokens.split(",")]
+    dump = to_dump(spec.reference(cfg, weights, toks))
+    write_safetensors(a.out, dump, {"model": a.model, "backend": a.backend, **spec.expected_metadata(cfg)})
+    return 0
+
+
+def config_selftest(spec: ConfigScript, cases, workdir: str, timeout: float) -> Report:
+    """Per case: the model directory round-trips (the reference of what is read back equals
+    the expectation), then check_selftest_case with the script's parts; then end to end."""
+    report = Report()
+    for case in cases:
+        print(spec.describe(case))
+        model_dir, weights, expected, want_meta = config_prepare_case(spec, case, workdir)
+        cfg2, loaded = spec.load_model_dir(model_dir)
+        again = spec.reference(cfg2, loaded, case.tokens)
+        same = (set(loaded) == set(weights) and all(np.array_equal(loaded[k], weights[k]) for k in weights)
+                and all(np.array_equal(again[k], expected[k]) for k in expected))
+        report.add(case.name, "selftest", same,
+                   "model dir round-trip" + spec.round_trip_note(case, model_dir, weights))
+        alt, sanity, negatives = spec.selftest_parts(case, weights, expected, want_meta, workdir)
+        check_selftest_case(case.name, model_dir, expected, want_meta, report, alt=alt, sanity=sanity,
+                            negatives=negatives, check=spec.checker(case))
+    check_end_to_end(cases, workdir, report, timeout, spec.script,
+                     lambda *a: config_run_cli_case(spec, *a))
+    return report
+
+
+def config_main(spec: ConfigScript, argv: List[str], doc: str, all_cases) -> int:
+    """A config-driven script's main: --fake-cli, else parse_args and drive."""
+    if argv[:1] == ["--fake-cli"]:
+        return config_fake_cli_main(spec, argv[1:])
+    args, cases = parse_args(argv, doc.split("\n")[0], all_cases, lambda c: spec.describe(c)[3:])
+    if args is None:
+        return 0
+    spec.backend = args.backend
+    return drive(args, cases, spec.prefix, lambda *a: config_selftest(spec, *a),
+                 lambda *a: run_cli_cases(*a, run_one=lambda *b: config_run_cli_case(spec, *b)))
 
 
 # ---------------------------------------------------------------------------------------------
