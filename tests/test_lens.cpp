@@ -3,7 +3,7 @@
 // Tolerances: the lens against plain double-precision loops over the recorded residual
 // stream, probabilities within 1e-5 absolute (float products of C ≤ 256 terms); the last
 // layer against the trace's own logits within 1e-6 (the same hidden state and product);
-// the attribution's parts against the model's logit within 1e-4 relative (issue 25).
+// the attribution's parts against the model's logit within 1e-4 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
