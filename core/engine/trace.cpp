@@ -313,6 +313,9 @@ size_t Trace::bytes() const {
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
   for (const auto& l : layers) n += l.resid.data.size() + l.row_stats.data.size() + l.thumbs.data.size();
+  for (const auto& l : layers)  // Qwen3.5's gate, a linear layer's β, g, A and its memory's snapshots
+    n += l.gate.data.size() + l.beta.data.size() + l.decay.data.size() + l.implicit.data.size() + l.state_snaps.size() +
+         l.state_final.size();
   return n * sizeof(float);
 }
 
