@@ -28,9 +28,12 @@ void print_dla(const HeadsOptions& o, Engine& engine, const std::vector<int>& id
   if (targets.empty()) targets = {predicted_token(m, tr, position)};
   const Attribution a = direct_logit_attribution(m, tr, position, targets);
   if (o.json) {
-    const nlohmann::json j = {{"position", a.position}, {"target_ids", a.target_ids}, {"logit", a.logit},
-                              {"heads", a.heads},       {"mlp", a.mlp},               {"embed", a.embed},
-                              {"rest", a.rest},         {"sum", a.sum},               {"norm_scale", a.norm_scale}};
+    nlohmann::json j = {{"position", a.position}, {"target_ids", a.target_ids}, {"logit", a.logit},
+                        {"heads", a.heads},       {"mlp", a.mlp},               {"embed", a.embed},
+                        {"rest", a.rest},         {"sum", a.sum},               {"norm_scale", a.norm_scale}};
+    // A hybrid: heads[l] holds layer l's own heads (none for a convolution layer), whose
+    // output is conv[l].
+    if (m.config.short_conv_kernel > 0) j["conv"] = a.conv;
     io.out << j.dump(2) << "\n";
     return;
   }
@@ -42,15 +45,21 @@ void print_dla(const HeadsOptions& o, Engine& engine, const std::vector<int>& id
   std::snprintf(buf, sizeof buf, " = %.5f", a.logit);
   io.out << buf << "\nthe final norm's scale frozen at the run's value (" << a.norm_scale
          << "); rows = layers, columns = heads, then the layer's MLP\n     ";
-  for (int h = 0; h < m.config.n_head; ++h) std::snprintf(buf, sizeof buf, " %9s", ("H" + std::to_string(h)).c_str()), io.out << buf;
+  size_t cols = 0;  // a hybrid's linear layers may have more heads than its softmax layers
+  for (const auto& hs : a.heads) cols = std::max(cols, hs.size());
+  for (size_t h = 0; h < cols; ++h) std::snprintf(buf, sizeof buf, " %9s", ("H" + std::to_string(h)).c_str()), io.out << buf;
   std::snprintf(buf, sizeof buf, " %9s\n", "MLP");
   io.out << buf;
   for (size_t l = 0; l < a.heads.size(); ++l) {
     std::snprintf(buf, sizeof buf, " L%-3zu", l);
     io.out << buf;
     for (double v : a.heads[l]) std::snprintf(buf, sizeof buf, " %+9.4f", v), io.out << buf;
-    std::snprintf(buf, sizeof buf, " %+9.4f\n", a.mlp[l]);
+    for (size_t h = a.heads[l].size(); h < cols; ++h) io.out << std::string(10, ' ');  // a layer with fewer heads
+    std::snprintf(buf, sizeof buf, " %+9.4f", a.mlp[l]);
     io.out << buf;
+    if (m.config.layer(static_cast<int>(l)).mixer == Mixer::ShortConv)
+      std::snprintf(buf, sizeof buf, "  (convolution %+.4f)", a.conv[l]), io.out << buf;
+    io.out << "\n";
   }
   std::snprintf(buf, sizeof buf, "embed %+.5f, rest (biases) %+.5f, sum %.5f\n", a.embed, a.rest, a.sum);
   io.out << buf;
@@ -96,7 +105,6 @@ void print_importance(const HeadsOptions& o, Engine& engine, const std::vector<i
 void run_heads(const HeadsOptions& o, Io& io) {
   const bool given = (o.in.text_opt && o.in.text_opt->count()) || (o.in.tokens_opt && o.in.tokens_opt->count());
   Engine engine = open_engine(o.in, io.err);
-  engine.model().config.require_softmax_only("heads");
   const Model& m = engine.model();
   std::vector<int> ids;
   std::string input;
@@ -115,7 +123,13 @@ void run_heads(const HeadsOptions& o, Io& io) {
     io.err << "note: only the last " << engine.block_size() << " tokens are scored (block_size)\n";
   if (o.importance && o.dla) throw Error("--importance and --dla are separate views: give one", ErrorKind::Usage);
   if (o.dla) return print_dla(o, engine, ids, io);
-  if (o.importance) return print_importance(o, engine, ids, input, io);
+  if (o.importance) {  // ablation switches softmax heads off; a hybrid's other layers have none to switch
+    m.config.require_softmax_only("heads --importance");
+    return print_importance(o, engine, ids, input, io);
+  }
+  if (m.config.any_linear())
+    io.err << "note: scores are for the softmax layers' heads; linear-attention and convolution layers have no "
+              "attention distribution to score\n";
   const Trace& tr = engine.run(ids);
   const auto scores = score_heads(tr);
   if (o.json) {

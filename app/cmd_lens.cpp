@@ -25,7 +25,6 @@ std::string label(const Model& m, int id) {
 void run_lens(const LensOptions& o, Io& io) {
   if (o.top < 1) throw Error("--top must be at least 1", ErrorKind::Usage);
   Engine engine = run_input(o.in, io.err);
-  engine.model().config.require_softmax_only("lens");
   const Model& m = engine.model();
   const Trace& tr = engine.trace();
   const int L = m.config.n_layer, T = tr.T();

@@ -30,7 +30,6 @@ void run_patch(const PatchOptions& o, Io& io) {
   if (o.in.backend != "cpu")
     throw Error("activation patching runs on the CPU backend only\n  HINT: run with --backend cpu.");
   const auto model = load_model(o.in.model, load_options(o.in.weights));
-  model->config.require_softmax_only("patch");
   const Model& m = *model;
   for (const std::string& w : m.warnings) io.err << "warning: " << w << "\n";
   PatchRequest req;

@@ -5,10 +5,13 @@
 // what does not cover linear layers yet says so instead of misreading them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/engine/engine.h"
+#include "core/engine/lens.h"
+#include "core/engine/patch.h"
 #include "core/error.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
@@ -195,6 +198,110 @@ TEST(Hybrid, TheImplicitMatrixReproducesTheRecurrence) {
       }
   }
   EXPECT_TRUE(negative) << "the delta rule's overwriting shows as negative weights";
+}
+
+TEST(Hybrid, ACompactTraceSweepsTheSameAAndItsThumbnailsAreItsPooledMagnitudes) {
+  // Compact: no (T, T) matrix is kept; A's rows are swept from q, k, β and g when asked
+  // for, bit for bit what the full trace stored. The thumbnails hold |A| max-pooled over
+  // bucket × bucket cells (s ≤ t), checked against a pooling of the stored A here, after
+  // typing one token at a time (their kept rows re-laid out) and after an edit.
+  const auto m = small_model();
+  Engine full(m, make_cpu_backend()), compact(m, make_cpu_backend());
+  full.set_matrices(Engine::Matrices::kKeep);
+  compact.set_matrices(Engine::Matrices::kRecompute);
+  std::vector<int> ids = test::random_ids(150, 60, 12), now;
+  auto check = [&](const std::string& when) {
+    const Trace& a = full.run(now);
+    const Trace& b = compact.run(now);
+    const int T = a.T();
+    for (size_t l = 0; l < 3; ++l) {
+      const LayerTrace &la = a.layers[l], &lb = b.layers[l];
+      ASSERT_TRUE(lb.compact && lb.implicit.shape.empty()) << when;
+      ASSERT_FALSE(la.compact);
+      std::vector<float> sa, sb;
+      for (int64_t h = 0; h < 4; ++h) {
+        const float* x = la.head_values(Stage::Implicit, h, sa);
+        const float* y = lb.head_values(Stage::Implicit, h, sb);
+        ASSERT_EQ(std::memcmp(x, y, sizeof(float) * static_cast<size_t>(T) * T), 0) << when << " layer " << l << " head " << h;
+        const int bucket = lb.thumb_bucket, n = static_cast<int>(lb.thumbs.dim(1));
+        ASSERT_EQ(n, (T + bucket - 1) / bucket);
+        for (int I = 0; I < n; ++I)
+          for (int J = 0; J < n; ++J) {
+            float want = 0.f;
+            for (int t = I * bucket; t < std::min(T, (I + 1) * bucket); ++t)
+              for (int s2 = J * bucket; s2 < std::min(t + 1, (J + 1) * bucket); ++s2) want = std::max(want, std::abs(x[t * T + s2]));
+            ASSERT_EQ(lb.thumbs.at(h, I, J), want) << when << " layer " << l << " head " << h << " cell " << I << "," << J;
+          }
+      }
+    }
+  };
+  for (int i = 0; i < 70; ++i) {  // past 64 tokens: the thumbnails' bucket doubles
+    now.push_back(ids[static_cast<size_t>(i)]);
+    if (i % 7 == 0 || i > 62) check("typed " + std::to_string(i + 1));
+  }
+  now[20] = (now[20] + 1) % 60;
+  check("edit at 20");
+  now = ids;  // the whole text at once
+  check("150 tokens");
+}
+
+TEST(Hybrid, AttributionSplitsTheLogitAcrossEveryKindOfLayer) {
+  // The parts (embedding, every head of every kind, every convolution and MLP, biases) add up
+  // to the model's own logit, every gate and norm scale frozen at the run's values; and the
+  // key shares of each head add up to that head's part: one computed through out_proj of
+  // the gated head outputs, the other through A (or the softmax weights) and the values.
+  for (const bool lfm2 : {false, true}) {
+    static const std::string lfm2_dir = test::make_model_dir(small_lfm2(), 6, "lfm2");
+    const auto m = lfm2 ? load_model(lfm2_dir) : small_model();
+    Engine e(m, make_cpu_backend());
+    const Trace& tr = e.run(test::random_ids(40, 60, 21));
+    for (const int pos : {39, 17}) {
+      const int target = predicted_token(*m, tr, pos);
+      const Attribution a = direct_logit_attribution(*m, tr, pos, {target, (target + 1) % 60});
+      EXPECT_NEAR(a.sum, a.logit, 1e-4 * (1 + std::abs(a.logit))) << (lfm2 ? "lfm2" : "qwen3.5") << " position " << pos;
+      const KeyAttribution k = key_attribution(*m, tr, pos, {target, (target + 1) % 60});
+      for (int l = 0; l < m->config.n_layer; ++l) {
+        const Mixer mx = m->config.layer(l).mixer;
+        ASSERT_EQ(a.heads[static_cast<size_t>(l)].size(), static_cast<size_t>(m->config.heads_at(l)));
+        EXPECT_EQ(a.conv[static_cast<size_t>(l)] != 0.0, mx == Mixer::ShortConv) << "layer " << l;
+        for (int h = 0; h < m->config.heads_at(l); ++h) {
+          double sum = 0;
+          for (int j = 0; j < k.T; ++j) sum += k.head(l, h)[j];
+          const double part = a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)];
+          EXPECT_NEAR(sum, part, 1e-4 * (1 + std::abs(part))) << "layer " << l << " head " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(Hybrid, PatchingTheStreamReplaysTheMemoryBeforeThePatchedRow) {
+  // Each stream patch starts its pass at the patched row, the linear layers' memory before it
+  // replayed from their snapshots and the rows the trace keeps: the same grid as passes over
+  // every row (incremental = false). Head patching says what to use instead.
+  const auto m = small_model();
+  const std::vector<int> a = test::random_ids(12, 60, 30);
+  std::vector<int> b = a;
+  b[3] = (b[3] + 5) % 60, b[8] = (b[8] + 7) % 60;
+  PatchRequest req;
+  req.kind = PatchKind::Resid;
+  const PatchResult fast = activation_patching(*m, a, b, req);
+  req.incremental = false;
+  const PatchResult slow = activation_patching(*m, a, b, req);
+  ASSERT_EQ(fast.grid.size(), 4u);
+  EXPECT_LT(fast.passes, slow.passes);
+  for (size_t l = 0; l < 4; ++l)
+    for (size_t t = 0; t < 12; ++t)
+      EXPECT_NEAR(fast.grid[l][t], slow.grid[l][t], 1e-4 * (1 + std::abs(slow.grid[l][t]))) << "layer " << l << " row " << t;
+  EXPECT_NE(fast.grid[0][3], fast.clean);  // B's row 3 differs: the metric moves
+  EXPECT_EQ(fast.grid[0][2], fast.clean);  // the same row in A and B: A's run
+  req.kind = PatchKind::Heads;
+  try {
+    activation_patching(*m, a, b, req);
+    ADD_FAILURE() << "head patching of a hybrid accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--resid"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Hybrid, DamagedDecayParametersAndConfigsAreRefused) {

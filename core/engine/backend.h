@@ -52,7 +52,8 @@ class Backend {
   // With from_row > 0 only rows [from_row, T) are recomputed (from their rows of
   // trace.layers[layer].resid); rows [0, from_row) of layers [layer, L) are kept as they
   // are, their keys and values the KV cache (activation patching; false for a mean
-  // ablation, whose rows depend on every row).
+  // ablation, whose rows depend on every row). A linear layer's memory before from_row
+  // comes from its snapshot at or before it, the rows between replayed from the trace.
   virtual bool forward_from_layer(const Model& m, const std::vector<int>& window, int layer, Trace& trace,
                                   int from_row = 0) {
     (void)m, (void)window, (void)layer, (void)trace, (void)from_row;

@@ -127,7 +127,10 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
       jobs.push_back({&lt.v, {Hv, T, dv}, dv});
       jobs.push_back({&lt.out, {Hv, T, dv}, dv});
       jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-      jobs.push_back({&lt.implicit, {Hv, T, T}, p});
+      if (lt.compact)  // A's rows are swept from q, k, β and g when asked for (Stage::Implicit)
+        lt.implicit = Tensor{};
+      else
+        jobs.push_back({&lt.implicit, {Hv, T, T}, p});
       for (Tensor* bg : {&lt.beta, &lt.decay}) {  // (Hv, T): rows [0, p) of each head kept
         Tensor fresh{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T), 0.f)};
         if (p > 0 && bg->shape.size() == 2 && bg->dim(0) == Hv && bg->dim(1) >= p)
@@ -136,8 +139,8 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
         *bg = std::move(fresh);
       }
       lt.state_snaps.resize(static_cast<size_t>(T / kStateEvery * Hv * dk * dv));  // the first ones stay
-      for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate}) *t = Tensor{};
-      bytes += (Hv * T * T + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
+      for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.gate}) *t = Tensor{};  // thumbs: gated_delta_layer
+      bytes += ((lt.compact ? 0.0 : Hv * T * T) + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
       continue;
     }
     if (c.attn_gate) jobs.push_back({&lt.gate, {H, T, d}, d});
@@ -234,8 +237,11 @@ void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
 // convolution reads its K − 1 rows before p from lt.resid again; the memory continues from
 // the last pass's end when p is where it stopped (an append), else from the snapshot at or
 // before p, replaying the rows between (an edit).
-void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, int p, int T, LayerTrace& lt,
-                       Mat& y) {
+//
+// With `summaries`, the thumbnails (Hv, n, n) hold |A| max-pooled as a softmax layer's
+// hold probs: rows the last pass's thumbnails (of old_T rows) lack are swept again.
+void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& hin, int p, int T, int old_T,
+                       bool summaries, LayerTrace& lt, Mat& y) {
   const LinearAttnDims& ld = c.linear;
   const int n = T - p, Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim, K = ld.conv_kernel;
   const int group = ld.group(), p0 = std::max(0, p - (K - 1));  // the convolution reads rows [p0, T)
@@ -258,6 +264,11 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
   const bool append = p > 0 && lt.state_rows == p && lt.state_final.size() == static_cast<size_t>(Hv * per_state);
   std::vector<float> final_state(static_cast<size_t>(Hv * per_state));
   Mat att(n, Hv * dv);  // (n, Hv·dv) the gated norm's output
+  const Tensor old_thumbs = std::move(lt.thumbs);
+  const int old_bucket = lt.thumb_bucket, old_n = old_thumbs.shape.empty() ? 0 : static_cast<int>(old_thumbs.dim(1));
+  lt.thumb_bucket = summaries ? thumb_bucket(T) : 0;
+  const int tn = summaries ? thumb_cells(T, lt.thumb_bucket) : 0;
+  lt.thumbs = summaries ? Tensor{{Hv, tn, tn}, FloatBuf(static_cast<size_t>(Hv * tn * tn))} : Tensor{};
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < Hv; ++j) {
     const int kh = j / group;  // value head j reads key head kh
@@ -296,7 +307,24 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
         std::copy_n(S, per_state, lt.state_snaps.data() + ((end / kStateEvery - 1) * Hv + j) * per_state);
       t = end;
     }
-    delta_rule_rows(qj, kj, ldk, beta, g, T, dk, p, T, lt.implicit.head(j) + p * lt.implicit.ld(), lt.implicit.ld());
+    if (!lt.compact)
+      delta_rule_rows(qj, kj, ldk, beta, g, T, dk, p, T, lt.implicit.head(j) + p * lt.implicit.ld(), lt.implicit.ld());
+    if (summaries) {  // |A| into the thumbnail: rows [redo, T), stored or swept block by block
+      float* thumb = lt.thumbs.head(j);
+      const int redo = thumb_keep(old_n ? old_thumbs.head(j) : nullptr, old_bucket, old_n, old_T, p, lt.thumb_bucket, tn, thumb);
+      constexpr int kRows = 64;
+      std::vector<float> rows(static_cast<size_t>(kRows) * T);
+      for (int r0 = redo; r0 < T; r0 += kRows) {
+        const int r1 = std::min(T, r0 + kRows);
+        if (lt.compact || r0 < p) delta_rule_rows(qj, kj, ldk, beta, g, T, dk, r0, r1, rows.data(), T);
+        for (int t = r0; t < r1; ++t) {
+          const float* a = !lt.compact && r0 >= p ? lt.implicit.head(j) + t * lt.implicit.ld() : rows.data() + (t - r0) * T;
+          float* m = rows.data() + (t - r0) * T;
+          for (int s = 0; s <= t; ++s) m[s] = std::fabs(a[s]);
+          thumb_add_row(m, t, lt.thumb_bucket, tn, thumb);
+        }
+      }
+    }
     for (int t = p; t < T; ++t) {  // RMSNorm(o)·w ⊙ silu(z), the norm's weight as stored
       const float* o = oj + t * lt.out.ld();
       double ss = 0;
@@ -381,7 +409,6 @@ class CpuBackend : public Backend {
       return false;
     // A mean ablation's rows depend on every row; a source's rows are the source's own.
     if (from_row > 0 && ablation_.needs_full_recompute() && !ablation_.source) return false;
-    if (c.any_linear()) return false;  // recurrent layers: the whole pass (forward)
     tr.ablation = ablation_;
     Mat x = Eigen::Map<const Mat>(tr.layers[layer].resid.data.data(), T, c.n_embd).bottomRows(T - from_row);  // (n, C)
     run_layers(m, T, from_row, layer, T, x, tr);
@@ -414,7 +441,7 @@ class CpuBackend : public Backend {
       lt.window = spec.window;
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
       if (spec.mixer != Mixer::Softmax) {
-        if (spec.mixer == Mixer::GatedDeltaNet) gated_delta_layer(c, lw, hin, p, T, lt, y);
+        if (spec.mixer == Mixer::GatedDeltaNet) gated_delta_layer(c, lw, hin, p, T, old_T, tr.summaries, lt, y);
         else short_conv_layer(c, lw, hin, p, T, lt, y);
         add_branch(c, lw.post_attn_norm, y, h, x);
         add_mlp(c, lw, x);

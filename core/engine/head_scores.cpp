@@ -8,12 +8,21 @@
 
 namespace attnviz {
 
+const HeadScore* find_score(const std::vector<HeadScore>& scores, int layer, int head) {
+  const auto it = std::lower_bound(scores.begin(), scores.end(), std::make_pair(layer, head),
+                                   [](const HeadScore& s, const std::pair<int, int>& k) {
+                                     return std::make_pair(s.layer, s.head) < k;
+                                   });
+  return it != scores.end() && it->layer == layer && it->head == head ? &*it : nullptr;
+}
+
 std::vector<HeadScore> score_heads(const Trace& t) {
   const int T = t.T();
   std::vector<std::pair<int, int>> heads;  // (layer, head), layer-major
   bool all_have = true;
   for (size_t l = 0; l < t.layers.size(); ++l) {
     const LayerTrace& lt = t.layers[l];
+    if (lt.mixer != Mixer::Softmax) continue;
     all_have = all_have && lt.row_stats.shape == std::vector<int64_t>{lt.heads(), T, kRowStats};
     for (int h = 0; h < static_cast<int>(lt.heads()); ++h) heads.emplace_back(static_cast<int>(l), h);
   }

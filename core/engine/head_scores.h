@@ -27,8 +27,11 @@ struct HeadScore {
   float entropy_bits = 0, mean_distance = 0;
 };
 
-// One entry per (layer, head), layer-major.
+// One entry per (layer, head) of the softmax layers, layer-major (a hybrid's linear and
+// convolution layers have no attention distribution to score).
 std::vector<HeadScore> score_heads(const Trace& t);
+// The entry of (layer, head) in score_heads' list, or null when it has none.
+const HeadScore* find_score(const std::vector<HeadScore>& scores, int layer, int head);
 
 // The strongest label of a head when its score passes `threshold` (0.4 by default):
 // "previous-token", "induction", "first-token", "self", or "" for none.

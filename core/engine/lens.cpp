@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/engine/backend.h"
+#include "core/engine/delta_rule.h"
 #include "core/engine/engine.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
@@ -154,10 +155,14 @@ LogitDirection logit_direction(const Model& m, const Trace& tr, int position, co
   const int i = position;
   const float* xf = stream_after(c, tr, L - 1, i);
   if (static_cast<int>(tr.layers.size()) != L || !xf) throw Error(std::string("the attribution needs") + kNeedsResid);
-  for (int l = 0; l < L; ++l)
-    if (tr.layers[static_cast<size_t>(l)].resid.shape != std::vector<int64_t>{tr.T(), C} ||
-        tr.layers[static_cast<size_t>(l)].out.shape != std::vector<int64_t>{H, tr.T(), d})
+  for (int l = 0; l < L; ++l) {
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    const Mixer mx = c.layer(l).mixer;
+    const std::vector<int64_t> out_shape = mx == Mixer::GatedDeltaNet ? std::vector<int64_t>{c.linear.v_heads, tr.T(), c.linear.v_dim}
+                                                                       : std::vector<int64_t>{H, tr.T(), d};
+    if (lt.resid.shape != std::vector<int64_t>{tr.T(), C} || (mx != Mixer::ShortConv && lt.out.shape != out_shape))
       throw Error(std::string("the attribution needs") + kNeedsResid);
+  }
 
   LogitDirection dir;
   std::vector<float> z;
@@ -198,12 +203,63 @@ LogitDirection logit_direction(const Model& m, const Trace& tr, int position, co
   return dir;
 }
 
+// What each head of layer l hands its output projection at position i, (heads, heads·width)
+// block-diagonal, row h holding head h's vector, with every gate and norm scale frozen at
+// the run's values: a softmax head's out_h (⊙ σ(gate_h) where the layer gates it), a
+// linear-attention head's o_h · r_h · w ⊙ SiLU(z_h), r_h = 1/rms(o_h) (the gated norm).
+// `mult` (heads, width) gets the factor each out (or o) value is multiplied by, so that a
+// key's share through head h is A[i,j]·((v_j ⊙ mult_h)·Wo_h·g). z is recomputed for row i
+// from the residual stream the trace holds.
+void head_blocks(const ModelConfig& c, const LayerWeights& lw, const LayerTrace& lt, int i, Mat& blocks, Mat& mult) {
+  const int heads = static_cast<int>(lt.out.dim(0)), w = static_cast<int>(lt.out.dim(2));
+  mult.setOnes(heads, w);
+  if (lt.mixer == Mixer::GatedDeltaNet) {
+    Mat h, z;
+    const Mat x = Eigen::Map<const Mat>(lt.resid.data.data() + static_cast<size_t>(i) * c.n_embd, 1, c.n_embd);
+    norm(c, x, lw.norm1_w, lw.norm1_b, h);
+    linear(h, lw.lin_z, Vec(), z);  // (1, Hv·dv)
+    for (int j = 0; j < heads; ++j) {
+      double ss = 0;
+      for (int e = 0; e < w; ++e) ss += static_cast<double>(lt.out.at(j, i, e)) * lt.out.at(j, i, e);
+      const double r = 1.0 / std::sqrt(ss / w + static_cast<double>(c.norm_eps));  // as the pass computes it
+      for (int e = 0; e < w; ++e) {
+        const float zz = z(0, j * w + e);
+        mult(j, e) = static_cast<float>(r) * lw.lin_norm[e] * (zz / (1.f + std::exp(-zz)));
+      }
+    }
+  } else if (!lt.gate.shape.empty()) {
+    for (int h = 0; h < heads; ++h)
+      for (int e = 0; e < w; ++e) mult(h, e) = lt.gate.at(h, i, e);
+  }
+  blocks.setZero(heads, static_cast<Eigen::Index>(heads) * w);
+  for (int h = 0; h < heads; ++h)
+    for (int e = 0; e < w; ++e) blocks(h, h * w + e) = lt.out.at(h, i, e) * mult(h, e);
+}
+
+// An LFM2 short-convolution layer's output at row i (1, C) before out_proj's bias, the
+// gates as the run had them: C_i ⊙ conv(B ⊙ x) over rows i − K + 1 … i, recomputed from the
+// residual stream the trace holds.
+Mat short_conv_row(const ModelConfig& c, const LayerWeights& lw, const LayerTrace& lt, int i) {
+  const int C = c.n_embd, K = c.short_conv_kernel, r0 = std::max(0, i - (K - 1)), n = i - r0 + 1;
+  Mat h, bcx;
+  const Mat x = Eigen::Map<const Mat>(lt.resid.data.data(), lt.resid.dim(0), C).middleRows(r0, n);
+  norm(c, x, lw.norm1_w, lw.norm1_b, h);
+  linear(h, lw.sc_in, lw.sc_in_b, bcx);  // (n, 3C) B | C | x
+  const Mat u = bcx.leftCols(C).cwiseProduct(bcx.rightCols(C));  // (n, C) B ⊙ x
+  Mat conv(1, C);
+  causal_conv(u.data(), u.outerStride(), n, C, lw.sc_taps.data(), K, n - 1, conv.data(), conv.outerStride(),
+              lw.sc_taps_b.size() ? lw.sc_taps_b.data() : nullptr, /*silu=*/false);
+  Mat y = bcx.block(n - 1, C, 1, C).cwiseProduct(conv), out;
+  linear(y, lw.sc_out, Vec(), out);  // (1, C) without the bias
+  return out;
+}
+
 }  // namespace
 
 Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
-  const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd;
+  const int L = c.n_layer, C = c.n_embd;
   const LogitDirection dir = logit_direction(m, tr, position, target_ids);
   const int i = position;
   Attribution a;
@@ -226,23 +282,31 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
   // matrix, row h holding head h's output, so stored weights are read as the pass reads
   // them), then the MLP recomputed on the stream the layer gave it.
   const double rs = c.residual_scale;
-  a.heads.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H)));
+  a.heads.assign(static_cast<size_t>(L), {});
   a.mlp.assign(static_cast<size_t>(L), 0.0);
-  Mat blocks(H, H * d), y, hm, gate, up, down;
+  a.conv.assign(static_cast<size_t>(L), 0.0);
+  Mat blocks, mult, y, hm, gate, up, down;
   for (int l = 0; l < L; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-    blocks.setZero();
-    for (int h = 0; h < H; ++h)
-      for (int e = 0; e < d; ++e) blocks(h, h * d + e) = lt.out.at(h, i, e);
-    linear(blocks, lw.wo, Vec(), y);  // (H, C)
     Mat mid = Eigen::Map<const Mat>(lt.resid.data.data() + static_cast<size_t>(i) * C, 1, C);  // (1, C)
-    for (int h = 0; h < H; ++h) {
-      a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)] = share(&y(h, 0), rs);
-      mid += y.row(h) * c.residual_scale;
+    if (lt.mixer == Mixer::ShortConv) {  // one part: the convolution's output (no heads)
+      const Mat out = short_conv_row(c, lw, lt, i);
+      a.conv[static_cast<size_t>(l)] = share(out.data(), rs);
+      mid += out * c.residual_scale;
+      if (lw.sc_out_b.size()) mid += lw.sc_out_b * c.residual_scale;
+      a.rest += share_vec(lw.sc_out_b, rs);
+    } else {
+      head_blocks(c, lw, lt, i, blocks, mult);
+      linear(blocks, lt.mixer == Mixer::GatedDeltaNet ? lw.lin_out : lw.wo, Vec(), y);  // (heads, C)
+      a.heads[static_cast<size_t>(l)].resize(static_cast<size_t>(y.rows()));
+      for (int h = 0; h < static_cast<int>(y.rows()); ++h) {
+        a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)] = share(&y(h, 0), rs);
+        mid += y.row(h) * c.residual_scale;
+      }
+      if (lw.bo.size()) mid += lw.bo * c.residual_scale;
+      a.rest += share_vec(lw.bo, rs);
     }
-    if (lw.bo.size()) mid += lw.bo * c.residual_scale;
-    a.rest += share_vec(lw.bo, rs);
     const Mat* in = &mid;
     if (lw.norm2_w.size()) {
       norm(c, mid, lw.norm2_w, lw.norm2_b, hm);
@@ -257,7 +321,7 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
   }
   a.sum = a.embed + a.rest;
   for (int l = 0; l < L; ++l) {
-    a.sum += a.mlp[static_cast<size_t>(l)];
+    a.sum += a.mlp[static_cast<size_t>(l)] + a.conv[static_cast<size_t>(l)];
     for (double v : a.heads[static_cast<size_t>(l)]) a.sum += v;
   }
   return a;
@@ -289,7 +353,9 @@ std::vector<double> weight_times(const Weight& w, const std::vector<double>& g) 
 KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids,
                                const std::atomic<bool>* cancel) {
   const ModelConfig& c = m.config;
-  const int L = c.n_layer, H = c.n_head, d = c.head_size;
+  const int L = c.n_layer;
+  int H = 0;  // the most heads a layer has (a hybrid's linear layers may have more)
+  for (int l = 0; l < L; ++l) H = std::max(H, c.heads_at(l));
   const LogitDirection dir = logit_direction(m, tr, position, target_ids);
   const int i = position, T = tr.T();
   KeyAttribution a;
@@ -303,22 +369,30 @@ KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, co
   a.replaced.assign(static_cast<size_t>(L) * H, 0);
   std::vector<float> scratch;
   std::vector<double> vr(static_cast<size_t>(T));
+  Mat blocks, mult;
   for (int l = 0; l < L; ++l) {
     if (cancel && cancel->load()) throw Cancelled();
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-    const std::vector<double> r = weight_times(m.weights.layers[static_cast<size_t>(l)].wo, dir.g);  // (H·d)
-    for (int h = 0; h < H; ++h) {
+    const LayerWeights& lw = m.weights.layers[static_cast<size_t>(l)];
+    // A convolution layer carries no key through a head: its part is Attribution::conv alone.
+    if (lt.mixer == Mixer::ShortConv) continue;
+    const bool is_linear = lt.mixer == Mixer::GatedDeltaNet;
+    const int heads = static_cast<int>(lt.out.dim(0)), d = static_cast<int>(lt.out.dim(2));
+    const std::vector<double> r = weight_times(is_linear ? lw.lin_out : lw.wo, dir.g);  // (heads·d)
+    head_blocks(c, lw, lt, i, blocks, mult);  // mult: the frozen gates and norm scales of row i
+    for (int h = 0; h < heads; ++h) {
       if (tr.ablation.has(l, h)) {
         a.replaced[static_cast<size_t>(l) * H + h] = 1;
         continue;
       }
-      const int kv = c.kv_head_of(h);
-      const float* p = lt.row_values(Stage::Probs, h, i, scratch);  // (T): a_i·
+      const int kv = is_linear ? h : c.kv_head_of(h);  // a linear layer keeps v per value head
+      const float* p = lt.row_values(is_linear ? Stage::Implicit : Stage::Probs, h, i, scratch);  // (T): a_i· or A[i,·]
       float* out = a.shares.data() + (static_cast<size_t>(l) * H + h) * T;
       for (int j = 0; j <= i; ++j) {
         if (p[j] == 0.f) continue;  // masked: outside the window
         double s = 0;
-        for (int e = 0; e < d; ++e) s += static_cast<double>(lt.v.at(kv, j, e)) * r[static_cast<size_t>(h * d + e)];
+        for (int e = 0; e < d; ++e)
+          s += static_cast<double>(lt.v.at(kv, j, e)) * mult(h, e) * r[static_cast<size_t>(h * d + e)];
         out[j] = static_cast<float>(static_cast<double>(p[j]) * s * c.residual_scale);
       }
     }

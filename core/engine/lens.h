@@ -37,7 +37,8 @@ Mat lens_hidden(const Model& m, const Trace& tr, int layer, const std::vector<in
 
 // Direct logit attribution at one position: the logit of target_ids[0] (minus that of
 // target_ids[1] when given), split along the residual stream with the final norm's scale
-// frozen at the run's value. For RMSNorm, norm(x) = s·w ⊙ x with s = 1/rms(x) frozen; for
+// frozen at the run's value (and every gate inside a layer: Qwen3.5's σ(gate), its linear
+// layers' gated norm r·w ⊙ SiLU(z), LFM2's convolution gates). For RMSNorm, norm(x) = s·w ⊙ x with s = 1/rms(x) frozen; for
 // LayerNorm the mean subtraction is linear too, so every part is centred before the frozen
 // scale. Each part p contributes (logit_scale·s·w ⊙ (u_A − u_B)) · p (centred for
 // LayerNorm), u the unembedding rows.
@@ -45,8 +46,11 @@ struct Attribution {
   int position = 0;
   std::vector<int> target_ids;            // A, or A and B
   double logit = 0;                       // the model's logit of A (or A − B) at the position
-  std::vector<std::vector<double>> heads; // [L][H] each head's output through its rows of wo
+  std::vector<std::vector<double>> heads; // [L][H] each head's output through its rows of wo (a hybrid:
+                                          // each layer's own heads, a linear layer's Hv value heads through
+                                          // out_proj, none for a convolution layer)
   std::vector<double> mlp;                // [L] each MLP's output (without b_down)
+  std::vector<double> conv;               // [L] a short-convolution layer's output (without its bias); 0 elsewhere
   double embed = 0;                       // token (+ position) embedding × emb_scale
   double rest = 0;                        // biases: bo, b_down, the final norm's
   double sum = 0;                         // embed + heads + mlp + rest
@@ -60,7 +64,9 @@ struct Attribution {
 // the run replaced (ablation) contribute their replaced output, as the run did.
 Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids);
 
-// Direct logit attribution carried back to the keys. Head h of layer l adds at position i
+// Direct logit attribution carried back to the keys (through the heads: a linear layer's
+// through A, o_i = Σ_j A[i,j]·v_j, its frozen gated norm applied to v_j; a convolution
+// layer's part is not split by key). Head h of layer l adds at position i
 // its output o = Σ_j a_ij·v_j through its rows of wo (Wo_h, (d, C)), so its share of the
 // logit is Σ_j a_ij·(v_j · r_h) with r_h = residual_scale · Wo_h·g, g the direction of the
 // attribution above (the target's unembedding through the frozen final norm). Key j's share

@@ -69,6 +69,11 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
                 ErrorKind::Usage);
   if (request.target_ids.size() > 2)
     throw Error("patching takes one target id or two (the logit of A minus that of B)", ErrorKind::Usage);
+  if (request.kind == PatchKind::Heads && c.any_linear())  // a head's output is swapped in by ablation, which
+    throw Error("patching heads does not cover " + c.model_type +  // stops at softmax layers for now
+                    "'s linear-attention and convolution layers yet\n  HINT: patch the residual stream (--resid), "
+                    "which covers every layer.",
+                ErrorKind::Usage);
   for (int id : request.target_ids)
     if (id < 0 || id >= V)
       throw Error("target id " + std::to_string(id) + " is outside the vocabulary (0 … " + std::to_string(V - 1) + ")",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/engine/delta_rule.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/ops.h"
 #include "core/error.h"
@@ -147,12 +148,13 @@ const char* stage_label(Stage s) {
     case Stage::K: return "K";
     case Stage::V: return "V";
     case Stage::Out: return "head output";
+    case Stage::Implicit: return "implicit A";
   }
   return "?";
 }
 
 const char* stage_name(Stage s) {
-  static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out"};
+  static const char* names[kStageCount] = {"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out", "implicit"};
   return names[static_cast<int>(s)];
 }
 
@@ -164,6 +166,7 @@ const Tensor* LayerTrace::stored(Stage s) const {
     case Stage::Scores: return compact ? nullptr : &scores;
     case Stage::Probs: return compact ? nullptr : &probs;
     case Stage::Out: return &out;
+    case Stage::Implicit: return compact || mixer != Mixer::GatedDeltaNet ? nullptr : &implicit;
     case Stage::Scaled:
     case Stage::Capped:
     case Stage::Masked: return nullptr;
@@ -218,6 +221,26 @@ float derive_value(const LayerTrace& lt, Stage s, int64_t i, int64_t j, float sc
 // stored matrices or, compact, through the kernel.
 void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t rows, float* dst) {
   const int64_t T = lt.T();
+  if (s == Stage::Implicit) {  // a linear layer's A: stored, or swept row by row from q, k, β and g
+    if (lt.mixer != Mixer::GatedDeltaNet) throw Error("only a linear-attention layer has an implicit matrix");
+    if (!lt.compact) {
+      for (int64_t i = 0; i < rows; ++i) std::copy_n(lt.implicit.head(h) + (r0 + i) * lt.implicit.ld(), T, dst + i * T);
+      return;
+    }
+    std::vector<float> kq, kk;  // dense copies only where q and k are stored with different pitches
+    const float* q = lt.q.head(h);
+    const float* k = lt.k.head(h);
+    int64_t ldk = lt.q.ld();
+    if (lt.k.ld() != ldk) {
+      q = lt.q.head_dense(h, kq);
+      k = lt.k.head_dense(h, kk);
+      ldk = lt.q.dim(2);
+    }
+    delta_rule_rows(q, k, ldk, lt.beta.data.data() + h * lt.beta.dim(1), lt.decay.data.data() + h * lt.decay.dim(1),
+                    static_cast<int>(T), static_cast<int>(lt.q.dim(2)), static_cast<int>(r0), static_cast<int>(r0 + rows),
+                    dst, T);
+    return;
+  }
   if (lt.compact) {
     // Block by block as the forward pass does, so a head costs (B, T) of extra memory.
     const int64_t B = attention_row_block(static_cast<int>(T));
@@ -243,7 +266,7 @@ void matrix_rows(const LayerTrace& lt, Stage s, int64_t h, int64_t r0, int64_t r
 }  // namespace
 
 const float* LayerTrace::head_values(Stage s, int64_t h, std::vector<float>& scratch) const {
-  if (mixer != Mixer::Softmax && !has(s))
+  if ((mixer != Mixer::Softmax || s == Stage::Implicit) && !has(s))
     throw Error(std::string("this layer has no ") + stage_name(s) + " stage (it is not softmax attention)");
   if (const Tensor* t = stored(s)) return t->head_dense(h, scratch);
   scratch.resize(static_cast<size_t>(T() * T()));
@@ -255,13 +278,13 @@ const float* LayerTrace::update_head_values(Stage s, int64_t h, int64_t old_T, i
                                             std::vector<float>& values, int64_t* ld, int64_t* computed) const {
   const int64_t n = T(), L = *ld;
   kept = std::min({kept, old_T, n});
-  if ((s != Stage::Probs && s != Stage::Masked) || kept <= 0 || L < old_T || values.size() < static_cast<size_t>(old_T * L)) {
+  if ((s != Stage::Probs && s != Stage::Masked && s != Stage::Implicit) || kept <= 0 || L < old_T || values.size() < static_cast<size_t>(old_T * L)) {
     *ld = n;
     if (computed) *computed = n;
     return head_values(s, h, values);
   }
   if (computed) *computed = n - kept;
-  const float future = s == Stage::Probs ? 0.f : -INFINITY;
+  const float future = s == Stage::Masked ? -INFINITY : 0.f;
   if (n > L) {  // past the pitch: the kept rows move once, to a pitch with a quarter more room
     const int64_t L2 = n + n / 4 + 16;
     std::vector<float> fresh;
@@ -299,6 +322,7 @@ float LayerTrace::value(Stage s, int64_t h, int64_t i, int64_t j) const {
 }
 
 Tensor LayerTrace::materialize(Stage s) const {
+  if ((mixer != Mixer::Softmax || s == Stage::Implicit) && !has(s)) return Tensor{};  // another kind of layer's stage
   if (const Tensor* t = stored(s)) return t->dense_copy();
   Tensor t;
   t.shape = shape(s);
@@ -313,9 +337,8 @@ size_t Trace::bytes() const {
     for (int s = 0; s < kStageCount; ++s)
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
   for (const auto& l : layers) n += l.resid.data.size() + l.row_stats.data.size() + l.thumbs.data.size();
-  for (const auto& l : layers)  // Qwen3.5's gate, a linear layer's β, g, A and its memory's snapshots
-    n += l.gate.data.size() + l.beta.data.size() + l.decay.data.size() + l.implicit.data.size() + l.state_snaps.size() +
-         l.state_final.size();
+  for (const auto& l : layers)  // Qwen3.5's gate, a linear layer's β, g and its memory's snapshots (A is a stage)
+    n += l.gate.data.size() + l.beta.data.size() + l.decay.data.size() + l.state_snaps.size() + l.state_final.size();
   return n * sizeof(float);
 }
 

@@ -56,9 +56,11 @@ struct Tensor {
 };
 
 // Stages of attention, in the order they happen. Capped exists only in layers that
-// soft-cap their scores (LayerTrace::has).
-enum class Stage { Q, K, V, Scores, Scaled, Capped, Masked, Probs, Out };
-constexpr int kStageCount = 9;
+// soft-cap their scores (LayerTrace::has). Implicit is a gated-delta-rule layer's (T, T)
+// matrix A (o_t = Σ_s A[t,s]·v_s), the one matrix such a layer has in place of scores and
+// probs; it comes last so that the stages before keep their numbers.
+enum class Stage { Q, K, V, Scores, Scaled, Capped, Masked, Probs, Out, Implicit };
+constexpr int kStageCount = 10;
 const char* stage_name(Stage s);  // "q", "k", ... as in the dump tensor names
 const char* stage_label(Stage s);  // what people read: "scores q·kᵀ", "scaled /√d", "masked", "softmax", "Q", …, "head output"
 bool stage_from_name(const std::string& name, Stage* out);  // the stage whose stage_name is `name`; false when none
@@ -87,18 +89,19 @@ struct LayerTrace {
                   //            when asked (`dump --stages resid`), not one of the Stage tensors
   Tensor row_stats;  // (H, T, kRowStats) per-row terms of the head scores (head_summary.h);
                      //   empty when the backend does not compute them (score_heads then reads probs)
-  Tensor thumbs;     // (H, n, n) probs max-pooled over thumb_bucket² cells; empty: none
+  Tensor thumbs;     // (H, n, n) probs (a linear layer: |A|) max-pooled over thumb_bucket² cells; empty: none
   int thumb_bucket = 0;
   // What mixes this layer's tokens (Mixer::Softmax unless the model says otherwise). A
   // gated-delta-rule layer (Qwen3.5's linear layers) holds q, k (Hv, T, dk) as they enter
   // the recurrence (after the convolution, L2 norm, and for q × dk^−½), v (Hv, T, dv), out
-  // (Hv, T, dv) = o before the gated norm, beta and decay, and `implicit`; no scores, no
-  // probs and no summaries.
+  // (Hv, T, dv) = o before the gated norm, beta and decay, `implicit` and thumbnails of |A|;
+  // no scores, no probs and no row_stats.
   Mixer mixer = Mixer::Softmax;
   Tensor gate;      // (H, T, d)  σ(gate) of a gated softmax layer (Qwen3.5's full layers); empty otherwise
   Tensor beta;      // (Hv, T)    a linear layer's β_t: how strongly token t writes to memory
   Tensor decay;     // (Hv, T)    a linear layer's log-decay g_t ≤ 0: memory × e^g at token t
-  Tensor implicit;  // (Hv, T, T) a linear layer's A: o_t = Σ_s A[t,s]·v_s (0 above the diagonal)
+  Tensor implicit;  // (Hv, T, T) a linear layer's A: o_t = Σ_s A[t,s]·v_s (0 above the diagonal);
+                    //   empty when compact (Stage::Implicit's rows are then swept from q, k, β, g)
   // A linear layer's memory S of every value head, (Hv, dk, dv) each: after the first
   // (i + 1)·kStateEvery rows for i < T / kStateEvery (snapshots: an edit replays from the
   // nearest one before it), and after the first state_rows rows (an append continues it).
@@ -110,13 +113,16 @@ struct LayerTrace {
   bool compact = false;
 
   static bool derived(Stage s) { return s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked; }
-  // capped only where soft-capped; no (T, T) softmax stage in a linear layer, no stage at all
-  // in a convolution layer
+  // capped only where soft-capped; in a linear layer q, k, v, out and implicit (no softmax
+  // stage), in a softmax layer everything but implicit, no stage at all in a convolution layer
   bool has(Stage s) const {
-    return (s != Stage::Capped || softcap > 0) && (mixer == Mixer::Softmax || (mixer == Mixer::GatedDeltaNet && !matrix(s)));
+    if (mixer == Mixer::GatedDeltaNet) return s == Stage::Implicit || !matrix(s);
+    return mixer == Mixer::Softmax && s != Stage::Implicit && (s != Stage::Capped || softcap > 0);
   }
   bool masked_at(int64_t i, int64_t j) const { return attention_masked(i, j, window); }
-  static bool matrix(Stage s) { return s == Stage::Scores || s == Stage::Probs || derived(s); }  // (T, T) per head
+  static bool matrix(Stage s) {  // (T, T) per head
+    return s == Stage::Scores || s == Stage::Probs || s == Stage::Implicit || derived(s);
+  }
   const Tensor* stored(Stage s) const;  // null for a derived stage, and for a matrix when compact
   Tensor* stored(Stage s);
   // Query heads and tokens, from q (or from probs in a trace built by hand without q).
@@ -127,10 +133,10 @@ struct LayerTrace {
   // Head h of stage s as a row-major (rows, cols) array: inside the trace for a stored
   // stage, else computed into `scratch`.
   const float* head_values(Stage s, int64_t h, std::vector<float>& scratch) const;
-  // `values` holds head h of stage s (Probs or Masked), its rows *ld floats apart (*ld ≥
+  // `values` holds head h of stage s (Probs, Masked or Implicit), its rows *ld floats apart (*ld ≥
   // old_T), for a trace of old_T tokens whose rows [0, kept) are this trace's: makes it this
   // trace's (T, T) head, computing only rows [kept, T) (after a keystroke, one row instead
-  // of T). The kept rows' new columns are the future: 0 (probs) or −inf (masked). While T
+  // of T). The kept rows' new columns are the future: 0 (probs, implicit) or −inf (masked). While T
   // stays within *ld nothing moves; past it the rows move once, to a pitch with room (*ld is
   // updated). Otherwise (another stage, nothing kept, values not of that size) the whole head
   // as head_values gives it, with *ld = T. Returns the matrix's first element; `computed`
@@ -140,7 +146,9 @@ struct LayerTrace {
   // Row i of head h of stage s (cols values), the same numbers as head_values'.
   const float* row_values(Stage s, int64_t h, int64_t i, std::vector<float>& scratch) const;
   float value(Stage s, int64_t h, int64_t i, int64_t j) const;  // one element (a row's work when compact)
-  Tensor materialize(Stage s) const;  // the whole stage as a new tensor
+  // The whole stage as a new tensor; empty for a stage another kind of layer has (implicit
+  // in a softmax layer, softmax stages in a linear layer, anything in a convolution layer).
+  Tensor materialize(Stage s) const;
   // Rows [r0, r0 + rb) of head h's scores S and probs P, each (rb, T) row-major, through
   // the backend's kernel; S or P may be null.
   void attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const;

@@ -66,8 +66,7 @@ std::vector<std::string> parse_stage_list(const std::string& list) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, comma - at);
     Stage st;
-    const bool extra = name == "logits" || name == "resid" || name == "gate" || name == "beta" || name == "decay" ||
-                       name == "implicit";
+    const bool extra = name == "logits" || name == "resid" || name == "gate" || name == "beta" || name == "decay";
     if (!extra && !stage_from_name(name, &st))
       throw Error("--stages: unknown stage '" + excerpt(name, 30) +
                       "' (q, k, v, scores, scaled, capped, masked, probs, out, logits, resid; gate, beta, decay, "
@@ -139,10 +138,9 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
         std::copy(src, src + per_head, dst);
       });
     }
-    // Qwen3.5's output gate σ(gate) (H, T, d); a linear layer's β and g (Hv, T) and its
-    // implicit matrix A (Hv, T, T). Head selections as for the stages above.
-    const std::pair<const char*, const Tensor*> more[] = {
-        {"gate", &lt.gate}, {"beta", &lt.beta}, {"decay", &lt.decay}, {"implicit", &lt.implicit}};
+    // Qwen3.5's output gate σ(gate) (H, T, d); a linear layer's β and g (Hv, T) (its
+    // implicit matrix A is a stage above). Head selections as for the stages above.
+    const std::pair<const char*, const Tensor*> more[] = {{"gate", &lt.gate}, {"beta", &lt.beta}, {"decay", &lt.decay}};
     for (const auto& [name, t] : more) {
       if (t->shape.empty() || !selected(sel.stages, name)) continue;
       std::vector<int64_t> shape = t->shape;

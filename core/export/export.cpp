@@ -17,7 +17,7 @@ namespace attnviz {
 
 namespace {
 
-bool square_stage(Stage s) { return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs; }
+bool square_stage(Stage s) { return LayerTrace::matrix(s); }
 bool kv_stage(Stage s) { return s == Stage::K || s == Stage::V; }
 
 std::string csv_field(const std::string& s) {
@@ -169,11 +169,32 @@ ExportFormat format_of_path(const std::string& path) {
 
 std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const ExportOptions& o) {
   const int L = static_cast<int>(tr.layers.size());
-  const int heads = kv_stage(o.stage) ? m.config.n_kv_head : m.config.n_head;
   if (L == 0 || tr.T() == 0) throw Error("nothing has been computed yet: there is no input");
   if (o.layer < -1 || o.layer >= L)
     throw Error("layer " + std::to_string(o.layer) + " is out of range: the model has layers 0 … " + std::to_string(L - 1),
                 ErrorKind::Usage);
+  // Heads of the stage in the layer asked for (a hybrid's linear layers have their own count;
+  // with every layer asked for, the layers that have the stage).
+  // (A softmax layer draws capped as its scaled scores where it does not soft-cap, as before.)
+  auto has = [&](int l) {
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    return lt.mixer == Mixer::Softmax ? o.stage != Stage::Implicit : lt.has(o.stage);
+  };
+  if (o.layer >= 0 && !has(o.layer))
+    throw Error("layer " + std::to_string(o.layer) + " has no " + stage_name(o.stage) + " stage (it is a " +
+                    (m.config.layer(o.layer).mixer == Mixer::ShortConv      ? "short-convolution layer, with no attention"
+                     : m.config.layer(o.layer).mixer == Mixer::GatedDeltaNet ? "linear-attention layer: its matrix is 'implicit'"
+                                                                             : "softmax layer") +
+                    ")",
+                ErrorKind::Usage);
+  auto heads_in = [&](int l) {
+    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    return has(l) ? static_cast<int>(lt.shape(o.stage)[0]) : 0;
+  };
+  int heads = 0;
+  for (int l = o.layer < 0 ? 0 : o.layer; l < (o.layer < 0 ? L : o.layer + 1); ++l) heads = std::max(heads, heads_in(l));
+  if (heads == 0)
+    throw Error(std::string("no layer of this model has a ") + stage_name(o.stage) + " stage", ErrorKind::Usage);
   if (o.head < -1 || o.head >= heads)
     throw Error("head " + std::to_string(o.head) + " is out of range: " + std::string(kv_stage(o.stage) ? "KV heads" : "heads") +
                     " are 0 … " + std::to_string(heads - 1),
@@ -185,7 +206,7 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
     for (int id : tr.tokens) tokens.push_back(std::to_string(id));
   std::vector<MatrixView> views;
   for (int l = o.layer < 0 ? 0 : o.layer; l < (o.layer < 0 ? L : o.layer + 1); ++l)
-    for (int h = o.head < 0 ? 0 : o.head; h < (o.head < 0 ? heads : o.head + 1); ++h) {
+    for (int h = o.head < 0 ? 0 : o.head; h < (o.head < 0 ? heads_in(l) : std::min(o.head + 1, heads_in(l))); ++h) {
       const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
       const std::vector<int64_t> shape = lt.shape(o.stage);
       MatrixView v;
@@ -198,7 +219,8 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
       v.values = lt.head_values(o.stage, h, *scratch);
       if (!scratch->empty()) v.derived = std::move(scratch);
       v.causal_mask = o.stage == Stage::Probs;
-      if (!kv_stage(o.stage) && m.config.n_kv_head < m.config.n_head) v.kv_head = m.config.kv_head_of(h);
+      if (!kv_stage(o.stage) && lt.mixer == Mixer::Softmax && m.config.n_kv_head < m.config.n_head)
+        v.kv_head = m.config.kv_head_of(h);
       v.row_labels = tokens;
       if (square_stage(o.stage)) v.col_labels = tokens;
       else

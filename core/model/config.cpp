@@ -432,6 +432,15 @@ LayerSpec ModelConfig::layer(int l) const {
 bool ModelConfig::any_local() const {
   return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.window > 0; });
 }
+int ModelConfig::heads_at(int l) const {
+  switch (layer(l).mixer) {
+    case Mixer::Softmax: return n_head;
+    case Mixer::GatedDeltaNet: return linear.v_heads;
+    case Mixer::ShortConv: return 0;
+  }
+  return 0;
+}
+
 bool ModelConfig::any_linear() const {
   return std::any_of(layer_specs.begin(), layer_specs.end(), [](const LayerSpec& s) { return s.mixer != Mixer::Softmax; });
 }

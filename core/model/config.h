@@ -123,6 +123,10 @@ struct ModelConfig {
   // the architecture does beyond llama's, for info and the model panel ("" when nothing).
   std::string features() const;
 
+  // Heads a trace holds for layer l: query heads (softmax), value heads (gated delta rule),
+  // none (short convolution).
+  int heads_at(int l) const;
+
   // Query heads that share one KV head; query head h reads KV head h / group_size().
   int group_size() const { return n_head / n_kv_head; }
   int kv_head_of(int h) const { return h / group_size(); }
