@@ -119,8 +119,10 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_option("--text", opt.text, "text to start with");
   cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
   cli.add_option("--head", opt.head, "query head to show (0-based)")->check(CLI::NonNegativeNumber);
-  cli.add_option("--stage", opt.stage, "heatmap tab (capped: only where the layer soft-caps; else masked)")
-      ->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out"}));
+  cli.add_option("--stage", opt.stage,
+                 "heatmap tab (capped: only where the layer soft-caps, else masked; implicit: a linear-attention "
+                 "layer's matrix A, which is what a softmax stage becomes on such a layer)")
+      ->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out", "implicit"}));
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
   cli.add_option_function<std::string>(

@@ -35,7 +35,7 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
   ASSERT_FALSE(en.empty());
   ASSERT_FALSE(zh.empty());
   const Lesson a = load_lesson(en), b = load_lesson(zh);
-  ASSERT_EQ(a.steps.size(), 11u);
+  ASSERT_EQ(a.steps.size(), 12u);
   ASSERT_EQ(a.steps.size(), b.steps.size());
   const Trace& tr = run().trace;
   const ModelConfig& c = run().model->config;
@@ -49,11 +49,11 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
       EXPECT_EQ(text.find('{'), std::string::npos) << l->language << " " << l->steps[k].id << ": " << text;
     }
   }
-  // The eleven steps, in the order a class meets them: the block_size crop, then a real
-  // sliding window beside it.
-  const char* want[] = {"qk",  "dot",    "scale",        "mask",    "exp", "softmax", "weighted_v",
-                        "gqa", "window", "local_window", "kv_cache"};
-  for (size_t k = 0; k < 11; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
+  // The twelve steps, in the order a class meets them: the block_size crop, then a real
+  // sliding window beside it; the KV cache, then a memory that does not grow.
+  const char* want[] = {"qk",  "dot",    "scale",        "mask",     "exp",   "softmax", "weighted_v",
+                        "gqa", "window", "local_window", "kv_cache", "memory"};
+  for (size_t k = 0; k < 12; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
   EXPECT_NE(fill_placeholders("{score} and {shared_heads}", n).find(", "), std::string::npos);
 }
 

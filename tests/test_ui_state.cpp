@@ -76,8 +76,9 @@ TEST(UiState, Navigation) {
   step_stage(s, -1);
   EXPECT_EQ(s.stage, Stage::Out);  // wraps to the last tab
   EXPECT_EQ(stage_tab_order().size(), size_t(kStageCount));
-  // The capped tab exists only on a layer that soft-caps: stepping skips it elsewhere.
-  EXPECT_EQ(stage_tabs(false).size(), size_t(kStageCount - 1));
+  // The capped tab exists only on a layer that soft-caps: stepping skips it elsewhere (and
+  // implicit only on a linear-attention layer).
+  EXPECT_EQ(stage_tabs(false).size(), size_t(kStageCount - 2));
   s.stage = Stage::Scaled;
   step_stage(s, +1);
   EXPECT_EQ(s.stage, Stage::Masked);
@@ -90,6 +91,64 @@ TEST(UiState, Navigation) {
   EXPECT_EQ(s.stage, Stage::Capped);
   fit_stage(s, false);  // moved to a layer that does not soft-cap
   EXPECT_EQ(s.stage, Stage::Masked);
+}
+
+// A hybrid (Qwen3.5-like: layers 0-2 linear with 6 value heads of 4 × 5, layer 3 softmax with
+// 4 query heads over 2 KV heads of 8; LFM2-like convolution layers): each layer's heads, its
+// tabs, its memory.
+TEST(UiState, HybridLayersHaveTheirOwnHeadsTabsAndMemory) {
+  ModelConfig c;
+  c.n_layer = 4, c.n_head = 4, c.n_kv_head = 2, c.head_size = 8, c.n_embd = 32, c.n_ctx = 64;
+  c.linear = LinearAttnDims{3, 6, 4, 5, 4};
+  for (int l = 0; l < 4; ++l) {
+    LayerSpec sp;
+    sp.mixer = l < 3 ? Mixer::GatedDeltaNet : Mixer::Softmax;
+    c.layer_specs.push_back(sp);
+  }
+  const ModelDims m = ModelDims::of(c);
+  EXPECT_EQ(m.layer_heads, (std::vector<int>{6, 6, 6, 4}));
+  AppState s;
+  s.layer = 0, s.head = 5;
+  clamp_selection(s, m);
+  EXPECT_EQ(s.head, 5);  // value head 5 exists on a linear layer
+  step_head(s, m, +1);
+  EXPECT_EQ(s.head, 0);  // wraps within the layer's 6 heads
+  s.head = 5;
+  step_layer(s, m, -1);  // to layer 3, softmax: 4 heads
+  EXPECT_EQ(s.layer, 3);
+  EXPECT_EQ(s.head, 3);
+  // A linear layer's tabs: implicit, Q, K, V, out; a softmax stage becomes implicit and back.
+  EXPECT_EQ(stage_tabs(false, Mixer::GatedDeltaNet),
+            (std::vector<Stage>{Stage::Implicit, Stage::Q, Stage::K, Stage::V, Stage::Out}));
+  EXPECT_TRUE(stage_tabs(false, Mixer::ShortConv).empty());
+  s.stage = Stage::Probs;
+  fit_stage(s, false, Mixer::GatedDeltaNet);
+  EXPECT_EQ(s.stage, Stage::Implicit);
+  step_stage(s, +1, false, Mixer::GatedDeltaNet);
+  EXPECT_EQ(s.stage, Stage::Q);
+  s.stage = Stage::Implicit;
+  fit_stage(s, false, Mixer::Softmax);
+  EXPECT_EQ(s.stage, Stage::Probs);
+  s.stage = Stage::V;
+  step_stage(s, +1, false, Mixer::ShortConv);  // nothing to step through: unchanged
+  EXPECT_EQ(s.stage, Stage::V);
+  // Ablation does not cover hybrids yet: cleared.
+  s.ablation.heads = {{3, 1}};
+  clamp_ablation(s, m);
+  EXPECT_TRUE(s.ablation.heads.empty());
+  // Memory: only layer 3 keeps K and V (2 × T × KV × d × 4 B); the linear layers keep
+  // 6 memories of 4 × 5 and the convolution's last 3 inputs of 2·3·4 + 6·5 = 54 channels.
+  EXPECT_EQ(kv_cache_bytes_layers(c, 10, c.n_kv_head), 2 * 10 * 2 * 8 * 4);
+  EXPECT_EQ(layer_state_values(c, 0), 6 * 4 * 5 + 3 * 54);
+  EXPECT_EQ(layer_state_values(c, 3), 0);
+  EXPECT_EQ(recurrent_state_bytes(c), 3 * (6 * 4 * 5 + 3 * 54) * 4);
+  // An LFM2-like convolution layer: its last K − 1 inputs of C channels, and no heads.
+  c.layer_specs[1].mixer = Mixer::ShortConv;
+  c.short_conv_kernel = 3;
+  EXPECT_EQ(layer_state_values(c, 1), 2 * 32);
+  EXPECT_EQ(ModelDims::of(c).heads_at(1), 0);
+  EXPECT_EQ(layer_kind(c.layer(1)), "short convolution");
+  EXPECT_EQ(layer_kind(c.layer(0)), "linear attention");
 }
 
 // A local layer of window W: query i sees keys [i − W + 1, i]; its KV cache keeps min(T, W)

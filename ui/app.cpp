@@ -462,6 +462,8 @@ void App::shortcuts() {
   const ModelDims dims = ModelDims::of(snap_->model->config);
   // The capped tab exists only on a layer that soft-caps its scores.
   auto capped = [&] { return state_.layer < dims.n_layer && snap_->model->config.layer(state_.layer).softcap > 0; };
+  // The tabs of a hybrid's linear layer (implicit, Q, K, V, out) or of a convolution layer (none).
+  auto mixer = [&] { return state_.layer < dims.n_layer ? snap_->model->config.layer(state_.layer).mixer : Mixer::Softmax; };
   // The focused text view takes the plain arrows for its query; Alt+arrows still step.
   if (nav && (io.KeyAlt || !text_view_->focused())) {
     if (pressed(GLFW_KEY_UP)) step_layer(state_, dims, -1);
@@ -470,15 +472,15 @@ void App::shortcuts() {
     if (pressed(GLFW_KEY_RIGHT)) step_head(state_, dims, +1);
   }
   if (nav) {
-    if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1, capped());
-    if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1, capped());
+    if (pressed(GLFW_KEY_PAGE_UP)) step_stage(state_, -1, capped(), mixer());
+    if (pressed(GLFW_KEY_PAGE_DOWN)) step_stage(state_, +1, capped(), mixer());
   }
   if (nav && pressed(GLFW_KEY_X)) state_.ablation.toggle(state_.layer, state_.head);
-  const std::vector<Stage> tabs = stage_tabs(capped());
+  const std::vector<Stage> tabs = stage_tabs(capped(), mixer());
   if (!typing && !io.KeyCtrl)
     for (int k = 0; k < 9 && k < static_cast<int>(tabs.size()); ++k)
       if (pressed(GLFW_KEY_1 + k)) state_.stage = tabs[static_cast<size_t>(k)];
-  fit_stage(state_, capped());
+  fit_stage(state_, capped(), mixer());
 }
 
 void App::frame() {

@@ -8,7 +8,12 @@
 
 namespace attnviz::ui {
 
-ModelDims ModelDims::of(const ModelConfig& c) { return {c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_ctx}; }
+ModelDims ModelDims::of(const ModelConfig& c) {
+  ModelDims m{c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_ctx, {}};
+  if (c.any_linear())
+    for (int l = 0; l < c.n_layer; ++l) m.layer_heads.push_back(c.heads_at(l));
+  return m;
+}
 
 namespace {
 int clamp_index(int v, int n) { return n <= 0 ? 0 : std::clamp(v, 0, n - 1); }
@@ -17,7 +22,7 @@ int wrap_index(int v, int n) { return n <= 0 ? 0 : ((v % n) + n) % n; }
 
 void clamp_selection(AppState& s, const ModelDims& m) {
   s.layer = clamp_index(s.layer, m.n_layer);
-  s.head = clamp_index(s.head, m.n_head);
+  if (m.layer_heads.empty() || m.heads_at(s.layer) > 0) s.head = clamp_index(s.head, m.heads_at(s.layer));
   s.kv_group = clamp_index(s.kv_group, m.n_kv_head);
   if (m.n_ctx > 0 && (s.block_size < 1 || s.block_size > m.n_ctx)) s.block_size = m.n_ctx;
   s.top_k = std::max(1, s.top_k);
@@ -25,36 +30,51 @@ void clamp_selection(AppState& s, const ModelDims& m) {
   if (s.hovered_token < -1) s.hovered_token = -1;
 }
 
-void step_layer(AppState& s, const ModelDims& m, int delta) { s.layer = wrap_index(s.layer + delta, m.n_layer); }
+void step_layer(AppState& s, const ModelDims& m, int delta) {
+  s.layer = wrap_index(s.layer + delta, m.n_layer);
+  if (m.heads_at(s.layer) > 0) s.head = clamp_index(s.head, m.heads_at(s.layer));
+}
 
 void step_head(AppState& s, const ModelDims& m, int delta) {
-  s.head = wrap_index(s.head + delta, m.n_head);
-  if (m.n_head > 0 && m.n_kv_head > 0) s.kv_group = kv_head_of(s.head, m.n_head, m.n_kv_head);
+  if (m.layer_heads.empty() || m.heads_at(s.layer) > 0) s.head = wrap_index(s.head + delta, m.heads_at(s.layer));
+  if (m.n_head > 0 && m.n_kv_head > 0 && s.head < m.n_head) s.kv_group = kv_head_of(s.head, m.n_head, m.n_kv_head);
 }
 
 namespace {
 const std::vector<Stage> kStageTabs = {Stage::Scores, Stage::Scaled, Stage::Capped, Stage::Masked, Stage::Probs,
-                                       Stage::Q,      Stage::K,      Stage::V,      Stage::Out};
+                                       Stage::Implicit, Stage::Q,    Stage::K,      Stage::V,      Stage::Out};
 }  // namespace
 
 const std::vector<Stage>& stage_tab_order() { return kStageTabs; }
 
-std::vector<Stage> stage_tabs(bool capped) {
+std::vector<Stage> stage_tabs(bool capped, Mixer mixer) {
   std::vector<Stage> out;
-  for (Stage st : kStageTabs)
-    if (capped || st != Stage::Capped) out.push_back(st);
+  if (mixer == Mixer::ShortConv) return out;
+  const bool linear = mixer == Mixer::GatedDeltaNet;
+  for (Stage st : kStageTabs) {
+    const bool has = linear ? st == Stage::Implicit || !stage_is_square(st)
+                            : st != Stage::Implicit && (capped || st != Stage::Capped);
+    if (has) out.push_back(st);
+  }
   return out;
 }
 
-void step_stage(AppState& s, int delta, bool capped) {
-  fit_stage(s, capped);
-  const std::vector<Stage> order = stage_tabs(capped);
+void step_stage(AppState& s, int delta, bool capped, Mixer mixer) {
+  fit_stage(s, capped, mixer);
+  const std::vector<Stage> order = stage_tabs(capped, mixer);
   const int n = static_cast<int>(order.size());
+  if (n == 0) return;
   const int at = static_cast<int>(std::find(order.begin(), order.end(), s.stage) - order.begin());
   s.stage = order[wrap_index(at + delta, n)];
 }
 
-void fit_stage(AppState& s, bool capped) {
+void fit_stage(AppState& s, bool capped, Mixer mixer) {
+  if (mixer == Mixer::ShortConv) return;  // nothing to show: the stage stays for the next layer
+  if (mixer == Mixer::GatedDeltaNet) {
+    if (stage_is_square(s.stage)) s.stage = Stage::Implicit;
+    return;
+  }
+  if (s.stage == Stage::Implicit) s.stage = Stage::Probs;
   if (s.stage == Stage::Capped && !capped) s.stage = Stage::Masked;
 }
 
@@ -68,6 +88,8 @@ SeenKeys seen_keys(int i, int window) {
 }
 
 std::string layer_kind(const LayerSpec& spec) {
+  if (spec.mixer == Mixer::GatedDeltaNet) return "linear attention";
+  if (spec.mixer == Mixer::ShortConv) return "short convolution";
   std::string s = spec.window > 0 ? "local W=" + std::to_string(spec.window) : "global";
   if (!spec.rope) s += " no RoPE";
   return s;
@@ -77,8 +99,27 @@ int64_t kv_entries(int64_t T, int window) { return window > 0 ? std::min<int64_t
 
 int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value) {
   int64_t b = 0;
-  for (int l = 0; l < c.n_layer; ++l) b += 2 * kv_tensor_bytes(kv_entries(T, c.layer(l).window), kv_heads, c.head_size, bytes_per_value);
+  for (int l = 0; l < c.n_layer; ++l)
+    if (c.layer(l).mixer == Mixer::Softmax)
+      b += 2 * kv_tensor_bytes(kv_entries(T, c.layer(l).window), kv_heads, c.head_size, bytes_per_value);
   return b;
+}
+
+int64_t layer_state_values(const ModelConfig& c, int l) {
+  switch (c.layer(l).mixer) {
+    case Mixer::GatedDeltaNet:
+      return int64_t{c.linear.v_heads} * c.linear.k_dim * c.linear.v_dim +
+             int64_t{c.linear.conv_kernel - 1} * c.linear.conv_channels();
+    case Mixer::ShortConv: return int64_t{c.short_conv_kernel - 1} * c.n_embd;
+    case Mixer::Softmax: return 0;
+  }
+  return 0;
+}
+
+int64_t recurrent_state_bytes(const ModelConfig& c, int64_t bytes_per_value) {
+  int64_t n = 0;  // values
+  for (int l = 0; l < c.n_layer; ++l) n += layer_state_values(c, l);
+  return n * bytes_per_value;
 }
 
 CellNumbers cell_numbers(const LayerTrace& lt, const float* srow, int i, int j) {
@@ -99,9 +140,7 @@ CellNumbers cell_numbers(const LayerTrace& lt, const float* srow, int i, int j) 
 }
 
 
-bool stage_is_square(Stage s) {
-  return s == Stage::Scores || s == Stage::Scaled || s == Stage::Capped || s == Stage::Masked || s == Stage::Probs;
-}
+bool stage_is_square(Stage s) { return LayerTrace::matrix(s); }
 bool stage_is_signed(Stage s) { return s != Stage::Probs; }
 bool stage_is_kv(Stage s) { return s == Stage::K || s == Stage::V; }
 
@@ -222,8 +261,12 @@ std::vector<TokenShift> compare_top_k(const float* ablated, const float* clean, 
 }
 
 void clamp_ablation(AppState& s, const ModelDims& m) {
+  if (!m.layer_heads.empty()) {  // a hybrid: the engine does not ablate yet (the head grid says so)
+    s.ablation.heads.clear();
+    return;
+  }
   for (const auto& [l, h] : s.ablation.heads)
-    if (l >= m.n_layer || h >= m.n_head) {
+    if (l >= m.n_layer || h >= m.heads_at(l)) {
       s.ablation.heads.clear();
       return;
     }

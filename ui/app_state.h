@@ -25,6 +25,12 @@ struct ModelDims {
   int n_kv_head = 0;  // KV
   int head_size = 0;  // d
   int n_ctx = 0;      // longest context; the block_size slider's maximum
+  // (L) heads each layer's trace holds (ModelConfig::heads_at): H, a hybrid's linear layers
+  // Hv, its convolution layers 0. Empty: H everywhere.
+  std::vector<int> layer_heads;
+  int heads_at(int l) const {
+    return l >= 0 && static_cast<size_t>(l) < layer_heads.size() ? layer_heads[static_cast<size_t>(l)] : n_head;
+  }
   static ModelDims of(const ModelConfig& c);
 };
 
@@ -70,24 +76,27 @@ struct AppState {
 };
 
 // Clamps layer, head, kv_group and block_size into the model's ranges (after a model
-// change, or when loading settings). block_size 0 or out of range becomes n_ctx.
+// change, or when loading settings). block_size 0 or out of range becomes n_ctx. The head
+// is clamped to the selected layer's heads (a layer without any keeps it).
 void clamp_selection(AppState& s, const ModelDims& m);
 
 // Keyboard navigation; wraps around.
 void step_layer(AppState& s, const ModelDims& m, int delta);
 void step_head(AppState& s, const ModelDims& m, int delta);
 // Steps through the tabs the layer shows: `capped` says whether it soft-caps (the capped tab
-// exists only then, LayerTrace::has).
-void step_stage(AppState& s, int delta, bool capped = false);
-// A stage the layer does not have (capped, after moving to a layer that does not soft-cap)
-// becomes the masked stage.
-void fit_stage(AppState& s, bool capped);
+// exists only then, LayerTrace::has), `mixer` what kind of layer it is.
+void step_stage(AppState& s, int delta, bool capped = false, Mixer mixer = Mixer::Softmax);
+// A stage the layer does not have becomes the nearest it has: capped (after moving to a
+// layer that does not soft-cap) the masked stage; a softmax stage on a linear layer its
+// implicit matrix, and back.
+void fit_stage(AppState& s, bool capped, Mixer mixer = Mixer::Softmax);
 
-// Stages in the order the heatmap tabs show them (scores … probs, then Q, K, V, out), and
-// those one layer shows (without capped unless it soft-caps).
+// Stages in the order the heatmap tabs show them (scores … probs, implicit, then Q, K, V,
+// out), and those one layer shows (without capped unless it soft-caps; a linear layer's
+// implicit, Q, K, V, out; none in a convolution layer).
 const std::vector<Stage>& stage_tab_order();
-std::vector<Stage> stage_tabs(bool capped);
-bool stage_is_square(Stage s);         // (T, T) per head: scores, scaled, masked, probs
+std::vector<Stage> stage_tabs(bool capped, Mixer mixer = Mixer::Softmax);
+bool stage_is_square(Stage s);         // (T, T) per head: scores, scaled, masked, probs, implicit
 bool stage_is_signed(Stage s);         // everything but probs
 bool stage_is_kv(Stage s);             // K and V live on KV heads
 
@@ -126,13 +135,21 @@ struct SeenKeys {
 SeenKeys seen_keys(int i, int window);
 // Key j of row i hidden by the window alone (j ≤ i but before the window's first key).
 inline bool outside_window(int64_t i, int64_t j, int window) { return j <= i && j < window_first(i, window); }
-// "local W=512" or "global", plus " no RoPE" for a layer without positional encoding.
+// "local W=512" or "global", plus " no RoPE" for a layer without positional encoding;
+// "linear attention" or "short convolution" for a hybrid's other layers.
 std::string layer_kind(const LayerSpec& spec);
 // Entries of one layer's KV cache over T tokens: T on a global layer, min(T, W) on a local
 // one (its keys before i − W + 1 are never read again).
 int64_t kv_entries(int64_t T, int window);
-// The whole KV cache in bytes, layer by layer (local layers keep min(T, W) entries).
+// The whole KV cache in bytes, layer by layer (local layers keep min(T, W) entries; a
+// hybrid's linear and convolution layers keep none).
 int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value = 4);
+// What a hybrid's other layers keep instead, the same for any T: per gated-delta-rule layer
+// Hv memories of dk × dv plus the convolution's last K − 1 inputs (K − 1) × (2·Hk·dk + Hv·dv);
+// per short-convolution layer its last K − 1 inputs, (K − 1) × C. 0 for a transformer.
+int64_t recurrent_state_bytes(const ModelConfig& c, int64_t bytes_per_value = 4);
+// The values that state holds for layer l alone (0 for a softmax layer).
+int64_t layer_state_values(const ModelConfig& c, int l);
 
 // The numbers of one cell (i, j) of a layer's attention, as the heatmap's tooltip shows
 // them, from row i of its raw scores q·kᵀ (srow, T values): scaled, soft-capped, the mask
@@ -183,7 +200,8 @@ struct TokenShift {
 };
 std::vector<TokenShift> compare_top_k(const float* ablated, const float* clean, int V, float temperature, int k);
 
-// Clears the ablation when it names heads outside the model (after a model change).
+// Clears the ablation when it names heads outside the model (after a model change), and
+// always for a hybrid (layer_heads set), whose linear layers the engine cannot ablate yet.
 void clamp_ablation(AppState& s, const ModelDims& m);
 
 // ---------- two prompts (the Compare panel)

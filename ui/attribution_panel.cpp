@@ -81,17 +81,27 @@ void AttributionPanel::draw_content(FrameContext& ctx) {
 
 void AttributionPanel::draw_parts(FrameContext& ctx, const Attribution& a) {
   const ModelConfig& c = ctx.model->config;
-  const int L = static_cast<int>(a.heads.size()), H = L ? static_cast<int>(a.heads[0].size()) : 0;
+  const int L = static_cast<int>(a.heads.size());
+  int H = 0;  // columns: the most heads a layer has (a hybrid's layers differ; a convolution layer has none)
+  for (const auto& row : a.heads) H = std::max(H, static_cast<int>(row.size()));
   std::string what = "'" + chip_label(token_text(ctx.model, a.target_ids[0])) + "'";
   if (a.target_ids.size() > 1) what += " \xE2\x88\x92 '" + chip_label(token_text(ctx.model, a.target_ids[1])) + "'";
   double head_sum = 0, mlp_sum = 0;
   for (const auto& row : a.heads)
     for (double v : row) head_sum += v;
   for (double v : a.mlp) mlp_sum += v;
+  double conv_sum = 0;
+  for (double v : a.conv) conv_sum += v;
   ImGui::TextWrapped("logit of %s at position %d: %.4f; sum of the parts: %.4f", what.c_str(), a.position, a.logit, a.sum);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped("heads %.3f + MLPs %.3f + embeddings %.3f + rest %.3f. The final norm's scale is frozen at the "
-                     "run's value (%.4g).", head_sum, mlp_sum, a.embed, a.rest, a.norm_scale);
+  if (c.short_conv_kernel > 0)
+    ImGui::TextWrapped("heads %.3f + convolutions %.3f (in the MLP column's tooltips) + MLPs %.3f + embeddings %.3f + "
+                       "rest %.3f. The final norm's scale and the convolutions' gates are frozen at the run's values.",
+                       head_sum, conv_sum, mlp_sum, a.embed, a.rest);
+  else
+    ImGui::TextWrapped("heads %.3f + MLPs %.3f + embeddings %.3f + rest %.3f. The final norm's scale is frozen at the "
+                       "run's value (%.4g)%s.", head_sum, mlp_sum, a.embed, a.rest, a.norm_scale,
+                       c.any_linear() ? ", and so are the gates and the linear layers' gated norms" : "");
   ImGui::PopStyleColor();
   double range = 1e-9, bar_range = 1e-9;
   for (const auto& row : a.heads)
@@ -122,20 +132,29 @@ void AttributionPanel::draw_parts(FrameContext& ctx, const Attribution& a) {
     const float y = o.y + head_row + l * cell;
     if (l % lstep == 0)
       text_centered(dl, ImVec2(o.x, y), ImVec2(o.x + label, y + cell), l == ctx.state.layer ? tc : dim, "L" + std::to_string(l));
-    for (int h = 0; h < H; ++h) {
+    for (int h = 0; h < static_cast<int>(a.heads[static_cast<size_t>(l)].size()); ++h) {
       const double v = a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)];
       const ImVec2 p0(o.x + label + h * cell, y), p1 = p0 + ImVec2(cell - 1, cell - 1);
       dl->AddRectFilled(p0, p1, to_u32(colormap_rgb(Colormap::Diverging, static_cast<float>(0.5 + 0.5 * v / range))));
       if (l == ctx.state.layer && h == ctx.state.head) dl->AddRect(p0 - ImVec2(1, 1), p1 + ImVec2(1, 1), IM_COL32(255, 255, 255, 255));
       if (hovered && mp.x >= p0.x && mp.x < p1.x + 1 && mp.y >= p0.y && mp.y < p1.y + 1) {
-        ImGui::SetTooltip("layer %d, head %d: %+.4f of the logit\nclick to select the head", l, h, v);
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) ctx.state.layer = l, ctx.state.head = h, ctx.state.kv_group = c.kv_head_of(h);
+        ImGui::SetTooltip("layer %d, %s %d: %+.4f of the logit\nclick to select the head", l,
+                          c.layer(l).mixer == Mixer::GatedDeltaNet ? "linear-attention value head" : "head", h, v);
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+          ctx.state.layer = l, ctx.state.head = h;
+          if (h < c.n_head) ctx.state.kv_group = c.kv_head_of(h);
+        }
       }
     }
     const double mv = a.mlp[static_cast<size_t>(l)];
     value_bar(dl, ImVec2(bx, y), ImVec2(bx + bar_w, y + cell - 1), mv, bar_range);
+    const bool conv = c.layer(l).mixer == Mixer::ShortConv;
+    if (conv)  // the convolution's part, where the heads would be
+      text_centered(dl, ImVec2(o.x + label, y), ImVec2(bx - fs, y + cell), dim,
+                    "convolution " + std::to_string(a.conv[static_cast<size_t>(l)]).substr(0, 7));
     if (hovered && mp.x >= bx && mp.x < bx + bar_w && mp.y >= y && mp.y < y + cell)
-      ImGui::SetTooltip("layer %d's MLP: %+.4f of the logit", l, mv);
+      ImGui::SetTooltip(conv ? "layer %d's MLP: %+.4f of the logit\nits convolution: %+.4f" : "layer %d's MLP: %+.4f of the logit",
+                        l, mv, conv ? a.conv[static_cast<size_t>(l)] : 0.0);
   }
   grid_rect_ = ImVec4(o.x + label, o.y + head_row, H * cell, L * cell);
   // The embeddings and the rest, as bars on the same scale as the MLPs.

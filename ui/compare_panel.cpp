@@ -71,7 +71,10 @@ void ComparePanel::draw_content(FrameContext& ctx) {
     ImGui::TextDisabled("windows: A drops its first %d tokens, B its first %d (block_size %d)", ctx.trace.dropped,
                         b.dropped, ctx.trace.block_size);
   if (other->trace_text != s.other_text) ImGui::TextDisabled("(prompt B as last computed; the newest is running)");
-  if (shown_.n > 0) draw_matrix(ctx, b);
+  if (ctx.model->config.layer(s.layer).mixer == Mixer::ShortConv)
+    ImGui::TextDisabled("layer %d is a short convolution: no attention to compare; select another layer", s.layer);
+  else if (shown_.n > 0)
+    draw_matrix(ctx, b);
 }
 
 void ComparePanel::upload_if_changed(const FrameContext& ctx, const Trace& b) {
@@ -83,8 +86,11 @@ void ComparePanel::upload_if_changed(const FrameContext& ctx, const Trace& b) {
   const LayerTrace& la = ctx.trace.layers[static_cast<size_t>(s.layer)];
   const LayerTrace& lb = b.layers[static_cast<size_t>(s.layer)];
   const int ta = ctx.trace.T(), tb = b.T(), n = std::min(ta, tb);
-  const float* pa = la.head_values(Stage::Probs, s.head, scratch_a_);  // (ta, ta)
-  const float* pb = lb.head_values(Stage::Probs, s.head, scratch_b_);  // (tb, tb)
+  // A linear-attention layer compares its matrices A (signed), a softmax layer its weights.
+  const bool linear = la.mixer == Mixer::GatedDeltaNet;
+  const Stage st = linear ? Stage::Implicit : Stage::Probs;
+  const float* pa = la.head_values(st, s.head, scratch_a_);  // (ta, ta)
+  const float* pb = lb.head_values(st, s.head, scratch_b_);  // (tb, tb)
   a_values_ = aligned_attention(CompareView::A, pa, ta, pb, tb);       // (n, n)
   b_values_ = aligned_attention(CompareView::B, pa, ta, pb, tb);       // (n, n)
   shown_values_ = aligned_attention(view_, pa, ta, pb, tb);            // (n, n)
@@ -93,8 +99,9 @@ void ComparePanel::upload_if_changed(const FrameContext& ctx, const Trace& b) {
   for (float v : diff) m = std::max(m, std::abs(v));
   max_abs_diff_ = m;
   range_ = view_ == CompareView::Difference ? ValueRange{-std::max(m, 1e-6f), std::max(m, 1e-6f), true}
+           : linear                         ? symmetric_range(shown_values_.data(), static_cast<int64_t>(n) * n)
                                             : ValueRange{0.f, 1.f, true};
-  colorize_rgba(cmap, shown_values_.data(), n, n, range_, rgba_, /*causal_mask=*/true);
+  colorize_rgba(linear ? Colormap::Diverging : cmap, shown_values_.data(), n, n, range_, rgba_, /*causal_mask=*/true);
   paint_outside_window(rgba_, n, n, la.window);
   tex_.upload(n, n, rgba_);
 }

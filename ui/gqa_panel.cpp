@@ -9,6 +9,10 @@ namespace attnviz::ui {
 
 void GqaPanel::draw_content(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
+  if (c.any_linear()) {  // a hybrid: what its kinds of layers keep comes first
+    draw_memory(ctx);
+    ImGui::Separator();
+  }
   ImGui::Text("n_head = %d query heads \xC2\xB7 n_kv_head = %d \xC2\xB7 group size = %d", c.n_head, c.n_kv_head, c.group_size());
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("query head h reads KV head h / (n_head / n_kv_head) = h / %d  (%s)", c.group_size(),
@@ -16,8 +20,10 @@ void GqaPanel::draw_content(FrameContext& ctx) {
   ImGui::PopStyleColor();
   draw_diagram(ctx);
   ImGui::Separator();
-  draw_memory(ctx);
-  ImGui::Separator();
+  if (!c.any_linear()) {
+    draw_memory(ctx);
+    ImGui::Separator();
+  }
   draw_group(ctx);
 }
 
@@ -67,8 +73,62 @@ void GqaPanel::draw_diagram(FrameContext& ctx) {
   ImGui::Dummy(ImVec2(1, 1));
 }
 
+// A hybrid: its softmax layers' KV cache, which grows with T, beside the fixed state its
+// linear and convolution layers keep instead, with the same sum for a plain transformer of
+// as many layers.
+void GqaPanel::draw_state_vs_cache(FrameContext& ctx) {
+  const ModelConfig& c = ctx.model->config;
+  const int64_t T = ctx.trace.T(), L = c.n_layer, KV = c.n_kv_head, d = c.head_size;
+  int n_soft = 0, n_lin = 0, n_conv = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Mixer m = c.layer(l).mixer;
+    (m == Mixer::Softmax ? n_soft : m == Mixer::GatedDeltaNet ? n_lin : n_conv)++;
+  }
+  ImGui::TextWrapped("memory while generating: a softmax layer keeps every token's K and V (grows with T); a %s layer "
+                     "keeps a state of fixed size (the same at any T)",
+                     n_lin ? "linear-attention" : "convolution");
+  const int64_t state = recurrent_state_bytes(c);
+  auto kv = [&](int64_t t) { return kv_cache_bytes_layers(c, t, KV); };
+  if (ImGui::BeginTable("statemem", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("layers");
+    ImGui::TableSetupColumn(("now, T = " + std::to_string(T)).c_str());
+    ImGui::TableSetupColumn(("full context, T = " + std::to_string(c.n_ctx)).c_str());
+    ImGui::TableHeadersRow();
+    auto row = [](const std::string& name, int64_t now, int64_t full, bool dim) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      dim ? ImGui::TextDisabled("%s", name.c_str()) : ImGui::TextUnformatted(name.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", format_bytes(now).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", format_bytes(full).c_str());
+    };
+    row(std::to_string(n_soft) + " softmax: KV cache (grows)", kv(T), kv(c.n_ctx), false);
+    if (n_lin)
+      row(std::to_string(n_lin) + " linear: state (" + std::to_string(c.linear.v_heads) + " \xC3\x97 " +
+              std::to_string(c.linear.k_dim) + " \xC3\x97 " + std::to_string(c.linear.v_dim) + " + conv)",
+          state, state, false);
+    if (n_conv) row(std::to_string(n_conv) + " conv: last " + std::to_string(c.short_conv_kernel - 1) + " inputs", state, state, false);
+    row("this model", kv(T) + state, kv(c.n_ctx) + state, false);
+    row("all " + std::to_string(L) + " layers softmax", kv_cache_bytes(T, KV, d, L), kv_cache_bytes(c.n_ctx, KV, d, L), true);
+    ImGui::EndTable();
+  }
+  // Bars to the scale of the full context: the cache's grows as text is typed, the state's does not.
+  const float w = ImGui::GetContentRegionAvail().x, fs = ImGui::GetFontSize();
+  const double top = std::max<double>(1.0, static_cast<double>(kv(c.n_ctx) + state));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const float bar = fs * 0.7f;
+  dl->AddRectFilled(o, o + ImVec2(static_cast<float>(w * kv(T) / top), bar), IM_COL32(240, 160, 60, 255));
+  dl->AddRectFilled(o + ImVec2(0, bar + 2), o + ImVec2(std::max(2.f, static_cast<float>(w * state / top)), 2 * bar + 2),
+                    IM_COL32(120, 200, 255, 255));
+  ImGui::Dummy(ImVec2(w, 2 * bar + 4));
+  ImGui::TextDisabled("orange: KV cache now \xC2\xB7 blue: fixed state \xC2\xB7 full width: both at T = %d", c.n_ctx);
+}
+
 void GqaPanel::draw_memory(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
+  if (c.any_linear()) return draw_state_vs_cache(ctx);
   const int T = ctx.trace.T(), L = c.n_layer, d = c.head_size, H = c.n_head, KV = c.n_kv_head;
   const bool local = c.any_local();
   int n_local = 0, W = 0;
@@ -129,6 +189,12 @@ void GqaPanel::draw_group(FrameContext& ctx) {
   const Trace& tr = ctx.trace;
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
+  if (c.layer(s.layer).mixer != Mixer::Softmax) {  // no KV heads to share in this layer
+    ImGui::TextWrapped("layer %d is a %s layer: it has no KV heads. Select a full-attention layer to compare the query "
+                       "heads of one KV group.",
+                       s.layer, layer_kind(c.layer(s.layer)).c_str());
+    return;
+  }
   const std::vector<int> hs = query_heads_of(s.kv_group, c.n_head, c.n_kv_head);
   ImGui::Text("KV group %d, layer %d: query heads", s.kv_group, s.layer);
   for (int h : hs) {

@@ -1,6 +1,7 @@
 #include "ui/head_grid_panel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ui/imgui_util.h"
@@ -9,6 +10,25 @@ namespace attnviz::ui {
 
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch) {
   const LayerTrace& lt = tr.layers[layer];
+  if (lt.mixer == Mixer::GatedDeltaNet) {  // |A|, 0 to the head's largest (A is no distribution)
+    std::vector<float> mag;
+    int n = 0;
+    if (!lt.thumbs.shape.empty()) {
+      n = static_cast<int>(lt.thumbs.dim(1));
+      mag.assign(lt.thumbs.head(head), lt.thumbs.head(head) + static_cast<size_t>(n) * n);
+    } else {
+      n = tr.T();
+      std::vector<float> dense;
+      const float* a = lt.head_values(Stage::Implicit, head, dense);
+      mag.resize(static_cast<size_t>(n) * n);
+      for (size_t i = 0; i < mag.size(); ++i) mag[i] = std::fabs(a[i]);
+    }
+    float top = 0.f;
+    for (float v : mag) top = std::max(top, v);
+    colorize_rgba(cmap, mag.data(), n, n, ValueRange{0.f, top > 0.f ? top : 1.f, true}, scratch, /*causal_mask=*/true);
+    tex.upload(n, n, scratch);
+    return;
+  }
   if (!lt.thumbs.shape.empty()) {
     // The max-pooled thumbnail (n, n), exact up to 64 tokens: a thumbnail is at most a few
     // hundred pixels, and colouring every head's (T, T) matrix on each keystroke cost
@@ -29,7 +49,7 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
 
 void ThumbTexture::show(const Trace& tr, int layer, int head, Colormap cmap) {
   const LayerTrace& lt = tr.layers[layer];
-  if (lt.thumbs.shape.empty()) {
+  if (lt.thumbs.shape.empty() || lt.mixer != Mixer::Softmax) {  // a linear layer's range moves: all of it (≤ 64²)
     upload_probs(tex_, tr, layer, head, cmap, rgba_);
     n_ = 0;
     return;
@@ -57,14 +77,23 @@ void ThumbTexture::show(const Trace& tr, int layer, int head, Colormap cmap) {
   std::copy(now + static_cast<size_t>(y0) * n, now + static_cast<size_t>(y1) * n, shown_.begin() + static_cast<ptrdiff_t>(y0) * n);
 }
 
+// The most heads any layer has: the grid's columns (a hybrid's linear layers may have more
+// value heads than its softmax layers have query heads).
+int grid_columns(const ModelConfig& c) {
+  int n = 0;
+  for (int l = 0; l < c.n_layer; ++l) n = std::max(n, c.heads_at(l));
+  return n;
+}
+
 void HeadGridPanel::refresh(const FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   const Colormap cmap = ctx.state.probs_colormap;
-  const size_t count = static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_head);
+  const int W = grid_columns(c);
+  const size_t count = static_cast<size_t>(c.n_layer) * static_cast<size_t>(W);
   if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && thumbs_.size() == count) return;
   thumbs_.resize(count);
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head; ++h) thumbs_[l * c.n_head + h].show(ctx.trace, l, h, cmap);
+    for (int h = 0; h < c.heads_at(l); ++h) thumbs_[l * W + h].show(ctx.trace, l, h, cmap);
   scores_ = ctx.head_scores();
   serial_ = ctx.snap.trace_serial;
   cmap_ = cmap;
@@ -73,17 +102,26 @@ void HeadGridPanel::refresh(const FrameContext& ctx) {
 void HeadGridPanel::draw_content(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
-  const int L = c.n_layer, H = c.n_head, KV = c.n_kv_head, G = c.group_size();
+  const int L = c.n_layer, H = grid_columns(c), KV = c.n_kv_head, G = c.group_size();
   refresh(ctx);
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   if (s.presentation)  // large fonts: one short line, and the room goes to the thumbnails
     ImGui::TextWrapped("same frame colour = same KV head");
+  else if (c.any_linear())
+    ImGui::TextWrapped("%d layers of two kinds \xC2\xB7 full: softmax, %d query heads (KV groups of %d) \xC2\xB7 %s \xC2\xB7 click "
+                       "one to select it",
+                       L, c.n_head, G,
+                       c.linear.v_heads > 0 ? "linear: |A| of the delta rule, one value head each (same frame colour = same key head)"
+                                            : "conv: a short convolution, no attention weights");
   else
     ImGui::TextWrapped("%d layers \xC3\x97 %d heads \xC2\xB7 click one to select it \xC2\xB7 same frame colour = same KV head (%d groups of %d)",
                        L, H, KV, G);
   ImGui::PopStyleColor();
-  draw_ablation_controls(ctx);
+  if (c.any_linear())
+    ImGui::TextDisabled("head ablation does not cover hybrid models yet");
+  else
+    draw_ablation_controls(ctx);
   ExportOptions what;  // every layer and head, as this grid shows them
   what.stage = Stage::Probs;
   what.colormap = s.probs_colormap;
@@ -93,7 +131,7 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   GridLayout g;
   // Models whose layers differ (local / global windows, layers without RoPE): a wider label
   // column that says which each layer is.
-  bool mixed = c.any_local();
+  bool mixed = c.any_local() || c.any_linear();
   for (int l = 0; l < L && !mixed; ++l) mixed = !c.layer(l).rope && c.arch != Arch::Gpt2;
   g.row_label = fs * (mixed ? 5.2f : 2.2f), g.head_row = fs * 1.2f, g.gap = std::max(3.f, fs * 0.3f);
   g.side = std::min((avail.x - g.row_label) / static_cast<float>(H) - g.gap,
@@ -111,8 +149,13 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
     else
       text_centered(ImGui::GetWindowDrawList(), ImVec2(g.o.x, y), ImVec2(g.o.x + g.row_label - g.gap, y + g.side),
                     l == s.layer ? tc : dim, "L" + std::to_string(l));
-    for (int h = 0; h < H; ++h)
+    for (int h = 0; h < c.heads_at(l); ++h)
       draw_thumbnail(ctx, l, h, ImVec2(g.o.x + g.row_label + static_cast<float>(h) * (g.side + g.gap), y), g.side);
+    if (c.heads_at(l) == 0)  // a convolution layer: a band that says why there is nothing to draw
+      text_centered(ImGui::GetWindowDrawList(), ImVec2(g.o.x + g.row_label, y),
+                    ImVec2(g.o.x + g.row_label + static_cast<float>(H) * (g.side + g.gap), y + g.side), dim,
+                    "short convolution over the last " + std::to_string(c.short_conv_kernel) +
+                        " tokens: no attention weights to draw");
   }
   ImGui::SetCursorScreenPos(g.o);
   const ImVec2 size(g.row_label + static_cast<float>(H) * (g.side + g.gap),
@@ -149,7 +192,7 @@ void HeadGridPanel::draw_ablation_controls(FrameContext& ctx) {
 // Head numbers on top, with one bar per KV group under the query heads that share it.
 void HeadGridPanel::draw_header(const FrameContext& ctx, const GridLayout& g) const {
   const ModelConfig& c = ctx.model->config;
-  const int H = c.n_head, KV = c.n_kv_head, G = c.group_size();
+  const int H = grid_columns(c), KV = c.n_kv_head, G = c.group_size();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
@@ -169,7 +212,10 @@ void HeadGridPanel::draw_header(const FrameContext& ctx, const GridLayout& g) co
 void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side) {
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
-  const int H = c.n_head, KV = c.n_kv_head, g = c.kv_head_of(h);
+  const bool linear = c.layer(l).mixer == Mixer::GatedDeltaNet;
+  // The frame's colour: the KV head a query head reads, or the key head a value head reads.
+  const int KV = linear ? c.linear.k_heads : c.n_kv_head, g = linear ? h / c.linear.group() : c.kv_head_of(h);
+  const int H = grid_columns(c);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();
   const float th = std::max(2.f, ctx.scale * 2.f);
@@ -190,15 +236,22 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
     dl->AddRect(a - ImVec2(th + 2, th + 2), b + ImVec2(th + 2, th + 2), IM_COL32(255, 255, 255, 255), 0.f, 0, th);
   const bool ablated = s.ablation.has(l, h);
   if (ablated) draw_ablated_mark(dl, a, b, th);
-  const HeadScore& sc = scores_[l * H + h];
-  const std::string role = head_label(sc);
+  const HeadScore* scp = find_score(scores_, l, h);
+  const HeadScore sc = scp ? *scp : HeadScore{};
+  const std::string role = scp ? head_label(sc) : "";
   if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
     const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;
     const ImVec2 ts = ImGui::CalcTextSize(tag.c_str());
     dl->AddRectFilled(ImVec2(a.x, b.y - ts.y), ImVec2(a.x + ts.x + 4, b.y), IM_COL32(0, 0, 0, 190));
     dl->AddText(ImVec2(a.x + 2, b.y - ts.y), IM_COL32(255, 255, 255, 255), tag.c_str());
   }
-  if (hov) {
+  if (hov && linear) {
+    dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
+    ImGui::SetTooltip("layer %d (linear attention, gated delta rule), value head %d (key head %d)\n"
+                      "the thumbnail shows |A|, A the exact matrix with head output o_t = \xCE\xA3_s A[t,s]\xC2\xB7v_s;\n"
+                      "its rows need not sum to 1 and entries may be negative (click to see the signs in the heatmap)",
+                      l, h, g);
+  } else if (hov) {
     dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
     ImGui::SetTooltip("layer %d (%s), head %d (KV head %d)%s\non this text, mean weight on: previous token %.2f, first token "
                       "(sink) %.2f, itself (diagonal) %.2f, after an earlier occurrence (induction) %s\n"
@@ -220,11 +273,15 @@ void HeadGridPanel::draw_layer_label(const FrameContext& ctx, int l, ImVec2 a, I
   const bool sel = l == ctx.state.layer;
   const ImU32 tc = ImGui::GetColorU32(sel ? ImGuiCol_Text : ImGuiCol_TextDisabled);
   std::vector<std::pair<std::string, ImU32>> lines = {{"L" + std::to_string(l), tc}};
-  if (spec.window > 0)
+  if (spec.mixer == Mixer::GatedDeltaNet)
+    lines.push_back({"linear", IM_COL32(120, 200, 255, sel ? 255 : 190)});
+  else if (spec.mixer == Mixer::ShortConv)
+    lines.push_back({"conv", IM_COL32(200, 170, 255, sel ? 255 : 190)});
+  else if (spec.window > 0)
     lines.push_back({"W=" + std::to_string(spec.window), sel ? window_color() : window_color(190)});
   else
-    lines.push_back({"global", tc});
-  if (!spec.rope && ctx.model->config.arch != Arch::Gpt2) lines.push_back({"no RoPE", IM_COL32(255, 170, 80, 255)});
+    lines.push_back({ctx.model->config.any_linear() ? "full" : "global", tc});
+  if (!spec.rope && spec.mixer == Mixer::Softmax && ctx.model->config.arch != Arch::Gpt2) lines.push_back({"no RoPE", IM_COL32(255, 170, 80, 255)});
   // Lines as large as the thumbnail lets them be (down to 60 % of the font).
   const float lfs = std::clamp((b.y - a.y) / (static_cast<float>(lines.size()) * 1.05f), fs * 0.6f, fs);
   float y = 0.5f * (a.y + b.y) - lfs * 1.05f * static_cast<float>(lines.size()) * 0.5f;
@@ -236,7 +293,15 @@ void HeadGridPanel::draw_layer_label(const FrameContext& ctx, int l, ImVec2 a, I
   ImGui::SetCursorScreenPos(a);
   ImGui::PushID(100000 + l);
   ImGui::InvisibleButton("layer", b - a);
-  if (ImGui::IsItemHovered())
+  if (ImGui::IsItemHovered() && spec.mixer == Mixer::GatedDeltaNet)
+    ImGui::SetTooltip("layer %d: linear attention (gated delta rule). A memory of fixed size per head is decayed, "
+                      "partly overwritten and read by each token; no KV cache, no softmax",
+                      l);
+  else if (ImGui::IsItemHovered() && spec.mixer == Mixer::ShortConv)
+    ImGui::SetTooltip("layer %d: gated short convolution. Each channel mixes the last %d tokens through fixed "
+                      "weights between two input gates; no attention weights",
+                      l, ctx.model->config.short_conv_kernel);
+  else if (ImGui::IsItemHovered())
     ImGui::SetTooltip("layer %d: %s%s", l,
                       spec.window > 0 ? ("local, window " + std::to_string(spec.window) + ": query i sees keys [i \xE2\x88\x92 " +
                                          std::to_string(spec.window - 1) + ", i]").c_str()

@@ -58,7 +58,8 @@ class HeadGridPanel : public Panel {
 
 // Uploads the softmax of (layer, head) as a texture, masked cells grey: the whole (T, T)
 // matrix, or for a compact trace its max-pooled thumbnail (LayerTrace::thumbs, at most
-// 64 × 64), so that no head is recomputed. Shared by the panels that show thumbnails.
+// 64 × 64), so that no head is recomputed. A linear layer's head shows |A| from 0 to its
+// largest (its thumbnail, or the whole matrix). Shared by the panels that show thumbnails.
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch);
 
 }  // namespace attnviz::ui

@@ -26,6 +26,9 @@ const char* stage_explanation(Stage s) {
     case Stage::K: return "keys (T \xC3\x97 d) of this head's KV head: what each token offers to be found by";
     case Stage::V: return "values (T \xC3\x97 d) of this head's KV head: what each token passes on when attended to";
     case Stage::Out: return "head output = softmax \xC2\xB7 V (T \xC3\x97 d): the mix of values each token receives";
+    case Stage::Implicit:
+      return "a linear-attention head's mixing matrix A: head output o_t = \xCE\xA3_s A[t,s]\xC2\xB7v_s, exactly. "
+             "Red is positive, blue negative: the delta rule overwrites what memory held, so rows need not sum to 1";
   }
   return "";
 }
@@ -47,8 +50,8 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
     if (ImGui::InputInt("layer", &s.layer)) s.layer = std::clamp(s.layer, 0, c.n_layer - 1);
     ImGui::SameLine();
     if (ImGui::InputInt("head", &s.head)) {
-      s.head = std::clamp(s.head, 0, c.n_head - 1);
-      s.kv_group = c.kv_head_of(s.head);
+      s.head = std::clamp(s.head, 0, std::max(0, c.heads_at(s.layer) - 1));
+      if (s.head < c.n_head) s.kv_group = c.kv_head_of(s.head);
     }
     ImGui::PopItemWidth();
     return;  // the caption says the rest; leaving presentation (F2) brings the colormap and zoom
@@ -56,10 +59,18 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::PushItemWidth(ImGui::GetFontSize() * 7.f);
   ImGui::SliderInt("layer", &s.layer, 0, c.n_layer - 1);
   ImGui::SameLine();
-  if (ImGui::SliderInt("head", &s.head, 0, c.n_head - 1)) s.kv_group = c.kv_head_of(s.head);
+  const Mixer mixer = c.layer(s.layer).mixer;
+  if (c.heads_at(s.layer) > 0 && ImGui::SliderInt("head", &s.head, 0, c.heads_at(s.layer) - 1) && s.head < c.n_head)
+    s.kv_group = c.kv_head_of(s.head);
   ImGui::PopItemWidth();
   ImGui::SameLine();
-  ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
+  if (mixer == Mixer::GatedDeltaNet)
+    ImGui::TextDisabled("linear attention: value head %d reads key head %d of %d", s.head, s.head / c.linear.group(),
+                        c.linear.k_heads);
+  else if (mixer == Mixer::ShortConv)
+    ImGui::TextDisabled("short convolution: no heads");
+  else
+    ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "ablated (%s)", ablation_mode_name(s.ablation.mode));
@@ -111,9 +122,9 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
   // Presenting: whole tab names, scrolled when they do not fit (never "softm…").
   if (ImGui::BeginTabBar("stages", ctx.state.presentation ? ImGuiTabBarFlags_FittingPolicyScroll : 0)) {
     const LayerTrace* lt = s.layer < static_cast<int>(ctx.trace.layers.size()) ? &ctx.trace.layers[s.layer] : nullptr;
-    fit_stage(s, lt && lt->has(Stage::Capped));
+    fit_stage(s, lt && lt->has(Stage::Capped), lt ? lt->mixer : Mixer::Softmax);
     for (Stage st : stage_tab_order()) {
-      if (lt && !lt->has(st)) continue;  // capped: only where the layer soft-caps
+      if (lt ? !lt->has(st) : st == Stage::Implicit) continue;  // capped: only where the layer soft-caps
       const ImGuiTabItemFlags f = pending && st == s.stage ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(stage_label(st), nullptr, f)) {
         selected = st;
@@ -121,11 +132,12 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
       }
     }
     rollout_ = false;
-    if (ImGui::BeginTabItem("rollout ~")) {
+    // Rollout multiplies every layer's softmax weights: a hybrid's other layers have none.
+    if (!ctx.model->config.any_linear() && ImGui::BeginTabItem("rollout ~")) {
       rollout_ = true;
       ImGui::EndTabItem();
     }
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kRolloutExplanation);
+    if (!ctx.model->config.any_linear() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kRolloutExplanation);
     ImGui::EndTabBar();
   }
   if (!pending) s.stage = selected;  // a click on a tab
@@ -147,6 +159,22 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
     ImGui::SameLine(0, ImGui::GetFontSize());  // the layer and head sliders beside it; the rest when not presenting
   }
   draw_controls(ctx);
+  const ModelConfig& mc = ctx.model->config;
+  if (mc.layer(ctx.state.layer).mixer == Mixer::ShortConv) {  // nothing per head to draw
+    std::string full;  // the layers that do attend
+    for (int l = 0; l < mc.n_layer; ++l)
+      if (mc.layer(l).mixer == Mixer::Softmax) full += (full.empty() ? "" : ", ") + std::to_string(l);
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled(
+        "layer %d is a gated short convolution (LFM2): in_proj splits each token into B, C and x; every channel of "
+        "B \xE2\x8A\x99 x is mixed with the same channel of the last %d tokens through %d fixed weights, then multiplied "
+        "by C. No token looks anything up: there are no attention weights, no heads and no KV cache, only the last "
+        "%d inputs kept. Select a full-attention layer (%s) to see attention.",
+        ctx.state.layer, mc.short_conv_kernel - 1, mc.short_conv_kernel, mc.short_conv_kernel - 1, full.c_str());
+    ImGui::PopTextWrapPos();
+    image_rect_ = ImVec4(0, 0, 0, 0);
+    return;
+  }
   draw_tabs(ctx);
   if (!ctx.state.presentation) {  // presenting: the caption's tooltip, the room goes to the matrix
     ImGui::PushTextWrapPos(0.f);
@@ -157,7 +185,8 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   ExportOptions what;  // this layer, head and stage, as on screen
   what.stage = ctx.state.stage;
   what.layer = ctx.state.layer;
-  what.head = stage_is_kv(ctx.state.stage) ? ctx.model->config.kv_head_of(ctx.state.head) : ctx.state.head;
+  const bool softmax_layer = mc.layer(ctx.state.layer).mixer == Mixer::Softmax;
+  what.head = stage_is_kv(ctx.state.stage) && softmax_layer ? mc.kv_head_of(ctx.state.head) : ctx.state.head;
   if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
   if (!ctx.state.presentation && !rollout_) export_.draw(ctx, what);  // presenting: the room goes to the matrix
 
@@ -199,7 +228,8 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     key = Key{ctx.snap.trace_serial, s.layer, -1, Stage::Probs, s.probs_colormap, true};
   } else {
     const Stage st = s.stage;
-    const int hi = stage_is_kv(st) ? ctx.model->config.kv_head_of(s.head) : s.head;  // head index in the stage
+    // head index in the stage (a linear layer's k and v are stored per value head)
+    const int hi = stage_is_kv(st) && lt.mixer == Mixer::Softmax ? ctx.model->config.kv_head_of(s.head) : s.head;
     key = Key{ctx.snap.trace_serial, s.layer, hi, st, stage_is_signed(st) ? Colormap::Diverging : s.probs_colormap};
   }
   Key same_data = key;
@@ -219,7 +249,8 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     // The last result of this head, from the run just before, computed into values_: only
     // the rows the new run recomputed are computed again (a keystroke: one row, not T).
     const bool follows = data_ && data_ == values_.data() && !key_.rollout && key_.layer == key.layer &&
-                         key_.head == key.head && key_.stage == Stage::Probs && key.stage == Stage::Probs &&
+                         key_.head == key.head && key_.stage == key.stage &&
+                         (key.stage == Stage::Probs || key.stage == Stage::Implicit) &&
                          key_.trace_serial + 1 == key.trace_serial;
     if (follows) {  // data_ld_: the pitch values_ has, then the one it gets
       int64_t computed = 0;
@@ -511,8 +542,18 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
   strip_row_ = r;
   if (r < 0 || T != m.cols) return;
   const LayerTrace& lt = tr.layers[s.layer];
+  // A linear layer's row of A is signed: the bars show |A|, coloured by the sign.
+  const bool linear = !rollout_ && lt.mixer == Mixer::GatedDeltaNet;
   const float* row = rollout_ ? values_.data() + static_cast<size_t>(r) * T
-                              : lt.row_values(Stage::Probs, s.head, r, strip_buf_);  // (T)
+                              : lt.row_values(linear ? Stage::Implicit : Stage::Probs, s.head, r, strip_buf_);  // (T)
+  std::vector<float> mag;  // (T) |A[r, ·]| of a linear layer
+  double row_sum = 0;
+  if (linear) {
+    mag.resize(static_cast<size_t>(T));
+    for (int j = 0; j < T; ++j) mag[static_cast<size_t>(j)] = std::fabs(row[j]), row_sum += j <= r ? row[j] : 0.f;
+  }
+  const float* signed_row = row;
+  if (linear) row = mag.data();
   const TextShading top = shade_tokens(row, T, r, 0, rollout_ ? 0 : lt.window, 5);
   const float fs = ImGui::GetFontSize();
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -539,21 +580,31 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
     const float x0 = m.p0.x + static_cast<float>(blk.c0) * m.cell + gap,
                 x1 = std::max(x0 + 1.f, m.p0.x + static_cast<float>(blk.c1) * m.cell - gap);
     const float hgt = std::max(1.f, std::min(1.f, v / top_w) * bar_h);
+    // A linear layer's bar of one column: red where A > 0, blue where A < 0 (the heatmap's).
+    const ImU32 sign_col = !linear || blk.c1 - blk.c0 != 1 ? bar_col
+                           : signed_row[blk.c0] >= 0.f     ? IM_COL32(220, 90, 80, 255)
+                                                           : IM_COL32(80, 130, 230, 255);
     const ImU32 c = hover_j_ >= blk.c0 && hover_j_ < blk.c1 ? IM_COL32(255, 220, 0, 255)
                     : is_top(blk.c0, blk.c1)                ? kTopKeyColor
-                                                            : bar_col;
+                                                            : sign_col;
     dl->AddRectFilled(ImVec2(x0, y0 + bar_h - hgt), ImVec2(x1, y0 + bar_h), c);
   }
   dl->PopClipRect();
   // The row and its strongest keys, one line.
+  char sum_buf[32];
+  std::snprintf(sum_buf, sizeof sum_buf, "%+.3f", row_sum);
+  const std::string sum_text = sum_buf;
   std::string line = "row " + std::to_string(r) + " '" + label_cache_[r] + "'" +
                      (hover_i_ >= 0 ? ""
                       : sel_i_ == r ? " (selected)"
                                     : " (query)") +
-                     (rollout_ ? ": rollout" : ": weights") + " (bars: 0 \xE2\x80\xA6 the largest), strongest keys";
+                     (rollout_ ? ": rollout" : linear ? ": A" : ": weights") +
+                     (linear ? " (bars: |A|, red +, blue \xE2\x88\x92; row \xCE\xA3 = " + sum_text +
+                                   ", need not be 1), strongest keys"
+                             : " (bars: 0 \xE2\x80\xA6 the largest), strongest keys");
   char buf[64];
   for (int k : top.top_keys) {
-    std::snprintf(buf, sizeof buf, " %.3f", row[k]);
+    std::snprintf(buf, sizeof buf, linear ? " %+.3f" : " %.3f", signed_row[k]);
     line += "  \xC2\xB7  " + std::to_string(k) + " '" + label_cache_[k] + "'" + buf;
   }
   dl->PushClipRect(ImVec2(m.origin.x, y0), ImVec2(x_end + fs * 20.f, y0 + strip_h), true);
@@ -656,6 +707,31 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
     ImGui::Text("query i = %d '%s'  \xE2\x86\x90  token j = %d '%s'", i, tok(i).c_str(), j, tok(j).c_str());
     ImGui::Text("rollout through layers 0 \xE2\x80\xA6 %d = %.5f", s.layer, values_[static_cast<size_t>(i) * tr.T() + j]);
     ImGui::TextDisabled("an approximation: head-averaged weights + identity, multiplied through the layers");
+  } else if (stage == Stage::Implicit) {  // a linear layer: A[i, j], its row's sum, β and the decay
+    const int h = s.head;
+    std::vector<float> buf;
+    const float* arow = lt.row_values(Stage::Implicit, h, i, buf);  // (T)
+    double sum = 0, pos = 0, neg = 0;
+    for (int k = 0; k <= i; ++k) sum += arow[k], (arow[k] >= 0 ? pos : neg) += arow[k];
+    const int T = tr.T();
+    const float* beta = lt.beta.data.data() + static_cast<int64_t>(h) * T;
+    const float* g = lt.decay.data.data() + static_cast<int64_t>(h) * T;
+    ImGui::Text("token t = %d '%s'  \xE2\x86\x90  token s = %d '%s'   (layer %d, value head %d)", i, tok(i).c_str(), j,
+                tok(j).c_str(), s.layer, h);
+    ImGui::Separator();
+    if (j > i) {
+      ImGui::TextColored(ImVec4(1.f, 0.6f, 0.3f, 1.f), "A[t,s] = 0   (s > t: the memory has not seen token s yet)");
+    } else {
+      ImGui::Text("A[t,s] = %+.5f   how much of v_s is in o_t", arow[j]);
+      // The product of the decays between s and t: how much of s's write is left, before overwrites.
+      double kept = 0;
+      for (int k = j + 1; k <= i; ++k) kept += g[k];
+      ImGui::Text("\xCE\xB2_s = %.4f (how strongly s wrote)   decay e^(g_s+1 + \xE2\x80\xA6 + g_t) = %.4f", beta[j],
+                  std::exp(kept));
+    }
+    ImGui::Text("row t: \xCE\xA3_s A[t,s] = %+.5f  (positive %+.4f, negative %+.4f)", sum, pos, neg);
+    ImGui::TextDisabled("rows of A need not sum to 1 and may be negative: the delta rule overwrites\n"
+                        "what memory held, it does not average. o_t = \xCE\xA3_s A[t,s]\xC2\xB7v_s exactly.");
   } else if (stage_is_square(stage)) {
     const int h = s.head;
     const float d = static_cast<float>(c.head_size);
@@ -695,10 +771,12 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
     ImGui::Text("weight       = %.5f   (= exp / \xCE\xA3; row sums to 1)", prob);
   } else {
     const Tensor& t = *lt.stored(stage);  // q, k, v, out: always stored
-    const int hi = stage_is_kv(stage) ? c.kv_head_of(s.head) : s.head;
+    // A linear layer stores q, k, v per value head (keys repeated): no KV grouping to apply.
+    const int hi = stage_is_kv(stage) && lt.mixer == Mixer::Softmax ? c.kv_head_of(s.head) : s.head;
     ImGui::Text("token %d '%s', dimension %d of %d", i, tok(i).c_str(), j, static_cast<int>(t.dim(2)));
     ImGui::Text("%s = %+.5f", stage_label(stage), t.at(hi, i, j));
-    if (stage_is_kv(stage)) ImGui::TextDisabled("KV head %d, shared by query heads of group %d", hi, hi);
+    if (stage_is_kv(stage) && lt.mixer == Mixer::Softmax)
+      ImGui::TextDisabled("KV head %d, shared by query heads of group %d", hi, hi);
   }
   ImGui::EndTooltip();
 }

@@ -13,6 +13,13 @@ void ImportancePanel::draw_content(FrameContext& ctx) {
   // (fortunes-en on a full window: ~3), else on request, so typing never competes with it.
   const std::shared_ptr<const Model>& model = ctx.snap.model;
   const ModelConfig& c = model->config;
+  if (c.any_linear()) {  // every cell is an ablated pass, and ablation stops at softmax layers for now
+    ImGui::TextWrapped("Head importance switches one head off at a time (ablation), which does not cover %s's "
+                       "linear-attention and convolution layers yet.",
+                       c.model_type.c_str());
+    grid_rect_ = ImVec4(0, 0, 0, 0);
+    return;
+  }
   const double gflop = (1.0 + 2.0 * c.n_layer * c.n_head) * 2.0 * static_cast<double>(model->parameter_count()) *
                        ctx.trace.T() / 1e9;
   const ImportanceJob::Status st = job_.status();

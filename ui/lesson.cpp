@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/limits.h"
+#include "ui/app_state.h"
 #include "core/model/paths.h"
 
 namespace attnviz::ui {
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& lesson_show_kinds() {
   static const std::vector<std::string> k = {"qk",         "dot", "scale",  "mask",     "exp", "softmax",
-                                             "weighted_v", "gqa", "window", "local_window", "kv_cache", "none"};
+                                             "weighted_v", "gqa", "window", "local_window", "kv_cache", "memory", "none"};
   return k;
 }
 
@@ -50,7 +51,16 @@ const std::vector<std::string>& lesson_placeholders() {
                                              "first_key",
                                              "seen_count",
                                              "outside_count",
-                                             "total"};
+                                             "total",
+                                             "kv_layers",
+                                             "memory_layer",
+                                             "state_floats",
+                                             "state_bytes",
+                                             "layer_kv_floats",
+                                             "layer_kv_bytes",
+                                             "a_row_sum",
+                                             "a_row_min",
+                                             "a_negative"};
   return p;
 }
 
@@ -96,6 +106,15 @@ std::string placeholder_value(const std::string& name, const RowNumbers& n) {
   if (name == "seen_count") return std::to_string(n.i - n.first_key + 1);
   if (name == "outside_count") return std::to_string(n.outside_count);
   if (name == "total") return std::to_string(n.dropped + n.T);
+  if (name == "kv_layers") return std::to_string(n.kv_layers);
+  if (name == "memory_layer") return n.memory_layer >= 0 ? std::to_string(n.memory_layer) : "\xE2\x80\x94";  // —: none
+  if (name == "state_floats") return std::to_string(n.state_floats);
+  if (name == "state_bytes") return std::to_string(n.state_floats * 4);
+  if (name == "layer_kv_floats") return std::to_string(n.layer_kv_floats);
+  if (name == "layer_kv_bytes") return std::to_string(n.layer_kv_floats * 4);
+  if (name == "a_row_sum") return num(n.a_row_sum);
+  if (name == "a_row_min") return num(n.a_row_min);
+  if (name == "a_negative") return std::to_string(n.a_negative);
   return "";
 }
 
@@ -181,6 +200,9 @@ RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int hea
                 std::to_string(i) + ", key " + std::to_string(j) +
                 " is outside the trace (T = " + std::to_string(tr.T()) + "; the key must be at most the row)");
   const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
+  if (lt.mixer != Mixer::Softmax)
+    throw Error("lesson: layer " + std::to_string(layer) + " is a " + layer_kind(c.layer(layer)) +
+                " layer; the steps explain softmax attention (choose a full-attention layer)");
   RowNumbers n;
   n.layer = layer, n.head = head, n.i = i, n.j = j, n.d = c.head_size;
   n.n_head = c.n_head, n.n_kv_head = c.n_kv_head, n.group = c.n_head / c.n_kv_head;
@@ -218,7 +240,29 @@ RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int hea
   for (int jj = 0; jj <= i; ++jj)
     for (int x = 0; x < n.d; ++x)
       n.out_i[static_cast<size_t>(x)] += n.weights[static_cast<size_t>(jj)] * lt.v.at(n.kv_head, jj, x);
-  n.kv_cache_floats = 2LL * n.n_layer * n.T * c.n_kv_head * n.d;
+  int n_softmax = 0;  // a hybrid's other layers keep no K and V
+  for (int l = 0; l < n.n_layer; ++l) n_softmax += c.layer(l).mixer == Mixer::Softmax;
+  n.layer_kv_floats = 2LL * n.T * c.n_kv_head * n.d;
+  n.kv_cache_floats = n_softmax * n.layer_kv_floats;
+  n.kv_layers = n_softmax;
+  // Memory that does not grow: the first layer whose state is fixed, and on a linear-attention
+  // layer row i of A for value head head mod Hv (its sum, its smallest entry, its negatives).
+  for (int l = 0; l < n.n_layer && n.memory_layer < 0; ++l)
+    if (c.layer(l).mixer != Mixer::Softmax) n.memory_layer = l;
+  if (n.memory_layer >= 0) {
+    n.state_floats = layer_state_values(c, n.memory_layer);
+    const LayerTrace& ml = tr.layers[static_cast<size_t>(n.memory_layer)];
+    if (ml.mixer == Mixer::GatedDeltaNet && ml.heads() > 0) {
+      std::vector<float> scratch;
+      const float* a = ml.row_values(Stage::Implicit, head % ml.heads(), i, scratch);  // (T)
+      n.a_row_min = a[0];
+      for (int s = 0; s <= i; ++s) {
+        n.a_row_sum += a[s];
+        n.a_row_min = std::min(n.a_row_min, static_cast<double>(a[s]));
+        n.a_negative += a[s] < 0.f;
+      }
+    }
+  }
   return n;
 }
 

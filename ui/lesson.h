@@ -70,9 +70,19 @@ struct RowNumbers {
   double row_sum = 0.0;            // Σ exp_row
   std::vector<double> weights;     // (i + 1) exp_row / row_sum
   std::vector<double> out_i;       // (d) Σ_j weights_j · v_j
-  long long kv_cache_floats = 0;   // K and V of every layer for the window: 2·L·T·KV·d
+  long long kv_cache_floats = 0;   // K and V of every softmax layer for the window: 2·L·T·KV·d
+  long long layer_kv_floats = 0;   // K and V of one softmax layer for the window: 2·T·KV·d
+  int kv_layers = 0;               // layers that keep K and V (all but a hybrid's other layers)
+  // A hybrid (Qwen3.5, LFM2): its first layer whose memory has a fixed size (−1: none), that
+  // memory's floats (layer_state_values), and on a linear-attention layer row i of its A for
+  // value head head mod Hv: Σ_s A[i,s], the smallest entry and how many are negative.
+  int memory_layer = -1;
+  long long state_floats = 0;
+  double a_row_sum = 0.0, a_row_min = 0.0;
+  int a_negative = 0;
 };
-// Throws attnviz::Error when layer, head, i or j are out of range (j must be ≤ i).
+// Throws attnviz::Error when layer, head, i or j are out of range (j must be ≤ i), or the
+// layer is not softmax attention.
 RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int head, int i, int j);
 
 // `text` with every {placeholder} replaced by its value in `n` (numbers to 4 significant

@@ -1,6 +1,7 @@
 #include "ui/lesson_panel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 
 #include "core/error.h"
@@ -93,12 +94,26 @@ void LessonPanel::draw_content(FrameContext& ctx) {
   step_ = std::clamp(step_, 0, static_cast<int>(lesson_.steps.size()) - 1);
   const ModelConfig& c = ctx.model->config;
   const int T = ctx.trace.T();
+  // The steps explain softmax attention: on a hybrid's linear or convolution layer, their
+  // numbers come from the nearest softmax layer (and the head within its range).
+  int layer = s.layer;
+  if (c.layer(layer).mixer != Mixer::Softmax) {
+    int best = -1;
+    for (int l = 0; l < c.n_layer; ++l)
+      if (c.layer(l).mixer == Mixer::Softmax && (best < 0 || std::abs(l - s.layer) < std::abs(best - s.layer))) best = l;
+    if (best >= 0) layer = best;
+  }
+  const int head = std::min(s.head, c.n_head - 1);
   if (ctx.snap.trace_serial != trace_serial_ || row_ < 0 || row_ >= T) {
     // A new result: the last row, and the key it attends to most in this head.
     trace_serial_ = ctx.snap.trace_serial;
     row_ = T - 1;
-    const RowNumbers n = row_numbers(ctx.trace, c, s.layer, s.head, row_, 0);
-    key_ = static_cast<int>(std::max_element(n.weights.begin(), n.weights.end()) - n.weights.begin());
+    try {
+      const RowNumbers n = row_numbers(ctx.trace, c, layer, head, row_, 0);
+      key_ = static_cast<int>(std::max_element(n.weights.begin(), n.weights.end()) - n.weights.begin());
+    } catch (const Error&) {
+      key_ = 0;  // said below, where the numbers are drawn
+    }
   }
   draw_header(ctx);
   const LessonStep& step = lesson_.steps[static_cast<size_t>(step_)];
@@ -112,10 +127,18 @@ void LessonPanel::draw_content(FrameContext& ctx) {
           s.layer = l;
           break;
         }
+    // The memory step shows the first layer whose memory has a fixed size (its A, when linear).
+    if (step.show == "memory")
+      for (int l = 0; l < c.n_layer; ++l)
+        if (c.layer(l).mixer != Mixer::Softmax) {
+          s.layer = l;
+          if (c.layer(l).mixer == Mixer::GatedDeltaNet) s.stage = Stage::Implicit;
+          break;
+        }
   }
   RowNumbers n;
   try {
-    n = row_numbers(ctx.trace, c, s.layer, s.head, row_, key_);
+    n = row_numbers(ctx.trace, c, layer, head, row_, key_);
   } catch (const Error& e) {
     ImGui::TextWrapped("%s", e.what());
     return;
@@ -234,6 +257,27 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
         }
     }
     ImGui::PopTextWrapPos();
+  } else if (k == "memory") {
+    const ModelConfig& c = ctx.model->config;
+    if (n.memory_layer < 0) {
+      ImGui::TextDisabled("this model has no layer with a fixed-size memory: open a Qwen3.5 or LFM2 model (presets "
+                          "qwen3.5-0.8b, lfm2-350m) to compare the two kinds");
+      return;
+    }
+    ImGui::TextColored(ImVec4(0.94f, 0.63f, 0.24f, 1.f), "softmax layer %d: K and V of %d tokens = 2 \xC3\x97 %d \xC3\x97 %d "
+                       "\xC3\x97 %d = %lld floats, and growing", n.layer, n.T, n.T, n.n_kv_head, n.d, n.layer_kv_floats);
+    if (c.layer(n.memory_layer).mixer == Mixer::GatedDeltaNet) {
+      ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "linear layer %d: %d memories of %d \xC3\x97 %d + the convolution's "
+                         "last %d inputs = %lld floats, at any T", n.memory_layer, c.linear.v_heads, c.linear.k_dim,
+                         c.linear.v_dim, c.linear.conv_kernel - 1, n.state_floats);
+      ImGui::Text("row %d of its A (value head %d): \xCE\xA3 = %+.4f, smallest %+.4f, %d of %d entries negative", n.i,
+                  n.head % std::max(1, c.linear.v_heads), n.a_row_sum, n.a_row_min, n.a_negative, n.i + 1);
+      ImGui::Text("row %d of softmax layer %d: \xCE\xA3 = 1, smallest %.4f, none negative", n.i, n.layer,
+                  *std::min_element(n.weights.begin(), n.weights.end()));
+    } else {
+      ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "convolution layer %d: the last %d inputs of %d channels = %lld "
+                         "floats, at any T", n.memory_layer, c.short_conv_kernel - 1, c.n_embd, n.state_floats);
+    }
   } else if (k == "kv_cache") {
     ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head,
                        n.d, n.kv_cache_floats);

@@ -34,28 +34,33 @@ int clamp_query(int query, int T) {
   return query < 0 || query >= T ? T - 1 : query;
 }
 
-void query_weights(const Trace& tr, int layer, int head, int query, TextViewMode mode, std::vector<float>& out,
+bool query_weights(const Trace& tr, int layer, int head, int query, TextViewMode mode, std::vector<float>& out,
                    std::vector<float>& scratch) {
   const int T = tr.T();
   out.assign(static_cast<size_t>(std::max(T, 0)), 0.f);
-  if (T == 0 || query < 0 || query >= T || tr.layers.empty()) return;
+  if (T == 0 || query < 0 || query >= T || tr.layers.empty()) return false;
   const bool all = mode == TextViewMode::AllMean || mode == TextViewMode::AllMax;
   const bool max = mode == TextViewMode::LayerMax || mode == TextViewMode::AllMax;
   const int L = static_cast<int>(tr.layers.size());
   const int l0 = all ? 0 : std::clamp(layer, 0, L - 1), l1 = all ? L : l0 + 1;
+  // One linear layer: its rows of A (signed). Every layer: the softmax layers alone.
+  const bool linear = !all && tr.layers[static_cast<size_t>(l0)].mixer == Mixer::GatedDeltaNet;
   int rows = 0;
   for (int l = l0; l < l1; ++l) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+    if (lt.mixer == Mixer::ShortConv || (all && lt.mixer != Mixer::Softmax)) continue;
     const int H = static_cast<int>(lt.heads());
     const int h0 = mode == TextViewMode::Head ? std::clamp(head, 0, H - 1) : 0;
     const int h1 = mode == TextViewMode::Head ? h0 + 1 : H;
     for (int h = h0; h < h1; ++h, ++rows) {
-      const float* p = lt.row_values(Stage::Probs, h, query, scratch);  // (T), one row's work when compact
+      // (T), one row's work when compact
+      const float* p = lt.row_values(linear ? Stage::Implicit : Stage::Probs, h, query, scratch);
       for (int j = 0; j < T; ++j) out[static_cast<size_t>(j)] = max ? std::max(out[static_cast<size_t>(j)], p[j]) : out[static_cast<size_t>(j)] + p[j];
     }
   }
   if (!max && rows > 1)
     for (float& v : out) v /= static_cast<float>(rows);
+  return linear;
 }
 
 void key_shares(const KeyAttribution& a, int layer, int head, TextViewMode mode, std::vector<float>& out) {
@@ -123,8 +128,8 @@ const TextShading& TextShadingCache::get(const Trace& tr, uint64_t serial, int l
                                          TextViewMode mode) {
   const Key key{serial, layer, head, query, tr.T(), tr.dropped, mode};
   if (valid_ && key == key_) return shading_;
-  query_weights(tr, layer, head, query, mode, row_, scratch_);
-  shading_ = shade_tokens(row_.data(), tr.T(), query, tr.dropped, marked_window(tr, layer, mode));
+  const bool signed_rows = query_weights(tr, layer, head, query, mode, row_, scratch_);
+  shading_ = shade_tokens(row_.data(), tr.T(), query, tr.dropped, marked_window(tr, layer, mode), 3, signed_rows);
   key_ = key;
   valid_ = true;
   ++computed_;

@@ -33,8 +33,9 @@ int clamp_query(int query, int T);
 // Row `query` of the softmax of the heads the mode takes, combined key by key: the head's own
 // row, or the mean / the max over the H heads of `layer` or the L·H heads of every layer.
 // Each row comes from LayerTrace::row_values (a compact trace recomputes just that row).
-// out: (T). `scratch` holds one row.
-void query_weights(const Trace& tr, int layer, int head, int query, TextViewMode mode, std::vector<float>& out,
+// out: (T). `scratch` holds one row. A hybrid: on a linear-attention layer its rows of A
+// (signed: returns true), on a convolution layer zeros; over every layer, its softmax layers.
+bool query_weights(const Trace& tr, int layer, int head, int query, TextViewMode mode, std::vector<float>& out,
                    std::vector<float>& scratch);
 
 // The logit attribution at the query carried back to the keys (core/engine/lens.h), as the

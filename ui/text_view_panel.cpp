@@ -143,9 +143,13 @@ void TextViewPanel::draw_controls(FrameContext& ctx, const TextShading& sh, int 
   }
   ImGui::SameLine();
   const bool all = mode_ == TextViewMode::AllMean || mode_ == TextViewMode::AllMax;
-  if (all) ImGui::Text("%d layers \xC3\x97 %d heads", c.n_layer, c.n_head);
+  if (all && c.any_linear()) ImGui::Text("the softmax layers' heads");
+  else if (all) ImGui::Text("%d layers \xC3\x97 %d heads", c.n_layer, c.n_head);
+  else if (c.layer(s.layer).mixer == Mixer::ShortConv) ImGui::Text("layer %d: a convolution, no weights", s.layer);
+  else if (c.layer(s.layer).mixer == Mixer::GatedDeltaNet && mode_ == TextViewMode::Head)
+    ImGui::Text("layer %d \xC2\xB7 head %d \xC2\xB7 A (orange +, blue \xE2\x88\x92)", s.layer, s.head);
   else if (mode_ == TextViewMode::Head) ImGui::Text("layer %d \xC2\xB7 head %d", s.layer, s.head);
-  else ImGui::Text("layer %d \xC2\xB7 %d heads", s.layer, c.n_head);
+  else ImGui::Text("layer %d \xC2\xB7 %d heads", s.layer, c.heads_at(s.layer));
   ImGui::SameLine();
   const int k = sh.dropped + query;
   const std::string lab = k >= 0 && k < static_cast<int>(pieces_.size()) ? pieces_[static_cast<size_t>(k)].text : "";
@@ -310,6 +314,13 @@ void TextViewPanel::token_tooltip(const FrameContext& ctx, const TextShading& sh
                   sh.query);
       break;
     case TokenMark::Key:
+      if (sh.signed_shares && !attribution_) {  // a linear-attention layer's row of A
+        ImGui::Text("'%s' (position %d): A[%d, %d] = %+.4f, how much of its value reaches query %d (%.0f%% of the "
+                    "largest |A|)",
+                    lab.c_str(), pos, sh.query, pos, static_cast<double>(t.weight), sh.query,
+                    100.0 * std::abs(static_cast<double>(t.shade)));
+        break;
+      }
       if (sh.signed_shares) {
         ImGui::Text("'%s' (position %d) carries %+.4f of the logit at query %d (%.0f%% of the largest |share|, %.4f)",
                     lab.c_str(), pos, static_cast<double>(t.weight), sh.query, 100.0 * std::abs(static_cast<double>(t.shade)),

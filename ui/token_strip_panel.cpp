@@ -1,6 +1,7 @@
 #include "ui/token_strip_panel.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/limits.h"
 #include "ui/imgui_util.h"
@@ -19,7 +20,12 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   // sees on the selected layer.
   const bool local = ctx.model && ctx.model->config.any_local();
   const float seen_h = local ? fs * 1.5f : 0.f;
-  const float strip_h = chip_h + fs * 2.6f + seen_h;
+  // A linear-attention layer selected: its β and decay under the bracket, per token.
+  const bool writes = ctx.state.layer < static_cast<int>(tr.layers.size()) &&
+                      tr.layers[static_cast<size_t>(ctx.state.layer)].mixer == Mixer::GatedDeltaNet &&
+                      !tr.layers[static_cast<size_t>(ctx.state.layer)].beta.shape.empty();
+  const float writes_h = writes ? fs * 1.3f : 0.f;
+  const float strip_h = chip_h + fs * 2.6f + seen_h + writes_h;
   ImGui::BeginChild("chips", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize), false,
                     ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -27,6 +33,7 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   const ChipsDrawn chips = draw_chips(ctx, w, origin, chip_h);
   if (chips.win_x0 >= 0) draw_bracket(ctx, chips, origin.y + chip_h + fs * 1.35f);
   if (local && chips.win_x0 >= 0) draw_seen(ctx, origin.y - fs * 0.2f);
+  if (writes) draw_memory_writes(ctx, origin.y + chip_h + fs * 2.3f, writes_h);
   ImGui::SetCursorScreenPos(top);
   ImGui::Dummy(ImVec2(chips.end_x - origin.x, strip_h));
   strip_rect_ = ImVec4(origin.x, origin.y, std::min(chips.end_x - origin.x, ImGui::GetWindowWidth()), chip_h);
@@ -90,6 +97,16 @@ void TokenStripPanel::draw_controls(FrameContext& ctx, const WindowInfo& w) {
   help_marker("The model only sees the last block_size tokens (nanoGPT's idx[:, -block_size:]). "
               "Older tokens fall out of the window on the left. Hover a token to highlight its row "
               "(as a query) and column (as a key) in every heatmap.");
+  if (s.layer < static_cast<int>(tr.layers.size()) && tr.layers[static_cast<size_t>(s.layer)].mixer == Mixer::GatedDeltaNet) {
+    ImGui::SameLine();  // what the bars under the bracket are
+    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "bars: \xCE\xB2 (writes)");
+    ImGui::SameLine(0, 0);
+    ImGui::TextDisabled(" | ");
+    ImGui::SameLine(0, 0);
+    ImGui::TextColored(ImVec4(0.78f, 0.67f, 1.f, 1.f), "e^g (keeps)");
+    ImGui::SameLine(0, 0);
+    ImGui::TextDisabled(", layer %d head %d", s.layer, s.head);
+  }
 }
 
 // One chip per token from `origin`: in-window chips coloured with their window position
@@ -233,6 +250,36 @@ void TokenStripPanel::draw_seen(const FrameContext& ctx, float y) const {
   if (lw + fs > x1 - x0) lx = x0 - lw - fs * 0.3f >= ImGui::GetWindowPos().x ? x0 - lw - fs * 0.3f : x1 + fs * 0.3f;
   dl->AddRectFilled(ImVec2(lx, ly), ImVec2(lx + lw, ly + fs * 1.05f), ImGui::GetColorU32(ImGuiCol_WindowBg));
   dl->AddText(ImVec2(lx, ly), col, lab);
+}
+
+// Under the bracket, for a linear-attention layer's selected value head: per token two bars,
+// β_t (how strongly the token writes into the memory, 0 … 1) and e^{g_t} (how much of the
+// memory survives the token, 0 … 1), read from the trace.
+void TokenStripPanel::draw_memory_writes(const FrameContext& ctx, float y, float height) const {
+  const LayerTrace& lt = ctx.trace.layers[static_cast<size_t>(ctx.state.layer)];
+  const int T = static_cast<int>(chip_x_.size());
+  if (T == 0 || lt.beta.dim(1) != T) return;
+  const int h = std::clamp(ctx.state.head, 0, static_cast<int>(lt.beta.dim(0)) - 1);
+  const float* beta = lt.beta.data.data() + static_cast<int64_t>(h) * T;    // (T)
+  const float* decay = lt.decay.data.data() + static_cast<int64_t>(h) * T;  // (T) g ≤ 0
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float bar = height - ImGui::GetFontSize() * 0.2f;
+  const ImU32 write_col = IM_COL32(120, 200, 255, 255), keep_col = IM_COL32(200, 170, 255, 255);
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (int t = 0; t < T; ++t) {
+    const ImVec2 x = chip_x_[static_cast<size_t>(t)];
+    if (x.y <= x.x) continue;  // not in view
+    // Under each chip, side by side: β on the left half, e^g on the right, both 0 … 1.
+    const float x0 = x.x + 1.f, x1 = std::max(x0 + 2.f, x.y - 1.f), xm = 0.5f * (x0 + x1);
+    const float keep = std::exp(decay[t]);
+    dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + bar), IM_COL32(255, 255, 255, 18));
+    dl->AddRectFilled(ImVec2(x0, y + bar * (1.f - beta[t])), ImVec2(xm - 0.5f, y + bar), write_col);
+    dl->AddRectFilled(ImVec2(xm + 0.5f, y + bar * (1.f - keep)), ImVec2(x1, y + bar), keep_col);
+    if (mouse.x >= x0 && mouse.x < x1 && mouse.y >= y && mouse.y < y + bar)
+      ImGui::SetTooltip("layer %d, value head %d, token %d\n\xCE\xB2 = %.3f: how strongly it writes into the memory\n"
+                        "decay g = %.4f: the memory is multiplied by e^g = %.3f as it arrives",
+                        ctx.state.layer, h, t, beta[t], decay[t], keep);
+  }
 }
 
 }  // namespace attnviz::ui

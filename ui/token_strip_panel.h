@@ -4,6 +4,7 @@
 // the trace of a longer window: then it says so). Hovering a chip highlights that token's row and
 // column in every heatmap. A model with local layers gets a second bracket over the chips:
 // the keys the hovered query sees on the selected layer (its window, apart from the crop).
+// A hybrid's linear-attention layer selected: β and the decay of each token under them.
 #pragma once
 #include "core/engine/engine.h"
 #include "ui/panel.h"
@@ -27,6 +28,7 @@ class TokenStripPanel : public Panel {
   ChipsDrawn draw_chips(FrameContext& ctx, const WindowInfo& w, ImVec2 origin, float chip_h);
   void draw_bracket(const FrameContext& ctx, const ChipsDrawn& chips, float y) const;
   void draw_seen(const FrameContext& ctx, float y) const;
+  void draw_memory_writes(const FrameContext& ctx, float y, float height) const;
   // The memory cap on block_size, looked at again when the model or the backend changes
   // and at most once a second otherwise (it reads /proc/meminfo).
   const WindowLimit& window_limit(const FrameContext& ctx);

@@ -155,9 +155,12 @@ void Worker::handle(const Request& r, uint64_t serial) {
       std::shared_ptr<const Model> model = r.model    ? r.model
                                            : same_spec ? engine_->model_ptr()
                                                        : load_model(r.model_spec, opt);
-      model->config.require_softmax_only("The desktop application");  // Qwen3.5's linear layers: not drawn yet
       std::string note;
-      std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
+      // The GPU backend does not run a hybrid's linear or convolution layers yet: the CPU does.
+      const bool gpu_cannot = r.backend == "gpu" && model->config.any_linear();
+      std::unique_ptr<Backend> backend = make_backend(gpu_cannot ? "cpu" : r.backend, &note);
+      if (gpu_cannot)
+        note = "the GPU backend does not run " + model->config.model_type + "'s linear or convolution layers yet: running on the CPU";
       const bool same_model = engine_ && model == engine_->model_ptr();
       if (!same_model && engine_ && next.trace)
         shown = Shown{std::move(engine_), std::move(clean_engine_), engine_model_, engine_backend_, backend_note_,
