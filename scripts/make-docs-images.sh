@@ -114,6 +114,18 @@ if wanted window-band.png; then
   made window-band.png
 fi
 
+# A hybrid: a random Qwen3.5-shaped model (8 layers, 6 of them gated-delta-rule linear
+# attention, 512 wide, GPT-2's tokenizer). Layer 1 head 4 is a linear layer's head whose A
+# has clearly negative entries on this text (found by dumping every linear head's A); the
+# head grid beside it holds the full layers' softmax, the GQA panel the state beside the cache.
+if wanted hybrid-qwen35.png; then
+  "$cli" random --preset qwen3.5-0.8b --layers 8 --embd 512 --vocab 50257 \
+    --tokenizer tests/data/tokenizers/gpt2.tokenizer.json --out "$work/q35" >/dev/null 2>&1
+  shot hybrid-qwen35.png --model "$work/q35" --layer 1 --head 4 --stage implicit \
+    --text "The cat sat on the mat. The cat sat on the mat because it was warm, and the dog sat on the rug."
+  made hybrid-qwen35.png
+fi
+
 # Head importance: the All heads and Head importance panels on the sentence typed three
 # times, cut from the window (the two panels fill the right column's top 464 x 535 pixels).
 if wanted importance-fortunes-en.png; then
