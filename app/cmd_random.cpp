@@ -55,9 +55,6 @@ void run_random(const RandomOptions& o, Io& io) {
   }
   if (o.gguf_given) {  // one DIR/model.gguf in llama.cpp's layout, the tokenizer inside
     const GgmlType type = gguf_write_type(o.gguf);  // an empty or unknown TYPE: a usage error listing them
-    if (c.any_linear())
-      throw Error("--gguf: attnviz does not write " + c.model_type + " models (linear-attention layers) as GGUF yet",
-                  ErrorKind::Usage);
     if (!o.tokenizer.empty()) throw Error("--tokenizer cannot be combined with --gguf yet", ErrorKind::Usage);
     const std::string path = write_random_gguf(c, o.seed, o.out, type);
     io.err << "wrote random " << c.model_type << " model (random weights) as " << ggml_type_info(type).name << " to "

@@ -269,6 +269,138 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K)),
     family_name);
 
+// ---- the hybrids ------------------------------------------------------------------
+//
+// Qwen3.5 with two key heads and four value heads (llama.cpp's converter tiles the value
+// heads: the file's value head u·Hk + g is Hugging Face's g·r + u, r = Hv/Hk), layers
+// linear, full, linear, linear (no interval rule: attention.recurrent_layers); LFM2 with
+// conv, attention, conv, conv. Both written by attnviz's GGUF writer with llama.cpp's names
+// and conventions (+1 folded into Qwen3.5's norms, ssm_a = −exp(A_log), squeezed float32
+// kernels, LFM2's per-layer head_count_kv with 0 for a convolution), their Hugging Face twin
+// holding the dequantized weights in Hugging Face's order.
+nlohmann::json hybrid_json(const std::string& family) {
+  nlohmann::json j = {{"vocab_size", 320}, {"num_hidden_layers", 4}, {"hidden_size", 256},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
+                      {"model_type", family}};
+  if (family == "qwen3_5_text") {
+    j["head_dim"] = 64, j["intermediate_size"] = 512, j["rms_norm_eps"] = 1e-6, j["partial_rotary_factor"] = 0.25;
+    j["layer_types"] = {"linear_attention", "full_attention", "linear_attention", "linear_attention"};
+    j["linear_num_key_heads"] = 2, j["linear_num_value_heads"] = 4, j["linear_key_head_dim"] = 32;
+    j["linear_value_head_dim"] = 64, j["linear_conv_kernel_dim"] = 4, j["tie_word_embeddings"] = false;
+  } else {
+    j["block_ff_dim"] = 512, j["block_auto_adjust_ff_dim"] = false, j["conv_L_cache"] = 3;
+    j["layer_types"] = {"conv", "full_attention", "conv", "conv"};
+  }
+  return j;
+}
+
+class GgufHybrid : public ::testing::TestWithParam<std::tuple<std::string, GgmlType>> {};
+
+TEST_P(GgufHybrid, DumpEqualsTheHuggingFaceModelHeadForHead) {
+  const auto [family, type] = GetParam();
+  const ModelConfig c = parse_config(hybrid_json(family), family);
+  const std::string dir = test::temp_dir("gguf-hybrid-" + family);
+  const std::string gguf = test::write_gguf_model_pair(c, type, 29, dir);
+  const auto g = load_model(gguf), h = load_model(dir + "/hf");
+  ASSERT_EQ(g->config.features(), h->config.features());
+  for (int l = 0; l < c.n_layer; ++l) ASSERT_EQ(g->config.layer(l).mixer, h->config.layer(l).mixer) << "layer " << l;
+  const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
+  ASSERT_EQ(dump(gguf, a), "");
+  ASSERT_EQ(dump(dir + "/hf", b), "");
+  // The file's value head of Hugging Face's head j on a linear layer (the same head elsewhere).
+  const int nk = c.linear.k_heads, r = nk ? c.linear.v_heads / nk : 1;
+  auto file_head = [&](const std::string& name, int64_t j) -> int64_t {
+    const auto dot = name.find('.', 7);
+    if (name.rfind("layers.", 0) != 0 || dot == std::string::npos) return j;
+    const int l = std::stoi(name.substr(7, dot - 7));
+    if (c.layer(l).mixer != Mixer::GatedDeltaNet) return j;
+    return (j % r) * nk + j / r;
+  };
+  const auto fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
+  ASSERT_EQ(fa.tensors().size(), fb.tensors().size());
+  // Both sides hold the same floats and multiply them in the same order: within 1e-5 of the
+  // largest (Qwen3.5's −exp(A_log) is the same expf of the same float on both sides).
+  for (const auto& t : fb.tensors()) {
+    const TensorInfo* u = fa.find(t.name);
+    ASSERT_TRUE(u && u->shape == t.shape) << t.name;
+    if (t.dtype != DType::F32) {
+      EXPECT_EQ(fa.read_i32(*u), fb.read_i32(t)) << t.name;
+      continue;
+    }
+    const auto x = fa.read_f32(*u), y = fb.read_f32(t);
+    const int64_t heads = t.shape.size() >= 2 && t.name != "logits" ? t.shape[0] : 1;
+    const int64_t per = static_cast<int64_t>(y.size()) / heads;
+    double diff = 0, big = 1e-6;
+    for (int64_t j = 0; j < heads; ++j)
+      for (int64_t e = 0; e < per; ++e) {
+        const float xv = x[static_cast<size_t>(file_head(t.name, j) * per + e)], yv = y[static_cast<size_t>(j * per + e)];
+        ASSERT_FALSE(std::isnan(xv) || std::isnan(yv)) << t.name;
+        if (std::isinf(yv) || std::isinf(xv)) {
+          ASSERT_EQ(xv, yv) << t.name;
+          continue;
+        }
+        diff = std::max(diff, std::abs(static_cast<double>(xv) - yv));
+        big = std::max(big, std::abs(static_cast<double>(yv)));
+      }
+    EXPECT_LE(diff, 1e-5 * big) << family << " " << ggml_type_info(type).name << " " << t.name;
+  }
+  // The check sees a head order that is not the file's: read as grouped, the value heads of
+  // a Qwen3.5 GGUF with Hv ≠ Hk pair with other key heads, and its dump differs.
+  if (family == "qwen3_5_text") {
+    const auto f = GgufFile::open(gguf);
+    EXPECT_FALSE(f.find("blk.1.ssm_a") || f.find("blk.0.attn_q.weight"));  // full layer 1 has no ssm_*; layer 0 no attn_q
+    EXPECT_TRUE(f.find("blk.0.ssm_a") && f.find("blk.1.attn_q.weight") && f.find("blk.0.ssm_dt.bias"));
+    EXPECT_EQ(f.find("blk.1.attn_q.weight")->shape(), (std::vector<int64_t>{2 * 4 * 64, 256}));  // q | gate per head
+    EXPECT_EQ(f.find("blk.0.ssm_conv1d.weight")->shape(), (std::vector<int64_t>{2 * 2 * 32 + 4 * 64, 4}));
+    EXPECT_EQ(f.find("blk.0.ssm_conv1d.weight")->type, GgmlType::F32);
+    EXPECT_LT(f.read_f32(*f.find("blk.0.ssm_a"))[0], 0.f);
+    EXPECT_FALSE(f.find_key("qwen35.full_attention_interval"));
+    EXPECT_TRUE(f.find_key("qwen35.attention.recurrent_layers"));
+    EXPECT_TRUE(g->config.linear.v_tiled && !h->config.linear.v_tiled);
+    EXPECT_EQ(g->config.linear.key_head(1), 1);  // tiled: value head 1 reads key head 1 mod 2
+    EXPECT_EQ(h->config.linear.key_head(1), 0);  // grouped: 1 / 2
+  } else {
+    const auto f = GgufFile::open(gguf);
+    const GgufValue* kv = f.find_key("lfm2.attention.head_count_kv");
+    ASSERT_TRUE(kv);
+    EXPECT_EQ(kv->ints, (std::vector<int64_t>{0, 2, 0, 0}));
+    EXPECT_TRUE(f.find("token_embd_norm.weight") && !f.find("output_norm.weight"));
+    EXPECT_EQ(f.find("blk.0.shortconv.conv.weight")->shape(), (std::vector<int64_t>{256, 3}));
+  }
+}
+
+std::string hybrid_name(const ::testing::TestParamInfo<GgufHybrid::ParamType>& i) {
+  return std::get<0>(i.param) + "_" + ggml_type_info(std::get<1>(i.param)).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Hybrids, GgufHybrid,
+                         ::testing::Combine(::testing::Values("qwen3_5_text", "lfm2"),
+                                            ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K)),
+                         hybrid_name);
+
+// A Qwen3.5 GGUF whose ssm_a (−exp(A_log)) holds a positive entry is refused, naming the tensor.
+TEST(GgufHybridBadInput, APositiveDecayRateIsRefused) {
+  const std::string dir = test::temp_dir("gguf-hybrid-bad");
+  const std::string gguf = test::write_gguf_model_pair(parse_config(hybrid_json("qwen3_5_text"), "q"), GgmlType::F32, 3, dir,
+                                                       /*with_hf=*/false);
+  auto bytes = test::read_file(gguf);
+  const auto f = GgufFile::open(gguf);
+  const GgufTensorInfo* a = f.find("blk.2.ssm_a");
+  ASSERT_TRUE(a);
+  const std::string values(reinterpret_cast<const char*>(f.data(*a)), 16);
+  const size_t pos = bytes.find(values);
+  ASSERT_NE(pos, std::string::npos);
+  const float plus = 0.5f;
+  std::memcpy(&bytes[pos + 4], &plus, 4);
+  test::write_bytes(gguf, bytes);
+  try {
+    load_model(gguf);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.2.ssm_a' holds 0.500000 at 1"), std::string::npos) << e.what();
+  }
+}
+
 // The llama.cpp conventions themselves, on the file: Gemma's norms stored as 1 + w, q/k rows
 // permuted for granite but not for qwen3, phi3's fused tensors, the window keys.
 TEST(GgufFamilyLayout, LlamaCppConventionsInTheFile) {
@@ -370,6 +502,19 @@ test::GgufWriter tiny_meta(const std::string& arch) {
   g.set_u32(a + "attention.key_length", 4);
   g.set_u32(a + "vocab_size", 8);
   if (arch == "gemma2" || arch == "gemma3") g.set_u32(a + "attention.sliding_window", 4);
+  if (arch == "qwen35") {  // 2 layers (linear, full), 2 value heads of 2 over 1 key head of 2
+    g.set_u32(a + "rope.dimension_count", 2);
+    g.set_u32(a + "ssm.conv_kernel", 4);
+    g.set_u32(a + "ssm.state_size", 2);
+    g.set_u32(a + "ssm.group_count", 1);
+    g.set_u32(a + "ssm.time_step_rank", 2);
+    g.set_u32(a + "ssm.inner_size", 4);
+    g.set_u32(a + "full_attention_interval", 2);
+  }
+  if (arch == "lfm2") {  // a convolution layer, then attention
+    g.set_i32s(a + "attention.head_count_kv", {0, 1});
+    g.set_u32(a + "shortconv.l_cache", 3);
+  }
   return g;
 }
 
@@ -406,6 +551,24 @@ TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
                 [](test::GgufWriter& g) { g.add_f32("rope_factors_short.weight", {2}, {1.f, 1.f}); }}},
       {"phi3", {"fused rows that do not split", "tensor 'blk.0.attn_qkv.weight' has shape (17, 8), whose rows do not split",
                 [](test::GgufWriter& g) { g.add_f32("blk.0.attn_qkv.weight", {17, 8}, std::vector<float>(17 * 8)); }}},
+      {"qwen35", {"recurrent_layers of the wrong length", "'qwen35.attention.recurrent_layers' must list one 0 or 1 per layer (2",
+                  [](test::GgufWriter& g) { g.set_bools("qwen35.attention.recurrent_layers", {true, false, true}); }}},
+      {"qwen35", {"recurrent_layers entry 2", "'qwen35.attention.recurrent_layers' [1] is 2",
+                  [](test::GgufWriter& g) { g.set_i32s("qwen35.attention.recurrent_layers", {1, 2}); }}},
+      {"qwen35", {"inner size not whole heads", "'qwen35.ssm.inner_size' = 5 is not a multiple",
+                  [](test::GgufWriter& g) { g.set_u32("qwen35.ssm.inner_size", 5); }}},
+      {"qwen35", {"no ssm group count", "'qwen35.ssm.group_count'",
+                  [](test::GgufWriter& g) { g.remove("qwen35.ssm.group_count"); }}},
+      {"qwen35", {"every layer multi-token prediction", "'qwen35.nextn_predict_layers' = 2 must be",
+                  [](test::GgufWriter& g) { g.set_u32("qwen35.nextn_predict_layers", 2); }}},
+      {"qwen35", {"value heads over key heads", "is not a multiple of linear_num_key_heads",
+                  [](test::GgufWriter& g) { g.set_u32("qwen35.ssm.group_count", 3), g.set_u32("qwen35.ssm.inner_size", 6),
+                                            g.set_u32("qwen35.ssm.time_step_rank", 2); }}},
+      {"lfm2", {"head_count_kv of the wrong length", "'lfm2.attention.head_count_kv' must list 2 integers",
+                [](test::GgufWriter& g) { g.set_i32s("lfm2.attention.head_count_kv", {0}); }}},
+      {"lfm2", {"two KV head counts", "'lfm2.attention.head_count_kv'[1] is 2",
+                [](test::GgufWriter& g) { g.set_u32("lfm2.block_count", 2), g.set_i32s("lfm2.attention.head_count_kv", {1, 2}); }}},
+      {"lfm2", {"no kernel length", "'lfm2.shortconv.l_cache'", [](test::GgufWriter& g) { g.remove("lfm2.shortconv.l_cache"); }}},
   };
   // Partial RoPE (rope.dimension_count below the head size, 4 here) outside phi3: llama.cpp
   // turns other dims on the reordered families, and no Hugging Face twin has it elsewhere.

@@ -17,6 +17,7 @@
 #include "core/model/gguf.h"
 #include "core/model/model.h"
 #include "core/tokenize/gguf_tokenizer.h"
+#include "core/tokenize/hf_tokenizer.h"
 #include "core/tokenize/labels.h"
 #include "tests/gguf_writer.h"
 #include "tests/test_util.h"
@@ -139,6 +140,35 @@ TEST(GgufTokenizer, EveryKnownPreTokenizerNameBuilds) {
     EXPECT_EQ(gguf_tokenizer_unsupported(t), "") << pre;
     EXPECT_FALSE(make_gguf_tokenizer(t, pre)->encode("the 2024 theater").empty()) << pre;
   }
+}
+
+// The hybrids' names, as llama.cpp's converter writes them: "qwen35" is Qwen2's regex with
+// combining marks kept with their letter, "lfm2" Llama 3's (digits in groups of up to
+// three, BOS). A small byte-level vocabulary with one merge across the mark, "q" + byte
+// 0xCC (the first of U+0301's two bytes; "q" + U+0301 has no composed form, so NFC leaves
+// it): Qwen3.5 keeps "q" and the mark in one piece, so the merge applies; Qwen2 cuts after
+// "q" (the mark goes with "!"), so it cannot.
+TEST(GgufTokenizer, HybridPreTokenizersSplitAsTheirFamilies) {
+  GgufTokenizerData t = test::small_byte_level_tokenizer(300);
+  const std::string q = hf::bytes_to_unicode("q"), cc = hf::bytes_to_unicode("\xCC");
+  const int merged = 280;  // a placeholder id becomes "q" + 0xCC
+  t.tokens[merged] = q + cc;
+  t.merges.push_back(q + " " + cc);
+  const std::string text = "q\xCC\x81!";
+  t.pre = "qwen35";
+  const std::vector<int> with = make_gguf_tokenizer(t, "qwen35")->encode(text);
+  t.pre = "qwen2";
+  const std::vector<int> without = make_gguf_tokenizer(t, "qwen2")->encode(text);
+  EXPECT_EQ(with, (std::vector<int>{merged, 0x81, '!'}));
+  EXPECT_EQ(without, (std::vector<int>{'q', 0xCC, 0x81, '!'}));
+  // LFM2: Llama 3's digits and BOS; Qwen2 splits every digit.
+  t = test::small_byte_level_tokenizer(300);
+  t.add_bos = -1;
+  t.pre = "lfm2";
+  const std::vector<int> lfm = make_gguf_tokenizer(t, "lfm2")->encode("2024");
+  t.pre = "llama-bpe";
+  EXPECT_EQ(lfm, make_gguf_tokenizer(t, "l3")->encode("2024"));
+  EXPECT_EQ(lfm.front(), 299);  // BOS, as llama.cpp adds for "lfm2"
 }
 
 // A vocabulary-only GGUF file (tokenizer metadata, no tensors) works as --tokenizer.

@@ -214,7 +214,7 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   AppState& s = ctx.state;
   const bool linear = c.layer(l).mixer == Mixer::GatedDeltaNet;
   // The frame's colour: the KV head a query head reads, or the key head a value head reads.
-  const int KV = linear ? c.linear.k_heads : c.n_kv_head, g = linear ? h / c.linear.group() : c.kv_head_of(h);
+  const int KV = linear ? c.linear.k_heads : c.n_kv_head, g = linear ? c.linear.key_head(h) : c.kv_head_of(h);
   const int H = grid_columns(c);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();

@@ -65,7 +65,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::PopItemWidth();
   ImGui::SameLine();
   if (mixer == Mixer::GatedDeltaNet)
-    ImGui::TextDisabled("linear attention: value head %d reads key head %d of %d", s.head, s.head / c.linear.group(),
+    ImGui::TextDisabled("linear attention: value head %d reads key head %d of %d", s.head, c.linear.key_head(s.head),
                         c.linear.k_heads);
   else if (mixer == Mixer::ShortConv)
     ImGui::TextDisabled("short convolution: no heads");

@@ -244,7 +244,7 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
                        bool summaries, LayerTrace& lt, Mat& y) {
   const LinearAttnDims& ld = c.linear;
   const int n = T - p, Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim, K = ld.conv_kernel;
-  const int group = ld.group(), p0 = std::max(0, p - (K - 1));  // the convolution reads rows [p0, T)
+  const int p0 = std::max(0, p - (K - 1));  // the convolution reads rows [p0, T)
   Mat mixed(T - p0, Ch), fresh, conv(n, Ch), z, b, a;
   if (p > p0) {  // rows [p0, p): their input again, from the residual stream the trace keeps
     Mat h0, r0 = Eigen::Map<const Mat>(lt.resid.data.data(), T, c.n_embd).middleRows(p0, p - p0);
@@ -271,12 +271,12 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
   lt.thumbs = summaries ? Tensor{{Hv, tn, tn}, FloatBuf(static_cast<size_t>(Hv * tn * tn))} : Tensor{};
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < Hv; ++j) {
-    const int kh = j / group;  // value head j reads key head kh
+    const int kh = ld.key_head(j);  // value head j reads key head kh
     float *qj = lt.q.head(j), *kj = lt.k.head(j), *vj = lt.v.head(j), *oj = lt.out.head(j);
     const int64_t ldk = lt.q.ld(), ldv = lt.v.ld();
     float* beta = lt.beta.data.data() + static_cast<int64_t>(j) * T;
     float* g = lt.decay.data.data() + static_cast<int64_t>(j) * T;
-    const float neg_a = -std::exp(lw.lin_a_log[j]);
+    const float neg_a = lw.lin_decay_rate[j];  // −exp(A_log) < 0
     for (int t = p; t < T; ++t) {
       const float* row = &conv(t - p, 0);
       std::copy(row + kh * dk, row + (kh + 1) * dk, qj + t * ldk);

@@ -50,10 +50,15 @@ struct RopeScaling {
 enum class Mixer { Softmax, GatedDeltaNet, ShortConv };
 
 // The sizes of a model's gated-delta-rule layers (Qwen3.5's linear_* keys): Hk key heads
-// and Hv value heads (Hv a multiple of Hk: value head j reads key head j / (Hv / Hk)) of
-// dk and dv dims, and the causal depthwise convolution's kernel over q | k | v.
+// and Hv value heads (Hv a multiple of Hk; key_head(j) says which key head value head j
+// reads) of dk and dv dims, and the causal depthwise convolution's kernel over q | k | v.
 struct LinearAttnDims {
   int k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv_kernel = 0;
+  // How value heads are numbered over the key heads: grouped (Hugging Face's: value head j
+  // reads key head j / (Hv/Hk)) or tiled (llama.cpp's GGUF files, whose converter reorders
+  // them when Hv ≠ Hk: value head j reads key head j mod Hk).
+  bool v_tiled = false;
+  int key_head(int j) const { return v_tiled ? j % k_heads : j / group(); }
   int key_width() const { return k_heads * k_dim; }                    // Hk·dk
   int value_width() const { return v_heads * v_dim; }                  // Hv·dv
   int conv_channels() const { return 2 * key_width() + value_width(); }  // q | k | v

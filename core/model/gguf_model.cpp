@@ -1,4 +1,5 @@
 #include "core/model/gguf_model.h"
+#include "core/model/gguf_families.h"
 
 #include <algorithm>
 #include <climits>
@@ -10,6 +11,30 @@
 #include "core/model/gguf.h"
 
 namespace attnviz {
+
+int gguf_vocab_size(const GgufFile& f, const std::string& arch) {
+  if (f.find_key(arch + ".vocab_size")) return gguf_positive(f, arch + ".vocab_size");
+  const GgufTensorInfo* e = f.find("token_embd.weight");
+  if (!e || e->ne.size() != 2 || e->ne[1] <= 0 || e->ne[1] > INT_MAX)
+    throw Error("GGUF file '" + f.path() + "': missing tensor 'token_embd.weight' (V, C) that gives the vocabulary size");
+  return static_cast<int>(e->ne[1]);
+}
+
+int gguf_positive(const GgufFile& f, const std::string& key, int64_t fallback) {
+  const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
+  if (v <= 0 || v > kMaxDim)
+    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) +
+                " must be a positive integer up to " + std::to_string(kMaxDim));
+  return static_cast<int>(v);
+}
+
+float gguf_positive_float(const GgufFile& f, const std::string& key, float fallback, const char* what) {
+  if (!f.find_key(key)) return fallback;
+  const double v = f.get_float(key, fallback);
+  if (!(v > 0.0) || !std::isfinite(v) || v > 3.4e38)
+    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) + " must be " + what);
+  return static_cast<float>(v);
+}
 
 namespace {
 
@@ -144,14 +169,6 @@ class GgufTensors {
   WeightsMode mode_;
 };
 
-// A positive metadata integer that fits an int.
-int positive(const GgufFile& f, const std::string& key, int64_t fallback = -1) {
-  const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
-  if (v <= 0 || v > kMaxDim)
-    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) +
-                " must be a positive integer up to " + std::to_string(kMaxDim));
-  return static_cast<int>(v);
-}
 
 // A factor tensor of RoPE scaling (rope_freqs, rope_factors_long/short): (rot/2) positive numbers.
 std::vector<float> rope_factor_tensor(const GgufFile& f, const GgufTensorInfo& t, int rot, const std::string& where) {
@@ -197,7 +214,7 @@ void read_rope_scaling(const GgufFile& f, const std::string& a, const std::strin
     s.freq_factors = rope_factor_tensor(f, *sht, rot, where);
     s.long_factor = rope_factor_tensor(f, *lng, rot, where);
     const std::string ok = a + "rope.scaling.original_context_length";
-    s.original_max_position = f.find_key(ok) ? positive(f, ok) : c.n_ctx;
+    s.original_max_position = f.find_key(ok) ? gguf_positive(f, ok) : c.n_ctx;
     s.factor = std::max(1.f, static_cast<float>(c.n_ctx) / static_cast<float>(s.original_max_position));
     const double orig = s.original_max_position;
     const double af = s.factor > 1.f ? std::sqrt(1.0 + std::log(static_cast<double>(s.factor)) / std::log(orig)) : 1.0;
@@ -216,13 +233,6 @@ void read_rope_scaling(const GgufFile& f, const std::string& a, const std::strin
 }
 
 // A positive finite float key, or `fallback` when absent.
-float positive_float(const GgufFile& f, const std::string& key, float fallback, const char* what = "a positive number") {
-  if (!f.find_key(key)) return fallback;
-  const double v = f.get_float(key, fallback);
-  if (!(v > 0.0) || !std::isfinite(v) || v > 3.4e38)
-    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) + " must be " + what);
-  return static_cast<float>(v);
-}
 
 // A per-layer metadata value: an array of L entries (bools or 0/1), or an integer that
 // `from_int(l, v)` turns into layer l's flag.
@@ -249,8 +259,8 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
 
 // The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
 // llama.cpp's converter writes Mistral as "llama").
-constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
-                                      "phi3", "smollm3", "olmo2", "granite", "gpt2"};
+constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",
+                                      "smollm3", "olmo2", "granite", "gpt2", "qwen35", "lfm2"};
 
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
@@ -258,21 +268,13 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   ModelConfig c;
   c.model_type = arch == "gemma3" ? "gemma3_text" : arch;
   c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
-  c.n_layer = checked_layers(positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
-  c.n_embd = positive(f, a + "embedding_length");
-  c.n_head = positive(f, a + "attention.head_count");
-  c.n_kv_head = c.arch == Arch::Gpt2 ? c.n_head : positive(f, a + "attention.head_count_kv", c.n_head);
-  c.n_inner = positive(f, a + "feed_forward_length");
-  c.n_ctx = positive(f, a + "context_length");
-  // The vocabulary: {arch}.vocab_size when given, else the token embedding's rows.
-  if (f.find_key(a + "vocab_size")) {
-    c.vocab_size = positive(f, a + "vocab_size");
-  } else {
-    const GgufTensorInfo* e = f.find("token_embd.weight");
-    if (!e || e->ne.size() != 2 || e->ne[1] <= 0 || e->ne[1] > INT_MAX)
-      throw Error(where + "missing tensor 'token_embd.weight' (V, C) that gives the vocabulary size");
-    c.vocab_size = static_cast<int>(e->ne[1]);
-  }
+  c.n_layer = checked_layers(gguf_positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
+  c.n_embd = gguf_positive(f, a + "embedding_length");
+  c.n_head = gguf_positive(f, a + "attention.head_count");
+  c.n_kv_head = c.arch == Arch::Gpt2 ? c.n_head : gguf_positive(f, a + "attention.head_count_kv", c.n_head);
+  c.n_inner = gguf_positive(f, a + "feed_forward_length");
+  c.n_ctx = gguf_positive(f, a + "context_length");
+  c.vocab_size = gguf_vocab_size(f, arch);
   if (c.arch == Arch::Gpt2) {
     c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_epsilon", 1e-5));
     if (c.n_embd % c.n_head != 0)
@@ -290,20 +292,20 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.f))
     throw Error(where + "'" + a + "rope.freq_base' must be a positive number, found " + std::to_string(c.rope_theta));
   if (f.find_key(a + "attention.key_length")) {
-    c.head_size = positive(f, a + "attention.key_length");
+    c.head_size = gguf_positive(f, a + "attention.key_length");
   } else {
     if (c.n_embd % c.n_head != 0)
       throw Error(where + "'" + a + "embedding_length' " + std::to_string(c.n_embd) + " is not divisible by '" + a +
                   "attention.head_count' " + std::to_string(c.n_head));
     c.head_size = c.n_embd / c.n_head;
   }
-  if (f.find_key(a + "attention.value_length") && positive(f, a + "attention.value_length") != c.head_size)
+  if (f.find_key(a + "attention.value_length") && gguf_positive(f, a + "attention.value_length") != c.head_size)
     throw Error(where + "'" + a + "attention.value_length' differs from the key length " +
                 std::to_string(c.head_size) + "; attnviz needs one head size");
   if (c.head_size % 2 != 0) throw Error(where + "head size " + std::to_string(c.head_size) + " must be even for RoPE");
   // Partial RoPE (Phi-3/4-mini): rope.dimension_count < head size turns only the first dims.
   if (f.find_key(a + "rope.dimension_count")) {
-    const int rot = positive(f, a + "rope.dimension_count");
+    const int rot = gguf_positive(f, a + "rope.dimension_count");
     if (rot > c.head_size || rot % 2 != 0)
       throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(rot) +
                   " must be even and at most the head size " + std::to_string(c.head_size));
@@ -341,20 +343,20 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   }
   if (arch == "phi3") c.fused_qkv = f.find("blk.0.attn_qkv.weight") != nullptr;
   if (arch == "granite") {
-    c.emb_scale = positive_float(f, a + "embedding_scale", 1.f);
-    c.residual_scale = positive_float(f, a + "residual_scale", 1.f);
-    c.logit_scale = 1.f / positive_float(f, a + "logit_scale", 1.f);  // llama.cpp divides the logits by it
+    c.emb_scale = gguf_positive_float(f, a + "embedding_scale", 1.f);
+    c.residual_scale = gguf_positive_float(f, a + "residual_scale", 1.f);
+    c.logit_scale = 1.f / gguf_positive_float(f, a + "logit_scale", 1.f);  // llama.cpp divides the logits by it
   }
   const char* cap = "a positive number (the soft-cap c in c*tanh(x/c))";
-  c.final_softcap = gemma ? positive_float(f, a + "final_logit_softcapping", 0.f, cap) : 0.f;
-  const float attn_softcap = arch == "gemma2" ? positive_float(f, a + "attn_logit_softcapping", 0.f, cap) : 0.f;
+  c.final_softcap = gemma ? gguf_positive_float(f, a + "final_logit_softcapping", 0.f, cap) : 0.f;
+  const float attn_softcap = arch == "gemma2" ? gguf_positive_float(f, a + "attn_logit_softcapping", 0.f, cap) : 0.f;
   // The score scale: attention.scale where written (granite's attention_multiplier); else
   // 1/sqrt(d), except the 27B Gemmas, where llama.cpp (like their query_pre_attn_scalar)
   // takes n_embd / n_head.
   float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
   if ((arch == "gemma2" && L == 46) || (arch == "gemma3" && L == 62))
     scale = 1.f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
-  scale = positive_float(f, a + "attention.scale", scale);
+  scale = gguf_positive_float(f, a + "attention.scale", scale);
 
   // Local layers: attention.sliding_window W, on the layers attention.sliding_window_pattern
   // names (an integer period p: layer l is local unless (l + 1) % p == 0, 0 = all; or one
@@ -383,7 +385,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     throw Error(where + "metadata '" + pk + "' without '" + wk + "'");
   }
   // Gemma 3's local layers turn with rope.freq_base_swa (10000 by default) and no scaling.
-  const float local_theta = arch == "gemma3" ? positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
+  const float local_theta = arch == "gemma3" ? gguf_positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
 
   // Layers without RoPE: SmolLM3's every 4th (fixed in llama.cpp), or attnviz's
   // smollm3.no_rope_layers (1 = RoPE, as Hugging Face's no_rope_layers).
@@ -423,7 +425,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   // Fused tensors whose rows do not split are refused before anything is read.
   for (const DecoderTensor& t : list) {
     if (t.slot != Slot::Wqkv && t.slot != Slot::WgateUp) continue;
-    const std::string name = gguf_tensor_name(t.slot, t.layer);
+    const std::string name = gguf_tensor_name(c, t.slot, t.layer);
     const GgufTensorInfo* info = f.find(name);
     if (info && info->shape() != t.shape)
       throw Error("GGUF file '" + f.path() + "': tensor '" + name + "' has shape " + shape_str_of(info->shape()) +
@@ -434,8 +436,23 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (const DecoderTensor& t : list) {
-    const std::string name = gguf_tensor_name(t.slot, t.layer);
+    const std::string name = gguf_tensor_name(c, t.slot, t.layer);
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
+    if (t.shape.size() == 3) {  // a convolution kernel (channels, 1, K): stored squeezed, (channels, K)
+      const std::vector<float> k = s.get(name, {t.shape[0], t.shape[2]});
+      place_decoder_tensor(c, t, Weight(), Eigen::Map<const Vec>(k.data(), static_cast<Eigen::Index>(k.size())), w);
+      continue;
+    }
+    if (t.slot == Slot::LinALog) {  // ssm_a holds −exp(A_log), the rate the backend multiplies by
+      const Vec a = s.vec(name, rows);
+      for (Eigen::Index i = 0; i < a.size(); ++i)
+        if (!(a[i] < 0.f) || !std::isfinite(a[i]))
+          throw Error("GGUF file '" + f.path() + "': tensor '" + name + "' holds " + std::to_string(a[i]) + " at " +
+                      std::to_string(i) + "; it is −exp(A_log), so every entry must be negative and finite\n  HINT: the "
+                      "file is damaged, or was not written by llama.cpp's converter.");
+      w.layers[static_cast<size_t>(t.layer)].lin_decay_rate = a;
+      continue;
+    }
     const bool q = t.slot == Slot::Wq || t.slot == Slot::Bq, k = t.slot == Slot::Wk || t.slot == Slot::Bk;
     Vec v;
     Weight m;
@@ -457,7 +474,7 @@ void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
     throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
                 "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " + known + ".");
   }
-  m.config = gguf_config(f, arch);
+  m.config = arch == "qwen35" ? qwen35_gguf_config(f) : arch == "lfm2" ? lfm2_gguf_config(f) : gguf_config(f, arch);
   if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
                 std::to_string(m.config.norm_eps));

@@ -1,4 +1,5 @@
 #include "core/model/gguf_writer.h"
+#include "core/model/gguf_families.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -429,6 +430,7 @@ GgufTokenizerData char_gguf_tokenizer(int vocab) {
 std::string gguf_arch_of(const ModelConfig& c) {
   if (c.model_type == "gemma3_text") return "gemma3";
   if (c.model_type == "mistral") return "llama";
+  if (c.model_type == "qwen3_5_text") return "qwen35";
   return c.model_type;
 }
 
@@ -460,6 +462,39 @@ std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < cols; ++k) t[static_cast<size_t>(k * rows + r)] = v[static_cast<size_t>(r * cols + k)];
   return t;
+}
+
+// A Qwen3.5 linear layer's tensor of value heads in llama.cpp's tiled order (the file's:
+// value head j reads key head j mod Hk) → Hugging Face's grouped order (head g·r + v reads
+// key head g, r = Hv/Hk; the file's head v·Hk + g). `v` is (rows, cols) row-major; the
+// value-head axis is the rows (of width dv, after the q | k channels of in_proj_qkv and the
+// convolution), or for out_proj the columns. Other tensors come back as they are.
+std::vector<float> grouped_value_heads(const ModelConfig& c, Slot s, const std::vector<float>& v, int64_t cols) {
+  const LinearAttnDims& ld = c.linear;
+  if (ld.v_heads == ld.k_heads || ld.k_heads == 0) return v;
+  int64_t first = 0, block = ld.v_dim;  // where the value heads start on their axis, and each one's width
+  switch (s) {
+    case Slot::LinQkv: case Slot::LinConv: first = 2 * ld.key_width(); break;
+    case Slot::LinZ: case Slot::LinOut: break;
+    case Slot::LinB: case Slot::LinA: case Slot::LinDtBias: case Slot::LinALog: block = 1; break;
+    default: return v;
+  }
+  const int r = ld.v_heads / ld.k_heads;
+  std::vector<float> out = v;
+  const int64_t rows = static_cast<int64_t>(v.size()) / cols;
+  for (int g = 0; g < ld.k_heads; ++g)
+    for (int u = 0; u < r; ++u) {
+      const int64_t hf = g * r + u, file = static_cast<int64_t>(u) * ld.k_heads + g;
+      for (int64_t e = 0; e < block; ++e) {
+        if (s == Slot::LinOut) {  // columns
+          for (int64_t row = 0; row < rows; ++row)
+            out[static_cast<size_t>(row * cols + first + hf * block + e)] = v[static_cast<size_t>(row * cols + first + file * block + e)];
+        } else {
+          std::copy_n(v.begin() + (first + file * block + e) * cols, cols, out.begin() + (first + hf * block + e) * cols);
+        }
+      }
+    }
+  return out;
 }
 
 // The type a (rows, cols) weight is stored as: `type`, or llama.cpp's fallback where rows
@@ -541,7 +576,38 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     return;
   }
   g.set_u32(a + "vocab_size", static_cast<uint32_t>(c.vocab_size));
-  g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
+  if (arch == "lfm2") {  // per layer: its KV heads, 0 for a short-convolution layer
+    std::vector<int32_t> kv;
+    for (int l = 0; l < c.n_layer; ++l) kv.push_back(c.layer(l).mixer == Mixer::ShortConv ? 0 : c.n_kv_head);
+    g.set_i32s(a + "attention.head_count_kv", kv);
+    g.set_u32(a + "shortconv.l_cache", static_cast<uint32_t>(c.short_conv_kernel));
+  } else {
+    g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
+  }
+  if (arch == "qwen35") {  // the linear layers' sizes, and which layers they are
+    const LinearAttnDims& ld = c.linear;
+    g.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ld.conv_kernel));
+    g.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ld.k_dim));
+    g.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ld.k_heads));
+    g.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ld.v_heads));
+    g.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ld.value_width()));
+    // Multi-axis RoPE's sections over the rot/2 frequencies (one text position on every axis).
+    const int half = c.rotary() / 2, third = half / 3;
+    g.set_i32s(a + "rope.dimension_sections", {half - 2 * third, third, third, 0});
+    int every = 0;  // the interval whose rule gives these layers, if one does
+    for (int e = 1; e <= c.n_layer && every == 0; ++e) {
+      bool rule = true;
+      for (int l = 0; l < c.n_layer; ++l) rule = rule && (c.layer(l).mixer == Mixer::GatedDeltaNet) == ((l + 1) % e != 0);
+      if (rule) every = e;
+    }
+    if (every > 0) {
+      g.set_u32(a + "full_attention_interval", static_cast<uint32_t>(every));
+    } else {
+      std::vector<bool> recurrent;
+      for (int l = 0; l < c.n_layer; ++l) recurrent.push_back(c.layer(l).mixer == Mixer::GatedDeltaNet);
+      g.set_bools(a + "attention.recurrent_layers", recurrent);
+    }
+  }
   g.set_f32(a + "rope.freq_base", c.rope_theta);
   g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
   g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rotary()));
@@ -583,7 +649,9 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
   (void)w;
 
   const bool gemma = arch == "gemma2" || arch == "gemma3";
-  const LayerSpec first = c.layer(0);
+  int first_softmax = 0;  // a hybrid's scale and caps are its softmax layers'
+  while (first_softmax + 1 < c.n_layer && c.layer(first_softmax).mixer != Mixer::Softmax) ++first_softmax;
+  const LayerSpec first = c.layer(first_softmax);
   if (first.softcap > 0) g.set_f32(a + "attn_logit_softcapping", first.softcap);
   if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
   // llama.cpp's granite converter writes attention.scale (attention_multiplier); for Gemma it
@@ -670,9 +738,30 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
   } else {
     const bool permuted = permutes_qk(arch);
     const float s_o = 1.f / std::sqrt(static_cast<float>(c.n_head * d));
+    if (c.short_conv_bias)
+      throw Error("llama.cpp's lfm2 has no biases in its short convolutions: a model with conv_bias is not written "
+                  "as GGUF",
+                  ErrorKind::Usage);
     for (const DecoderTensor& t : decoder_tensors(c)) {
-      const std::string name = gguf_tensor_name(t.slot, t.layer);
+      const std::string name = gguf_tensor_name(c, t.slot, t.layer);
       const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
+      if (t.shape.size() == 3) {  // a convolution kernel (channels, 1, K): float32 (channels, K), as llama.cpp keeps it
+        std::normal_distribution<float> normal(0.f, 0.4f);
+        std::vector<float> v(static_cast<size_t>(rows * t.shape[2]));
+        for (auto& x : v) x = normal(w.rng);
+        g.add_f32(name, {rows, t.shape[2]}, v);
+        w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, t.shape[2]));
+        continue;
+      }
+      if (t.slot == Slot::LinALog) {  // the file holds −exp(A_log); the directory A_log
+        auto v = w.vector(name, rows, 0.f);  // A_log, for now
+        std::vector<float> a(v.size());
+        for (size_t i = 0; i < v.size(); ++i) a[i] = -std::exp(v[i]);
+        g.remove_tensor(name);
+        g.add_f32(name, {rows}, a);
+        w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, 1));
+        continue;
+      }
       if (t.shape.size() == 1) {
         if (slot_is_norm(t.slot)) {
           // Held as applied in GGUF (Gemma: 1 + w folded in by the converter); HF Gemma stores w.
@@ -685,7 +774,7 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
         auto v = w.vector(name, rows, 0.f);
         if (permuted && (t.slot == Slot::Bq || t.slot == Slot::Bk))
           v = hf_rows(v, t.slot == Slot::Bq ? c.n_head : c.n_kv_head, static_cast<int>(d), 1);
-        w.to_hf(t.name, t.shape, v);
+        w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, 1));
         continue;
       }
       float sd = s_in;
@@ -699,6 +788,7 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
       auto v = w.weight(name, rows, cols, sd);
       if (with_hf && permuted && (t.slot == Slot::Wq || t.slot == Slot::Wk))
         v = hf_rows(v, t.slot == Slot::Wq ? c.n_head : c.n_kv_head, static_cast<int>(d), cols);
+      if (with_hf) v = grouped_value_heads(c, t.slot, v, cols);
       w.to_hf(t.name, t.shape, v);
     }
   }

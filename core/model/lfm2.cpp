@@ -15,6 +15,7 @@
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/gguf_families.h"
 #include "core/model/model.h"
 
 namespace attnviz {
@@ -127,6 +128,80 @@ std::vector<DecoderTensor> lfm2_tensors(const ModelConfig& c, const std::string&
   out.push_back({prefix + "embedding_norm.weight", {C}, -1, Slot::NormF});
   if (!c.tie_embeddings) out.push_back({lm_head, {c.vocab_size, C}, -1, Slot::LmHead});
   return out;
+}
+
+}  // namespace attnviz
+
+// ---- GGUF (llama.cpp's "lfm2") --------------------------------------------------------
+
+namespace attnviz {
+
+std::string lfm2_gguf_name(Slot s, int layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  switch (s) {
+    case Slot::NormF: return "token_embd_norm.weight";  // embedding_norm, applied after the last layer
+    case Slot::ConvIn: return p + "shortconv.in_proj.weight";
+    case Slot::ConvTaps: return p + "shortconv.conv.weight";  // (C, K), the (C, 1, K) kernel squeezed
+    case Slot::ConvOut: return p + "shortconv.out_proj.weight";
+    default: return "";
+  }
+}
+
+ModelConfig lfm2_gguf_config(const GgufFile& f) {
+  const std::string a = "lfm2.", where = "GGUF file '" + f.path() + "'";
+  const int L = gguf_positive(f, a + "block_count");
+  // The layer kinds: attention.head_count_kv per layer, 0 for a short convolution.
+  const GgufValue* kv = f.find_key(a + "attention.head_count_kv");
+  if (!kv)
+    throw Error(where + ": missing metadata '" + a + "attention.head_count_kv' (per layer: its KV heads, 0 for a "
+                "convolution layer)");
+  nlohmann::json types = nlohmann::json::array();
+  int64_t kv_heads = 0;
+  if (kv->type == GgufValueType::ARRAY) {
+    if (kv->ints.size() != kv->array_size() || kv->array_size() != static_cast<size_t>(L))
+      throw Error(where + ": metadata '" + a + "attention.head_count_kv' must list " + std::to_string(L) +
+                  " integers (one per layer, block_count), found " + std::to_string(kv->array_size()) + " entries");
+    for (int l = 0; l < L; ++l) {
+      const int64_t e = kv->ints[static_cast<size_t>(l)];
+      if (e < 0 || e > kMaxDim || (e > 0 && kv_heads > 0 && e != kv_heads))
+        throw Error(where + ": metadata '" + a + "attention.head_count_kv'[" + std::to_string(l) + "] is " +
+                    std::to_string(e) + "; every attention layer needs the same positive count, and 0 marks a "
+                    "convolution layer");
+      if (e > 0) kv_heads = e;
+      types.push_back(e > 0 ? "full_attention" : "conv");
+    }
+  } else {
+    kv_heads = gguf_positive(f, a + "attention.head_count_kv");
+    for (int l = 0; l < L; ++l) types.push_back("full_attention");
+  }
+  const int H = gguf_positive(f, a + "attention.head_count");
+  // llama.cpp's lfm2 has no biases in its convolution blocks: a file with them is not its lfm2.
+  for (int l = 0; l < L; ++l)
+    if (types[static_cast<size_t>(l)] == "conv") {
+      const std::string b = "blk." + std::to_string(l) + ".shortconv.in_proj.bias";
+      if (f.find(b))
+        throw Error(where + ": tensor '" + b + "': biases in the short convolution are not part of llama.cpp's lfm2, "
+                    "so attnviz does not read them");
+      break;
+    }
+  // The rest as config.json would say it, read by the same parser; the feed-forward width
+  // is the one the converter already derived (no adjustment again).
+  const nlohmann::json j = {{"model_type", "lfm2"},
+                            {"vocab_size", gguf_vocab_size(f, "lfm2")},
+                            {"hidden_size", gguf_positive(f, a + "embedding_length")},
+                            {"num_hidden_layers", L},
+                            {"num_attention_heads", H},
+                            {"num_key_value_heads", kv_heads > 0 ? kv_heads : H},
+                            {"block_ff_dim", gguf_positive(f, a + "feed_forward_length")},
+                            {"block_auto_adjust_ff_dim", false},
+                            {"max_position_embeddings", gguf_positive(f, a + "context_length")},
+                            {"norm_eps", f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5)},
+                            {"rope_theta", f.get_float(a + "rope.freq_base", 1000000.0)},
+                            {"conv_L_cache", gguf_positive(f, a + "shortconv.l_cache")},
+                            {"conv_bias", false},
+                            {"layer_types", types},
+                            {"tie_embedding", f.find("output.weight") == nullptr}};
+  return parse_config(j, where);
 }
 
 }  // namespace attnviz

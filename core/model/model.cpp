@@ -97,7 +97,7 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     add_w(l.wo), add(l.bo), add(l.norm2_w), add(l.norm2_b), add_w(l.w_fc), add(l.b_fc), add_w(l.w_up);
     add_w(l.w_down), add(l.b_down), add(l.q_norm), add(l.k_norm), add(l.post_attn_norm), add(l.post_mlp_norm);
     add_w(l.w_gate), add_w(l.lin_qkv), add_w(l.lin_z), add_w(l.lin_b), add_w(l.lin_a), add(l.lin_conv);
-    add(l.lin_dt_bias), add(l.lin_a_log), add(l.lin_norm), add_w(l.lin_out);
+    add(l.lin_dt_bias), add(l.lin_decay_rate), add(l.lin_norm), add_w(l.lin_out);
     add_w(l.sc_in), add(l.sc_in_b), add(l.sc_taps), add(l.sc_taps_b), add_w(l.sc_out), add(l.sc_out_b);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
@@ -219,7 +219,8 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
           throw Error("tensor '" + excerpt(t.name) + "' holds " + std::to_string(v[i]) + " at " + std::to_string(i) +
                       "; a linear-attention layer's " + (t.slot == Slot::LinALog ? "A_log" : "dt_bias") +
                       " must be finite\n  HINT: the checkpoint is damaged; re-download it.");
-      (t.slot == Slot::LinALog ? l->lin_a_log : l->lin_dt_bias) = std::move(v);
+      if (t.slot == Slot::LinALog) v = -v.array().exp();  // −exp(A_log): the rate the backend multiplies by
+      (t.slot == Slot::LinALog ? l->lin_decay_rate : l->lin_dt_bias) = std::move(v);
       break;
     case Slot::LinNorm: l->lin_norm = std::move(v); break;
     case Slot::ConvIn: l->sc_in = std::move(m); break;
@@ -304,6 +305,13 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
   return out;
 }
 
+std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer) {
+  const std::string own = c.model_type == "lfm2"           ? lfm2_gguf_name(s, layer)
+                          : c.model_type == "qwen3_5_text" ? qwen35_gguf_name(s, layer)
+                                                           : std::string();
+  return own.empty() ? gguf_tensor_name(s, layer) : own;
+}
+
 std::string gguf_tensor_name(Slot s, int layer) {
   const std::string p = "blk." + std::to_string(layer) + ".";
   switch (s) {
@@ -329,7 +337,7 @@ std::string gguf_tensor_name(Slot s, int layer) {
     case Slot::WgateUp: return p + "ffn_up.weight";  // phi3: gate | up in one ffn_up
     case Slot::Wdown: return p + "ffn_down.weight";
     case Slot::PostMlpNorm: return p + "post_ffw_norm.weight";
-    default: break;  // Qwen3.5's gate and linear layers: not written or read as GGUF yet
+    default: break;  // the hybrids' own tensors: gguf_tensor_name(config, …)
   }
   return "";
 }

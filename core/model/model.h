@@ -77,7 +77,7 @@ struct LayerWeights {
   Weight lin_a;          // (C, Hv)    in_proj_a: g = −exp(A_log)·softplus(x·lin_a + dt_bias)
   Vec lin_conv;          // (Ch·K)     conv1d.weight (Ch, 1, K), tap k of channel ch at ch·K + k
   Vec lin_dt_bias;       // (Hv)
-  Vec lin_a_log;         // (Hv)
+  Vec lin_decay_rate;    // (Hv) −exp(A_log) < 0, as llama.cpp's ssm_a holds it
   Vec lin_norm;          // (dv) the gated RMSNorm's weight, as applied (no 1 + w)
   Weight lin_out;        // (Hv*dv, C) out_proj
 
@@ -208,6 +208,11 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
 // llama.cpp's GGUF name of a decoder tensor (decoder_tensors() gives the Hugging Face one):
 // "blk.3.attn_q_norm.weight". The GGUF loader and writer both read it.
 std::string gguf_tensor_name(Slot s, int layer);
+// The GGUF name of a tensor of this config: the family's own names for Qwen3.5 and LFM2
+// (qwen35.cpp, lfm2.cpp; "" where they use the common one), gguf_tensor_name(s, layer) otherwise.
+std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer);
+std::string qwen35_gguf_name(Slot s, int layer);
+std::string lfm2_gguf_name(Slot s, int layer);
 
 // GPT-2's blocks and final norm, read through a loader's readers in the names of its format:
 // vec(name, n) gives a Vec (n), mat(name, in, out) a Weight (in, out) (safetensors:

@@ -16,6 +16,8 @@
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/gguf_families.h"
+#include "core/model/model.h"
 
 namespace attnviz {
 
@@ -92,6 +94,109 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
   }
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("mrope_section"))
     c.notes.push_back("qwen3_5: multi-axis RoPE (mrope_section) is plain RoPE for text, where its axes share the position");
+}
+
+}  // namespace attnviz
+
+// ---- GGUF (llama.cpp's "qwen35") ------------------------------------------------------
+
+namespace attnviz {
+
+std::string qwen35_gguf_name(Slot s, int layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  switch (s) {
+    case Slot::WqGate: return p + "attn_q.weight";  // 2·H·d rows as q_proj's: each head's q, then its gate
+    case Slot::Norm2: return p + "post_attention_norm.weight";  // the norm before the MLP
+    case Slot::LinQkv: return p + "attn_qkv.weight";
+    case Slot::LinZ: return p + "attn_gate.weight";
+    case Slot::LinB: return p + "ssm_beta.weight";
+    case Slot::LinA: return p + "ssm_alpha.weight";
+    case Slot::LinConv: return p + "ssm_conv1d.weight";  // (channels, K), the (C, 1, K) kernel squeezed
+    case Slot::LinDtBias: return p + "ssm_dt.bias";
+    case Slot::LinALog: return p + "ssm_a";  // −exp(A_log), as the converter stores it
+    case Slot::LinNorm: return p + "ssm_norm.weight";
+    case Slot::LinOut: return p + "ssm_out.weight";
+    default: return "";
+  }
+}
+
+ModelConfig qwen35_gguf_config(const GgufFile& f) {
+  const std::string a = "qwen35.", where = "GGUF file '" + f.path() + "'";
+  auto key_error = [&](const std::string& key, const std::string& what) {
+    return Error(where + ": metadata '" + a + key + "' " + what);
+  };
+  // block_count counts the multi-token-prediction layers after the trunk (not run here).
+  const int all = gguf_positive(f, a + "block_count");
+  const int64_t nextn = f.get_int(a + "nextn_predict_layers", 0);
+  if (nextn < 0 || nextn >= all)
+    throw key_error("nextn_predict_layers", "= " + std::to_string(nextn) + " must be 0 … block_count − 1 (" +
+                                                std::to_string(all - 1) + ")");
+  const int L = all - static_cast<int>(nextn);
+  const int d = gguf_positive(f, a + "attention.key_length");
+  if (f.find_key(a + "attention.value_length") && gguf_positive(f, a + "attention.value_length") != d)
+    throw key_error("attention.value_length", "differs from the key length " + std::to_string(d) +
+                                                  "; attnviz needs one head size");
+  const int rot = gguf_positive(f, a + "rope.dimension_count", d);
+  if (rot > d || rot % 2 != 0)
+    throw key_error("rope.dimension_count", "= " + std::to_string(rot) + " must be even and at most the head size " +
+                                                std::to_string(d));
+  // Multi-axis RoPE's sections: for text every axis holds the token's position, so the
+  // rotation is plain RoPE on the first rot dims whatever they say; only their form is checked.
+  if (const GgufValue* v = f.find_key(a + "rope.dimension_sections"))
+    if (v->type != GgufValueType::ARRAY || v->array_size() != 4 || v->ints.size() != 4)
+      throw key_error("rope.dimension_sections", "must list 4 integers");
+  const int nk = gguf_positive(f, a + "ssm.group_count"), nv = gguf_positive(f, a + "ssm.time_step_rank");
+  const int dk = gguf_positive(f, a + "ssm.state_size"), inner = gguf_positive(f, a + "ssm.inner_size");
+  const int K = gguf_positive(f, a + "ssm.conv_kernel");
+  if (inner % nv != 0)
+    throw key_error("ssm.inner_size", "= " + std::to_string(inner) + " is not a multiple of 'qwen35.ssm.time_step_rank' " +
+                                          std::to_string(nv) + " (value heads)");
+  // Which layers are linear: attention.recurrent_layers (one 0/1 per block, the MTP layers'
+  // included or not), else every layer but each full_attention_interval-th.
+  nlohmann::json types = nlohmann::json::array();
+  if (const GgufValue* v = f.find_key(a + "attention.recurrent_layers")) {
+    const size_t n = v->array_size();
+    if (v->type != GgufValueType::ARRAY || v->ints.size() != n || (n != static_cast<size_t>(all) && n != static_cast<size_t>(L)))
+      throw key_error("attention.recurrent_layers", "must list one 0 or 1 per layer (" + std::to_string(all) +
+                                                        ", block_count), found " + std::to_string(n) + " entries");
+    for (int l = 0; l < L; ++l) {
+      const int64_t e = v->ints[static_cast<size_t>(l)];
+      if (e != 0 && e != 1)
+        throw key_error("attention.recurrent_layers", "[" + std::to_string(l) + "] is " + std::to_string(e) + "; 0 or 1 expected");
+      types.push_back(e ? "linear_attention" : "full_attention");
+    }
+  } else {
+    const int every = gguf_positive(f, a + "full_attention_interval", 4);
+    for (int l = 0; l < L; ++l) types.push_back((l + 1) % every != 0 ? "linear_attention" : "full_attention");
+  }
+  // The rest as config.json would say it, read by the same parser. The factor gives
+  // int(d × factor) = rot exactly (a quarter dim above it, below the next integer).
+  const double partial = rot == d ? 1.0 : (rot + 0.25) / d;
+  const nlohmann::json j = {{"model_type", "qwen3_5_text"},
+                            {"vocab_size", gguf_vocab_size(f, "qwen35")},
+                            {"hidden_size", gguf_positive(f, a + "embedding_length")},
+                            {"num_hidden_layers", L},
+                            {"num_attention_heads", gguf_positive(f, a + "attention.head_count")},
+                            {"num_key_value_heads", gguf_positive(f, a + "attention.head_count_kv")},
+                            {"head_dim", d},
+                            {"intermediate_size", gguf_positive(f, a + "feed_forward_length")},
+                            {"max_position_embeddings", gguf_positive(f, a + "context_length")},
+                            {"rms_norm_eps", f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6)},
+                            {"rope_theta", f.get_float(a + "rope.freq_base", 10000.0)},
+                            {"partial_rotary_factor", partial},
+                            {"layer_types", types},
+                            {"linear_num_key_heads", nk},
+                            {"linear_num_value_heads", nv},
+                            {"linear_key_head_dim", dk},
+                            {"linear_value_head_dim", inner / nv},
+                            {"linear_conv_kernel_dim", K},
+                            {"tie_word_embeddings", f.find("output.weight") == nullptr}};
+  ModelConfig c = parse_config(j, where);
+  c.linear.v_tiled = true;  // the converter tiles value heads over key heads: head j reads key head j mod Hk
+  if (nextn > 0)
+    c.notes.push_back("qwen35: the " + std::to_string(nextn) + " multi-token-prediction layer" + (nextn == 1 ? "" : "s") +
+                      " after layer " + std::to_string(L - 1) + " (blk." + std::to_string(L) + ".*) are not used");
+  return c;
 }
 
 }  // namespace attnviz

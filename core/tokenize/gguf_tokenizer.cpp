@@ -23,6 +23,10 @@ const std::string kLlama3 =
 const std::string kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen3.5's: Qwen2's with combining marks (\p{M}) kept with the letters before them.
+const std::string kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 json split_isolated(const std::string& regex) {
   return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
 }
@@ -59,7 +63,7 @@ bool byte_level_family(const std::string& pre, PreSpec& out) {
         {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
     return true;
   }
-  if (one_of({"llama3", "llama-bpe", "llama-v3", "falcon3", "pixtral"})) {
+  if (one_of({"llama3", "llama-bpe", "llama-v3", "falcon3", "pixtral", "lfm2"})) {
     out.pre_tokenizer = {{"type", "Sequence"},
                          {"pretokenizers", json::array({split_isolated(kLlama3), byte_level(false)})}};
     out.ignore_merges = true;  // a piece that is a token is taken whole
@@ -71,9 +75,9 @@ bool byte_level_family(const std::string& pre, PreSpec& out) {
                          {"pretokenizers", json::array({split_isolated(kLlama3), byte_level(false)})}};
     return true;
   }
-  if (one_of({"qwen2", "deepseek-r1-qwen"})) {
+  if (one_of({"qwen2", "deepseek-r1-qwen", "qwen35"})) {
     out.pre_tokenizer = {{"type", "Sequence"},
-                         {"pretokenizers", json::array({split_isolated(kQwen2), byte_level(false)})}};
+                         {"pretokenizers", json::array({split_isolated(pre == "qwen35" ? kQwen35 : kQwen2), byte_level(false)})}};
     out.normalizer = {{"type", "NFC"}};
     return true;
   }
@@ -192,7 +196,7 @@ std::vector<std::string> gguf_pre_tokenizer_names() {
   return {"default",         "gpt-2",     "gpt2",    "olmo",      "phi-2",     "jais",      "mpt",
           "smollm",          "starcoder", "refact",  "command-r", "codeshell", "exaone",    "llama3",
           "llama-bpe",       "llama-v3",  "falcon3", "pixtral",   "dbrx",      "smaug-bpe", "qwen2",
-          "deepseek-r1-qwen"};
+          "deepseek-r1-qwen", "qwen35",   "lfm2"};
 }
 
 std::string gguf_tokenizer_unsupported(const GgufTokenizerData& t) {
