@@ -73,7 +73,7 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--preset", o->preset,
                   "tiny | tiny-gpt2 | gpt2-small | llama-small (small shapes), or a real checkpoint's config with random "
                   "weights: smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b | qwen3-0.6b | gemma3-270m | gemma3-1b | gemma3-4b | "
-                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b | qwen3.5-0.8b | lfm2-350m (default "
+                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b | qwen3.5-0.8b | qwen3.5-2b | qwen3.5-4b | qwen3.5-9b | lfm2-350m | lfm2-1.2b | lfm2-2.6b (default "
                   "tiny)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");

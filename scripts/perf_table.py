@@ -53,7 +53,8 @@ against the budget 2 x weights + 1 GB. One round each; the full pass dominates (
 about 3 x 35 s on 2 cores).
 
 llama: attnviz against llama.cpp on the same GGUF file, 2 threads each. For every shape
-(--shapes, default 0.5b,3b,8b: presets qwen2.5-0.5b, llama3.2-3b, llama3.1-8b) and type
+(--shapes, default 0.5b,3b,8b: presets qwen2.5-0.5b, llama3.2-3b, llama3.1-8b; the hybrids
+qwen3.5-0.8b and lfm2-350m when named) and type
 (--types, default Q4_K,Q8_0,F16) it writes the file with `attnviz-cli random --gguf TYPE`
 (random weights, character tokenizer), runs `attnviz-cli bench --model FILE --length 512
 --matrices auto --last-logits --json` with OMP_NUM_THREADS=2 (the default weights, and
@@ -90,7 +91,8 @@ TORCH_BENCH = os.path.join(ROOT, "tests", "reference", "torch_bench.py")
 LENGTHS = (64, 256, 1024)
 PEER = os.path.join(ROOT, "bench", "llama_peer", "llama_peer.mjs")
 # llama section: shape name -> (random preset, reps per row by default).
-LLAMA_SHAPES = {"0.5b": ("qwen2.5-0.5b", 3), "3b": ("llama3.2-3b", 2), "8b": ("llama3.1-8b", 1)}
+LLAMA_SHAPES = {"0.5b": ("qwen2.5-0.5b", 3), "3b": ("llama3.2-3b", 2), "8b": ("llama3.1-8b", 1),
+                "qwen3.5-0.8b": ("qwen3.5-0.8b", 2), "lfm2-350m": ("lfm2-350m", 3)}  # the hybrids: --shapes
 LLAMA_T = 512
 
 
@@ -164,7 +166,8 @@ def main(argv):
     ap.add_argument("--json-out", help="also write every measurement as JSON here")
     ap.add_argument("--sections", default="base,job,large",
                     help="comma list of the tables to make: base, job, large, llama (default base,job,large)")
-    ap.add_argument("--shapes", default=",".join(LLAMA_SHAPES), help="llama section: comma list of 0.5b, 3b, 8b")
+    ap.add_argument("--shapes", default="0.5b,3b,8b",
+                    help="llama section: comma list of 0.5b, 3b, 8b, qwen3.5-0.8b, lfm2-350m (default 0.5b,3b,8b)")
     ap.add_argument("--types", default="Q4_K,Q8_0,F16", help="llama section: comma list of GGUF types")
     ap.add_argument("--llama-reps", type=int, help="llama section: reps per row (default 3 / 2 / 1 for 0.5B / 3B / 8B)")
     ap.add_argument("--keep-models", action="store_true", help="llama section: keep the GGUF files (default: delete "

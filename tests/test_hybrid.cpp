@@ -304,6 +304,25 @@ TEST(Hybrid, PatchingTheStreamReplaysTheMemoryBeforeThePatchedRow) {
   }
 }
 
+TEST(Hybrid, PresetsHaveThePublishedShapes) {
+  // LFM2's model cards give the parameter counts (1,170,340,608 and 2,569,272,320);
+  // Qwen3.5's configs give the linear heads: 4B and 9B have twice as many value heads as key
+  // heads (so their GGUF files tile them), 9B unties its output layer.
+  EXPECT_EQ(parameter_counts(preset_config("lfm2-1.2b")).total(), 1170340608);
+  EXPECT_EQ(parameter_counts(preset_config("lfm2-2.6b")).total(), 2569272320);
+  for (const char* p : {"qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b"}) {
+    const ModelConfig c = preset_config(p);
+    const bool big = std::string(p) == "qwen3.5-4b" || std::string(p) == "qwen3.5-9b";
+    EXPECT_EQ(c.linear.k_heads, 16) << p;
+    EXPECT_EQ(c.linear.v_heads, big ? 32 : 16) << p;
+    EXPECT_EQ(c.n_layer, big ? 32 : 24) << p;
+    EXPECT_EQ(c.tie_embeddings, std::string(p) != "qwen3.5-9b") << p;
+    int full = 0;
+    for (int l = 0; l < c.n_layer; ++l) full += c.layer(l).mixer == Mixer::Softmax;
+    EXPECT_EQ(full, c.n_layer / 4) << p;
+  }
+}
+
 TEST(Hybrid, DamagedDecayParametersAndConfigsAreRefused) {
   const ModelConfig c = small_qwen35();
   ModelWeights w;

@@ -35,12 +35,13 @@ float softplus(float x);
 // apart (dv), beta and g contiguous, all indexed by row. `S` (row-major (dk, dv)) holds the
 // state after row t0 − 1 (zeros before row 0) and after row t1 − 1: held in float, so that a
 // copy taken between two calls continues exactly as the state would have. o (rows ldo
-// apart, indexed by row) gets o_t, or nothing when null (a replay). Dot products in double.
+// apart, indexed by row) gets o_t, or nothing when null (a replay). In float, vectorized.
 void delta_rule_head(const float* q, const float* k, int64_t ldk, const float* v, int64_t ldv, const float* beta,
                      const float* g, int t0, int t1, int dk, int dv, float* S, float* o, int64_t ldo);
 
 // Rows [r0, r1) of one head's A (each T wide, row-major, rows lda apart): A[t, s] for s ≤ t
-// by the backward sweep, 0 for s > t. Inputs as delta_rule_head's; sums in double.
+// by the backward sweep, 0 for s > t. Inputs as delta_rule_head's; in float, rows swept in
+// blocks that share each key, each row's values the same whatever block it is in.
 void delta_rule_rows(const float* q, const float* k, int64_t ldk, const float* beta, const float* g, int T, int dk,
                      int r0, int r1, float* A, int64_t lda);
 
