@@ -259,28 +259,36 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
     ImGui::PopTextWrapPos();
   } else if (k == "memory") {
     const ModelConfig& c = ctx.model->config;
-    if (n.memory_layer < 0) {
-      ImGui::TextDisabled("this model has no layer with a fixed-size memory: open a Qwen3.5 or LFM2 model (presets "
-                          "qwen3.5-0.8b, lfm2-350m) to compare the two kinds");
-      return;
-    }
-    ImGui::TextColored(ImVec4(0.94f, 0.63f, 0.24f, 1.f), "softmax layer %d: K and V of %d tokens = 2 \xC3\x97 %d \xC3\x97 %d "
-                       "\xC3\x97 %d = %lld floats, and growing", n.layer, n.T, n.T, n.n_kv_head, n.d, n.layer_kv_floats);
-    if (c.layer(n.memory_layer).mixer == Mixer::GatedDeltaNet) {
-      ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "linear layer %d: %d memories of %d \xC3\x97 %d + the convolution's "
-                         "last %d inputs = %lld floats, at any T", n.memory_layer, c.linear.v_heads, c.linear.k_dim,
-                         c.linear.v_dim, c.linear.conv_kernel - 1, n.state_floats);
-      ImGui::Text("row %d of its A (value head %d): \xCE\xA3 = %+.4f, smallest %+.4f, %d of %d entries negative", n.i,
-                  n.head % std::max(1, c.linear.v_heads), n.a_row_sum, n.a_row_min, n.a_negative, n.i + 1);
-      ImGui::Text("row %d of softmax layer %d: \xCE\xA3 = 1, smallest %.4f, none negative", n.i, n.layer,
-                  *std::min_element(n.weights.begin(), n.weights.end()));
-    } else {
-      ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "convolution layer %d: the last %d inputs of %d channels = %lld "
-                         "floats, at any T", n.memory_layer, c.short_conv_kernel - 1, c.n_embd, n.state_floats);
-    }
+    ImGui::PushTextWrapPos(0.f);  // long lines: wrapped in the panel's width
+    draw_memory_numbers(n, c);
+    ImGui::PopTextWrapPos();
   } else if (k == "kv_cache") {
-    ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.n_layer, n.T, n.n_kv_head,
+    ImGui::TextWrapped("2 \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d \xC3\x97 %d = %lld floats", n.kv_layers, n.T, n.n_kv_head,
                        n.d, n.kv_cache_floats);
+  }
+}
+
+// The memory step's numbers: a softmax layer's growing K and V beside the fixed memory of the
+// first linear or convolution layer, and on a linear layer its row of A against a softmax row.
+void LessonPanel::draw_memory_numbers(const RowNumbers& n, const ModelConfig& c) {
+  if (n.memory_layer < 0) {
+    ImGui::TextDisabled("this model has no layer with a fixed-size memory: open a Qwen3.5 or LFM2 model (presets "
+                        "qwen3.5-0.8b, lfm2-350m) to compare the two kinds");
+    return;
+  }
+  ImGui::TextColored(ImVec4(0.94f, 0.63f, 0.24f, 1.f), "softmax layer %d: K and V of %d tokens = 2 \xC3\x97 %d \xC3\x97 %d "
+                     "\xC3\x97 %d = %lld floats, and growing", n.layer, n.T, n.T, n.n_kv_head, n.d, n.layer_kv_floats);
+  if (c.layer(n.memory_layer).mixer == Mixer::GatedDeltaNet) {
+    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "linear layer %d: %d memories of %d \xC3\x97 %d + the convolution's "
+                       "last %d inputs = %lld floats, at any T", n.memory_layer, c.linear.v_heads, c.linear.k_dim,
+                       c.linear.v_dim, c.linear.conv_kernel - 1, n.state_floats);
+    ImGui::Text("row %d of its A (value head %d): \xCE\xA3 = %+.4f, smallest %+.4f, %d of %d entries negative", n.i,
+                n.head % std::max(1, c.linear.v_heads), n.a_row_sum, n.a_row_min, n.a_negative, n.i + 1);
+    ImGui::Text("row %d of softmax layer %d: \xCE\xA3 = 1, smallest %.4f, none negative", n.i, n.layer,
+                *std::min_element(n.weights.begin(), n.weights.end()));
+  } else {
+    ImGui::TextColored(ImVec4(0.47f, 0.78f, 1.f, 1.f), "convolution layer %d: the last %d inputs of %d channels = %lld "
+                       "floats, at any T", n.memory_layer, c.short_conv_kernel - 1, c.n_embd, n.state_floats);
   }
 }
 

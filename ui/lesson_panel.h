@@ -30,6 +30,7 @@ class LessonPanel : public Panel {
   void load(size_t file_index);
   void draw_header(FrameContext& ctx);
   void draw_numbers(const LessonStep& step, const RowNumbers& n, FrameContext& ctx);
+  void draw_memory_numbers(const RowNumbers& n, const ModelConfig& c);
 
   std::vector<std::string> files_;  // lesson.*.json found
   std::vector<std::string> names_;  // their languages
