@@ -754,12 +754,11 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
         continue;
       }
       if (t.slot == Slot::LinALog) {  // the file holds −exp(A_log); the directory A_log
-        auto v = w.vector(name, rows, 0.f);  // A_log, for now
-        std::vector<float> a(v.size());
-        for (size_t i = 0; i < v.size(); ++i) a[i] = -std::exp(v[i]);
-        g.remove_tensor(name);
-        g.add_f32(name, {rows}, a);
-        w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, 1));
+        std::normal_distribution<float> normal(0.f, 0.1f);
+        std::vector<float> a_log(static_cast<size_t>(rows)), rate(static_cast<size_t>(rows));
+        for (size_t i = 0; i < a_log.size(); ++i) a_log[i] = normal(w.rng), rate[i] = -std::exp(a_log[i]);
+        g.add_f32(name, {rows}, rate);
+        w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, a_log, 1));
         continue;
       }
       if (t.shape.size() == 1) {
