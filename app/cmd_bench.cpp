@@ -183,6 +183,7 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);
 #ifdef ATTNVIZ_HAS_GPU
+  if (const std::string r = gl_device_renderer(engine.backend()); !r.empty()) j["gpu_renderer"] = r;
   if (const long long dev = gl_device_weight_total(engine.backend()); dev > 0) {  // the GPU backend's weights
     j["device_weights_mb"] = static_cast<double>(dev) / 1e6;
     j["device_weights_types"] = gl_device_weight_bytes(engine.backend());

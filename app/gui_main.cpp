@@ -5,13 +5,15 @@
 //           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
 //           [--train-steps N] [--text-view] [--text-view-attribution] [--lens] [--attribution] [--query I] [--size WxH]
 //           [--heatmap-zoom Z] [--heatmap-center I]
-//           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]]
+//           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]] [--headless]
 //
 // --screenshot renders N frames at the normal window size once the first result is in,
 // saves the window as F.png (and F.png.json with the on-screen rectangles of the heatmap,
 // the token strip and the head grid, for tests), and exits 0. --type appends TEXT one
 // character at a time once the first result is in, and records each keystroke-to-frame
 // time (key pressed → the frame showing its result presented) in the sidecar's "typing".
+// --headless draws into an offscreen framebuffer of an EGL context instead of a window
+// (app/offscreen.h): screenshots and --type timings where there is no display server.
 // --train-steps N opens the Training panel and trains the classroom preset for N steps; a
 // screenshot then waits for the run to end (its state is the sidecar's "training").
 // --text-view opens the Text view panel (under the heatmap), with query I (default: the last);
@@ -30,6 +32,7 @@
 #include <imgui_impl_opengl3.h>
 #include <stb_image_write.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cfloat>
 #include <chrono>
@@ -37,10 +40,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "attnviz_version.h"
+#ifdef ATTNVIZ_HAS_GPU
+#include "app/offscreen.h"
+#endif
 #include "core/engine/threads.h"
 #include "ui/app.h"
 #include "ui/input_queue.h"
@@ -92,11 +99,12 @@ void feed_input(GLFWwindow* win) {
   }
 }
 
-// Reads the back buffer (after rendering, before the swap) and writes it as PNG, top row first.
-bool save_png(const std::string& path, int w, int h) {
+// Reads the back buffer (after rendering, before the swap; headless: the offscreen
+// framebuffer's colour buffer, its default read buffer) and writes it as PNG, top row first.
+bool save_png(const std::string& path, int w, int h, bool headless) {
   std::vector<unsigned char> px(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadBuffer(GL_BACK);
+  if (!headless) glReadBuffer(GL_BACK);
   glReadPixels(0, 0, w, h, GL_RGB, GL_UNSIGNED_BYTE, px.data());
   std::vector<unsigned char> flipped(px.size());
   const size_t row = static_cast<size_t>(w) * 3;
@@ -112,6 +120,7 @@ struct ShotOptions {
   int frames = 5;    // frames to render before it
   int wait_s = 300;  // seconds to wait for the first result
   std::string size;  // --size WxH: the window size (default kWidth x kHeight)
+  bool headless = false;  // --headless: no window; an offscreen framebuffer through EGL
 };
 
 void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
@@ -160,6 +169,10 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
                    ? std::string()
                    : std::string("expected WxH with W >= 640 and H >= 400, e.g. 1280x720");
       });
+  cli.add_flag("--headless", shot.headless,
+               "no window and no display server: draw offscreen through EGL (a GPU's driver, or Mesa's llvmpipe); "
+               "needs --screenshot")
+      ->needs(cli.get_option("--screenshot"));
   cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
 }
 
@@ -206,7 +219,7 @@ void sample_font_atlas_nearest(ImGuiIO& io) {
 // Saves the back buffer as shot.path and the sidecar JSON beside it; 0, or 1 on failure.
 int write_screenshot(const attnviz::ui::App& app, const ShotOptions& shot, int fw, int fh) {
   errno = 0;
-  if (!save_png(shot.path, fw, fh)) {
+  if (!save_png(shot.path, fw, fh, shot.headless)) {
     const int err = errno;
     std::remove(shot.path.c_str());  // a part written before a full disk or a size limit
     std::fprintf(stderr, "attnviz: cannot write '%s': %s (nothing was written)\n", shot.path.c_str(),
@@ -231,19 +244,31 @@ int write_screenshot(const attnviz::ui::App& app, const ShotOptions& shot, int f
 }
 
 // The event loop: one ImGui frame per wake-up until the window closes, the user quits or
-// the screenshot is written. Returns the exit code.
-int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptions& opt, const ShotOptions& shot) {
+// the screenshot is written. Returns the exit code. `win` is null with --headless: frames
+// go to the offscreen framebuffer that is bound (width × height), nothing is presented, and
+// a frame that waits for a typed key's result waits on the worker instead of on events.
+int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptions& opt, const ShotOptions& shot,
+             int width, int height) {
   const bool screenshot = !shot.path.empty();
   ImGuiIO& io = ImGui::GetIO();
   int shot_frames = 0;
   int frames_left = kFramesAfterWake;
-  while (!glfwWindowShouldClose(win) && !app.quit_requested()) {
+  auto last = std::chrono::steady_clock::now();
+  while (!(win && glfwWindowShouldClose(win)) && !app.quit_requested()) {
     // Idle politely. Screenshots run flat out, except while a typed key waits for its
     // result, as a real session would. Otherwise: draw while queued input or the last
     // wake-up needs frames; while work runs (a result, training, head importance) wake at
     // least 4 times a second for the progress; else sleep until an event (input, a resize,
-    // or the worker's glfwPostEmptyEvent when it publishes).
-    if (screenshot && !app.typing_waits()) {
+    // or the worker's glfwPostEmptyEvent when it publishes). Headless: no events; ImGui's
+    // size and clock are set here instead of by its GLFW backend.
+    if (!win) {
+      if (app.typing_waits()) app.wait_result(50);
+      const auto now = std::chrono::steady_clock::now();
+      io.DisplaySize = ImVec2(static_cast<float>(width), static_cast<float>(height));
+      io.DisplayFramebufferScale = ImVec2(1.f, 1.f);
+      io.DeltaTime = std::max(1e-4f, std::chrono::duration<float>(now - last).count());
+      last = now;
+    } else if (screenshot && !app.typing_waits()) {
       glfwPollEvents();
     } else if (!opt.type.empty()) {
       glfwWaitEventsTimeout(0.05);
@@ -255,14 +280,14 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
       else glfwWaitEvents();
       frames_left = kFramesAfterWake;
     }
-    feed_input(win);
+    if (win) feed_input(win);
     const auto t_frame = std::chrono::steady_clock::now();
     float sx = 1.f, sy = 1.f;
-    glfwGetWindowContentScale(win, &sx, &sy);
+    if (win) glfwGetWindowContentScale(win, &sx, &sy);
     app.before_frame(sx);
     ImGui_ImplOpenGL3_NewFrame();
     sample_font_atlas_nearest(io);
-    ImGui_ImplGlfw_NewFrame();
+    if (win) ImGui_ImplGlfw_NewFrame();
     if (screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
     ImGui::NewFrame();
     app.frame();
@@ -270,8 +295,8 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     if (app.posted_this_frame() && app.wait_result(app.fresh_result_wait_ms(kFreshResultWaitMinMs, kFreshResultWaitMaxMs)))
       continue;  // draw the fresh result instead
     const auto t_ui = std::chrono::steady_clock::now();
-    int fw = 0, fh = 0;
-    glfwGetFramebufferSize(win, &fw, &fh);
+    int fw = width, fh = height;
+    if (win) glfwGetFramebufferSize(win, &fw, &fh);
     glViewport(0, 0, fw, fh);
     // The panels' background colour: panels that nothing overlaps leave theirs to the clear
     // (App::set_panel_backgrounds).
@@ -280,8 +305,8 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     if (screenshot && app.settled() && ++shot_frames >= shot.frames) return write_screenshot(app, shot, fw, fh);
-    glfwSwapBuffers(win);
-    if (!opt.type.empty()) glFinish();  // timing keystrokes: presented, not just queued
+    if (win) glfwSwapBuffers(win);
+    if (!opt.type.empty() || !win) glFinish();  // timing keystrokes: presented, not just queued
     const auto t_done = std::chrono::steady_clock::now();
     using ms = std::chrono::duration<double, std::milli>;
     app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
@@ -315,8 +340,28 @@ int main(int argc, char** argv) {
 
   int width = kWidth, height = kHeight;
   if (!shot.size.empty()) std::sscanf(shot.size.c_str(), "%dx%d", &width, &height);
-  GLFWwindow* win = open_window(opt.screenshot, width, height);
-  if (!win) return 1;
+  GLFWwindow* win = nullptr;
+#ifdef ATTNVIZ_HAS_GPU
+  std::unique_ptr<attnviz::Offscreen> offscreen;
+#endif
+  if (shot.headless) {
+#ifdef ATTNVIZ_HAS_GPU
+    try {
+      offscreen = std::make_unique<attnviz::Offscreen>(width, height);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attnviz: --headless: %s\n", e.what());
+      return 1;
+    }
+    std::printf("attnviz: headless, drawing offscreen on %s\n", offscreen->renderer().c_str());
+#else
+    std::fprintf(stderr, "attnviz: --headless needs the EGL context of the GPU backend, and this build has none\n"
+                         "  HINT: build with -DATTNVIZ_GPU=ON (libepoxy-dev), or use xvfb-run for screenshots.\n");
+    return 1;
+#endif
+  } else {
+    win = open_window(opt.screenshot, width, height);
+    if (!win) return 1;
+  }
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   int rc = 0;
@@ -325,19 +370,23 @@ int main(int argc, char** argv) {
     attnviz::ui::App app(opt);
     ini_path = app.imgui_ini_path();
     ImGui::GetIO().IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
-    ImGui_ImplGlfw_InitForOpenGL(win, false);  // our callbacks: install_input_callbacks
-    install_input_callbacks(win);
+    if (win) {
+      ImGui_ImplGlfw_InitForOpenGL(win, false);  // our callbacks: install_input_callbacks
+      install_input_callbacks(win);
+    }
     ImGui::GetIO().ConfigInputTextCursorBlink = false;  // a blinking caret would need frames while idle
     ImGui_ImplOpenGL3_Init("#version 330 core");
     if (opt.screenshot && !app.wait_first_answer(shot.wait_s * 1000))
       std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", shot.wait_s);
-    app.set_on_result([] { glfwPostEmptyEvent(); });  // draw a result as soon as it is published
-    rc = run_loop(win, app, opt, shot);
+    if (win) app.set_on_result([] { glfwPostEmptyEvent(); });  // draw a result as soon as it is published
+    rc = run_loop(win, app, opt, shot, width, height);
     ImGui_ImplOpenGL3_Shutdown();
-    ImGui_ImplGlfw_Shutdown();
+    if (win) ImGui_ImplGlfw_Shutdown();
   }  // the App (and its worker thread) ends here, while the GL context is still current
   ImGui::DestroyContext();
-  glfwDestroyWindow(win);
-  glfwTerminate();
+  if (win) {
+    glfwDestroyWindow(win);
+    glfwTerminate();
+  }
   return rc;
 }

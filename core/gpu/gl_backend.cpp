@@ -120,6 +120,7 @@ class GlBackend : public Backend {
   }
 
   const char* name() const override { return "gpu"; }
+  std::string renderer() const { return ctx_->renderer() + " (" + ctx_->version() + ")"; }
   std::map<std::string, long long> device_weight_bytes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return dev_bytes_;
@@ -650,6 +651,11 @@ std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options) {
 std::map<std::string, long long> gl_device_weight_bytes(const Backend& b) {
   const auto* g = dynamic_cast<const GlBackend*>(&b);
   return g ? g->device_weight_bytes() : std::map<std::string, long long>{};
+}
+
+std::string gl_device_renderer(const Backend& b) {
+  const auto* g = dynamic_cast<const GlBackend*>(&b);
+  return g ? g->renderer() : std::string();
 }
 
 long long gl_device_weight_total(const Backend& b) {

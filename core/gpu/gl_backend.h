@@ -43,4 +43,8 @@ std::unique_ptr<Backend> make_gl_backend(const GlBackendOptions& options = {});
 std::map<std::string, long long> gl_device_weight_bytes(const Backend& b);
 long long gl_device_weight_total(const Backend& b);
 
+// "GL_RENDERER (GL_VERSION)" of the GPU backend's context, e.g. "llvmpipe (LLVM 15.0.6,
+// 256 bits) (4.5 (Core Profile) Mesa 22.3.6)"; empty when `b` is not the GPU backend.
+std::string gl_device_renderer(const Backend& b);
+
 }  // namespace attnviz

@@ -50,6 +50,29 @@ int parse_version(const char* s) {
   return major * 10 + minor;
 }
 
+// The first GPU that EGL_EXT_platform_device lists and that initialises (NVIDIA's driver
+// without a display server offers this rather than Mesa's surfaceless platform);
+// EGL_NO_DISPLAY, with the reasons appended to `tried`, when there is none.
+EGLDisplay open_device_display(const char* client_ext, std::string& tried, EGLint& major, EGLint& minor) {
+  if (!has_word(client_ext, "EGL_EXT_platform_device") && !has_word(client_ext, "EGL_EXT_device_enumeration") &&
+      !has_word(client_ext, "EGL_EXT_device_base")) {
+    tried += "no EGL_EXT_platform_device";
+    return EGL_NO_DISPLAY;
+  }
+  EGLDeviceEXT devices[16];
+  EGLint n = 0;
+  if (!eglQueryDevicesEXT(16, devices, &n) || n < 1) {
+    tried += "no EGL devices (" + egl_error_name(eglGetError()) + ")";
+    return EGL_NO_DISPLAY;
+  }
+  for (EGLint i = 0; i < n; ++i) {
+    EGLDisplay dpy = eglGetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], nullptr);
+    if (dpy != EGL_NO_DISPLAY && eglInitialize(dpy, &major, &minor)) return dpy;
+    tried += "device " + std::to_string(i) + ": " + egl_error_name(eglGetError()) + "; ";
+  }
+  return EGL_NO_DISPLAY;
+}
+
 }  // namespace
 
 GlContext::GlContext() {
@@ -74,10 +97,16 @@ GlContext::GlContext() {
   }
   if (dpy == EGL_NO_DISPLAY) {
     dpy = eglGetDisplay(EGL_DEFAULT_DISPLAY);
-    if (dpy == EGL_NO_DISPLAY || !eglInitialize(dpy, &major, &minor))
-      throw Error("no EGL display could be opened (" + tried + "default display: " + egl_error_name(eglGetError()) +
-                  ")\n  HINT: install Mesa's EGL driver (libegl-mesa0, libgl1-mesa-dri).");
+    if (dpy != EGL_NO_DISPLAY && !eglInitialize(dpy, &major, &minor)) {
+      tried += "default display: " + egl_error_name(eglGetError()) + "; ";
+      dpy = EGL_NO_DISPLAY;
+    }
   }
+  if (dpy == EGL_NO_DISPLAY) dpy = open_device_display(client_ext, tried, major, minor);
+  if (dpy == EGL_NO_DISPLAY)
+    throw Error("no EGL display could be opened (" + tried +
+                ")\n  HINT: install Mesa's EGL driver (libegl-mesa0, libgl1-mesa-dri), or a GPU driver's EGL "
+                "(NVIDIA: its glvnd vendor file, __EGL_VENDOR_LIBRARY_FILENAMES).");
   display_ = dpy;
   if (!eglBindAPI(EGL_OPENGL_API))
     throw Error("this EGL cannot create desktop OpenGL contexts (eglBindAPI: " + egl_error_name(eglGetError()) + ")");
@@ -87,9 +116,12 @@ GlContext::GlContext() {
     throw Error("EGL lacks EGL_KHR_surfaceless_context, needed for a context without a window");
   EGLConfig config = EGL_NO_CONFIG_KHR;
   if (!has_word(ext, "EGL_KHR_no_config_context") && !has_word(ext, "EGL_MESA_configless_context")) {
-    const EGLint want[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_NONE};
+    // No window: a display without one (a GPU's device platform) has no window configs,
+    // which eglChooseConfig asks for by default.
+    const EGLint want[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_NONE};
+    const EGLint any[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_SURFACE_TYPE, 0, EGL_NONE};
     EGLint n = 0;
-    if (!eglChooseConfig(dpy, want, &config, 1, &n) || n < 1)
+    if ((!eglChooseConfig(dpy, want, &config, 1, &n) || n < 1) && (!eglChooseConfig(dpy, any, &config, 1, &n) || n < 1))
       throw Error("EGL offers no configuration for desktop OpenGL (" + egl_error_name(eglGetError()) + ")");
   }
   const bool versioned = (major > 1 || minor >= 5) || has_word(ext, "EGL_KHR_create_context");

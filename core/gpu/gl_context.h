@@ -1,5 +1,6 @@
 // A headless OpenGL 4.3 core context of our own, through EGL's surfaceless platform
-// (Mesa), so the GPU backend needs no window and no X server. GL and EGL entry points come
+// (Mesa), else the default display, else the first GPU of EGL's device platform (NVIDIA
+// without a display server), so the GPU backend needs no window and no X server. GL and EGL entry points come
 // from libepoxy. The context is made current only for the duration of a `Current` scope,
 // on whichever thread opens it, and released afterwards, so the engine may be driven from
 // a worker thread (the GUI does) while another thread owns a window context.
