@@ -26,6 +26,7 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
+#include "core/engine/head_summary.h"
 #include "core/engine/ops.h"
 #include "core/error.h"
 #include "core/gpu/gl_backend.h"
@@ -505,6 +506,66 @@ TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
   EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "shortened";
   ids.insert(ids.end(), {1, 2, 3, 4, 5});  // pasting several tokens
   EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "pasted";
+}
+
+// Compact traces (Engine::Matrices::kRecompute, what the GUI runs above 256 MB of
+// matrices): the GPU backend keeps no (T, T) matrix, and its summaries (row_stats and the
+// thumbnails, computed from the probs rows it reads back) match the CPU backend's, through
+// appends, an edit and a window past 64 tokens (the thumbnails' cells merge 2 × 2). Its kept
+// traces now carry the same summaries.
+TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
+  std::string why;
+  auto gpu = gpu_backend(&why);
+  REQUIRE_GPU(gpu, why);
+  ModelConfig cfg = test::small_config("llama", 2, 36, 6, 2, 23, 160);
+  const auto model = model_for(cfg, "compact");
+  auto summaries_match = [](const Trace& a, const Trace& b) -> std::string {
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      const LayerTrace &x = a.layers[l], &y = b.layers[l];
+      if (x.thumb_bucket != y.thumb_bucket) return "layer " + std::to_string(l) + ": thumbnail buckets differ";
+      const double et = test::rel_error(x.thumbs, y.thumbs);
+      if (et < 0 || et > kTol) return "layer " + std::to_string(l) + ": thumbs " + std::to_string(et);
+      // row_stats (H, T, kRowStats), rows ld() apart (room to grow may differ); NaN where a
+      // row has no induction target, in both.
+      if (x.row_stats.shape != y.row_stats.shape) return "layer " + std::to_string(l) + ": row_stats shapes differ";
+      for (int64_t h = 0; h < x.row_stats.dim(0); ++h)
+        for (int64_t i = 0; i < x.row_stats.dim(1); ++i)
+          for (int k = 0; k < kRowStats; ++k) {
+            const float u = x.row_stats.head(h)[i * x.row_stats.ld() + k], w = y.row_stats.head(h)[i * y.row_stats.ld() + k];
+            const bool same = std::isnan(u) ? std::isnan(w) : std::abs(u - w) <= kTol * std::max(1.f, std::abs(w));
+            if (!same)
+              return "layer " + std::to_string(l) + ": row_stats[" + std::to_string(h) + "][" + std::to_string(i) + "][" +
+                     std::to_string(k) + "] " + std::to_string(u) + " vs " + std::to_string(w);
+          }
+    }
+    return "";
+  };
+  for (Engine::Matrices mode : {Engine::Matrices::kRecompute, Engine::Matrices::kKeep}) {
+    const bool compact = mode == Engine::Matrices::kRecompute;
+    Engine g(model, make_gl_backend()), c(model, make_cpu_backend());
+    g.set_matrices(mode);
+    c.set_matrices(mode);
+    std::vector<int> ids = random_ids(60, cfg.vocab_size, 8);
+    auto check = [&](const std::string& what) {
+      const Trace& tg = g.run(ids);
+      const Trace& tc = c.run(ids);
+      EXPECT_EQ(tg.compact, compact) << what;
+      for (const LayerTrace& lt : tg.layers) {
+        EXPECT_EQ(lt.compact, compact) << what;
+        EXPECT_EQ(lt.probs.data.empty(), compact) << what;
+        EXPECT_FALSE(lt.row_stats.data.empty()) << what;
+      }
+      EXPECT_EQ(test::compare_traces(tg, tc, kTol), "") << what;
+      EXPECT_EQ(summaries_match(tg, tc), "") << what;
+    };
+    check(compact ? "compact, 60 tokens" : "kept, 60 tokens");
+    for (int step = 0; step < 6; ++step) {  // 61 … 66: past 64 the thumbnail cells merge
+      ids.push_back((step * 5 + 1) % cfg.vocab_size);
+      check("append to " + std::to_string(ids.size()));
+    }
+    ids[30] = (ids[30] + 1) % cfg.vocab_size;
+    check("edit at 30");
+  }
 }
 
 TEST_P(GpuForward, BlockSizeWindowSlides) {

@@ -61,8 +61,11 @@ class Backend {
   }
 
   // Whether forward honours Trace::compact (records no (T, T) matrices; they are
-  // recomputed from q and k through this backend's kernel on request). The CPU's does.
+  // recomputed from q and k on request, Trace::attention_rows). Both backends do.
   virtual bool can_compact() const { return false; }
+  // Whether forward honours Trace::all_logits = false (the last row's logits and every
+  // row's loss). The CPU's does; the GPU's writes every row's logits.
+  virtual bool can_last_logits() const { return false; }
 
   // Device time of the last forward in milliseconds (GPU timer queries), or −1 when the
   // backend does not measure one (the CPU).

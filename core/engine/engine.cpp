@@ -208,7 +208,7 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   const int dropped = total > block_size_ ? total - block_size_ : 0;
   const std::vector<int> window(ids.begin() + dropped, ids.end());
   const bool compact = compact_for(static_cast<int64_t>(window.size()));
-  const bool all_logits = all_logits_ || !backend_->can_compact();
+  const bool all_logits = all_logits_ || !backend_->can_last_logits();
   check_trace_memory(model_->config, static_cast<int64_t>(window.size()), compact, all_logits);
   if (compact != tr.compact || all_logits != tr.all_logits || summaries_ != tr.summaries)
     cache_valid_ = false;  // another layout

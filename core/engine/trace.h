@@ -179,9 +179,10 @@ struct Trace {
   bool hidden_only = false;
   Ablation ablation;  // heads whose output this pass replaced (empty: none)
   // Asked of the backend by the engine: compact layers (no (T, T) matrices, see LayerTrace).
-  // Backends that cannot recompute (the GPU's) store the matrices whatever this says.
+  // Both backends honour it (the GPU's reads back no (T, T) matrix then: its summaries come
+  // from the weights while they are mapped).
   bool compact = false;
-  // Asked of the CPU backend by the engine: the per-head summaries (LayerTrace::row_stats and
+  // Asked of the backend by the engine: the per-head summaries (LayerTrace::row_stats and
   // thumbs), which the GUI's head grid and score_heads read. false (eval, head importance:
   // commands that read only logits or losses): both are left empty and not computed.
   bool summaries = true;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/engine/head_summary.h"
 #include "core/error.h"
 #include "core/gpu/gl_context.h"
 #include "core/gpu/gl_ops.h"
@@ -126,6 +127,7 @@ class GlBackend : public Backend {
     return dev_bytes_;
   }
   double last_device_ms() const override { return last_device_ms_; }
+  bool can_compact() const override { return true; }
 
   // One step per layer, as CpuBackend::forward reads: embed the new rows, then per layer
   // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
@@ -160,10 +162,12 @@ class GlBackend : public Backend {
     embed(c, n, p);
     k_->timer_end();
     read_resid(c, T, p, tr.layers[0].resid);
+    // (T − p) lists: the induction targets of the new rows, for the summaries' row_stats
+    const std::vector<std::vector<int>> targets = tr.summaries ? induction_targets(window, p) : std::vector<std::vector<int>>{};
     k_->timer_begin();
     for (int l = 0; l < c.n_layer; ++l) {
       LayerTrace& lt = tr.layers[l];
-      layer_step(c, l, T, p, lt);
+      layer_step(c, l, T, p, tr.compact, tr.summaries ? &targets : nullptr, old_T, lt);
       k_->timer_end();
       read_back_layer(c, l, T, p, lt);
       read_resid(c, T, p, l + 1 < c.n_layer ? tr.layers[l + 1].resid : tr.final_resid);  // what leaves layer l
@@ -245,7 +249,8 @@ class GlBackend : public Backend {
   // of norm1(x) (or of x, OLMo 2) into the cache, QK-norm, RoPE of the layer's kind,
   // attention under the layer's rule into the trace's scores and probs, x += attention · Wo
   // (post-normed for Gemma / OLMo 2), x += MLP(norm2(x)) (likewise).
-  void layer_step(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
+  void layer_step(const ModelConfig& c, int l, int T, int p, bool compact, const std::vector<std::vector<int>>* targets,
+                  int old_T, LayerTrace& lt) {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, I = c.n_inner, n = T - p;
     const int ld = (H + 2 * KV) * d, mlp_w = mlp_width(c);
     const LayerSpec spec = c.layer(l);
@@ -278,9 +283,25 @@ class GlBackend : public Backend {
     lt.k.resize_keep({KV, T, d}, p, d);
     lt.v.resize_keep({KV, T, d}, p, d);
     lt.out.resize_keep({H, T, d}, p, d);
-    for (Tensor* t : {&lt.scores, &lt.probs}) t->resize_keep({H, T, T}, p, p);
-    lt.compact = false;  // this backend always records the matrices (can_compact() is false)
-    gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt);
+    lt.compact = compact;
+    for (Tensor* t : {&lt.scores, &lt.probs}) {
+      if (compact) *t = Tensor{};
+      else t->resize_keep({H, T, T}, p, p);
+    }
+    GlSummaryArgs sum;  // row_stats and thumbnails, as the CPU backend keeps them
+    sum.old_thumbs = std::move(lt.thumbs);
+    sum.old_bucket = lt.thumb_bucket, sum.old_T = old_T;
+    if (targets) {
+      sum.targets = targets;
+      lt.row_stats.resize_keep({H, T, kRowStats}, p, kRowStats);
+      lt.thumb_bucket = thumb_bucket(T);
+      const int tn = thumb_cells(T, lt.thumb_bucket);
+      lt.thumbs = Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H) * tn * tn, 0.f)};
+    } else {
+      lt.row_stats = Tensor{}, lt.thumbs = Tensor{};
+      lt.thumb_bucket = 0;
+    }
+    gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt, sum);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
 
@@ -364,7 +385,7 @@ class GlBackend : public Backend {
     const int n = T - p, C = c.n_embd, V = c.vocab_size;
     const long long lim = k_->limit();
     k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
-    tr.logits.resize_keep({T, V}, p, V);  // every row, whatever tr.all_logits asks (can_compact() is false)
+    tr.logits.resize_keep({T, V}, p, V);  // every row, whatever tr.all_logits asks (can_last_logits() is false)
     tr.logits_from = 0;
     tr.row_loss.clear();
     const std::vector<GlWeight>& U = unemb_.empty() ? tok_ : unemb_;

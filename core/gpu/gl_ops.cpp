@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/engine/head_summary.h"
 #include "core/error.h"
 
 namespace attnviz {
@@ -462,7 +463,7 @@ double GlKernels::timer_take_ms() {
 // ---- attention ------------------------------------------------------------------------
 
 void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
-                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt) {
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum) {
   const int n = T - p, ld = (H + 2 * KV) * d, G = H / KV;
   const size_t tt = static_cast<size_t>(T) * static_cast<size_t>(T);
   // Heads per group: as many as fit one storage block.
@@ -475,6 +476,23 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   lt.softcap = rule.softcap;
   lt.window = rule.window;
   const int it = static_cast<int>(tt);
+  const bool summaries = sum.targets != nullptr;
+  const int tb = lt.thumb_bucket, tn = summaries ? static_cast<int>(lt.thumbs.dim(1)) : 0;
+  if (summaries) {  // thumbnail rows [redo, p) that the kept buckets lack: recomputed from q and k
+    const int old_n = sum.old_thumbs.shape.empty() ? 0 : static_cast<int>(sum.old_thumbs.dim(1));
+    std::vector<float> rows;
+    for (int h = 0; h < H; ++h) {
+      float* thumb = lt.thumbs.head(h);
+      for (int r0 = thumb_keep(old_n ? sum.old_thumbs.head(h) : nullptr, sum.old_bucket, old_n, sum.old_T, p, tb, tn, thumb);
+           r0 < p;) {
+        const int rb = std::min(64, p - r0);
+        rows.resize(static_cast<size_t>(rb) * T);
+        lt.attention_rows(h, r0, rb, nullptr, rows.data());
+        for (int r = 0; r < rb; ++r) thumb_add_row(rows.data() + static_cast<size_t>(r) * T, r0 + r, tb, tn, thumb);
+        r0 += rb;
+      }
+    }
+  }
   for (int h0 = 0; h0 < H; h0 += hg) {
     const int nh = std::min(hg, H - h0);
     // scores of the new rows against all keys: q[p…T) · kᵀ
@@ -506,8 +524,33 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
     k.timer_end();
     Tensor* dst[2] = {&lt.scores, &lt.probs};
     GlBuffer* src[2] = {&s.scores, &s.probs};
+    // The new rows' summaries from probs rows [p, T) of each head: read alone when compact
+    // (an append reads one row per head), else from the mapping the trace is copied from.
+    auto summarize = [&](int hl, const float* P) {  // P: rows [p, T) of head h0 + hl, (n, T)
+      const int h = h0 + hl;
+      float* stats = lt.row_stats.head(h);
+      const int64_t stats_ld = lt.row_stats.ld();
+      for (int i = p; i < T; ++i) {
+        const float* row = P + static_cast<size_t>(i - p) * T;
+        row_stats(row, i, (*sum.targets)[static_cast<size_t>(i - p)], stats + i * stats_ld);
+        thumb_add_row(row, i, tb, tn, lt.thumbs.head(h));
+      }
+    };
+    if (lt.compact) {
+      if (summaries) {
+        std::vector<float>& rows = s.rows;
+        rows.resize(static_cast<size_t>(n) * T);
+        for (int hl = 0; hl < nh; ++hl) {
+          s.probs.read(rows.data(), sizeof(float) * rows.size(), sizeof(float) * (static_cast<size_t>(hl) * tt + static_cast<size_t>(p) * T));
+          summarize(hl, rows.data());
+        }
+      }
+      k.timer_begin();
+      continue;
+    }
     for (int t = 0; t < 2; ++t) {
       const float* m = src[t]->map(static_cast<size_t>(nh) * tt * sizeof(float));
+      for (int hl = 0; hl < nh && t == 1 && summaries; ++hl) summarize(hl, m + static_cast<size_t>(hl) * tt + static_cast<size_t>(p) * T);
       for (int hl = 0; hl < nh; ++hl) {
         const float* from = m + static_cast<size_t>(hl) * tt;
         float* to = dst[t]->head(h0 + hl);

@@ -178,18 +178,29 @@ class GlKernels {
 // Scratch for attention's (heads, T, T) stages, reused across layers.
 struct GlAttentionScratch {
   GlBuffer scores, probs;
+  std::vector<float> rows;  // a compact layer's probs rows read back for its summaries
+};
+
+// The per-head summaries (Trace::summaries) that gl_attention computes from the probs
+// while they are mapped: lt.row_stats (H, T, kRowStats) and lt.thumbs (H, n, n) are sized
+// by the caller (thumbs zeroed, lt.thumb_bucket set). Null targets: no summaries.
+struct GlSummaryArgs {
+  const std::vector<std::vector<int>>* targets = nullptr;  // (T − p) induction targets of the new rows
+  Tensor old_thumbs;  // the last pass's thumbnails (rows [0, old_T) pooled by old_bucket)
+  int old_bucket = 0, old_T = 0;
 };
 
 // Attention of one layer on device. `qkv` holds rows 0…T-1 of q | k | v, each row
 // (H + 2·KV)·d wide: H query heads, then KV key heads, then KV value heads (keys and
 // values of rows < p are the KV cache). For the new rows [p, T) and the new columns of
-// rows [0, p) it computes scores and probs under the layer's rule (scale, soft-cap, window),
-// reading them back into `lt` (already sized (H, T, T); it sets lt.scale, lt.softcap and
-// lt.window, from which the trace derives scaled, capped and masked), and writes probs · v
-// of the new rows into att (n, H·d). Heads go in groups small enough for the storage-block
-// limit.
+// rows [0, p) it computes scores and probs under the layer's rule (scale, soft-cap, window)
+// and writes probs · v of the new rows into att (n, H·d). It sets lt.scale, lt.softcap and
+// lt.window, from which the trace derives scaled, capped and masked. Unless lt.compact,
+// scores and probs are read back into `lt` (already sized (H, T, T)); a compact layer
+// reads back only what the summaries need (the new rows of probs, never stored). Heads go
+// in groups small enough for the storage-block limit.
 void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
-                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt);
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum = {});
 
 // cos/sin table for RoPE, (positions, rot/2, 2) with rot/2 = inv_freq.size(), computed
 // exactly as rope_inplace does (inverse frequencies in float, angles and cos/sin in double,
