@@ -220,6 +220,9 @@ TEST(Jinja, ErrorsNameTheLineAndTheConstruct) {
       {"{{ ''.format(1) }}", {"'str object' has no attribute 'format'"}},
       {"{{ [1].append(2) }}", {"the sandbox forbids"}},
       {"{{ 1 // 0 }}", {"integer division by zero"}},
+      // values stay acyclic: no namespace or loop object inside a container (jinja2 allows it)
+      {"{% set ns = namespace() %}{% set ns.me = ns %}", {"namespace cannot be stored"}},
+      {"{% for x in [1] %}{{ [loop] }}{% endfor %}", {"loop object cannot be stored"}},
       {"{{ 9223372036854775807 + 1 }}", {"integer overflow"}},
   };
   for (const E& c : cases) {
@@ -251,7 +254,19 @@ TEST(Jinja, StepLimitStopsEndlessLoops) {
   const std::string m = error_of("{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}");
   EXPECT_TRUE(has(m, "step limit")) << m;
   EXPECT_TRUE(has(m, "line 1")) << m;
-  EXPECT_TRUE(has(error_of("{{ range(100000000) | length }}"), "step limit"));
+  EXPECT_TRUE(has(error_of("{{ range(100000000) | length }}"), "list limit"));
+  EXPECT_TRUE(has(error_of("{{ ([1, 2] * 600000) | length }}"), "list limit"));
+  EXPECT_EQ(render("{{ range(1000000) | length }}"), "1000000");
+  // a lower limit for one render
+  const JinjaTemplate t = JinjaTemplate::parse("{% for i in range(1000) %}{{ i }}{% endfor %}");
+  EXPECT_TRUE(has([&] {
+    try {
+      t.render(context(), "2026-01-15", 500);
+      return std::string("rendered");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  }(), "more than 500 steps"));
 }
 
 TEST(Jinja, DepthLimits) {

@@ -53,7 +53,9 @@ struct FuncData {
 };
 struct MacroData {
   const MacroDef* def;
-  std::shared_ptr<Frame> closure;
+  // The scope the macro was defined in. Weak: that scope holds the macro, and a strong
+  // pointer would make a cycle that is never freed.
+  std::weak_ptr<Frame> closure;
 };
 
 struct Value {
@@ -138,6 +140,16 @@ struct LoopState {
   bool has_prev = false, has_next = false;
 };
 
+// Namespaces and loop objects are the only values that can change or that hold other
+// values' history; kept out of lists, dicts and namespaces, no value can contain itself
+// and every value's depth is known when it is made.
+void check_storable(const Value& v, int line) {
+  if (v.k == VK::Ns || v.k == VK::Loop)
+    fail(line, std::string("a ") + (v.k == VK::Ns ? "namespace" : "loop object") +
+                   " cannot be stored in a list, a dict or a namespace here (attnviz's Jinja interpreter keeps "
+                   "values acyclic)");
+}
+
 int value_depth(const Value& v) {
   if (v.k == VK::List) return v.l->depth;
   if (v.k == VK::Dict) return v.d->depth;
@@ -147,9 +159,14 @@ int value_depth(const Value& v) {
 // Lists and dicts carry their depth, so that no template can build one deep enough to make
 // the recursive walks below (repr, json, comparison, destruction) overflow the stack.
 Value make_list(std::vector<Value> items, int line, bool tuple = false) {
+  if (static_cast<int64_t>(items.size()) > kMaxTemplateListItems)
+    fail(line, "a list of more than " + std::to_string(kMaxTemplateListItems) + " items (the list limit)");
   auto l = std::make_shared<ListData>();
   int depth = 0;
-  for (const auto& x : items) depth = std::max(depth, value_depth(x));
+  for (const auto& x : items) {
+    check_storable(x, line);
+    depth = std::max(depth, value_depth(x));
+  }
   if (depth + 1 > kMaxTemplateDepth)
     fail(line, "a list nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
   l->depth = depth + 1;
@@ -163,7 +180,10 @@ Value make_list(std::vector<Value> items, int line, bool tuple = false) {
 Value make_dict(std::vector<std::pair<std::string, Value>> items, int line) {
   auto d = std::make_shared<DictData>();
   int depth = 0;
-  for (const auto& kv : items) depth = std::max(depth, value_depth(kv.second));
+  for (const auto& kv : items) {
+    check_storable(kv.second, line);
+    depth = std::max(depth, value_depth(kv.second));
+  }
   if (depth + 1 > kMaxTemplateDepth)
     fail(line, "a dict nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
   d->depth = depth + 1;
@@ -1636,6 +1656,7 @@ struct DateTime {
 
 struct Interp {
   int64_t steps = 0;
+  int64_t max_steps = kMaxTemplateSteps;
   int depth = 0;  // macro calls
   int line = 0;
   DateTime now;
@@ -1643,8 +1664,8 @@ struct Interp {
 
   void step(int at) {
     line = at;
-    if (++steps > kMaxTemplateSteps)
-      fail(at, "the template ran for more than " + std::to_string(kMaxTemplateSteps) +
+    if (++steps > max_steps)
+      fail(at, "the template ran for more than " + std::to_string(max_steps) +
                    " steps (the step limit); does it loop forever?");
   }
   void check_size(size_t n) const {
@@ -1707,6 +1728,7 @@ struct Interp {
               " '" + s.targets[0] + "' (only a namespace() can be changed)");
         const std::shared_ptr<NsData> ns = target->ns;
         Value v = eval(*s.e, fr);
+        check_storable(v, s.line);
         if (Value* slot = ns->find(s.text)) *slot = std::move(v);
         else ns->v.emplace_back(s.text, std::move(v));
         return Flow::Normal;
@@ -1990,8 +2012,8 @@ struct Interp {
       for (int64_t i = 0; i < n; ++i) r += *s;
       return Value::str(std::move(r));
     }
-    if (!list->empty() && n > kMaxTemplateSteps / static_cast<int64_t>(list->size()))
-      err("a list of more than " + std::to_string(kMaxTemplateSteps) + " items");
+    if (!list->empty() && n > kMaxTemplateListItems / static_cast<int64_t>(list->size()))
+      err("a list of more than " + std::to_string(kMaxTemplateListItems) + " items (the list limit)");
     std::vector<Value> r;
     for (int64_t i = 0; i < n; ++i) r.insert(r.end(), list->begin(), list->end());
     steps += static_cast<int64_t>(r.size());
@@ -2239,7 +2261,8 @@ struct Interp {
     if (depth + 1 > kMaxTemplateDepth)
       err("macro calls nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the recursion limit)");
     auto f = std::make_shared<Frame>();
-    f->parent = m.closure;
+    f->parent = m.closure.lock();
+    if (!f->parent) err("macro '" + d.name + "' is called after the loop it was defined in ended");
     std::vector<bool> given(d.params.size(), false);
     for (size_t i = 0; i < a.pos.size(); ++i) {
       f->set(d.params[i], a.pos[i]);
@@ -2943,6 +2966,7 @@ Value namespace_fn(Interp& in, CallArgs& a) {
     for (const auto& kv : p.d->v) r.ns->v.push_back(kv);
   }
   for (const auto& kv : a.kw) {
+    check_storable(kv.second, in.line);
     if (Value* slot = r.ns->find(kv.first)) *slot = kv.second;
     else r.ns->v.push_back(kv);
   }
@@ -2962,7 +2986,8 @@ Value range_fn(Interp& in, CallArgs& a) {
   if (step == 0) in.err("range() arg 3 must not be zero");
   const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
   const __int128 n = span <= 0 ? 0 : (span + (step > 0 ? step : -__int128(step)) - 1) / (step > 0 ? step : -__int128(step));
-  if (n > kMaxTemplateSteps) in.err("range() of more than " + std::to_string(kMaxTemplateSteps) + " numbers (the step limit)");
+  if (n > kMaxTemplateListItems)
+    in.err("range() of more than " + std::to_string(kMaxTemplateListItems) + " numbers (the list limit)");
   std::vector<Value> r;
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) r.push_back(Value::integer(start + i * step));
   in.steps += static_cast<int64_t>(n);
@@ -3025,10 +3050,12 @@ JinjaTemplate JinjaTemplate::parse(const std::string& source) {
   return t;
 }
 
-std::string JinjaTemplate::render(const nlohmann::ordered_json& context, const std::string& date) const {
+std::string JinjaTemplate::render(const nlohmann::ordered_json& context, const std::string& date,
+                                  int64_t max_steps) const {
   using namespace jinja;
   if (!context.is_object()) throw Error("chat template input: the context must be a JSON object", ErrorKind::Usage);
   Interp in;
+  in.max_steps = std::min(max_steps, kMaxTemplateSteps);
   in.now = parse_date(date);
   auto globals = std::make_shared<Frame>();
   globals->set("range", make_func("range", range_fn));

@@ -37,6 +37,8 @@ constexpr int64_t kMaxTemplateSteps = 10'000'000;
 // Deepest nesting: of blocks and expressions when parsing, of macro calls when rendering,
 // and of lists and dicts a template builds.
 constexpr int kMaxTemplateDepth = 256;
+// Most items in one list a template builds (range(), `*`, `+`, filters).
+constexpr int64_t kMaxTemplateListItems = 1'000'000;
 // Longest text a render, or any one string it builds, may reach: 64 MiB.
 constexpr int64_t kMaxTemplateOutputBytes = int64_t{64} << 20;
 
@@ -57,7 +59,9 @@ class JinjaTemplate {
   // loops). `date` is what strftime_now formats: "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS";
   // empty means now (local time). Throws a data Error naming the line on any failure,
   // raise_exception(msg) included (the message carries msg).
-  std::string render(const nlohmann::ordered_json& context, const std::string& date = "") const;
+  // `max_steps` lowers the step limit (the fuzz target's renders must stay short).
+  std::string render(const nlohmann::ordered_json& context, const std::string& date = "",
+                     int64_t max_steps = kMaxTemplateSteps) const;
 
  private:
   std::shared_ptr<const jinja::Program> program_;
