@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the include rules of core/ (core/README.md): a folder includes only from the
-folders to its left in  tokenize <- model <- engine <- {gpu, train, export}  (and
+folders to its left in  {tokenize, chat} <- model <- engine <- {gpu, train, export}  (and
 error.h / limits.h / aligned.h / json_reader.h anywhere); the one exception is engine/backend.cpp, the backend factory,
 which includes gpu/gl_backend.h; nothing in core/ includes ui/, app/, ImGui or GLFW; and no
 two modules of core/ (foo.h + foo.cpp counted as one) include each other, directly or
@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-RANK = {"tokenize": 0, "model": 1, "engine": 2, "gpu": 3, "train": 3, "export": 3}
+RANK = {"tokenize": 0, "chat": 0, "model": 1, "engine": 2, "gpu": 3, "train": 3, "export": 3}
 ANYWHERE = {"core/error.h", "core/limits.h", "core/aligned.h", "core/json_reader.h"}
 EXCEPTIONS = {("core/engine/backend.cpp", "core/gpu/gl_backend.h")}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)

@@ -14,8 +14,9 @@ packages=(
   libimgui-dev libglfw3-dev libgl1-mesa-dev libfontconfig-dev fonts-noto-cjk fonts-dejavu-core libstb-dev
   # GPU backend: OpenGL 4.3 compute through EGL (Mesa's llvmpipe works without a GPU)
   libepoxy-dev libegl-dev libgl-dev libegl-mesa0 libgl1-mesa-dri
-  # tests: GoogleTest, Google Benchmark, PyTorch reference, a virtual X server for screenshots
-  googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch xvfb xauth xdotool
+  # tests: GoogleTest, Google Benchmark, PyTorch reference, jinja2 (the chat-template reference),
+  # a virtual X server for screenshots
+  googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch python3-jinja2 xvfb xauth xdotool
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, LLVM's OpenMP for clang builds
   clang libclang-rt-14-dev libomp-dev
   # an optimised BLAS for PyTorch (the reference timings); Debian picks it over netlib

@@ -1,0 +1,86 @@
+// A Jinja2 interpreter for chat templates: the subset of the language that the templates
+// models ship with use (tokenizer_config.json's `chat_template`, GGUF
+// `tokenizer.chat_template`, chat_template.jinja), rendering as Python's jinja2 does when it
+// is set up as Hugging Face transformers sets it up for apply_chat_template:
+// an ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, no trailing newline
+// kept, the loopcontrols extension (break, continue), transformers' {% generation %} tag,
+// the globals raise_exception(msg) and strftime_now(fmt), and a `tojson` filter that is
+// Python's json.dumps with ensure_ascii=False.
+//
+// Debian has no C++ Jinja library, hence this one. What it covers: text, {{ }} output,
+// comments, whitespace control (-, +), if/elif/else, for (loop.*, unpacking, for-else,
+// for-if, break, continue), set (names, tuples, namespace attributes, block set), macros
+// (positional, keyword and default arguments), namespace(), range(), dict(); expressions
+// with Python's semantics (and/or return operands, int and float arithmetic, `~`, `in`,
+// slices, inline if); the filters and tests the real templates use plus the common ones;
+// string, dict and list methods. Anything else (extends, include, import, call blocks,
+// recursive loops, % string formatting, unknown filters or tests) is refused with an
+// attnviz::Error naming the construct and the template's line.
+//
+// Templates are untrusted input: a template over kMaxTemplateBytes is refused, and a
+// render stops with an Error after kMaxTemplateSteps steps, kMaxTemplateDepth levels of
+// nesting (parser, macro calls, values) or kMaxTemplateOutputBytes of text.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace attnviz {
+
+// Largest template accepted: 1 MiB (the largest real ones are under 20 kB).
+constexpr int64_t kMaxTemplateBytes = int64_t{1} << 20;
+// Most steps (statements, expression nodes, loop iterations) one render may take. Real
+// templates take a few thousand; a template that loops forever stops here.
+constexpr int64_t kMaxTemplateSteps = 10'000'000;
+// Deepest nesting: of blocks and expressions when parsing, of macro calls when rendering,
+// and of lists and dicts a template builds.
+constexpr int kMaxTemplateDepth = 256;
+// Most items in one list a template builds (range(), `*`, `+`, filters).
+constexpr int64_t kMaxTemplateListItems = 1'000'000;
+// Longest text a render, or any one string it builds, may reach: 64 MiB.
+constexpr int64_t kMaxTemplateOutputBytes = int64_t{64} << 20;
+
+namespace jinja {
+struct Program;  // the parsed template (core/chat/jinja.cpp)
+}
+
+// A parsed template. Parsing checks the syntax and that every tag, filter and test is one
+// this interpreter knows; errors name the line. A parsed template can render any number of
+// times, from any thread (render keeps its state on the stack of the call).
+class JinjaTemplate {
+ public:
+  // Throws a data Error ("chat template line N: ...") on a syntax error, an unsupported
+  // construct, or a template over kMaxTemplateBytes.
+  static JinjaTemplate parse(const std::string& source);
+  // Renders with `context`'s keys as the template's variables. `context` is ordered_json
+  // because Python keeps the order of a dict's keys and the output shows it (tojson, dict
+  // loops). `date` is what strftime_now formats: "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS";
+  // empty means now (local time). Throws a data Error naming the line on any failure,
+  // raise_exception(msg) included (the message carries msg).
+  // `max_steps` lowers the step limit (the fuzz target's renders must stay short).
+  std::string render(const nlohmann::ordered_json& context, const std::string& date = "",
+                     int64_t max_steps = kMaxTemplateSteps) const;
+
+ private:
+  std::shared_ptr<const jinja::Program> program_;
+};
+
+// What render_chat_template passes besides the messages, as transformers does.
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  // Undefined in the template when not set (a model without a BOS token).
+  std::optional<std::string> bos_token, eos_token;
+  // What strftime_now sees ("YYYY-MM-DD"); empty = today.
+  std::string date;
+  // More variables (tools, documents, enable_thinking, ...); they override the above.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+};
+
+// Parses and renders `tmpl` with messages, add_generation_prompt, bos_token, eos_token,
+// tools = None and documents = None (transformers' defaults), then `o.extra`.
+std::string render_chat_template(const std::string& tmpl, const nlohmann::ordered_json& messages,
+                                 const ChatRenderOptions& o = {});
+
+}  // namespace attnviz
