@@ -508,11 +508,12 @@ TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
   EXPECT_EQ(test::compare_traces(engine.run(ids), full(ids), kTol), "") << "pasted";
 }
 
-// Compact traces (Engine::Matrices::kRecompute, what the GUI runs above 256 MB of
-// matrices): the GPU backend keeps no (T, T) matrix, and its summaries (row_stats and the
-// thumbnails, computed from the probs rows it reads back) match the CPU backend's, through
-// appends, an edit and a window past 64 tokens (the thumbnails' cells merge 2 × 2). Its kept
-// traces now carry the same summaries.
+// Compact traces with the last row's logits only (Engine::Matrices::kRecompute and
+// set_all_logits(false): what the GUI runs above 256 MB of matrices): the GPU backend keeps
+// no (T, T) matrix and no (T, V) logits, and its summaries (row_stats and the thumbnails,
+// computed from the probs rows it reads back) and row losses match the CPU backend's,
+// through appends, an edit and a window past 64 tokens (the thumbnails' cells merge 2 × 2).
+// Its kept traces (every row's logits) now carry the same summaries.
 TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
   std::string why;
   auto gpu = gpu_backend(&why);
@@ -545,6 +546,8 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
     Engine g(model, make_gl_backend()), c(model, make_cpu_backend());
     g.set_matrices(mode);
     c.set_matrices(mode);
+    g.set_all_logits(!compact);
+    c.set_all_logits(!compact);
     std::vector<int> ids = random_ids(60, cfg.vocab_size, 8);
     auto check = [&](const std::string& what) {
       const Trace& tg = g.run(ids);
@@ -555,8 +558,13 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
         EXPECT_EQ(lt.probs.data.empty(), compact) << what;
         EXPECT_FALSE(lt.row_stats.data.empty()) << what;
       }
-      EXPECT_EQ(test::compare_traces(tg, tc, kTol), "") << what;
+      EXPECT_EQ(test::compare_traces(tg, tc, kTol), "") << what;  // with the logits held: every row, or the last
       EXPECT_EQ(summaries_match(tg, tc), "") << what;
+      EXPECT_EQ(tg.logits_from, compact ? static_cast<int>(ids.size()) - 1 : 0) << what;
+      ASSERT_EQ(tg.row_loss.size(), tc.row_loss.size()) << what;
+      EXPECT_EQ(tg.row_loss.size(), compact ? ids.size() - 1 : 0) << what;
+      for (size_t i = 0; i < tg.row_loss.size(); ++i)
+        EXPECT_NEAR(tg.row_loss[i], tc.row_loss[i], 1e-4 * std::max(1.f, std::abs(tc.row_loss[i]))) << what << ", row " << i;
     };
     check(compact ? "compact, 60 tokens" : "kept, 60 tokens");
     for (int step = 0; step < 6; ++step) {  // 61 … 66: past 64 the thumbnail cells merge

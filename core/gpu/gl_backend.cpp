@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/engine/head_summary.h"
+#include "core/engine/importance.h"
 #include "core/error.h"
 #include "core/gpu/gl_context.h"
 #include "core/gpu/gl_ops.h"
@@ -128,6 +129,7 @@ class GlBackend : public Backend {
   }
   double last_device_ms() const override { return last_device_ms_; }
   bool can_compact() const override { return true; }
+  bool can_last_logits() const override { return true; }
 
   // One step per layer, as CpuBackend::forward reads: embed the new rows, then per layer
   // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
@@ -145,7 +147,11 @@ class GlBackend : public Backend {
     const int old_T = tr.layers.empty() ? 0 : static_cast<int>(tr.layers[0].T());
     // Every row again when a mean ablation needs it, or when longrope's factors change with
     // T (then no cached key is turned right), as the CPU backend does.
-    const int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from, n = T - p;
+    int p = ablation_.needs_full_recompute() || rope_changes(c, old_T, T) ? 0 : from;
+    // With the last row's logits only, row p − 1's loss needs that row's logits: held after
+    // an append, else the row is computed again.
+    if (!tr.all_logits && p > 0 && !holds_row(tr, p - 1, c.vocab_size)) --p;
+    const int n = T - p;
     check_request(c, T, p, tr);
     if (ablation_.source && !ablation_.empty())
       throw Error("activation patching (head outputs from another run) runs on the CPU backend only\n"
@@ -185,6 +191,11 @@ class GlBackend : public Backend {
   }
 
  private:
+  // Whether the trace holds exactly row i's logits and no other (Trace::all_logits false).
+  static bool holds_row(const Trace& tr, int i, int V) {
+    return !tr.all_logits && tr.logits_from == i && tr.logits.numel() == V && static_cast<int>(tr.row_loss.size()) >= i;
+  }
+
   static void check_request(const ModelConfig& c, int T, int p, const Trace& tr) {
     if (T < 1 || p < 0 || p >= T)
       throw Error("GPU backend: nothing to compute (T=" + std::to_string(T) + ", from=" + std::to_string(p) + ")");
@@ -385,9 +396,22 @@ class GlBackend : public Backend {
     const int n = T - p, C = c.n_embd, V = c.vocab_size;
     const long long lim = k_->limit();
     k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
-    tr.logits.resize_keep({T, V}, p, V);  // every row, whatever tr.all_logits asks (can_last_logits() is false)
-    tr.logits_from = 0;
-    tr.row_loss.clear();
+    // Every row's logits into the trace (tr.all_logits), or only the last row's and every
+    // row's loss (a row's block read back, its losses taken, and dropped): see
+    // Trace::all_logits. forward() made sure row p − 1's loss can be had (held, or p = 0).
+    const bool all = tr.all_logits;
+    if (all) {
+      tr.logits.resize_keep({T, V}, p, V);
+      tr.logits_from = 0;
+      tr.row_loss.clear();
+    } else {
+      const bool held = p >= 1 && holds_row(tr, p - 1, V);  // the old last row, whose next token is new
+      const float loss = held ? static_cast<float>(next_token_loss(tr.logits.data.data(), V, tr.tokens[static_cast<size_t>(p)])) : 0.f;
+      tr.row_loss.resize(static_cast<size_t>(std::max(T - 1, 0)));  // rows [0, p − 1) kept
+      if (held) tr.row_loss[static_cast<size_t>(p - 1)] = loss;
+      tr.logits = Tensor{{1, V}, FloatBuf(static_cast<size_t>(V))};
+      tr.logits_from = T - 1;
+    }
     const std::vector<GlWeight>& U = unemb_.empty() ? tok_ : unemb_;
     const int chunk = unemb_.empty() ? tok_chunk_ : unemb_chunk_;
     const int rb = static_cast<int>(std::max<long long>(1, std::min<long long>(n, lim / (sizeof(float) * V))));
@@ -404,7 +428,19 @@ class GlBackend : public Backend {
       }
       if (c.final_softcap > 0) k_->softcap(logits_, rn, V, V, c.final_softcap);  // (rn, V)
       k_->timer_end();
-      logits_.read(tr.logits.data.data() + static_cast<size_t>(p + r0) * V, sizeof(float) * rn * V);
+      if (all) {
+        logits_.read(tr.logits.data.data() + static_cast<size_t>(p + r0) * V, sizeof(float) * rn * V);
+      } else {
+        std::vector<float>& rows = logit_rows_;  // (rn, V)
+        rows.resize(static_cast<size_t>(rn) * V);
+        logits_.read(rows.data(), sizeof(float) * rows.size());
+        for (int r = 0; r < rn; ++r) {
+          const int i = p + r0 + r;
+          const float* row = rows.data() + static_cast<size_t>(r) * V;
+          if (i + 1 < T) tr.row_loss[static_cast<size_t>(i)] = static_cast<float>(next_token_loss(row, V, tr.tokens[static_cast<size_t>(i + 1)]));
+          else std::copy(row, row + V, tr.logits.data.begin());
+        }
+      }
       k_->timer_begin();
     }
   }
@@ -656,6 +692,7 @@ class GlBackend : public Backend {
   std::vector<std::vector<uint64_t>> hashes_;
   std::vector<int> valid_rows_;
   std::vector<float> gather_;
+  std::vector<float> logit_rows_;  // a block of logits rows read back for their losses (last logits only)
   long long reuploads_ = 0;
 
   // activations of the new rows
