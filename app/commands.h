@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,16 +30,18 @@ Action add_export_command(CLI::App& app, Io& io);
 Action add_tokenize_command(CLI::App& app, Io& io);
 Action add_lens_command(CLI::App& app, Io& io);
 Action add_patch_command(CLI::App& app, Io& io);
+Action add_chat_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a
 // model on some input shares.
 struct InputOptions {
-  std::string model, text, tokens, backend = "cpu";
+  std::string model, text, tokens, chat, backend = "cpu";  // chat: --chat FILE.json
   std::string weights = "stored";  // --weights stored|f32 (LoadOptions)
   int block_size = 0;
   std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, when registered
   CLI::Option* text_opt = nullptr;
   CLI::Option* tokens_opt = nullptr;
+  CLI::Option* chat_opt = nullptr;
 };
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input);
 // --ablate and --ablate-mode (dump, export, eval): heads whose output is replaced.
@@ -52,8 +55,19 @@ CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::s
 // Loads the model and opens the backend (printing a fallback note to `err`), sets the
 // block size and the ablation (a usage Error for a bad --ablate list).
 Engine open_engine(const InputOptions& o, std::ostream& err);
-// open_engine, then runs the --text or --tokens input.
+// open_engine, then runs the --text, --tokens or --chat input.
 Engine run_input(const InputOptions& o, std::ostream& err);
+
+// The text a model sees for a chat: the messages in FILE.json (a list of {"role",
+// "content"}) rendered with the model's chat template (`template_file` overrides it), as
+// transformers' apply_chat_template renders them. `bos`/`eos` override the model's tokens;
+// `date` is what strftime_now sees (YYYY-MM-DD, empty: today).
+struct ChatOptions {
+  std::string template_file, date;
+  std::optional<std::string> bos, eos;
+  bool add_generation_prompt = true;
+};
+std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o);
 
 // --weights stored|f32 as LoadOptions (a usage Error for anything else), and the option itself.
 LoadOptions load_options(const std::string& weights);

@@ -2,8 +2,12 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "core/chat/jinja.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
+#include "core/model/chat_source.h"
+#include "core/model/paths.h"
 
 namespace attnviz {
 
@@ -47,7 +51,11 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   if (with_input) {
     o.text_opt = cmd->add_option("--text", o.text, "text to run (needs the model's tokenizer)");
     o.tokens_opt = cmd->add_option("--tokens", o.tokens, "token ids to run, e.g. 1,2,3");
+    o.chat_opt = cmd->add_option("--chat", o.chat,
+                                 "a chat to run: FILE.json, a list of {\"role\", \"content\"} messages rendered with the "
+                                 "model's chat template (attnviz-cli chat prints the text)");
     o.text_opt->excludes(o.tokens_opt);
+    o.chat_opt->excludes(o.text_opt)->excludes(o.tokens_opt);
   }
   cmd->add_option("--backend", o.backend, "cpu or gpu (falls back to the CPU, saying why, when the GPU cannot run)");
   cmd->add_option("--block-size", o.block_size,
@@ -85,10 +93,43 @@ Engine open_engine(const InputOptions& o, std::ostream& err) {
 
 Engine run_input(const InputOptions& o, std::ostream& err) {
   const bool text = o.text_opt && o.text_opt->count() > 0, tokens = o.tokens_opt && o.tokens_opt->count() > 0;
-  if (!text && !tokens) throw Error("give the input with --text S or --tokens 1,2,3", ErrorKind::Usage);
+  const bool chat = o.chat_opt && o.chat_opt->count() > 0;
+  if (!text && !tokens && !chat) throw Error("give the input with --text S, --tokens 1,2,3 or --chat FILE.json", ErrorKind::Usage);
   Engine engine = open_engine(o, err);
-  engine.run(text ? encode_text(engine.model(), o.text) : parse_token_list(o.tokens));
+  if (chat) {  // the template writes the special tokens itself: none added (apply_chat_template's encode)
+    const std::string rendered = render_chat_file(engine.model().dir, o.chat, {});
+    const Model& m = engine.model();
+    if (!m.tokenizer) encode_text(m, rendered);  // throws, saying why the model has no tokenizer
+    engine.run(m.tokenizer->encode_with(rendered, /*add_special=*/false));
+  } else {
+    engine.run(text ? encode_text(engine.model(), o.text) : parse_token_list(o.tokens));
+  }
   return engine;
+}
+
+std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o) {
+  ModelChat mc;
+  if (!model_path.empty()) mc = read_model_chat(resolve_model_dir(model_path));
+  if (!o.template_file.empty()) {
+    mc.template_text = read_regular_file(o.template_file, kMaxTemplateBytes, "chat template", /*allow_nul=*/false);
+    mc.where = "'" + excerpt(o.template_file, kPathExcerptBytes) + "'";
+  }
+  if (mc.template_text.empty())
+    throw Error("model '" + excerpt(model_path, kPathExcerptBytes) +
+                "' has no chat template (no tokenizer.chat_template, chat_template.jinja or tokenizer_config.json's "
+                "chat_template)\n  HINT: give one with --template FILE.jinja, or run the text with --text.");
+  const nlohmann::ordered_json messages = read_json_file_ordered(messages_file, "chat messages");
+  check_chat_messages(messages, excerpt(messages_file, kPathExcerptBytes));
+  ChatRenderOptions r;
+  r.add_generation_prompt = o.add_generation_prompt;
+  r.bos_token = o.bos ? o.bos : mc.bos;
+  r.eos_token = o.eos ? o.eos : mc.eos;
+  r.date = o.date;
+  try {
+    return render_chat_template(mc.template_text, messages, r);
+  } catch (const Error& e) {
+    throw Error("the chat template of " + mc.where + ": " + e.what());
+  }
 }
 
 }  // namespace attnviz

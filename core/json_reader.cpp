@@ -86,7 +86,11 @@ JsonDepthProbe probe_json_depth(std::string_view text, int max_depth) {
   return {};
 }
 
-nlohmann::json parse_json(std::string_view text, const std::string& where, const std::string& hint) {
+namespace {
+
+// parse_json's checks and parse, for either kind of object (sorted or in the text's order).
+template <class Json>
+Json parse_checked(std::string_view text, const std::string& where, const std::string& hint) {
   if (static_cast<int64_t>(text.size()) > kMaxJsonBytes)
     throw Error(where + ": " + format_bytes(static_cast<double>(text.size())) + " of JSON, more than the " +
                 format_bytes(static_cast<double>(kMaxJsonBytes)) + " attnviz reads" + hint);
@@ -104,16 +108,32 @@ nlohmann::json parse_json(std::string_view text, const std::string& where, const
                 "Re-download or rewrite it.");
   }
   try {
-    return nlohmann::json::parse(text.data(), text.data() + text.size());
+    return Json::parse(text.data(), text.data() + text.size());
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": not valid JSON: " + excerpt(e.what(), 200) + hint);
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_json(std::string_view text, const std::string& where, const std::string& hint) {
+  return parse_checked<nlohmann::json>(text, where, hint);
+}
+
+nlohmann::ordered_json parse_json_ordered(std::string_view text, const std::string& where, const std::string& hint) {
+  return parse_checked<nlohmann::ordered_json>(text, where, hint);
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& hint,
                               int64_t max_bytes) {
   const std::string text = read_regular_file(path, max_bytes, what, /*allow_nul=*/false);
   return parse_json(text, excerpt(path, kPathExcerptBytes), hint);
+}
+
+nlohmann::ordered_json read_json_file_ordered(const std::string& path, const std::string& what, const std::string& hint,
+                                              int64_t max_bytes) {
+  const std::string text = read_regular_file(path, max_bytes, what, /*allow_nul=*/false);
+  return parse_json_ordered(text, excerpt(path, kPathExcerptBytes), hint);
 }
 
 }  // namespace attnviz

@@ -43,4 +43,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& where, const
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& hint = "",
                               int64_t max_bytes = kMaxJsonBytes);
 
+// The same, keeping objects' keys in the text's order (chat messages and tools: a chat
+// template's tojson prints them in that order, as Python does).
+nlohmann::ordered_json parse_json_ordered(std::string_view text, const std::string& where, const std::string& hint = "");
+nlohmann::ordered_json read_json_file_ordered(const std::string& path, const std::string& what,
+                                              const std::string& hint = "", int64_t max_bytes = kMaxJsonBytes);
+
 }  // namespace attnviz

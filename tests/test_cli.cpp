@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -29,7 +30,7 @@ class Cli : public ::testing::Test {
 std::string* Cli::model_ = nullptr;
 
 TEST_F(Cli, EverySubcommandHasHelp) {
-  for (const char* sub : {"dump", "bench", "info", "random", "export", "train", "eval", "heads"}) {
+  for (const char* sub : {"dump", "bench", "info", "random", "export", "train", "eval", "heads", "chat"}) {
     const auto r = cli({sub, "--help"});
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -249,6 +250,40 @@ namespace {
 // bench and eval on hybrid models (Qwen3.5's linear layers, LFM2's convolutions): bench times
 // a head of its softmax layers only (it read every layer's softmax, and a linear layer has
 // none), eval runs; dump writes each layer kind's own tensors.
+// --chat FILE.json runs the text the model's chat template renders (chat_template.jinja in
+// the model directory), tokenized without added special tokens, as apply_chat_template's
+// encode does: the same ids as `tokenize --no-special` on what `chat` prints.
+TEST_F(Cli, ChatRunsTheTextTheTemplateRenders) {
+  const std::string dir = test::make_model_dir(test::small_config("llama", 2, 32, 4, 2, 96, 64), 3, "cli-chat");
+  const std::string msgs = test::temp_dir("cli-chat") + "/m.json";
+  {
+    std::ofstream(dir + "/chat_template.jinja")
+        << "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    std::ofstream(msgs) << R"([{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}])";
+  }
+  const auto shown = cli({"chat", "--model", dir, "--messages", msgs});
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  EXPECT_EQ(shown.out, "<user>Hi there\n<assistant>Hello!\n<assistant>");
+  EXPECT_EQ(cli({"chat", "--model", dir, "--messages", msgs, "--no-generation-prompt"}).out,
+            "<user>Hi there\n<assistant>Hello!\n");
+  const auto ids = cli({"tokenize", "--model", dir, "--text", shown.out, "--no-special", "--json"});
+  ASSERT_EQ(ids.code, 0) << ids.err;
+  const std::string out = test::temp_dir("cli-chat") + "/d.safetensors";
+  const auto r = cli({"dump", "--model", dir, "--chat", msgs, "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto f = SafetensorsFile::open(out);
+  EXPECT_EQ(f.read_i32(*f.find("tokens")), nlohmann::json::parse(ids.out)["ids"].get<std::vector<int32_t>>());
+  // Bad input: no template, text and chat together, a file that is not a list of messages.
+  const auto none = cli({"dump", "--model", *model_, "--chat", msgs, "--out", out});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("has no chat template"), std::string::npos) << none.err;
+  EXPECT_EQ(cli({"dump", "--model", dir, "--chat", msgs, "--text", "x", "--out", out}).code, 2);
+  std::ofstream(msgs) << R"({"role": "user"})";
+  const auto bad = cli({"dump", "--model", dir, "--chat", msgs, "--out", out});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("not a list of messages"), std::string::npos) << bad.err;
+}
+
 TEST(CliHybrid, BenchEvalAndDumpRunOnEveryLayerKind) {
   const std::string dir = test::temp_dir("cli-hybrid");
   for (const char* preset : {"qwen3.5-0.8b", "lfm2-350m"}) {

@@ -32,8 +32,9 @@ namespace attnviz {
 // Largest template accepted: 1 MiB (the largest real ones are under 20 kB).
 constexpr int64_t kMaxTemplateBytes = int64_t{1} << 20;
 // Most steps (statements, expression nodes, loop iterations) one render may take. Real
-// templates take a few thousand; a template that loops forever stops here.
-constexpr int64_t kMaxTemplateSteps = 10'000'000;
+// templates take a few thousand (a hundred or so per message); a template that loops
+// forever stops here, after about a second (2 s under the sanitizers).
+constexpr int64_t kMaxTemplateSteps = 2'000'000;
 // Deepest nesting: of blocks and expressions when parsing, of macro calls when rendering,
 // and of lists and dicts a template builds.
 constexpr int kMaxTemplateDepth = 256;

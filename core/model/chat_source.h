@@ -1,0 +1,28 @@
+// Where a model keeps its chat template, and the BOS/EOS strings transformers hands it:
+// a GGUF file's `tokenizer.chat_template` (BOS/EOS from tokenizer.ggml.bos_token_id /
+// eos_token_id), or a model directory's `chat_template.jinja`, else `tokenizer_config.json`'s
+// `chat_template` (a string, or a list of {"name", "template"}: "default", else the first),
+// with its `bos_token` / `eos_token` (a string or {"content": ...}).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace attnviz {
+
+struct ModelChat {
+  std::string template_text;  // empty when the model ships none
+  std::string where;          // where it was read, for messages ("" when none)
+  std::optional<std::string> bos, eos;  // absent when the model defines no such token
+};
+
+// `path` as resolve_model_dir gives it (a directory or a GGUF file). Throws a data Error
+// when a file that is there cannot be read (not JSON, a template that is not a string).
+ModelChat read_model_chat(const std::string& path);
+
+// Checks that `messages` is what a chat template takes: a JSON list of objects, each with
+// a string "role" and a "content" that is a string, a list of parts or null (tool calls).
+// Throws a data Error naming `where` and the first message that is not.
+void check_chat_messages(const nlohmann::ordered_json& messages, const std::string& where);
+
+}  // namespace attnviz
