@@ -117,7 +117,8 @@ std::string render_chat_file(const std::string& model_path, const std::string& m
   if (mc.template_text.empty())
     throw Error("model '" + excerpt(model_path, kPathExcerptBytes) +
                 "' has no chat template (no tokenizer.chat_template, chat_template.jinja or tokenizer_config.json's "
-                "chat_template)\n  HINT: give one with --template FILE.jinja, or run the text with --text.");
+                "chat_template)\n  HINT: `attnviz-cli chat --template FILE.jinja --messages FILE.json` renders with a template "
+                "of your choice; pass its text with --text.");
   const nlohmann::ordered_json messages = read_json_file_ordered(messages_file, "chat messages");
   check_chat_messages(messages, excerpt(messages_file, kPathExcerptBytes));
   ChatRenderOptions r;
