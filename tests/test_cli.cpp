@@ -141,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"empty_text", {"dump", "--model", "{M}", "--text", "", "--out", "{O}"}, 1, "no tokens"},
         Bad{"unknown_character", {"dump", "--model", "{M}", "--text", "tea 茶", "--out", "{O}"}, 1, "'茶' (U+8336) at position 4"},
         Bad{"token_not_integer", {"dump", "--model", "{M}", "--tokens", "1,x", "--out", "{O}"}, 2, "'x' is not an integer"},
-        Bad{"no_input", {"dump", "--model", "{M}", "--out", "{O}"}, 2, "--text S or --tokens"},
+        Bad{"no_input", {"dump", "--model", "{M}", "--out", "{O}"}, 2, "--text S, --tokens 1,2,3 or --chat"},
         Bad{"block_size_too_big", {"dump", "--model", "{M}", "--tokens", "1", "--block-size", "17", "--out", "{O}"}, 2, "takes 1 … 16"},
         Bad{"unknown_backend", {"dump", "--model", "{M}", "--tokens", "1", "--backend", "tpu", "--out", "{O}"}, 2, "backend"},
         Bad{"missing_out", {"dump", "--model", "{M}", "--tokens", "1"}, 2, "--out is required"},

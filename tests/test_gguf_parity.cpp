@@ -202,6 +202,10 @@ nlohmann::json family_json(const std::string& family) {
                       {"tie_word_embeddings", false}};
   j["model_type"] = family;
   if (family == "qwen3") j["rope_theta"] = 1000000.0;
+  if (family == "qwen3_vl_text") {  // Qwen3-VL's text model: multi-axis RoPE sections (plain RoPE for text)
+    j["rope_theta"] = 5000000.0;
+    j["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {12, 10, 10}}, {"mrope_interleaved", true}};
+  }
   if (family == "gemma2") {
     j["sliding_window"] = 4, j["attn_logit_softcapping"] = 20.0, j["final_logit_softcapping"] = 15.0;
     j["query_pre_attn_scalar"] = 100, j["tie_word_embeddings"] = true;
@@ -275,7 +279,7 @@ std::string family_name(const ::testing::TestParamInfo<GgufFamily::ParamType>& i
 INSTANTIATE_TEST_SUITE_P(
     Families, GgufFamily,
     ::testing::Combine(::testing::Values("qwen3", "gemma2", "gemma3_text", "gemma3_5to1", "phi3", "smollm3",
-                                         "smollm3_nope", "olmo2", "granite", "mistral", "qwen2"),
+                                         "smollm3_nope", "olmo2", "granite", "mistral", "qwen2", "qwen3_vl_text"),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K)),
     family_name);
 

@@ -303,7 +303,8 @@ bool is_decoder_family(const std::string& t) {
 std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"qwen3_5_text\", \"lfm2\", \"gemma3\" and \"qwen3_5\" (with a text_config)";
+  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"gemma3\", \"qwen3_5\" and \"qwen3_vl\" (with a "
+             "text_config)";
 }
 
 }  // namespace
@@ -335,6 +336,26 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
   return f;
 }
 
+// Qwen3-VL: its text model (text_config, model_type qwen3_vl_text) is Qwen3 with
+// multi-axis RoPE. The sections (mrope_section) give each frequency pair the position of
+// one axis (time, height, width); text has the same position on every axis, so every pair
+// turns by position × its frequency, which is plain RoPE. Parsed as Qwen3, kept named.
+static ModelConfig parse_qwen3_vl(const nlohmann::json& j, const std::string& where) {
+  const bool outer = j["model_type"] == "qwen3_vl";
+  if (outer && (!j.contains("text_config") || !j["text_config"].is_object()))
+    throw Error(where + ": model_type \"qwen3_vl\" without a \"text_config\" object\n  HINT: attnviz reads the text "
+                "model of Qwen3-VL.");
+  nlohmann::json text = outer ? j["text_config"] : j;
+  if (outer && !text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+    text["tie_word_embeddings"] = j["tie_word_embeddings"];
+  text["model_type"] = "qwen3";
+  ModelConfig c = parse_config(text, outer ? where + ": text_config" : where);
+  c.model_type = "qwen3_vl_text";
+  c.notes.push_back("qwen3_vl: multi-axis RoPE, which for text (every axis at the same position) is plain RoPE" +
+                    std::string(outer ? "; the vision tower is not used" : ""));
+  return c;
+}
+
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
@@ -362,6 +383,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     t.notes.push_back("qwen3_5: the text model of a multimodal checkpoint; its vision tower is not used");
     return t;
   }
+  if (c.model_type == "qwen3_vl" || c.model_type == "qwen3_vl_text") return parse_qwen3_vl(j, where);
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -625,7 +647,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["activation_function"] = "gelu_new";
     return j;
   }
-  const std::string& t = c.model_type;
+  // The keys of the family a type is parsed as (qwen3_vl_text: Qwen3's).
+  const std::string t = c.model_type == "qwen3_vl_text" ? "qwen3" : c.model_type;
   const bool gemma = t == "gemma2" || t == "gemma3_text";
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;

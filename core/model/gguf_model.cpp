@@ -260,13 +260,15 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
 // The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
 // llama.cpp's converter writes Mistral as "llama").
 constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",
-                                      "smollm3", "olmo2", "granite", "gpt2", "qwen35", "lfm2"};
+                                      "smollm3", "olmo2", "granite", "gpt2", "qwen35", "lfm2", "qwen3vl"};
 
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
   const std::string a = arch + ".";
   ModelConfig c;
-  c.model_type = arch == "gemma3" ? "gemma3_text" : arch;
+  // qwen3vl: Qwen3-VL's text model, Qwen3 with multi-axis RoPE (plain RoPE for text: see
+  // config.cpp's parse_qwen3_vl); its rope.dimension_sections are not needed.
+  c.model_type = arch == "gemma3" ? "gemma3_text" : arch == "qwen3vl" ? "qwen3_vl_text" : arch;
   c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
   c.n_layer = checked_layers(gguf_positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
   c.n_embd = gguf_positive(f, a + "embedding_length");
@@ -333,7 +335,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   if (f.find("blk.0.ffn_up.bias")) throw Error(where + "MLP biases ('blk.0.ffn_up.bias') are not supported yet");
 
   // Family traits, as llama.cpp's graph for each architecture applies them.
-  if (arch == "qwen3" || arch == "gemma3") c.qk_norm = QkNorm::PerHead;
+  if (arch == "qwen3" || arch == "qwen3vl" || arch == "gemma3") c.qk_norm = QkNorm::PerHead;
   if (arch == "olmo2") c.qk_norm = QkNorm::Whole, c.norm_place = NormPlace::Post;
   if (gemma) {
     c.norm_place = NormPlace::Sandwich;

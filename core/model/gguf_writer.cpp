@@ -431,6 +431,7 @@ std::string gguf_arch_of(const ModelConfig& c) {
   if (c.model_type == "gemma3_text") return "gemma3";
   if (c.model_type == "mistral") return "llama";
   if (c.model_type == "qwen3_5_text") return "qwen35";
+  if (c.model_type == "qwen3_vl_text") return "qwen3vl";
   return c.model_type;
 }
 

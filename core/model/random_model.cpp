@@ -94,6 +94,13 @@ constexpr ConfigPreset kConfigPresets[] = {
       "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true,
       "attention_bias": false, "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28,
       "hidden_act": "silu"})"},
+    // Qwen3-VL-2B's text model (its text_config: the Qwen3-1.7B shape, RoPE θ 5e6 over
+    // multi-axis sections, which text reduces to plain RoPE).
+    {"qwen3-vl-2b", R"({"model_type": "qwen3_vl_text", "vocab_size": 151936, "hidden_size": 2048,
+      "intermediate_size": 6144, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+      "head_dim": 128, "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "rope_theta": 5000000,
+      "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true},
+      "tie_word_embeddings": true, "attention_bias": false, "hidden_act": "silu"})"},
     {"gemma3-270m", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
       "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
       "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,

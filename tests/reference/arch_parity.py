@@ -98,12 +98,40 @@ NEG_INF = float("-inf")
 # ---------------------------------------------------------------------------------------------
 
 def text_config(cfg: dict) -> dict:
-    """gemma3's text_config (model_type gemma3_text), else the config itself."""
-    if cfg.get("model_type") == "gemma3":
+    """gemma3's and qwen3_vl's text_config (model_type gemma3_text, qwen3_vl_text), else the
+    config itself."""
+    if cfg.get("model_type") in ("gemma3", "qwen3_vl"):
         tc = dict(cfg["text_config"])
-        tc.setdefault("model_type", "gemma3_text")
+        tc.setdefault("model_type", cfg["model_type"] + "_text")
+        tc.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
         return tc
     return cfg
+
+
+def qwen3_vl_config(**extra):
+    """Qwen3-VL: a vision tower beside a Qwen3 text model whose RoPE is multi-axis
+    (rope_scaling.mrope_section, interleaved), as Qwen3-VL-2B's config.json lays it out."""
+    tc = qwen3_config(2, rope_theta=5000000.0,
+                      rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True})
+    tc.update(model_type="qwen3_vl_text", tie_word_embeddings=True)
+    del tc["architectures"]
+    cfg = {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl", "text_config": tc,
+           "vision_config": {"model_type": "qwen3_vl", "depth": 1}, "tie_word_embeddings": True}
+    cfg.update(extra)
+    return cfg
+
+
+def interleaved_mrope_angles(inv_freq, sections, positions):
+    """Qwen3-VL's rotary angles as its modeling code builds them: one angle table per axis
+    (time, height, width), positions (3, T); then apply_interleaved_mrope takes pair i from
+    axis 1 where i % 3 == 1 and i < 3·sections[1], from axis 2 where i % 3 == 2 and
+    i < 3·sections[2], else from axis 0. -> (T, rot/2)."""
+    freqs = [torch.outer(positions[a].to(torch.float64), inv_freq) for a in range(3)]
+    out = freqs[0].clone()
+    for dim, offset in ((1, 1), (2, 2)):
+        idx = list(range(offset, sections[dim] * 3, 3))
+        out[:, idx] = freqs[dim][:, idx]
+    return out
 
 
 def base_config(model_type, arch, vocab, hidden, inter, layers, heads, kv, max_pos, **extra):
@@ -252,6 +280,9 @@ def _mistral_window_cases(T=12):
 
 CASES = [
     Case("qwen3_qknorm", qwen3_config(), 14, 11, [None, None], [True, True]),
+    # Qwen3-VL's text model in its multimodal checkpoint (model.language_model.*, a vision
+    # tower beside it), multi-axis RoPE sections in rope_scaling.
+    Case("qwen3_vl_text", qwen3_vl_config(), 12, 41, [None, None], [True, True], layout="new"),
     Case("qwen3_window_v5",
          {k: v for k, v in qwen3_config(3, use_sliding_window=True, sliding_window=5,
                                         max_window_layers=1,
@@ -372,6 +403,16 @@ def _rope_inv_freq(theta, rot, kind, params, tc, T):
 def make_plan(cfg: dict, T: int) -> Plan:
     tc = text_config(cfg)
     arch = tc["model_type"]
+    if arch == "qwen3_vl_text":
+        # Text puts every token at the same position on the three axes. Then the interleaved
+        # multi-axis angles are position × the plain inverse frequencies: checked here on
+        # this case's own table, after which the layers are Qwen3's.
+        d0 = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
+        inv = 1.0 / (float(tc["rope_theta"]) ** (torch.arange(0, d0, 2, dtype=torch.float64) / d0))
+        pos = torch.arange(T).repeat(3, 1)
+        multi = interleaved_mrope_angles(inv, tc["rope_scaling"]["mrope_section"], pos)
+        assert torch.equal(multi, torch.outer(torch.arange(T, dtype=torch.float64), inv)), "mrope for text != plain RoPE"
+        arch = "qwen3"
     C, H = tc["hidden_size"], tc["num_attention_heads"]
     KV = tc.get("num_key_value_heads") or H
     d = tc.get("head_dim") or C // H
@@ -534,9 +575,9 @@ def write_model_dir(case: Case, model_dir: str, weights: Dict[str, np.ndarray]):
 
 
 def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
-    """-> (config, canonical weights); gemma3's vision tensors dropped."""
+    """-> (config, canonical weights); gemma3's and qwen3_vl's vision tensors dropped."""
     cfg, tensors = P.read_config_model_dir(model_dir)
-    if cfg.get("model_type") != "gemma3":
+    if cfg.get("model_type") not in ("gemma3", "qwen3_vl"):
         return cfg, tensors
     out = {}
     for k, v in tensors.items():
