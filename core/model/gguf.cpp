@@ -175,7 +175,10 @@ bool GgufValue::is_int() const {
 }
 bool GgufValue::is_float() const { return type == GgufValueType::F32 || type == GgufValueType::F64; }
 
-GgufFile GgufFile::open(const std::string& path) {
+GgufFile GgufFile::open(const std::string& path) { return open(path, true); }
+GgufFile GgufFile::open_metadata(const std::string& path) { return open(path, false); }
+
+GgufFile GgufFile::open(const std::string& path, bool with_tensors) {
   // Non-blocking: a FIFO named x.gguf is refused below instead of waited on.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
@@ -224,6 +227,7 @@ GgufFile GgufFile::open(const std::string& path) {
       throw c.fail("metadata 'general.alignment' = " + std::to_string(a->i) + " is not a power of two");
     f.alignment_ = static_cast<uint64_t>(a->i);
   }
+  if (!with_tensors) return f;
 
   // --- tensor infos
   f.tensors_.reserve(n_tensors);
