@@ -29,6 +29,7 @@ Action add_export_command(CLI::App& app, Io& io);
 Action add_tokenize_command(CLI::App& app, Io& io);
 Action add_lens_command(CLI::App& app, Io& io);
 Action add_patch_command(CLI::App& app, Io& io);
+Action add_models_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a
 // model on some input shares.
