@@ -419,9 +419,10 @@ void describe_model_dir(StoredModel& e) {
     }
     parse_config(j, cfg);
     std::string why;
-    if (kind_of(e.path + "/model.safetensors", &why) != Kind::File &&
-        kind_of(e.path + "/model.safetensors.index.json") != Kind::File)
-      e.reason = "no model.safetensors or model.safetensors.index.json" + (why.empty() ? "" : " (" + why + ")");
+    const Kind w = kind_of(e.path + "/model.safetensors", &why);
+    if (w != Kind::File && kind_of(e.path + "/model.safetensors.index.json") != Kind::File)
+      e.reason = "no model.safetensors or model.safetensors.index.json" +
+                 (w == Kind::Loop || w == Kind::Unreadable ? " (model.safetensors: " + why + ")" : "");
     else
       e.opens = true;
   } catch (const Error& err) {
