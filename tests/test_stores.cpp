@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 #include "core/model/paths.h"
@@ -327,6 +328,31 @@ TEST(StoreNames, FileTypesAsLlamaCppNamesThem) {
   EXPECT_TRUE(is_store_name("hf:a/b"));
   EXPECT_FALSE(is_store_name("builtin:x"));
   EXPECT_FALSE(is_store_name("/models/ollama:x"));
+}
+
+// What `models` reads of a GGUF file: scalars kept, arrays stepped over but checked, no
+// tensor infos (a tensor of a type attnviz cannot read does not stop the listing).
+TEST(StoreNames, GgufMetadataStepsOverArraysAndTensors) {
+  const std::string dir = test::temp_dir("stores-meta");
+  GgufWriter g;
+  g.set_string("general.architecture", "llama");
+  g.set_strings("tokenizer.ggml.tokens", {"a", "bb", "ccc"});
+  g.set_f32s("tokenizer.ggml.scores", {1.f, 2.f, 3.f});
+  g.set_string("general.name", "after the arrays");
+  g.add_f32("t", {2}, {1.f, 2.f});
+  g.type_override["t"] = 99;  // no such ggml type: open() refuses it, open_metadata() never reads it
+  g.write(dir + "/m.gguf");
+  const GgufFile f = GgufFile::open_metadata(dir + "/m.gguf");
+  EXPECT_EQ(f.get_string("general.name"), "after the arrays");
+  EXPECT_EQ(f.find_key("tokenizer.ggml.tokens")->array_type, GgufValueType::STRING);
+  EXPECT_EQ(f.find_key("tokenizer.ggml.tokens")->array_size(), 0u);
+  EXPECT_TRUE(f.tensors().empty());
+  EXPECT_THROW(GgufFile::open(dir + "/m.gguf"), Error);
+  // A string array cut short is still refused.
+  const std::string bytes = g.header();
+  const size_t cut = bytes.find("ccc");
+  test::write_bytes(dir + "/cut.gguf", bytes.substr(0, cut + 1));
+  EXPECT_THROW(GgufFile::open_metadata(dir + "/cut.gguf"), Error);
 }
 
 }  // namespace

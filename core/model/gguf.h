@@ -70,10 +70,11 @@ class GgufFile {
   // shapes without overflow, rows made of whole blocks, data inside the file, aligned and
   // not overlapping). Throws attnviz::Error naming the file and the problem.
   static GgufFile open(const std::string& path);
-  // The header and metadata only: the tensor infos are not read (tensors() is empty), so a
-  // file whose tensors are damaged or of a type attnviz does not read still gives its
-  // architecture and file type. The file is mapped, not read: only the header's pages are
-  // touched (what `attnviz-cli models` reads of every model on the disk).
+  // The header and the scalar metadata only: arrays are stepped over (checked, their
+  // elements not kept: a 150k-token vocabulary costs no allocation) and the tensor infos are
+  // not read (tensors() is empty), so a file whose tensors are damaged or of a type attnviz
+  // does not read still gives its architecture and file type. The file is mapped, not read:
+  // only the header's pages are touched (what `attnviz-cli models` reads of every model).
   static GgufFile open_metadata(const std::string& path);
 
   const std::string& path() const { return path_; }
