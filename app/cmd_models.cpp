@@ -31,7 +31,8 @@ void print_table(const std::vector<StoredModel>& models, std::ostream& out) {
   }
   auto line = [&](const std::vector<std::string>& r) {
     std::string s;
-    for (size_t c = 0; c < r.size(); ++c) s += c + 1 == r.size() ? r[c] : r[c] + std::string(width[c] - r[c].size() + 2, ' ');
+    for (size_t c = 0; c < r.size(); ++c)
+      s += c + 1 == r.size() ? r[c] : r[c] + std::string(width[c] - r[c].size() + 2, ' ');
     out << s << "\n";
   };
   line(head);
@@ -53,8 +54,14 @@ Action add_models_command(CLI::App& app, Io& io) {
     if (!*json) return print_table(models, io.out);
     nlohmann::json list = nlohmann::json::array();
     for (const auto& m : models)
-      list.push_back({{"source", m.source}, {"name", m.name}, {"path", m.path}, {"architecture", m.architecture},
-                      {"file_type", m.file_type}, {"bytes", m.bytes}, {"opens", m.opens}, {"reason", m.reason}});
+      list.push_back({{"source", m.source},
+                      {"name", m.name},
+                      {"path", m.path},
+                      {"architecture", m.architecture},
+                      {"file_type", m.file_type},
+                      {"bytes", m.bytes},
+                      {"opens", m.opens},
+                      {"reason", m.reason}});
     // Names and paths come from the disk: invalid UTF-8 is replaced, not a throw from dump().
     io.out << nlohmann::json{{"models", list}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   };

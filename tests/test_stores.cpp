@@ -35,8 +35,8 @@ const std::string kCommitOld = "2222222222222222222222222222222222222222";
 // The store variables set to a test's own folders for its lifetime, and restored after.
 class StoreEnv {
  public:
-  static constexpr const char* kVars[] = {"HOME", "OLLAMA_MODELS", "HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
-                                          "LLAMA_CACHE"};
+  static constexpr const char* kVars[] = {"HOME",    "OLLAMA_MODELS",  "HF_HUB_CACHE",
+                                          "HF_HOME", "XDG_CACHE_HOME", "LLAMA_CACHE"};
   explicit StoreEnv(const std::string& home) {
     for (const char* v : kVars) {
       if (const char* old = std::getenv(v)) saved_[v] = old;
@@ -46,8 +46,10 @@ class StoreEnv {
   }
   ~StoreEnv() {
     for (const char* v : kVars) {
-      if (saved_.count(v)) setenv(v, saved_[v].c_str(), 1);
-      else unsetenv(v);
+      if (saved_.count(v))
+        setenv(v, saved_[v].c_str(), 1);
+      else
+        unsetenv(v);
     }
   }
 

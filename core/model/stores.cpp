@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <utility>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/error.h"
 #include "core/json_reader.h"
@@ -42,7 +42,8 @@ std::string home() { return env("HOME"); }
 enum class Kind { Missing, File, Dir, Other, Loop, Unreadable };
 Kind kind_of(const std::string& path, std::string* why = nullptr) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) return S_ISREG(st.st_mode) ? Kind::File : S_ISDIR(st.st_mode) ? Kind::Dir : Kind::Other;
+  if (::stat(path.c_str(), &st) == 0)
+    return S_ISREG(st.st_mode) ? Kind::File : S_ISDIR(st.st_mode) ? Kind::Dir : Kind::Other;
   const int e = errno;
   if (why) *why = e == ELOOP ? "a symlink loop" : std::strerror(e);
   if (e == ENOENT || e == ENOTDIR) {
@@ -64,8 +65,8 @@ std::vector<std::string> list_dir(const std::string& dir, const std::string& wha
   DIR* d = ::opendir(dir.c_str());
   if (!d) {
     const int e = errno;
-    throw Error("cannot read " + what + " '" + excerpt(dir, kPathExcerptBytes) + "': " +
-                (e == ELOOP ? std::string("a symlink loop") : std::strerror(e)));
+    throw Error("cannot read " + what + " '" + excerpt(dir, kPathExcerptBytes) +
+                "': " + (e == ELOOP ? std::string("a symlink loop") : std::strerror(e)));
   }
   std::vector<std::string> names;
   while (const dirent* ent = ::readdir(d)) {
@@ -137,9 +138,7 @@ StoredModel entry(const std::string& source, const std::string& name, const std:
 
 // --- store roots (stores.h)
 
-std::vector<std::string> ollama_defaults() {
-  return {home() + "/.ollama/models", "/usr/share/ollama/.ollama/models"};
-}
+std::vector<std::string> ollama_defaults() { return {home() + "/.ollama/models", "/usr/share/ollama/.ollama/models"}; }
 // $OLLAMA_MODELS, else the first default that exists ("" when none does).
 std::string ollama_root() {
   if (const std::string e = env("OLLAMA_MODELS"); !e.empty()) return e;
@@ -248,17 +247,21 @@ std::string ollama_blob(const std::string& root, const std::string& manifest) {
     throw Error(where + "no \"layers\" list" + hint);
   for (const auto& layer : j["layers"]) {
     if (!layer.is_object() || !layer.contains("mediaType") || layer["mediaType"] != kOllamaModelType) continue;
-    const std::string digest = layer.contains("digest") && layer["digest"].is_string() ? layer["digest"].get<std::string>() : "";
+    const std::string digest =
+        layer.contains("digest") && layer["digest"].is_string() ? layer["digest"].get<std::string>() : "";
     const std::string hex = digest.rfind("sha256:", 0) == 0 ? digest.substr(7) : "";
-    const bool ok = hex.size() == 64 && std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-    if (!ok) throw Error(where + "the model layer's digest " + excerpt(digest) + " is not sha256:<64 hex digits>" + hint);
+    const bool ok = hex.size() == 64 && std::all_of(hex.begin(), hex.end(), [](char c) {
+                      return std::isxdigit(static_cast<unsigned char>(c));
+                    });
+    if (!ok)
+      throw Error(where + "the model layer's digest " + excerpt(digest) + " is not sha256:<64 hex digits>" + hint);
     const std::string blob = root + "/blobs/sha256-" + hex;
     std::string why;
     const Kind k = kind_of(blob, &why);
-    if (k == Kind::Missing)
-      throw Error(where + "its model blob '" + blob + "' is missing" + hint);
+    if (k == Kind::Missing) throw Error(where + "its model blob '" + blob + "' is missing" + hint);
     if (k != Kind::File)
-      throw Error(where + "its model blob '" + blob + "' is not a regular file" + (why.empty() ? "" : " (" + why + ")") + hint);
+      throw Error(where + "its model blob '" + blob + "' is not a regular file" +
+                  (why.empty() ? "" : " (" + why + ")") + hint);
     return blob;
   }
   throw Error(where + "no layer of mediaType " + kOllamaModelType + " (the model's weights)" + hint);
@@ -269,7 +272,8 @@ void list_ollama(std::vector<StoredModel>& out) {
   if (root.empty()) return;
   std::string why;
   if (kind_of(root, &why) != Kind::Dir) {
-    out.push_back(store_problem("ollama", root, "the store is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
+    out.push_back(
+        store_problem("ollama", root, "the store is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
     return;
   }
   const std::string manifests = root + "/manifests";
@@ -287,7 +291,9 @@ void list_ollama(std::vector<StoredModel>& out) {
         }
         out.push_back(std::move(e));
       },
-      [&](const std::string& path, const std::string& reason) { out.push_back(store_problem("ollama", path, reason)); });
+      [&](const std::string& path, const std::string& reason) {
+        out.push_back(store_problem("ollama", path, reason));
+      });
 }
 
 // "ollama:NAME[:TAG]" → the model blob.
@@ -330,19 +336,24 @@ std::string resolve_ollama(const std::string& spec) {
   const Kind k = kind_of(manifest, &why);
   if (k == Kind::Missing) {
     if (kind_of(model_dir) == Kind::Dir)
-      throw Error("Ollama has no tag '" + tag + "' of " + shown.substr(0, shown.size() - tag.size() - 1) + " (no manifest '" +
-                  manifest + "'); its tags: " + name_list(list_dir(model_dir, "the Ollama store")) + kListHint);
+      throw Error("Ollama has no tag '" + tag + "' of " + shown.substr(0, shown.size() - tag.size() - 1) +
+                  " (no manifest '" + manifest + "'); its tags: " + name_list(list_dir(model_dir, "the Ollama store")) +
+                  kListHint);
+    std::vector<StoredModel> found;
+    list_ollama(found);
     std::vector<std::string> have;
-    for (const auto& e : list_stored_models())
-      if (e.source == "ollama" && e.name != "(store)") have.push_back(e.name);
+    for (const auto& e : found)
+      if (e.name != "(store)") have.push_back(e.name);
     throw Error("no Ollama model '" + excerpt(shown) + "' in '" + root + "' (no manifest '" + manifest +
                 "'); the store holds: " + name_list(have) + kListHint);
   }
   if (k != Kind::File)
-    throw Error("Ollama manifest '" + manifest + "' is not a readable file" + (why.empty() ? "" : " (" + why + ")") + kListHint);
+    throw Error("Ollama manifest '" + manifest + "' is not a readable file" + (why.empty() ? "" : " (" + why + ")") +
+                kListHint);
   const std::string blob = ollama_blob(root, manifest);
   if (!looks_like_gguf(blob))
-    throw Error("the model blob of ollama:" + excerpt(shown) + " ('" + blob + "') is not a GGUF file (it does not start with \"GGUF\")" +
+    throw Error("the model blob of ollama:" + excerpt(shown) + " ('" + blob +
+                "') is not a GGUF file (it does not start with \"GGUF\")" +
                 "\n  HINT: pull the model again with ollama (the blob is damaged).");
   return blob;
 }
@@ -383,8 +394,9 @@ std::string hf_revision_dir(const std::string& repo, const std::string& name, co
   std::vector<std::string> refs, snaps;
   if (kind_of(repo + "/refs") == Kind::Dir) refs = list_dir(repo + "/refs", "the Hugging Face cache");
   if (kind_of(repo + "/snapshots") == Kind::Dir) snaps = list_dir(repo + "/snapshots", "the Hugging Face cache");
-  throw Error("Hugging Face model " + excerpt(name) + " has no revision '" + excerpt(rev) + "' in '" + repo +
-              "' (" + (k == Kind::File ? "refs/" + rev + " names commit " + commit + ", which has no snapshot" : "no refs/" + rev + " and no snapshots/" + rev) +
+  throw Error("Hugging Face model " + excerpt(name) + " has no revision '" + excerpt(rev) + "' in '" + repo + "' (" +
+              (k == Kind::File ? "refs/" + rev + " names commit " + commit + ", which has no snapshot"
+                               : "no refs/" + rev + " and no snapshots/" + rev) +
               "); refs: " + name_list(refs) + "; snapshots: " + name_list(snaps) + kListHint);
 }
 
@@ -461,7 +473,8 @@ void list_hf(std::vector<StoredModel>& out) {
   const Kind k = kind_of(root, &why);
   if (k == Kind::Missing) return;
   if (k != Kind::Dir) {
-    out.push_back(store_problem("hf", root, "the cache is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
+    out.push_back(
+        store_problem("hf", root, "the cache is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
     return;
   }
   try {
@@ -489,7 +502,8 @@ std::string resolve_hf(const std::string& spec) {
     name = name.substr(0, at);
   }
   const size_t slash = name.find('/');
-  bool ok = safe_component(name.substr(0, slash)) && (slash == std::string::npos || safe_component(name.substr(slash + 1)));
+  bool ok =
+      safe_component(name.substr(0, slash)) && (slash == std::string::npos || safe_component(name.substr(slash + 1)));
   // A ref may hold '/' (refs/pr/1): each of its parts must be a safe component.
   for (size_t start = 0; ok;) {
     const size_t s = rev.find('/', start);
@@ -511,9 +525,8 @@ std::string resolve_hf(const std::string& spec) {
       for (const auto& f : list_dir(root, "the Hugging Face cache"))
         if (const std::string n = hf_repo_name(f); !n.empty()) have.push_back(n);
     throw Error("no Hugging Face model " + excerpt(name) + " in the cache '" + root + "' (no folder " + folder +
-                "); the cache holds: " + name_list(have) +
-                "\n  HINT: download it with `huggingface-cli download " + excerpt(name) +
-                "` (HF_HUB_CACHE or HF_HOME choose the cache), or see attnviz-cli models.");
+                "); the cache holds: " + name_list(have) + "\n  HINT: download it with `huggingface-cli download " +
+                excerpt(name) + "` (HF_HUB_CACHE or HF_HOME choose the cache), or see attnviz-cli models.");
   }
   const std::string snap = hf_revision_dir(repo, name, rev);
   std::string why;
@@ -523,7 +536,8 @@ std::string resolve_hf(const std::string& spec) {
   const auto ggufs = gguf_names_in(snap);
   if (ggufs.size() == 1) return snap + "/" + ggufs[0];
   if (ggufs.empty())
-    throw Error("the snapshot '" + snap + "' of " + excerpt(name) + " holds neither config.json nor a .gguf file" + kListHint);
+    throw Error("the snapshot '" + snap + "' of " + excerpt(name) + " holds neither config.json nor a .gguf file" +
+                kListHint);
   throw Error("the snapshot '" + snap + "' of " + excerpt(name) + " holds several .gguf files (" + name_list(ggufs) +
               "), and a name chooses one model\n  HINT: pass the file's path: --model " + snap + "/" + ggufs[0]);
 }
@@ -536,7 +550,8 @@ void list_gguf_store(const std::string& source, const std::string& root, int dep
   const Kind k = kind_of(root, &why);
   if (k == Kind::Missing && !named_by_env) return;
   if (k != Kind::Dir) {
-    out.push_back(store_problem(source, root, "the store is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
+    out.push_back(
+        store_problem(source, root, "the store is not a readable folder" + (why.empty() ? "" : " (" + why + ")")));
     return;
   }
   add_gguf_files(source, root, depth, "", out);
@@ -547,12 +562,12 @@ void list_gguf_store(const std::string& source, const std::string& root, int dep
 std::string gguf_file_type_name(int64_t t) {
   // llama.cpp's llama_ftype (include/llama.h); the numbers it retired (4–6, 33–35) are left out.
   static const std::pair<int, const char*> kNames[] = {
-      {0, "F32"},      {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},     {7, "Q8_0"},    {8, "Q5_0"},
-      {9, "Q5_1"},     {10, "Q2_K"},    {11, "Q3_K_S"},  {12, "Q3_K_M"},  {13, "Q3_K_L"}, {14, "Q4_K_S"},
-      {15, "Q4_K_M"},  {16, "Q5_K_S"},  {17, "Q5_K_M"},  {18, "Q6_K"},    {19, "IQ2_XXS"}, {20, "IQ2_XS"},
-      {21, "Q2_K_S"},  {22, "IQ3_XS"},  {23, "IQ3_XXS"}, {24, "IQ1_S"},   {25, "IQ4_NL"}, {26, "IQ3_S"},
-      {27, "IQ3_M"},   {28, "IQ2_S"},   {29, "IQ2_M"},   {30, "IQ4_XS"},  {31, "IQ1_M"},  {32, "BF16"},
-      {36, "TQ1_0"},   {37, "TQ2_0"},   {38, "MXFP4_MOE"}};
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},      {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"},   {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},   {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+      {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"},  {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
+      {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},    {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
+      {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4_MOE"}};
   for (const auto& [n, name] : kNames)
     if (n == t) return name;
   return "type " + std::to_string(t);
@@ -571,10 +586,12 @@ std::vector<StoredModel> list_stored_models() {
   guarded("ollama", ollama_root(), [&] { list_ollama(out); });
   guarded("hf", hf_root(), [&] { list_hf(out); });
   const std::string h = home();
-  guarded("lmstudio", h + "/.lmstudio/models", [&] { list_gguf_store("lmstudio", h + "/.lmstudio/models", 3, false, out); });
+  guarded("lmstudio", h + "/.lmstudio/models",
+          [&] { list_gguf_store("lmstudio", h + "/.lmstudio/models", 3, false, out); });
   guarded("lmstudio", h + "/.cache/lm-studio/models",
           [&] { list_gguf_store("lmstudio", h + "/.cache/lm-studio/models", 3, false, out); });
-  guarded("llamacpp", llamacpp_root(), [&] { list_gguf_store("llamacpp", llamacpp_root(), 1, !env("LLAMA_CACHE").empty(), out); });
+  guarded("llamacpp", llamacpp_root(),
+          [&] { list_gguf_store("llamacpp", llamacpp_root(), 1, !env("LLAMA_CACHE").empty(), out); });
   std::stable_sort(out.begin(), out.end(), [](const StoredModel& a, const StoredModel& b) {
     return a.source != b.source ? a.source < b.source : a.name < b.name;
   });
@@ -586,7 +603,8 @@ bool is_store_name(const std::string& spec) { return spec.rfind("ollama:", 0) ==
 std::string resolve_store_name(const std::string& spec) {
   if (spec.rfind("ollama:", 0) == 0) return resolve_ollama(spec);
   if (spec.rfind("hf:", 0) == 0) return resolve_hf(spec);
-  throw Error("'" + excerpt(spec) + "' is not a model name (ollama:NAME[:TAG] or hf:ORG/NAME[@REVISION])", ErrorKind::Usage);
+  throw Error("'" + excerpt(spec) + "' is not a model name (ollama:NAME[:TAG] or hf:ORG/NAME[@REVISION])",
+              ErrorKind::Usage);
 }
 
 }  // namespace attnviz
