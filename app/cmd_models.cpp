@@ -21,7 +21,8 @@ void print_table(const std::vector<StoredModel>& models, std::ostream& out) {
   const std::vector<std::string> head = {"SOURCE", "NAME", "ARCH", "TYPE", "SIZE", "OPENS"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : models)
-    rows.push_back({m.source, m.name, m.architecture.empty() ? "-" : m.architecture,
+    // An unreadable store is shown by where it is.
+    rows.push_back({m.source, m.name == "(store)" ? m.path : m.name, m.architecture.empty() ? "-" : m.architecture,
                     m.file_type.empty() ? "-" : m.file_type, m.bytes ? format_bytes(static_cast<double>(m.bytes)) : "-",
                     m.opens ? "yes" : "no: " + m.reason});
   std::vector<size_t> width(head.size());
@@ -37,7 +38,8 @@ void print_table(const std::vector<StoredModel>& models, std::ostream& out) {
   };
   line(head);
   for (const auto& r : rows) line(r);
-  out << models.size() << " model" << (models.size() == 1 ? "" : "s")
+  const auto n = std::count_if(models.begin(), models.end(), [](const StoredModel& m) { return m.name != "(store)"; });
+  out << n << " model" << (n == 1 ? "" : "s")
       << "; open one with --model ollama:NAME[:TAG], hf:ORG/NAME[@REVISION] or its path\n";
 }
 
