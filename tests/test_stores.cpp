@@ -141,6 +141,12 @@ class Stores : public ::testing::Test {
     write(now + "/config.json", test::read_file(hf + "/config.json"));
     write(hub + "/models--org--noweights/refs/main", kCommitMain);
 
+    // org/multi: a snapshot of .gguf files only, two of them (one entry each; a name must choose).
+    const std::string multi = hub + "/models--org--multi/snapshots/" + kCommitMain;
+    write_metadata_gguf(multi + "/multi-Q4_K_M.gguf", "llama", 15);
+    write_metadata_gguf(multi + "/multi-Q8_0.gguf", "llama", 7);
+    write(hub + "/models--org--multi/refs/main", kCommitMain);
+
     // --- LM Studio: a model and its vision projector; an unsupported architecture.
     const std::string lms = h + "/.lmstudio/models/pub/tiny-GGUF";
     fs::create_directories(lms);
@@ -201,6 +207,8 @@ TEST_F(Stores, ModelsJsonListsEveryStoreWithThePinnedFields) {
   EXPECT_EQ(hf["opens"], true) << hf["reason"];
   EXPECT_GT(hf["bytes"].get<uint64_t>(), 1000u);  // the symlinked model.safetensors, followed
 
+  EXPECT_EQ(by.at("hf org/multi/multi-Q4_K_M.gguf")["file_type"], "Q4_K_M");
+  EXPECT_EQ(by.at("hf org/multi/multi-Q8_0.gguf")["file_type"], "Q8_0");
   EXPECT_EQ(by.at("lmstudio pub/tiny-GGUF/tiny-F32.gguf")["opens"], true);
   const auto& proj = by.at("lmstudio pub/tiny-GGUF/mmproj-tiny-F16.gguf");
   EXPECT_EQ(proj["opens"], false);
@@ -284,6 +292,8 @@ TEST_F(Stores, BadNamesAndBrokenStoresAreClearErrors) {
   e = resolve_error("hf:org/tiny@v9");
   EXPECT_TRUE(has(e, "no revision 'v9'") && has(e, "refs: main, old") && has(e, kCommitOld)) << e;
   EXPECT_TRUE(has(resolve_error("hf:org/loop"), "symlink loop")) << resolve_error("hf:org/loop");
+  e = resolve_error("hf:org/multi");
+  EXPECT_TRUE(has(e, "several .gguf files (multi-Q4_K_M.gguf, multi-Q8_0.gguf)")) << e;
   e = resolve_error("hf:org/nothere");
   EXPECT_TRUE(has(e, "no Hugging Face model org/nothere") && has(e, "org/tiny")) << e;
   // Names that could step out of the store are refused as usage errors.
