@@ -191,7 +191,7 @@ bool GgufValue::is_float() const { return type == GgufValueType::F32 || type == 
 GgufFile GgufFile::open(const std::string& path) { return open(path, true); }
 GgufFile GgufFile::open_metadata(const std::string& path) { return open(path, false); }
 
-GgufFile GgufFile::open(const std::string& path, bool with_tensors) {
+GgufFile GgufFile::open(const std::string& path, bool full) {
   // Non-blocking: a FIFO named x.gguf is refused below instead of waited on.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
@@ -230,7 +230,7 @@ GgufFile GgufFile::open(const std::string& path, bool with_tensors) {
     const std::string key = c.string("metadata key #" + std::to_string(k));
     const uint32_t t = c.read<uint32_t>("metadata '" + key + "' type");
     if (!valid_value_type(t)) throw c.fail("metadata '" + key + "': unknown value type " + std::to_string(t));
-    GgufValue v = read_value(c, static_cast<GgufValueType>(t), key, with_tensors);
+    GgufValue v = read_value(c, static_cast<GgufValueType>(t), key, full);
     if (!f.kv_.emplace(key, std::move(v)).second) throw c.fail("metadata key '" + key + "' appears twice");
   }
   if (const GgufValue* a = f.find_key("general.alignment")) {
@@ -240,7 +240,7 @@ GgufFile GgufFile::open(const std::string& path, bool with_tensors) {
       throw c.fail("metadata 'general.alignment' = " + std::to_string(a->i) + " is not a power of two");
     f.alignment_ = static_cast<uint64_t>(a->i);
   }
-  if (!with_tensors) return f;
+  if (!full) return f;
 
   // --- tensor infos
   f.tensors_.reserve(n_tensors);

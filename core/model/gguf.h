@@ -104,7 +104,8 @@ class GgufFile {
   const std::shared_ptr<const MappedFile>& mapping() const { return map_; }
 
  private:
-  static GgufFile open(const std::string& path, bool with_tensors);
+  // full: open (arrays kept, tensor infos read and checked); otherwise open_metadata.
+  static GgufFile open(const std::string& path, bool full);
   std::string path_;
   std::shared_ptr<const MappedFile> map_;
   const uint8_t* base_ = nullptr;
