@@ -1,6 +1,7 @@
 // attnviz-cli: the headless tool. Subcommands (one file each, app/cmd_<name>.cpp): info,
-// dump, bench, random, export, train, eval, heads, tokenize, lens. Runs in-process so the tests can call it
-// with their own streams; cli_main.cpp only forwards argv and the standard streams.
+// dump, bench, random, export, train, eval, heads, tokenize, lens, patch, models. Runs
+// in-process so the tests can call it with their own streams; cli_main.cpp only forwards
+// argv and the standard streams.
 #pragma once
 #include <ostream>
 #include <string>

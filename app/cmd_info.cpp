@@ -110,7 +110,7 @@ void run_info(const InfoOptions& o, Io& io) {
 Action add_info_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<InfoOptions>();
   auto* cmd = app.add_subcommand("info", "Show a model's configuration and parameter counts");
-  cmd->add_option("--model", o->model, "model directory, FILE.gguf or builtin:NAME");
+  cmd->add_option("--model", o->model, "model directory, FILE.gguf, builtin:NAME, ollama:NAME[:TAG] or hf:ORG/NAME[@REV]");
   cmd->add_flag("--json", o->json, "print JSON");
   add_weights_option(cmd, o->weights);
   cmd->add_flag("--list", o->list, "list the built-in models and random presets");

@@ -38,11 +38,11 @@ std::unique_ptr<Tokenizer> gguf_file_tokenizer(const std::string& spec) {
 // The tokenizer of a model directory (or builtin:NAME), checked against its config.json, or
 // the one in a GGUF file's metadata.
 std::unique_ptr<Tokenizer> model_tokenizer(const std::string& spec, std::string* file) {
-  if (looks_like_gguf(spec)) {
-    *file = spec;
-    return gguf_file_tokenizer(spec);
+  const std::string dir = resolve_model_dir(spec);  // a store name may name a GGUF file
+  if (looks_like_gguf(dir)) {
+    *file = dir;
+    return gguf_file_tokenizer(dir);
   }
-  const std::string dir = resolve_model_dir(spec);
   *file = tokenizer_file_in(dir);
   if (file->empty())
     throw Error("model '" + spec + "' has no tokenizer.json or tokenizer.model in " + dir +
@@ -69,7 +69,7 @@ Action add_tokenize_command(CLI::App& app, Io& io) {
       app.add_subcommand("tokenize", "Text to token ids and readable pieces, as Hugging Face's tokenizer gives them");
   auto* m = cmd->add_option(
       "--model", o->model,
-      "model directory, FILE.gguf or builtin:NAME (its tokenizer.json, tokenizer.model or GGUF tokenizer)");
+      "model directory, FILE.gguf, builtin:NAME, ollama:NAME[:TAG] or hf:ORG/NAME[@REV] (its tokenizer.json, tokenizer.model or GGUF tokenizer)");
   auto* t = cmd->add_option("--tokenizer", o->tokenizer,
                             "a tokenizer.json (Hugging Face or attnviz's char format), tokenizer.model (SentencePiece) "
                             "or FILE.gguf (its tokenizer metadata)");

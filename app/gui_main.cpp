@@ -124,7 +124,7 @@ struct ShotOptions {
 };
 
 void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
-  cli.add_option("--model", opt.model, "model directory, FILE.gguf or builtin:NAME (default: builtin:fortunes-en, else a generated random model)");
+  cli.add_option("--model", opt.model, "model directory, FILE.gguf, builtin:NAME, ollama:NAME[:TAG] or hf:ORG/NAME[@REV] (default: builtin:fortunes-en, else a generated random model)");
   cli.add_option("--text", opt.text, "text to start with");
   cli.add_option("--layer", opt.layer, "layer to show (0-based)")->check(CLI::NonNegativeNumber);
   cli.add_option("--head", opt.head, "query head to show (0-based)")->check(CLI::NonNegativeNumber);

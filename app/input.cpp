@@ -47,7 +47,7 @@ void add_weights_option(CLI::App* cmd, std::string& weights) {
 }
 
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
-  cmd->add_option("--model", o.model, "model directory (config.json + model.safetensors), FILE.gguf or builtin:NAME")->required();
+  cmd->add_option("--model", o.model, "model directory (config.json + model.safetensors), FILE.gguf, builtin:NAME, ollama:NAME[:TAG] or hf:ORG/NAME[@REV]")->required();
   if (with_input) {
     o.text_opt = cmd->add_option("--text", o.text, "text to run (needs the model's tokenizer)");
     o.tokens_opt = cmd->add_option("--tokens", o.tokens, "token ids to run, e.g. 1,2,3");

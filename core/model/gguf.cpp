@@ -66,6 +66,11 @@ class Cursor {
     pos_ += n;
     return s;
   }
+  // Steps over `n` bytes (checked like a read).
+  void skip(uint64_t n, const std::string& what) {
+    need(n, what);
+    pos_ += n;
+  }
   // `count` items of at least `min_bytes` each must fit in what is left of the file.
   void check_count(uint64_t count, uint64_t min_bytes, const std::string& what) const {
     if (count > left() / min_bytes)
@@ -125,7 +130,9 @@ void read_scalar(Cursor& c, GgufValueType t, GgufValue& v, const std::string& wh
   }
 }
 
-GgufValue read_value(Cursor& c, GgufValueType t, const std::string& key) {
+// With keep_arrays false, an array's elements are stepped over (each string's length still
+// checked) and not kept: the value says only the array's element type.
+GgufValue read_value(Cursor& c, GgufValueType t, const std::string& key, bool keep_arrays) {
   const std::string what = "metadata '" + key + "'";
   GgufValue v;
   v.type = t;
@@ -140,6 +147,12 @@ GgufValue read_value(Cursor& c, GgufValueType t, const std::string& key) {
   if (v.array_type == GgufValueType::ARRAY) throw c.fail("metadata '" + key + "': nested arrays are not supported");
   const uint64_t n = c.read<uint64_t>("metadata '" + key + "' array length");
   c.check_count(n, min_value_bytes(v.array_type), "metadata '" + key + "': array length");
+  if (!keep_arrays) {
+    if (v.array_type != GgufValueType::STRING) c.skip(n * min_value_bytes(v.array_type), what);  // fits: checked above
+    else
+      for (uint64_t i = 0; i < n; ++i) c.skip(c.read<uint64_t>(what), what);
+    return v;
+  }
   GgufValue e;
   if (v.array_type == GgufValueType::STRING) {
     v.strings.reserve(n);
@@ -175,7 +188,10 @@ bool GgufValue::is_int() const {
 }
 bool GgufValue::is_float() const { return type == GgufValueType::F32 || type == GgufValueType::F64; }
 
-GgufFile GgufFile::open(const std::string& path) {
+GgufFile GgufFile::open(const std::string& path) { return open(path, true); }
+GgufFile GgufFile::open_metadata(const std::string& path) { return open(path, false); }
+
+GgufFile GgufFile::open(const std::string& path, bool full) {
   // Non-blocking: a FIFO named x.gguf is refused below instead of waited on.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
@@ -214,7 +230,7 @@ GgufFile GgufFile::open(const std::string& path) {
     const std::string key = c.string("metadata key #" + std::to_string(k));
     const uint32_t t = c.read<uint32_t>("metadata '" + key + "' type");
     if (!valid_value_type(t)) throw c.fail("metadata '" + key + "': unknown value type " + std::to_string(t));
-    GgufValue v = read_value(c, static_cast<GgufValueType>(t), key);
+    GgufValue v = read_value(c, static_cast<GgufValueType>(t), key, full);
     if (!f.kv_.emplace(key, std::move(v)).second) throw c.fail("metadata key '" + key + "' appears twice");
   }
   if (const GgufValue* a = f.find_key("general.alignment")) {
@@ -224,6 +240,7 @@ GgufFile GgufFile::open(const std::string& path) {
       throw c.fail("metadata 'general.alignment' = " + std::to_string(a->i) + " is not a power of two");
     f.alignment_ = static_cast<uint64_t>(a->i);
   }
+  if (!full) return f;
 
   // --- tensor infos
   f.tensors_.reserve(n_tensors);

@@ -70,6 +70,12 @@ class GgufFile {
   // shapes without overflow, rows made of whole blocks, data inside the file, aligned and
   // not overlapping). Throws attnviz::Error naming the file and the problem.
   static GgufFile open(const std::string& path);
+  // The header and the scalar metadata only: arrays are stepped over (checked, their
+  // elements not kept: a 150k-token vocabulary costs no allocation) and the tensor infos are
+  // not read (tensors() is empty), so a file whose tensors are damaged or of a type attnviz
+  // does not read still gives its architecture and file type. The file is mapped, not read:
+  // only the header's pages are touched (what `attnviz-cli models` reads of every model).
+  static GgufFile open_metadata(const std::string& path);
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
@@ -98,6 +104,8 @@ class GgufFile {
   const std::shared_ptr<const MappedFile>& mapping() const { return map_; }
 
  private:
+  // full: open (arrays kept, tensor infos read and checked); otherwise open_metadata.
+  static GgufFile open(const std::string& path, bool full);
   std::string path_;
   std::shared_ptr<const MappedFile> map_;
   const uint8_t* base_ = nullptr;

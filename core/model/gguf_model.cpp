@@ -468,14 +468,22 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
 
 }  // namespace
 
+bool gguf_arch_supported(const std::string& arch) {
+  return std::find(std::begin(kGgufArchs), std::end(kGgufArchs), arch) != std::end(kGgufArchs);
+}
+
+std::string gguf_supported_archs() {
+  std::string known;
+  for (const char* a : kGgufArchs) known += std::string(known.empty() ? "" : ", ") + a;
+  return known;
+}
+
 void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
   const std::string arch = f.get_string("general.architecture");
-  if (std::find(std::begin(kGgufArchs), std::end(kGgufArchs), arch) == std::end(kGgufArchs)) {
-    std::string known;
-    for (const char* a : kGgufArchs) known += std::string(known.empty() ? "" : ", ") + a;
+  if (!gguf_arch_supported(arch))
     throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
-                "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " + known + ".");
-  }
+                "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " +
+                gguf_supported_archs() + ".");
   m.config = arch == "qwen35" ? qwen35_gguf_config(f) : arch == "lfm2" ? lfm2_gguf_config(f) : gguf_config(f, arch);
   if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +

@@ -31,4 +31,9 @@ class GgufFile;
 // or the estimate when the weights would not fit in memory.
 void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt = {});
 
+// Whether load_gguf_model reads GGUF files of general.architecture `arch`, and the list of
+// those it reads ("llama, mistral, ..."), for messages.
+bool gguf_arch_supported(const std::string& arch);
+std::string gguf_supported_archs();
+
 }  // namespace attnviz

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/stores.h"
 #include "core/tokenize/tokenizer.h"
 
 namespace attnviz {
@@ -41,6 +42,7 @@ std::vector<std::string> builtin_models() {
 }
 
 std::string resolve_model_dir(const std::string& spec) {
+  if (is_store_name(spec)) return resolve_store_name(spec);  // ollama:NAME[:TAG], hf:ORG/NAME[@REVISION]
   const std::string tag = "builtin:";
   if (spec.rfind(tag, 0) != 0) return spec;
   const std::string name = spec.substr(tag.size());

@@ -11,7 +11,8 @@ namespace attnviz {
 std::vector<std::string> data_dirs();
 
 // "builtin:NAME" → the built-in model's directory (error listing the choices when NAME is
-// unknown); anything else is returned as is.
+// unknown); "ollama:NAME[:TAG]" and "hf:ORG/NAME[@REVISION]" → the file or directory they
+// name in the local stores (core/model/stores.h); anything else is returned as is.
 std::string resolve_model_dir(const std::string& spec);
 
 // Names of the built-in models that can be found.

@@ -21,7 +21,7 @@ A case (all keys but name/args/exit/message optional):
   files                 {path under {D} ({M} is {D}/model): spec}, where spec is a string,
                         a parts list, {"fifo"}, {"dir"}, {"hex"}, {"symlink"} or
                         {"sparse": size}
-  env                   extra environment variables
+  env                   extra environment variables ({M} and {D} substituted in values)
   keep_out              names allowed in {D}/out (made by the case itself)
   max_message_bytes     default 4000
   max_rss_mb            a tighter memory limit for this case (MB, scaled like --max-rss-mb)
@@ -186,6 +186,11 @@ def substitute(arg, m, d):
     return arg.replace("{M}", m).replace("{D}", d).replace("{O}", os.path.join(d, "out", "result"))
 
 
+def case_env(case, m, d):
+    """The case's environment variables, {M} and {D} substituted (a store folder inside the case)."""
+    return {k: substitute(v, m, d) for k, v in case.get("env", {}).items()}
+
+
 # Case keys that change the files of the model folder {M}.
 MODEL_EDITS = ("config", "config_raw", "header", "header_raw", "truncate_weights", "remove")
 
@@ -239,7 +244,7 @@ def worker_request(case, m, d, bases):
         model = substitute(arg_after(args, "--model"), m, d)
     text = arg_after(args, "--text")
     return {"name": case["name"], "model": model, "text": substitute(text, m, d) if text is not None else "",
-            "message": case["message"], "env": case.get("env", {})}
+            "message": case["message"], "env": case_env(case, m, d)}
 
 
 def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
@@ -249,7 +254,7 @@ def run_case(case, cli, workdir, bases, max_rss_mb, timeout):
     m = setup(case, d, bases)
     args = [cli] + [substitute(a, m, d) for a in case["args"]]
     env = dict(os.environ)
-    env.update(case.get("env", {}))
+    env.update(case_env(case, m, d))
     errors = []
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
