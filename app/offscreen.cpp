@@ -36,6 +36,4 @@ Offscreen::~Offscreen() {
 
 const std::string& Offscreen::renderer() const { return impl_->ctx.renderer(); }
 
-void Offscreen::finish() { glFinish(); }
-
 }  // namespace attnviz

@@ -20,8 +20,6 @@ class Offscreen {
   int width() const { return width_; }
   int height() const { return height_; }
   const std::string& renderer() const;  // GL_RENDERER, e.g. "NVIDIA H200/PCIe/SSE2"
-  // Waits until everything drawn so far is finished (the headless "present").
-  void finish();
 
  private:
   struct Impl;

@@ -1289,32 +1289,22 @@ class Parser {
     }
     return e;
   }
-  ExprP parse_or() {
+  // `a WORD b WORD c …`, left to right, each operand parsed by `next`: or, and.
+  ExprP parse_logical(const char* word, EK kind, ExprP (Parser::*next)()) {
     ChainGuard chain(*this);
-    ExprP e = parse_and();
-    while (is_name("or")) {
+    ExprP e = (this->*next)();
+    while (is_name(word)) {
       chain.add(cur().line);
-      auto n = node(EK::Or, cur().line);
+      auto n = node(kind, cur().line);
       ++p_;
       n->a.push_back(std::move(e));
-      n->a.push_back(parse_and());
+      n->a.push_back((this->*next)());
       e = std::move(n);
     }
     return e;
   }
-  ExprP parse_and() {
-    ChainGuard chain(*this);
-    ExprP e = parse_not();
-    while (is_name("and")) {
-      chain.add(cur().line);
-      auto n = node(EK::And, cur().line);
-      ++p_;
-      n->a.push_back(std::move(e));
-      n->a.push_back(parse_not());
-      e = std::move(n);
-    }
-    return e;
-  }
+  ExprP parse_or() { return parse_logical("or", EK::Or, &Parser::parse_and); }
+  ExprP parse_and() { return parse_logical("and", EK::And, &Parser::parse_not); }
   ExprP parse_not() {
     if (is_name("not")) {
       DepthGuard g(*this, cur().line);
