@@ -19,7 +19,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                                        add_eval_command(app, io), add_heads_command(app, io),
                                        add_tokenize_command(app, io),
                                        add_lens_command(app, io), add_patch_command(app, io),
-                                       add_chat_command(app, io), add_models_command(app, io)};
+                                       add_chat_command(app, io), add_models_command(app, io),
+                                       add_qk_command(app, io), add_scan_command(app, io)};
   const auto subs = app.get_subcommands({});  // in the order added, matching `actions`
 
   if (argc > 1 && argv[1][0] != '-') {

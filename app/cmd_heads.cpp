@@ -3,6 +3,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/engine/composition.h"
 #include "core/engine/head_scores.h"
 #include "core/engine/importance.h"
 #include "core/engine/lens.h"
@@ -15,7 +16,7 @@ struct HeadsOptions {
   InputOptions in;
   int length = 0;
   uint64_t seed = 1;
-  bool json = false, importance = false, dla = false;
+  bool json = false, importance = false, dla = false, composition = false;
   TargetOptions target;  // --position, --target, --target-ids (with --dla)
 };
 
@@ -63,6 +64,60 @@ void print_dla(const HeadsOptions& o, Engine& engine, const std::vector<int>& id
   }
   std::snprintf(buf, sizeof buf, "embed %+.5f, rest (biases) %+.5f, sum %.5f\n", a.embed, a.rest, a.sum);
   io.out << buf;
+}
+
+// `heads --composition`: Q-, K- and V-composition between every pair of heads in different
+// layers, from the weights (core/engine/composition.h).
+void print_composition(const HeadsOptions& o, const Model& m, Io& io) {
+  const Composition comp = head_composition(m);
+  const int L = comp.L, H = comp.H;
+  const auto grid = [&](const std::vector<float>& s) {  // [L][H][L][H]
+    nlohmann::json g = nlohmann::json::array();
+    for (int l1 = 0; l1 < L; ++l1) {
+      nlohmann::json a = nlohmann::json::array();
+      for (int h1 = 0; h1 < H; ++h1) {
+        nlohmann::json b = nlohmann::json::array();
+        for (int l2 = 0; l2 < L; ++l2) {
+          nlohmann::json row = nlohmann::json::array();
+          for (int h2 = 0; h2 < H; ++h2) row.push_back(comp.at(s, l1, h1, l2, h2));
+          b.push_back(std::move(row));
+        }
+        a.push_back(std::move(b));
+      }
+      g.push_back(std::move(a));
+    }
+    return g;
+  };
+  if (o.json) {
+    const nlohmann::json j = {{"model", o.in.model}, {"layers", L}, {"n_head", H},
+                              {"q", grid(comp.q)},   {"k", grid(comp.k)}, {"v", grid(comp.v)}};
+    io.out << j.dump() << "\n";
+    return;
+  }
+  struct Edge {
+    float v;
+    char kind;
+    int l1, h1, l2, h2;
+  };
+  std::vector<Edge> edges;
+  for (int l1 = 0; l1 < L; ++l1)
+    for (int h1 = 0; h1 < H; ++h1)
+      for (int l2 = l1 + 1; l2 < L; ++l2)
+        for (int h2 = 0; h2 < H; ++h2)
+          for (const auto& [kind, s] : {std::pair<char, const std::vector<float>*>{'Q', &comp.q}, {'K', &comp.k}, {'V', &comp.v}})
+            edges.push_back({comp.at(*s, l1, h1, l2, h2), kind, l1, h1, l2, h2});
+  const size_t n = std::min<size_t>(20, edges.size());
+  std::partial_sort(edges.begin(), edges.begin() + static_cast<std::ptrdiff_t>(n), edges.end(),
+                    [](const Edge& a, const Edge& b) { return a.v > b.v; });
+  io.out << "model " << o.in.model << ": composition between heads (Elhage et al. 2021), ‖A·B‖_F / (‖A‖_F·‖B‖_F) "
+            "from the weights, the input norms' weights folded in, RoPE left out\n"
+         << "the " << n << " strongest pairs:\n";
+  char buf[96];
+  for (size_t r = 0; r < n; ++r) {
+    const Edge& e = edges[r];
+    std::snprintf(buf, sizeof buf, "  %c  L%dH%d → L%dH%d  %.4f\n", e.kind, e.l1, e.h1, e.l2, e.h2, e.v);
+    io.out << buf;
+  }
 }
 
 // `heads --importance`: the loss change of each head ablated alone, as L × H grids.
@@ -121,7 +176,9 @@ void run_heads(const HeadsOptions& o, Io& io) {
   }
   if (static_cast<int>(ids.size()) > engine.block_size())
     io.err << "note: only the last " << engine.block_size() << " tokens are scored (block_size)\n";
-  if (o.importance && o.dla) throw Error("--importance and --dla are separate views: give one", ErrorKind::Usage);
+  if (o.importance + o.dla + o.composition > 1)
+    throw Error("--importance, --dla and --composition are separate views: give one", ErrorKind::Usage);
+  if (o.composition) return print_composition(o, m, io);
   if (o.dla) return print_dla(o, engine, ids, io);
   if (o.importance) {  // ablation switches softmax heads off; a hybrid's other layers have none to switch
     m.config.require_softmax_only("heads --importance");
@@ -182,6 +239,9 @@ Action add_heads_command(CLI::App& app, Io& io) {
   cmd->add_flag("--dla", o->dla,
                 "instead: direct logit attribution at one position: the logit of the target split into each head's "
                 "output, each MLP's, the embeddings' and the biases', through the final norm with its scale frozen");
+  cmd->add_flag("--composition", o->composition,
+                "instead: Q-, K- and V-composition between every pair of heads in different layers, from the weights "
+                "(JSON: q, k, v, each [L][H][L][H])");
   add_target_options(cmd, o->target, "with --dla: ");
   return [o, &io] { run_heads(*o, io); };
 }

@@ -32,6 +32,8 @@ Action add_lens_command(CLI::App& app, Io& io);
 Action add_patch_command(CLI::App& app, Io& io);
 Action add_chat_command(CLI::App& app, Io& io);
 Action add_models_command(CLI::App& app, Io& io);
+Action add_qk_command(CLI::App& app, Io& io);
+Action add_scan_command(CLI::App& app, Io& io);
 
 // --model, [--text | --tokens], --backend, --block-size: what every command that runs a
 // model on some input shares.

@@ -10,6 +10,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
+#include "core/engine/stream_parts.h"
 #include "core/error.h"
 
 namespace attnviz {
@@ -203,63 +204,11 @@ LogitDirection logit_direction(const Model& m, const Trace& tr, int position, co
   return dir;
 }
 
-// What each head of layer l hands its output projection at position i, (heads, heads·width)
-// block-diagonal, row h holding head h's vector, with every gate and norm scale frozen at
-// the run's values: a softmax head's out_h (⊙ σ(gate_h) where the layer gates it), a
-// linear-attention head's o_h · r_h · w ⊙ SiLU(z_h), r_h = 1/rms(o_h) (the gated norm).
-// `mult` (heads, width) gets the factor each out (or o) value is multiplied by, so that a
-// key's share through head h is A[i,j]·((v_j ⊙ mult_h)·Wo_h·g). z is recomputed for row i
-// from the residual stream the trace holds.
-void head_blocks(const ModelConfig& c, const LayerWeights& lw, const LayerTrace& lt, int i, Mat& blocks, Mat& mult) {
-  const int heads = static_cast<int>(lt.out.dim(0)), w = static_cast<int>(lt.out.dim(2));
-  mult.setOnes(heads, w);
-  if (lt.mixer == Mixer::GatedDeltaNet) {
-    Mat h, z;
-    const Mat x = Eigen::Map<const Mat>(lt.resid.data.data() + static_cast<size_t>(i) * c.n_embd, 1, c.n_embd);
-    norm(c, x, lw.norm1_w, lw.norm1_b, h);
-    linear(h, lw.lin_z, Vec(), z);  // (1, Hv·dv)
-    for (int j = 0; j < heads; ++j) {
-      double ss = 0;
-      for (int e = 0; e < w; ++e) ss += static_cast<double>(lt.out.at(j, i, e)) * lt.out.at(j, i, e);
-      const double r = 1.0 / std::sqrt(ss / w + static_cast<double>(c.norm_eps));  // as the pass computes it
-      for (int e = 0; e < w; ++e) {
-        const float zz = z(0, j * w + e);
-        mult(j, e) = static_cast<float>(r) * lw.lin_norm[e] * (zz / (1.f + std::exp(-zz)));
-      }
-    }
-  } else if (!lt.gate.shape.empty()) {
-    for (int h = 0; h < heads; ++h)
-      for (int e = 0; e < w; ++e) mult(h, e) = lt.gate.at(h, i, e);
-  }
-  blocks.setZero(heads, static_cast<Eigen::Index>(heads) * w);
-  for (int h = 0; h < heads; ++h)
-    for (int e = 0; e < w; ++e) blocks(h, h * w + e) = lt.out.at(h, i, e) * mult(h, e);
-}
-
-// An LFM2 short-convolution layer's output at row i (1, C) before out_proj's bias, the
-// gates as the run had them: C_i ⊙ conv(B ⊙ x) over rows i − K + 1 … i, recomputed from the
-// residual stream the trace holds.
-Mat short_conv_row(const ModelConfig& c, const LayerWeights& lw, const LayerTrace& lt, int i) {
-  const int C = c.n_embd, K = c.short_conv_kernel, r0 = std::max(0, i - (K - 1)), n = i - r0 + 1;
-  Mat h, bcx;
-  const Mat x = Eigen::Map<const Mat>(lt.resid.data.data(), lt.resid.dim(0), C).middleRows(r0, n);
-  norm(c, x, lw.norm1_w, lw.norm1_b, h);
-  linear(h, lw.sc_in, lw.sc_in_b, bcx);  // (n, 3C) B | C | x
-  const Mat u = bcx.leftCols(C).cwiseProduct(bcx.rightCols(C));  // (n, C) B ⊙ x
-  Mat conv(1, C);
-  causal_conv(u.data(), u.outerStride(), n, C, lw.sc_taps.data(), K, n - 1, conv.data(), conv.outerStride(),
-              lw.sc_taps_b.size() ? lw.sc_taps_b.data() : nullptr, /*silu=*/false);
-  Mat y = bcx.block(n - 1, C, 1, C).cwiseProduct(conv), out;
-  linear(y, lw.sc_out, Vec(), out);  // (1, C) without the bias
-  return out;
-}
-
 }  // namespace
 
 Attribution direct_logit_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
   const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
-  const int L = c.n_layer, C = c.n_embd;
+  const int L = c.n_layer;
   const LogitDirection dir = logit_direction(m, tr, position, target_ids);
   const int i = position;
   Attribution a;
@@ -268,56 +217,25 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
   a.logit = dir.logit;
   a.norm_scale = dir.norm_scale;
   a.rest = dir.bias;
-  const auto share = [&](const float* p, double scale = 1.0) { return dir.share(p) * scale; };
-  const auto share_vec = [&](const Vec& v, double scale = 1.0) { return v.size() ? share(v.data(), scale) : 0.0; };
 
-  // The embeddings, as the pass adds them.
-  Vec emb(C);
-  w.tok_emb.table_row(tr.tokens[static_cast<size_t>(i)], emb.data());
-  if (c.emb_scale != 1.f) emb *= c.emb_scale;
-  if (c.arch == Arch::Gpt2) emb += w.pos_emb.row(i);
-  a.embed = share(emb.data());
-
-  // Each layer: every head through its rows of wo (one product of a block-diagonal (H, H·d)
-  // matrix, row h holding head h's output, so stored weights are read as the pass reads
-  // them), then the MLP recomputed on the stream the layer gave it.
-  const double rs = c.residual_scale;
+  // Every part of the final stream (its norms and gates frozen at the row), read along g.
+  const StreamParts sp = stream_parts(m, tr, L, i);
   a.heads.assign(static_cast<size_t>(L), {});
+  for (int l = 0; l < L; ++l)
+    if (c.layer(l).mixer != Mixer::ShortConv) a.heads[static_cast<size_t>(l)].assign(static_cast<size_t>(c.heads_at(l)), 0.0);
   a.mlp.assign(static_cast<size_t>(L), 0.0);
   a.conv.assign(static_cast<size_t>(L), 0.0);
-  Mat blocks, mult, y, hm, gate, up, down;
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-    Mat mid = Eigen::Map<const Mat>(lt.resid.data.data() + static_cast<size_t>(i) * C, 1, C);  // (1, C)
-    if (lt.mixer == Mixer::ShortConv) {  // one part: the convolution's output (no heads)
-      const Mat out = short_conv_row(c, lw, lt, i);
-      a.conv[static_cast<size_t>(l)] = share(out.data(), rs);
-      mid += out * c.residual_scale;
-      if (lw.sc_out_b.size()) mid += lw.sc_out_b * c.residual_scale;
-      a.rest += share_vec(lw.sc_out_b, rs);
-    } else {
-      head_blocks(c, lw, lt, i, blocks, mult);
-      linear(blocks, lt.mixer == Mixer::GatedDeltaNet ? lw.lin_out : lw.wo, Vec(), y);  // (heads, C)
-      a.heads[static_cast<size_t>(l)].resize(static_cast<size_t>(y.rows()));
-      for (int h = 0; h < static_cast<int>(y.rows()); ++h) {
-        a.heads[static_cast<size_t>(l)][static_cast<size_t>(h)] = share(&y(h, 0), rs);
-        mid += y.row(h) * c.residual_scale;
-      }
-      if (lw.bo.size()) mid += lw.bo * c.residual_scale;
-      a.rest += share_vec(lw.bo, rs);
+  for (size_t r = 0; r < sp.parts.size(); ++r) {
+    const StreamPart& p = sp.parts[r];
+    const double v = dir.share(&sp.rows(static_cast<Eigen::Index>(r), 0));
+    switch (p.kind) {
+      case PartKind::Embed:
+      case PartKind::Pos: a.embed += v; break;
+      case PartKind::Head: a.heads[static_cast<size_t>(p.layer)][static_cast<size_t>(p.head)] = v; break;
+      case PartKind::Mlp: a.mlp[static_cast<size_t>(p.layer)] = v; break;
+      case PartKind::Conv: a.conv[static_cast<size_t>(p.layer)] = v; break;
+      case PartKind::Bias: a.rest += v; break;
     }
-    const Mat* in = &mid;
-    if (lw.norm2_w.size()) {
-      norm(c, mid, lw.norm2_w, lw.norm2_b, hm);
-      in = &hm;
-    }
-    linear(*in, lw.w_fc, lw.b_fc, gate);  // (1, I)
-    if (!lw.w_up.empty()) linear(*in, lw.w_up, Vec(), up);
-    mlp_activation(c, gate, up);
-    linear(gate, lw.w_down, Vec(), down);  // (1, C), without b_down
-    a.mlp[static_cast<size_t>(l)] = share(down.data(), rs);
-    a.rest += share_vec(lw.b_down, rs);
   }
   a.sum = a.embed + a.rest;
   for (int l = 0; l < L; ++l) {
