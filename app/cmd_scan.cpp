@@ -32,28 +32,10 @@ extern "C" void on_interrupt(int) {
 }
 
 nlohmann::json result_json(const ScanCliOptions& o, const Model& m, const ScanResult& r) {
-  const std::vector<std::string>& names = scan_metric_names();
-  nlohmann::json heads = nlohmann::json::array();
-  for (int l = 0; l < m.config.n_layer; ++l) heads.push_back(nlohmann::json::array());
-  for (const ScanHead& h : r.heads) {
-    nlohmann::json e = nlohmann::json::object();
-    for (size_t k = 0; k < names.size(); ++k) e[names[k]] = h.metrics[k];
-    HeadScore s;
-    s.previous_token = static_cast<float>(h.metrics[0]);
-    s.induction = static_cast<float>(h.metrics[1]);
-    s.first_token = static_cast<float>(h.metrics[2]);
-    s.self = static_cast<float>(h.metrics[3]);
-    e["label"] = head_label(s);
-    e["kv_head"] = m.config.kv_head_of(h.head);
-    nlohmann::json top = nlohmann::json::array();
-    for (const ScanExample& x : h.top)
-      top.push_back({{"window", x.window}, {"query", x.query}, {"key", x.key}, {"weight", x.weight}});
-    e["top"] = std::move(top);
-    heads[static_cast<size_t>(h.layer)].push_back(std::move(e));
-  }
-  return {{"model", o.in.model}, {"corpus", o.corpus},   {"windows", r.windows}, {"tokens", r.tokens},
-          {"queries", r.queries}, {"window", r.window},  {"stride", r.stride},   {"prefix", r.prefix},
-          {"metrics", names},     {"heads", std::move(heads)}};
+  nlohmann::json j = nlohmann::json::parse(scan_result_json(r, m.config));
+  j["model"] = o.in.model;
+  j["corpus"] = o.corpus;
+  return j;
 }
 
 void print_text(const ScanCliOptions& o, const Model& m, const ScanResult& r, Io& io) {
@@ -65,13 +47,8 @@ void print_text(const ScanCliOptions& o, const Model& m, const ScanResult& r, Io
                 "self", "entropy", "dist", "label", "strongest (window:query→key weight)");
   io.out << buf;
   for (const ScanHead& h : r.heads) {
-    HeadScore s;
-    s.previous_token = static_cast<float>(h.metrics[0]);
-    s.induction = static_cast<float>(h.metrics[1]);
-    s.first_token = static_cast<float>(h.metrics[2]);
-    s.self = static_cast<float>(h.metrics[3]);
     std::snprintf(buf, sizeof buf, "%5d %4d %7.3f %7.3f %7.3f %7.3f %7.3f %7.2f  %-15s", h.layer, h.head, h.metrics[0],
-                  h.metrics[1], h.metrics[2], h.metrics[3], h.metrics[4], h.metrics[5], head_label(s).c_str());
+                  h.metrics[1], h.metrics[2], h.metrics[3], h.metrics[4], h.metrics[5], scan_head_label(h).c_str());
     io.out << buf;
     if (!h.top.empty()) {
       const ScanExample& x = h.top.front();
@@ -139,6 +116,11 @@ void run_scan(const ScanCliOptions& o, Io& io) {
   engine.set_control(nullptr);
   if (bar) std::fprintf(stderr, "\n");
   const Model& m = engine.model();
+  if (r.skipped) {
+    io.err << "note: " << r.skipped << " character(s) not in the model's vocabulary were left out:";
+    for (const std::string& ch : r.skipped_chars) io.err << " '" << excerpt(ch) << "'";
+    io.err << "\n";
+  }
   if (!o.out.empty()) write_atomically(o.out, result_json(o, m, r).dump(1) + "\n");
   if (o.json) io.out << result_json(o, m, r).dump(1) << "\n";
   else print_text(o, m, r, io);

@@ -54,7 +54,7 @@ std::shared_ptr<const Model> qwen_model() {
   if (!m) {
     const fs::path dir = bench_dir() / "qwen2.5-0.5b";
     write_random_model(preset_config("qwen2.5-0.5b"), 1, dir.string());
-    fs::copy_file(fs::path(ATTNVIZ_SOURCE_DIR) / "tests/data/tokenizers/qwen3-12k.tokenizer.json", dir / "tokenizer.json");
+    fs::copy_file(fs::path(ATTNVIZ_SOURCE_DIR) / "tests/data/tokenizers/qwen3-12k.tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
     m = load_model(dir.string());
   }
   return m;

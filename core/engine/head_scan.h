@@ -2,7 +2,8 @@
 // (`attnviz-cli scan`, the GUI's Head scan panel).
 //
 // The corpus is read as it goes, a block at a time: each block (cut after a newline) is
-// checked as UTF-8 and encoded without special tokens, and its ids join a queue from which
+// checked as UTF-8 and encoded without special tokens (characters a character tokenizer
+// lacks are left out and counted, as the GUI leaves them out of typed text), and its ids join a queue from which
 // windows are cut. Window k holds the tokenizer's leading special tokens (BOS, where the
 // model's tokenizer adds one) and then corpus tokens [k·S, k·S + N − prefix) (N the window
 // length, S the stride, both counted in corpus tokens after the prefix); the windows stop with
@@ -55,6 +56,8 @@ struct ScanResult {
   int64_t tokens = 0;      // corpus tokens read (without the windows' prefixes)
   int64_t queries = 0;     // Σ (T − 1) over the windows
   int window = 0, stride = 0, prefix = 0;
+  int64_t skipped = 0;                     // characters left out: a character tokenizer lacks them
+  std::vector<std::string> skipped_chars;  // the first few of them, each once
   std::vector<ScanHead> heads;  // the softmax layers' heads, layer-major
 };
 
@@ -69,7 +72,7 @@ struct ScanProgress {
 };
 
 // Scans the corpus at `path` with the engine's model (its block size bounds the window).
-// Errors (data): a corpus that cannot be read, is empty, is not UTF-8 (with the byte offset),
+// Errors (data): a corpus that cannot be read, is not a regular file, is empty, is not UTF-8 (with the byte offset),
 // is larger than kMaxCorpusBytes, or gives fewer than two tokens; a model without a
 // tokenizer. Usage errors: a window < 2 or above the block size, a stride < 1 or above the
 // window's corpus tokens, top < 1. `progress` is called after each window; `cancel`, when
@@ -78,5 +81,21 @@ struct ScanProgress {
 ScanResult scan_corpus(Engine& engine, const std::string& path, const ScanOptions& o,
                        const std::function<void(const ScanProgress&)>& progress = {},
                        const std::atomic<bool>* cancel = nullptr);
+
+// The ids of window k (0-based, counting the windows a scan runs) of the corpus at `path`
+// for `m`'s tokenizer, cut as scan_corpus cuts them for an engine of `block_size`: what a
+// scan example's `window` refers to. Reads the corpus up to that window. Errors as
+// scan_corpus's, and a usage Error when the corpus has no window k.
+std::vector<int> scan_window(const Model& m, int block_size, const std::string& path, const ScanOptions& o, int k);
+
+// head_label (head_scores.h) of the head's corpus averages.
+std::string scan_head_label(const ScanHead& h);
+
+// The result as `scan --json` prints it (without `model` and `corpus`): windows, tokens,
+// queries, window, stride, prefix, skipped_chars, metrics, and heads [L][H] (a layer without
+// softmax heads: []), each head's metrics by name, its label (head_label), kv_head and top.
+std::string scan_result_json(const ScanResult& r, const ModelConfig& c);
+// Back from that JSON; throws a data Error naming what is missing or wrong.
+ScanResult scan_result_from_json(const std::string& text);
 
 }  // namespace attnviz

@@ -84,8 +84,12 @@ ScoreAttribution score_attribution(const Model& m, const Trace& tr, int layer, i
     for (int l = 0; l < L; ++l)
       if (c.layer(l).mixer == Mixer::Softmax) softmax_layers += (softmax_layers.empty() ? "" : ", ") + std::to_string(l);
     throw Error("layer " + std::to_string(layer) + " is a " +
-                    (spec.mixer == Mixer::GatedDeltaNet ? "linear-attention (gated delta rule)" : "short-convolution") +
-                    " layer: it has no softmax score q·k to split (its A[i,j] is not a softmax score); the softmax layers are " +
+                    (spec.mixer == Mixer::GatedDeltaNet
+                         ? std::string("linear-attention (gated delta rule) layer: its A[i,j] is not a softmax score, so there "
+                                       "is no q·k score to split")
+                         : std::string("short-convolution layer: it mixes tokens through a fixed filter, with no q·k score "
+                                       "to split")) +
+                    "; the softmax layers are " +
                     (softmax_layers.empty() ? std::string("none") : softmax_layers),
                 ErrorKind::Usage);
   }

@@ -31,6 +31,9 @@ W_Q, W_K, W_V and a post-norm's weight into W_O; RoPE left out), Q = ‖W_QK2ᵀ
 K = ‖W_QK2·W_OV1‖_F, V = ‖W_OV2·W_OV1‖_F, each over the product of the two matrices' norms
 (Elhage et al. 2021); 0 where l2 ≤ l1. The (C, C) matrices are formed here in full.
 
+Hybrids (qwen3_5, lfm2; no float64 model here): a linear layer's value heads and a convolution
+layer appear as parts, the terms sum to the score, and a linear or convolution layer is refused.
+
 Tolerance: terms within 1e-4 × max(1, the largest |term|); composition within 1e-4. The script
 checks that its comparison fails on a value moved by 1e-2. Exit status 1 on any mismatch.
 """
@@ -431,6 +434,27 @@ def main():
             check_qk(ck, args.cli, model_dir, net, tk, name, l, h, i, j)
         check_composition(ck, args.cli, model_dir, net, name)
         check_usage_errors(ck, args.cli, model_dir, tk, name, window_layer, window)
+        print(f"{name}: {'ok' if ck.failed == before else 'FAILED'}")
+    # Hybrids: the parts of linear (value heads) and convolution layers, terms that sum to the
+    # score, and the refusal on a layer without softmax scores.
+    for name, preset, part, linear_layer, soft_layer, needle in [
+            ("qwen3_5", "qwen3.5-0.8b", "L0H15", 0, 3, "linear-attention"),
+            ("lfm2", "lfm2-350m", "L0.conv", 0, 2, "short-convolution")]:
+        model_dir = os.path.join(args.workdir, name)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        subprocess.run([args.cli, "random", "--preset", preset, "--layers", "4", "--embd", "64", "--heads", "4",
+                        "--kv-heads", "2", "--vocab", "200", "--seed", "4", "--out", model_dir], check=True,
+                       capture_output=True)
+        before = ck.failed
+        tk = ",".join(str(t % 200) for t in toks)
+        out = cli_json(args.cli, ["qk", "--model", model_dir, "--tokens", tk, "--layer", str(soft_layer), "--head", "1",
+                                  "--query", "9", "--key", "4", "--json"])
+        ck.true(f"{name}: {part} among the parts {out['parts']}", part in out["parts"])
+        ck.close(f"{name}: sum of the terms = score", [out["sum"], float(np.sum(out["terms"]))], [out["score"]] * 2)
+        r = run_cli(args.cli, ["qk", "--model", model_dir, "--tokens", tk, "--layer", str(linear_layer), "--head", "0",
+                               "--query", "9", "--key", "4"])
+        ck.true(f"{name}: layer {linear_layer} refused: exit {r.returncode}, {r.stderr.strip()!r}",
+                r.returncode == 2 and needle in r.stderr)
         print(f"{name}: {'ok' if ck.failed == before else 'FAILED'}")
     print(f"{ck.passed} passed, {ck.failed} failed (tolerance {TOL} × max(1, |values|))")
     return 1 if ck.failed else 0
