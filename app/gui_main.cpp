@@ -151,6 +151,11 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_flag("--attribution", opt.attribution, "open the Direct logit attribution panel (each head's and MLP's share of a logit at the query; also in the View menu)");
   cli.add_option("--other", opt.other, "prompt B, the other prompt: compared with the text and patched into its run (also typed under the text)");
   cli.add_flag("--compare", opt.compare, "open the Compare prompts panel (the selected head's attention on the text, on --other, or the difference; also in the View menu)");
+  cli.add_flag("--why", opt.why, "open \"Why this score\": the selected head's score from --query to --key split into what wrote each side (also opened by a click on a heatmap cell)");
+  cli.add_option("--key", opt.key, "with --why: the key (window position; default: the query row's strongest key)");
+  cli.add_flag("--circuits", opt.circuits, "open the Circuits panel (composition between heads, from the weights; also in the View menu)");
+  cli.add_option("--scan", opt.scan_corpus, "open the Head scan panel and scan this corpus (\"\" or \"shipped\": the corpus that ships with attnviz)")
+      ->expected(0, 1);
   cli.add_flag("--patching", opt.patching, "open the Activation patching panel and compute its grid (--other's activations put into the text's run; also in the View menu)");
   cli.add_option_function<std::string>(
          "--patch-grid", [&opt](const std::string& g) { opt.patch_resid = g == "resid"; },
@@ -328,6 +333,8 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", "attnviz " ATTNVIZ_VERSION);
   CLI11_PARSE(cli, argc, argv);
   opt.text_given = cli.count("--text") > 0;
+  opt.scan = cli.count("--scan") > 0;
+  if (opt.scan_corpus == "shipped") opt.scan_corpus.clear();
   try {  // checked for form here; heads the model does not have are dropped once it is loaded
     attnviz::ModelConfig any;
     any.n_layer = any.n_head = 1 << 20;

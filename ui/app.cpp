@@ -18,6 +18,9 @@
 #include "ui/head_stats_panel.h"
 #include "ui/heatmap_panel.h"
 #include "ui/attribution_panel.h"
+#include "ui/circuits_panel.h"
+#include "ui/head_scan_panel.h"
+#include "ui/why_score_panel.h"
 #include "ui/compare_panel.h"
 #include "ui/importance_panel.h"
 #include "ui/lens_panel.h"
@@ -103,9 +106,12 @@ App::App(const AppOptions& opt) : opt_(opt) {
   attribution_ = std::make_unique<AttributionPanel>();
   compare_ = std::make_unique<ComparePanel>();
   patching_ = std::make_unique<PatchingPanel>();
+  why_ = std::make_unique<WhyScorePanel>();
+  circuits_ = std::make_unique<CircuitsPanel>();
+  scan_ = std::make_unique<HeadScanPanel>(opt.screenshot ? std::string() : config_dir());  // screenshots keep no scans
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
              training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
-             attribution_.get(), compare_.get(), patching_.get()};
+             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
   if (opt.text_view || opt.text_view_attribution) *text_view_->p_open() = true;
@@ -116,6 +122,10 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (opt.patching) *patching_->p_open() = true, patching_->compute_at_start();
   if (opt.patch_resid) patching_->set_kind(PatchKind::Resid);
   if (opt.query >= 0) state_.query = opt.query;  // clamped to the window when drawn
+  if (opt.key >= 0) state_.key = opt.key;
+  if (opt.why) *why_->p_open() = true;
+  if (opt.circuits) *circuits_->p_open() = true;
+  if (opt.scan) *scan_->p_open() = true, scan_->start_at_first_model(opt.scan_corpus);
   if (opt.heatmap_zoom > 0.f) state_.cell_px = opt.heatmap_zoom;
   if (opt.heatmap_center >= 0) heatmap_->go_to(opt.heatmap_center);
 
@@ -173,7 +183,8 @@ bool App::settled() const {
          (opt_.train_steps <= 0 || (training_->settled() && posted_.model == training_->shown_model())) &&
          (!importance_->open() || importance_->idle()) && (!lens_->open() || lens_->idle()) &&
          (!attribution_->open() || attribution_->idle()) && !other_worker_.busy() &&
-         (!patching_->open() || patching_->idle()) && (!text_view_->open() || text_view_->settled());
+         (!patching_->open() || patching_->idle()) && (!text_view_->open() || text_view_->settled()) &&
+         (!why_->open() || why_->idle()) && (!circuits_->open() || circuits_->idle()) && (!scan_->open() || scan_->idle());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -190,7 +201,8 @@ bool App::animating() const {
          (importance_->open() && !importance_->idle()) || (lens_->open() && !lens_->idle()) ||
          (attribution_->open() && !attribution_->idle()) || heatmap_->refining() || other_worker_.busy() ||
          (text_view_->open() && !text_view_->settled()) ||
-         (patching_->open() && !patching_->idle());
+         (patching_->open() && !patching_->idle()) || (why_->open() && !why_->idle()) ||
+         (circuits_->open() && !circuits_->idle()) || (scan_->open() && !scan_->idle());
 }
 
 int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
@@ -309,6 +321,7 @@ void App::layout(bool force) {
     training_->place(ImVec2(0, top), ImVec2(plw, body), force);
     // The lesson over the next-token panel, never over the heatmap it points at.
     lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
+    place_floating(force);
     return;
   }
   const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
@@ -334,6 +347,18 @@ void App::layout(bool force) {
   const float lesson_top = training_->open() && lesson_->open() ? std::round((train_top + bottom) * 0.5f) : train_top;
   training_->place(ImVec2(0, train_top), ImVec2(lw, (lesson_->open() ? lesson_top : bottom) - train_top), force);
   lesson_->place(ImVec2(0, lesson_top), ImVec2(lw, bottom - lesson_top), force);
+  place_floating(force);
+}
+
+void App::place_floating(bool force) {
+  // Windows over the others, where they hide the least: "Why this score" over the right
+  // column (the head grid), the Circuits and the Head scan over the heatmap's lower half.
+  const ImVec2 d = ImGui::GetIO().DisplaySize;
+  const float top = ImGui::GetFrameHeight(), rw = std::round(d.x * 0.29f);
+  why_->place(ImVec2(d.x - rw - std::round(d.x * 0.06f), top + std::round(d.y * 0.06f)),
+              ImVec2(rw + std::round(d.x * 0.06f), std::round(d.y * 0.72f)), force);
+  circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.42f), std::round(d.y * 0.55f)), force);
+  scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
 }
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
@@ -556,6 +581,10 @@ void App::frame() {
     if (!folded(p)) p->draw(ctx);
     if (p == text_.get()) post_if_changed();  // a keystroke: the worker starts while the other panels are built
   }
+  if (state_.why_requested) {  // a heatmap cell was clicked: explain its score
+    state_.why_requested = false;
+    *why_->p_open() = true;
+  }
   draw_status_bar(ctx, status_pos_, status_size_);
   if (!lesson_->open()) state_.lesson.active = false;  // no outline once the lesson is closed
   help_window();
@@ -615,6 +644,31 @@ std::string App::sidecar_json(float sx, float sy) const {
       j["patching"].update({{"metric", st.result->metric}, {"position", st.result->position},
                             {"target_ids", st.result->target_ids}, {"clean", st.result->clean},
                             {"other", st.result->other}, {"grid", st.result->grid}, {"passes", st.result->passes}});
+  }
+  j["rects"]["why_bars"] = rect(why_->open() ? why_->bars_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["circuits_graph"] = rect(circuits_->open() ? circuits_->graph_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["scan_plot"] = rect(scan_->open() ? scan_->plot_rect() : ImVec4(0, 0, 0, 0));
+  j["key"] = state_.key;
+  if (why_->open()) {
+    const ScoreJob::Status st = why_->status();
+    j["why"] = {{"error", st.error}};
+    if (st.result) {
+      std::vector<std::string> names;
+      for (const StreamPart& p : st.result->parts) names.push_back(part_name(p));
+      j["why"].update({{"layer", st.result->layer}, {"head", st.result->head}, {"query", st.result->query},
+                       {"key", st.result->key}, {"score", st.result->score}, {"sum", st.result->sum},
+                       {"parts", names}, {"key_side", st.result->key_side}, {"query_side", st.result->query_side}});
+    }
+  }
+  if (circuits_->open()) {
+    const CompositionJob::Status st = circuits_->status();
+    j["circuits"] = {{"error", st.error}, {"ready", st.result != nullptr}, {"edges", circuits_->edges_shown()}};
+  }
+  if (scan_->open()) {
+    const ScanJob::Status st = scan_->status();
+    j["scan"] = {{"error", st.error}, {"running", st.running}, {"corpus", st.corpus}, {"from_cache", st.from_cache},
+                 {"progress_windows", st.progress.windows}};
+    if (st.result) j["scan"].update({{"windows", st.result->windows}, {"tokens", st.result->tokens}, {"heads", st.result->heads.size()}});
   }
   j["presentation"] = state_.presentation;
   j["lesson"] = {{"open", lesson_->open()}, {"row", state_.lesson.row}, {"col", state_.lesson.col}};

@@ -35,6 +35,9 @@ class LensPanel;
 class AttributionPanel;
 class ComparePanel;
 class PatchingPanel;
+class WhyScorePanel;
+class CircuitsPanel;
+class HeadScanPanel;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -60,6 +63,11 @@ struct AppOptions {
   bool compare = false;      // open the Compare prompts panel
   bool patching = false;     // open the Activation patching panel (and compute its first grid)
   bool patch_resid = false;  // its grid: the residual stream (layers × positions) instead of the heads
+  bool why = false;          // open "Why this score" (the selected head at --query and --key)
+  int key = -1;              // its key (window position); −1: the query row's strongest key
+  bool circuits = false;     // open the Circuits panel (composition between heads)
+  bool scan = false;         // open the Head scan panel and scan `scan_corpus`
+  std::string scan_corpus;   // "" the shipped corpus
   Ablation ablation;         // heads switched off at the start
 };
 
@@ -133,6 +141,7 @@ class App {
   bool left_column_taken() const;
   // Places the heatmap in (pos, size), and under it the text view, the logit lens and the
   // attribution when open, one above the other.
+  void place_floating(bool force);  // the windows over the others (Why this score, Circuits, Head scan)
   void place_heatmap(ImVec2 pos, ImVec2 size, bool force);
 
   AppOptions opt_;
@@ -198,6 +207,9 @@ class App {
   std::unique_ptr<AttributionPanel> attribution_;
   std::unique_ptr<ComparePanel> compare_;
   std::unique_ptr<PatchingPanel> patching_;
+  std::unique_ptr<WhyScorePanel> why_;
+  std::unique_ptr<CircuitsPanel> circuits_;
+  std::unique_ptr<HeadScanPanel> scan_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

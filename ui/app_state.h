@@ -49,6 +49,8 @@ struct AppState {
   Stage stage = Stage::Probs;    // heatmap tab
   int kv_group = 0;              // KV head chosen in the GQA panel, 0 … KV-1
   int query = -1;                // the text view's query: a window position, −1 = the last token
+  int key = -1;                  // the key of the cell clicked in the heatmap ("Why this score"); −1 = the row's strongest
+  bool why_requested = false;    // a heatmap cell was clicked: the App opens "Why this score" (and clears this)
 
   // Hovered token (position in the window, −1 for none), one frame delayed so that every
   // panel sees the same value whichever is drawn first: panels read `hovered_token` and

@@ -16,14 +16,6 @@ void error_line(const std::string& e) {
   ImGui::PopStyleColor();
 }
 
-// A bar from the centre of [a, b] towards the right (v > 0, red) or the left (blue).
-void value_bar(ImDrawList* dl, ImVec2 a, ImVec2 b, double v, double range) {
-  const float mid = std::round((a.x + b.x) * 0.5f), half = (b.x - a.x) * 0.5f;
-  const float w = static_cast<float>(std::clamp(v / range, -1.0, 1.0)) * half;
-  const Rgb8 c = colormap_rgb(Colormap::Diverging, v > 0 ? 0.9f : 0.1f);
-  dl->AddRectFilled(ImVec2(std::min(mid, mid + w), a.y + 1), ImVec2(std::max(mid, mid + w), b.y - 1), to_u32(c));
-  dl->AddLine(ImVec2(mid, a.y), ImVec2(mid, b.y), ImGui::GetColorU32(ImGuiCol_TextDisabled));
-}
 }  // namespace
 
 bool AttributionPanel::read_controls(FrameContext& ctx, AttributionQuery& q) {

@@ -408,6 +408,12 @@ void HeatmapPanel::handle_input(FrameContext& ctx, const MatrixLayout& m, ImVec2
       if (cell_at(view_, p.x, p.y, &i, &j)) {
         sel_i_ = i, sel_j_ = j;
         ctx.state.query = i;
+        // A score or weight cell of a softmax layer: "Why this score" explains it.
+        if (!rollout_ && stage_is_square(ctx.state.stage) && ctx.state.stage != Stage::Implicit && j <= i &&
+            ctx.model->config.layer(ctx.state.layer).mixer == Mixer::Softmax) {
+          ctx.state.key = j;
+          ctx.state.why_requested = true;
+        }
       }
     }
     drag_ = Drag::None;

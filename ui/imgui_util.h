@@ -38,6 +38,10 @@ void help_marker(const char* text);
 // The mark of an ablated head on its box [a, b]: a red frame and a red cross.
 void draw_ablated_mark(ImDrawList* dl, ImVec2 a, ImVec2 b, float thickness);
 
+// A bar from the centre of [a, b] towards the right (v > 0, red) or the left (blue), its
+// length v / range of the half width.
+void value_bar(ImDrawList* dl, ImVec2 a, ImVec2 b, double v, double range);
+
 // Text centred in [p0, p1] on a draw list (clipped to the box).
 void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::string& s);
 
