@@ -189,3 +189,17 @@ if wanted two-prompts-patching.png; then
     --other "The cat sat on the mat. The dog sat on the mat." --layer 1 --head 4 --compare --patching
   made two-prompts-patching.png
 fi
+
+# Why a head attends, on the built-in model: "Why this score" on the induction cell of layer 1
+# head 2 (the second 'm' of "the moon is the moon" attends to the 'o' after the first), and
+# the Head scan of the shipped corpus (previous-token × induction) with layer 1 head 2's
+# examples.
+if wanted why-this-score.png; then
+  shot why-this-score.png --model builtin:fortunes-en --text "the moon is the moon" --layer 1 --head 2 --query 16 \
+    --key 5 --why --circuits
+  made why-this-score.png
+fi
+if wanted head-scan.png; then
+  shot head-scan.png --model builtin:fortunes-en --text "the moon is the moon" --layer 1 --head 2 --scan
+  made head-scan.png
+fi

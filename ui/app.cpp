@@ -357,7 +357,7 @@ void App::place_floating(bool force) {
   const float top = ImGui::GetFrameHeight(), rw = std::round(d.x * 0.29f);
   why_->place(ImVec2(d.x - rw - std::round(d.x * 0.06f), top + std::round(d.y * 0.06f)),
               ImVec2(rw + std::round(d.x * 0.06f), std::round(d.y * 0.72f)), force);
-  circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.42f), std::round(d.y * 0.55f)), force);
+  circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.38f), std::round(d.y * 0.55f)), force);
   scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
 }
 
