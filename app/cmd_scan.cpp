@@ -9,8 +9,8 @@
 
 #include "app/commands.h"
 #include "core/engine/head_scan.h"
-#include "core/engine/head_scores.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/limits.h"
 
 namespace attnviz {
@@ -32,7 +32,7 @@ extern "C" void on_interrupt(int) {
 }
 
 nlohmann::json result_json(const ScanCliOptions& o, const Model& m, const ScanResult& r) {
-  nlohmann::json j = nlohmann::json::parse(scan_result_json(r, m.config));
+  nlohmann::json j = parse_json(scan_result_json(r, m.config), "scan results");
   j["model"] = o.in.model;
   j["corpus"] = o.corpus;
   return j;

@@ -20,7 +20,8 @@ every head's metrics; the scan's must be their average, each window weighted by 
 probs, for each query i ≥ 8 the largest weight on a key 1 ≤ j ≤ i (the lower j among equals),
 the K largest over the corpus (ties: earlier window, earlier query). Also checked: `windows`,
 `tokens`, usage and data errors (empty corpus, not UTF-8, a window beyond the block size,
-exit codes 1 and 2), and that `--out` is written only by a completed scan.
+exit codes 1 and 2), and that `--out` is written only by a completed scan (not after a
+SIGINT, which stops the scan with exit 1).
 
 Tolerance: metrics within 1e-5 (float32 sums in a different order); weights within 1e-6.
 Exit status 1 on any mismatch.
@@ -30,8 +31,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -175,6 +178,22 @@ def check_errors(ck, cli, workdir):
         ck.ok(f"{what}: a failed scan wrote {out}", not os.path.exists(out) and not os.path.exists(out + ".part"))
     r = run(cli, ["scan", "--model", m, "--corpus", good, "--out", out])
     ck.ok("--out holds the results", os.path.exists(out) and json.load(open(out))["windows"] > 0)
+    # Ctrl-C (SIGINT) during a long scan: exit 1 with a message, --out left as it was (absent).
+    big = os.path.join(workdir, "big.txt")
+    with open(big, "w") as f:
+        f.write(corpus_text() * 3000)  # about 5 MB: a minute's scan
+    os.remove(out)
+    p = subprocess.Popen([cli, "scan", "--model", m, "--corpus", big, "--out", out], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    ck.ok(f"SIGINT: exit {p.returncode} (want 1), stderr {err.strip()!r}", p.returncode == 1 and "interrupted" in err)
+    ck.ok("SIGINT: no results file", not os.path.exists(out) and not os.path.exists(out + ".part"))
 
 
 def main():
