@@ -327,8 +327,8 @@ std::vector<BadCase> bad_cases() {
                "metadata 'llama.embedding_length' must be an integer, found string"});
   v.push_back({"zero heads", edited([](GgufWriter& w) { w.set_u32("llama.attention.head_count", 0); }),
                "'llama.attention.head_count' = 0 must be a positive integer"});
-  v.push_back({"rope scaling", edited([](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "yarn"); }),
-               "'llama.rope.scaling.type' \"yarn\" is not supported"});
+  v.push_back({"rope scaling", edited([](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "dynamic"); }),
+               "'llama.rope.scaling.type' \"dynamic\" is not supported"});
   v.push_back({"rope frequency factors of the wrong length", edited([](GgufWriter& w) {
                  w.add_f32("rope_freqs.weight", {3}, std::vector<float>(3, 1.f));
                }), "tensor 'rope_freqs.weight' has shape (3), expected (8) (half the rotary dims"});

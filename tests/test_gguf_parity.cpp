@@ -233,6 +233,12 @@ nlohmann::json family_json(const std::string& family) {
     j["logits_scaling"] = 8.0;
   }
   if (family == "mistral") j["sliding_window"] = 4;
+  if (family == "ministral3") {  // YaRN ×4 over 4 tokens and the query temperature stepping at 4, 8
+    j["sliding_window"] = nullptr;
+    j["rope_parameters"] = {{"rope_type", "yarn"},       {"rope_theta", 10000.0}, {"factor", 4.0},
+                            {"original_max_position_embeddings", 4}, {"beta_fast", 8.0}, {"beta_slow", 1.0},
+                            {"mscale", 1.0},             {"mscale_all_dim", 0.5}, {"llama_4_scaling_beta", 0.3}};
+  }
   if (family == "qwen2") {  // layers from max_window_layers on are local
     j["use_sliding_window"] = true, j["sliding_window"] = 3, j["max_window_layers"] = 1;
   }
@@ -270,6 +276,9 @@ TEST_P(GgufFamily, DumpEqualsTheHuggingFaceModel) {
   EXPECT_FLOAT_EQ(g->config.residual_scale, h->config.residual_scale);
   EXPECT_FLOAT_EQ(g->config.final_softcap, h->config.final_softcap);
   EXPECT_EQ(g->config.rotary(), h->config.rotary());
+  EXPECT_FLOAT_EQ(g->config.attn_temp_beta, h->config.attn_temp_beta);
+  EXPECT_EQ(g->config.attn_temp_length, h->config.attn_temp_length);
+  EXPECT_FLOAT_EQ(g->config.rope_scaling.mscale, h->config.rope_scaling.mscale);
 }
 
 std::string family_name(const ::testing::TestParamInfo<GgufFamily::ParamType>& i) {
@@ -279,7 +288,8 @@ std::string family_name(const ::testing::TestParamInfo<GgufFamily::ParamType>& i
 INSTANTIATE_TEST_SUITE_P(
     Families, GgufFamily,
     ::testing::Combine(::testing::Values("qwen3", "gemma2", "gemma3_text", "gemma3_5to1", "phi3", "smollm3",
-                                         "smollm3_nope", "olmo2", "granite", "mistral", "qwen2", "qwen3_vl_text"),
+                                         "smollm3_nope", "olmo2", "granite", "mistral", "qwen2", "qwen3_vl_text",
+                                         "ministral3"),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K)),
     family_name);
 

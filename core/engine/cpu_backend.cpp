@@ -460,6 +460,9 @@ class CpuBackend : public Backend {
         rope_inplace(q, H, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
         rope_inplace(k, KV, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
       }
+      if (c.attn_temp_beta != 0.f)  // Ministral 3's query temperature, row by row (1 before its length)
+        for (int r = 0; r < n; ++r)
+          if (const float tq = c.query_temperature(p + r); tq != 1.f) q.row(r) *= tq;
       scatter_heads(q, H, d, p, lt.q);
       scatter_heads(k, KV, d, p, lt.k);
       scatter_heads(v, KV, d, p, lt.v);

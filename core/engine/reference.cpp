@@ -132,6 +132,8 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
         rope(q, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
         rope(k, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
       }
+      for (int t = 0; t < T; ++t)  // Ministral 3's query temperature (1 before its length)
+        for (int e = 0; e < d; ++e) q[t][e] *= cfg.query_temperature(t);
       Rows wei = zeros(T, T), scaled = zeros(T, T), masked = zeros(T, T), probs = zeros(T, T), out = zeros(T, d);
       const double c = spec.softcap;
       for (int i = 0; i < T; ++i)

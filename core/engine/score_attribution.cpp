@@ -51,7 +51,7 @@ void frozen_qk_norm(const ModelConfig& c, Mat& X, int heads, const Vec& w) {
 // One head's side (P, d): the parts through the projection (its bias with the bias part),
 // frozen QK-norm, and RoPE at the row's position.
 Mat head_side(const ModelConfig& c, const LayerSpec& spec, const std::vector<double>& inv_freq, const Mat& normed,
-              const Weight& W, const Vec& b, int heads, const Vec& qk_w, int head, int pos) {
+              const Weight& W, const Vec& b, int heads, const Vec& qk_w, int head, int pos, bool is_query) {
   const int d = c.head_size;
   Mat X;
   linear(normed, W, Vec(), X);  // (P, heads·d)
@@ -66,6 +66,7 @@ Mat head_side(const ModelConfig& c, const LayerSpec& spec, const std::vector<dou
       side.row(p) = r;
     }
   }
+  if (is_query) side *= c.query_temperature(pos);  // Ministral 3's query temperature (1 before its length)
   return side;
 }
 
@@ -115,9 +116,9 @@ ScoreAttribution score_attribution(const Model& m, const Trace& tr, int layer, i
   const StreamParts qp = stream_parts(m, tr, layer, query), kp = stream_parts(m, tr, layer, key);
   const std::vector<double> inv = spec.rope ? rope_inv_freq(c, layer, T) : std::vector<double>{};
   const Mat Q = head_side(c, spec, inv, frozen_input_norm(c, lw, lt, query, qp.rows), lw.wq, lw.bq, c.n_head, lw.q_norm,
-                          head, query);  // (P, d)
+                          head, query, /*is_query=*/true);  // (P, d)
   const Mat K = head_side(c, spec, inv, frozen_input_norm(c, lw, lt, key, kp.rows), lw.wk, lw.bk, c.n_kv_head, lw.k_norm,
-                          c.kv_head_of(head), key);  // (P, d)
+                          c.kv_head_of(head), key, /*is_query=*/false);  // (P, d)
 
   ScoreAttribution a;
   a.layer = layer;

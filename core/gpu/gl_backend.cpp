@@ -67,6 +67,7 @@ bool gated_mlp(const ModelConfig& c) { return c.arch != Arch::Gpt2 && c.mlp != M
 struct DevRope {
   std::vector<double> inv_freq;  // (rot/2)
   float mscale = 1.f;
+  bool query_temperature = false;  // the queries' table of a model with a query temperature (Ministral 3)
   int positions = 0;
   GlBuffer table;                // (positions, rot/2, 2)
 };
@@ -239,17 +240,19 @@ class GlBackend : public Backend {
   // The cos/sin table of these frequencies (× mscale) with at least T positions, made or
   // grown on first use. Tables stay until the model changes (a handful: one per layer
   // kind, two more per longrope model).
-  const GlBuffer& rope_for(const std::vector<double>& inv_freq, float mscale, int T) {
+  // With `temp` (a model with a query temperature), the queries' table: each position's
+  // entries also × its temperature.
+  const GlBuffer& rope_for(const std::vector<double>& inv_freq, float mscale, int T, const ModelConfig* temp = nullptr) {
     DevRope* r = nullptr;
     for (DevRope& e : ropes_)
-      if (e.inv_freq == inv_freq && e.mscale == mscale) r = &e;
+      if (e.inv_freq == inv_freq && e.mscale == mscale && e.query_temperature == (temp != nullptr)) r = &e;
     if (!r) {
-      ropes_.push_back(DevRope{inv_freq, mscale, 0, GlBuffer()});
+      ropes_.push_back(DevRope{inv_freq, mscale, temp != nullptr, 0, GlBuffer()});
       r = &ropes_.back();
     }
     if (T > r->positions) {
       r->positions = std::max(T, std::max(64, 2 * r->positions));
-      const std::vector<float> t = rope_table(r->positions, inv_freq, mscale);  // (positions, rot/2, 2)
+      const std::vector<float> t = rope_table(r->positions, inv_freq, mscale, temp);  // (positions, rot/2, 2)
       r->table.ensure(sizeof(float) * t.size(), k_->limit(), "the RoPE table");
       r->table.upload(t.data(), sizeof(float) * t.size());
     }
@@ -287,7 +290,13 @@ class GlBackend : public Backend {
     if (spec.rope) {
       const std::vector<double> inv_freq = rope_inv_freq(c, l, T);  // (rot/2)
       const float mscale = spec.rope_scaling.mscale;
-      k_->rope(qkv, p, n, ld, 0, H + KV, d, static_cast<int>(inv_freq.size()), p, rope_for(inv_freq, mscale, T));
+      const int half = static_cast<int>(inv_freq.size());
+      if (c.attn_temp_beta != 0.f) {  // the queries turned and × their temperature, the keys turned
+        k_->rope(qkv, p, n, ld, 0, H, d, half, p, rope_for(inv_freq, mscale, T, &c));
+        k_->rope(qkv, p, n, ld, H * d, KV, d, half, p, rope_for(inv_freq, mscale, T));
+      } else {
+        k_->rope(qkv, p, n, ld, 0, H + KV, d, half, p, rope_for(inv_freq, mscale, T));
+      }
     }
 
     lt.q.resize_keep({H, T, d}, p, d);

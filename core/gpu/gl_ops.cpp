@@ -566,7 +566,8 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   }
 }
 
-std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq_d, float mscale) {
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq_d, float mscale,
+                              const ModelConfig* query_temperature) {
   const int half = static_cast<int>(inv_freq_d.size());
   const std::vector<float> inv_freq(inv_freq_d.begin(), inv_freq_d.end());  // rounded as rope_inplace does
   std::vector<float> t(static_cast<size_t>(positions) * static_cast<size_t>(half) * 2);
@@ -574,8 +575,9 @@ std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq
     for (int i = 0; i < half; ++i) {
       const double a = static_cast<double>(pos) * inv_freq[i];
       const size_t at = (static_cast<size_t>(pos) * half + i) * 2;
-      t[at] = static_cast<float>(std::cos(a)) * mscale;
-      t[at + 1] = static_cast<float>(std::sin(a)) * mscale;
+      const float m = query_temperature ? mscale * query_temperature->query_temperature(pos) : mscale;
+      t[at] = static_cast<float>(std::cos(a)) * m;
+      t[at + 1] = static_cast<float>(std::sin(a)) * m;
     }
   return t;
 }

@@ -204,8 +204,10 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
 
 // cos/sin table for RoPE, (positions, rot/2, 2) with rot/2 = inv_freq.size(), computed
 // exactly as rope_inplace does (inverse frequencies in float, angles and cos/sin in double,
-// then each rounded to float and × mscale in float).
-std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq, float mscale = 1.f);
+// then each rounded to float and × mscale in float). With `query_temperature`, position
+// pos's entries also × its query_temperature(pos) (Ministral 3: the table of the queries).
+std::vector<float> rope_table(int positions, const std::vector<double>& inv_freq, float mscale = 1.f,
+                              const ModelConfig* query_temperature = nullptr);
 
 // Every kernel on host matrices, through its own GL context: for the tests, which check
 // each against core/engine/ops.h. Throws an Error when no GL context can be made.

@@ -71,10 +71,31 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
   const std::string type = get_string(r, "rope_type", get_string(r, "type", "default", at), at);
   s = RopeScaling{};
   if (type == "default") return;
-  if (type != "linear" && type != "llama3" && type != "longrope")
+  if (type != "linear" && type != "llama3" && type != "longrope" && type != "yarn")
     throw Error(at + ": type \"" + excerpt(type) +
-                "\" is not supported\n  HINT: attnviz reads \"linear\", \"llama3\" and \"longrope\".");
+                "\" is not supported\n  HINT: attnviz reads \"linear\", \"llama3\", \"longrope\" and \"yarn\".");
   s.type = type;
+  if (type == "yarn") {  // as Hugging Face's _compute_yarn_parameters
+    const int max_pos = get_int(top, "max_position_embeddings", at, 0);
+    s.original_max_position = get_int(r, "original_max_position_embeddings", at,
+                                      get_int(top, "original_max_position_embeddings", at, max_pos));
+    if (s.original_max_position <= 0)
+      throw Error(at + ": YaRN needs \"original_max_position_embeddings\" (the context the model was trained with)");
+    s.factor = r.contains("factor") && !r["factor"].is_null()
+                   ? get_float(r, "factor", 0.f, at, true)
+                   : static_cast<float>(max_pos) / static_cast<float>(s.original_max_position);
+    if (!(s.factor >= 1.f)) throw Error(at + ": YaRN's \"factor\" must be at least 1, found " + std::to_string(s.factor));
+    const auto mscale_of = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    const double ms = get_float(r, "mscale", 0.f, at, true), ms_all = get_float(r, "mscale_all_dim", 0.f, at, true);
+    const double af = ms != 0 && ms_all != 0 ? mscale_of(s.factor, ms) / mscale_of(s.factor, ms_all) : mscale_of(s.factor, 1.0);
+    s.mscale = get_float(r, "attention_factor", static_cast<float>(af), at, true);
+    s.beta_fast = get_float(r, "beta_fast", 32.f, at, true);
+    s.beta_slow = get_float(r, "beta_slow", 1.f, at, true);
+    s.truncate = get_bool(r, "truncate", true, at);
+    if (!(s.mscale > 0.f) || !(s.beta_fast > 0.f) || !(s.beta_slow > 0.f))
+      throw Error(at + ": YaRN's attention_factor, beta_fast and beta_slow must be positive numbers");
+    return;
+  }
   if (type == "longrope") {
     auto factors = [&](const char* key) {
       if (!r.contains(key) || !r[key].is_array() || r[key].size() != static_cast<size_t>(rot / 2))
@@ -303,8 +324,8 @@ bool is_decoder_family(const std::string& t) {
 std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"gemma3\", \"qwen3_5\" and \"qwen3_vl\" (with a "
-             "text_config)";
+  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"ministral3\", \"gemma3\", \"qwen3_5\", "
+             "\"qwen3_vl\" and \"mistral3\" (with a text_config)";
 }
 
 }  // namespace
@@ -314,12 +335,29 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
   const int half = d / 2;
   std::vector<double> f(static_cast<size_t>(std::max(half, 0)));
   constexpr double kPi = 3.14159265358979323846;
+  // YaRN's ramp over the pairs: the dims whose wavelength makes beta_fast (low) and
+  // beta_slow (high) turns over the original context.
+  double yarn_low = 0, yarn_high = 1;
+  if (s.type == "yarn") {
+    const auto dim_of = [&](double turns) {
+      return d * std::log(s.original_max_position / (turns * 2 * kPi)) / (2 * std::log(static_cast<double>(theta)));
+    };
+    yarn_low = dim_of(s.beta_fast), yarn_high = dim_of(s.beta_slow);
+    if (s.truncate) yarn_low = std::floor(yarn_low), yarn_high = std::ceil(yarn_high);
+    yarn_low = std::max(yarn_low, 0.0), yarn_high = std::min(yarn_high, d - 1.0);
+    if (yarn_high == yarn_low) yarn_high += 0.001;
+  }
   for (int i = 0; i < half; ++i) {
     double x = std::pow(static_cast<double>(theta), -2.0 * i / d);
     if (s.type == "linear") {
       x /= s.factor;
     } else if (s.type == "factors" || s.type == "longrope") {
       x /= (long_factors ? s.long_factor : s.freq_factors).at(static_cast<size_t>(i));
+    } else if (s.type == "yarn") {
+      // The kept frequency where pair i turns fast (i below the ramp), the interpolated one
+      // (÷ factor) where it turns slowly (above it), a linear blend on the ramp.
+      const double ramp = std::clamp((i - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+      x = x / s.factor * ramp + x * (1 - ramp);
     } else if (s.type == "llama3") {
       // Wavelengths under old_ctx / high_freq_factor are kept; over old_ctx / low_freq_factor
       // divided by factor; between, a linear blend in old_ctx / wavelength.
@@ -356,6 +394,46 @@ static ModelConfig parse_qwen3_vl(const nlohmann::json& j, const std::string& wh
   return c;
 }
 
+// Mistral 3 (model_type "mistral3"): a vision tower beside a text model in text_config,
+// "ministral3" (Ministral 3) or "mistral" (Mistral Small 3.1). Ministral 3 is Mistral with
+// YaRN in rope_parameters and, parked there too, llama_4_scaling_beta: the query
+// temperature 1 + beta·ln(1 + ⌊pos / original_max_position_embeddings⌋) after RoPE.
+static ModelConfig parse_mistral3(const nlohmann::json& j, const std::string& where) {
+  const bool outer = j["model_type"] == "mistral3";
+  if (outer && (!j.contains("text_config") || !j["text_config"].is_object()))
+    throw Error(where + ": model_type \"mistral3\" without a \"text_config\" object\n  HINT: attnviz reads the text "
+                "model of Mistral 3.");
+  nlohmann::json text = outer ? j["text_config"] : j;
+  const std::string at = outer ? where + ": text_config" : where;
+  if (outer && !text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+    text["tie_word_embeddings"] = j["tie_word_embeddings"];
+  const std::string inner = text.value("model_type", std::string(outer ? "ministral3" : "ministral3"));
+  if (inner != "ministral3" && inner != "mistral")
+    throw Error(at + ": model_type \"" + excerpt(inner) + "\" inside mistral3 is not supported (\"ministral3\" or "
+                "\"mistral\" expected)");
+  text["model_type"] = "mistral";
+  ModelConfig c = parse_config(text, at);
+  if (inner == "ministral3") {
+    c.model_type = "ministral3";
+    const nlohmann::json* rp = text.contains("rope_parameters") && text["rope_parameters"].is_object() ? &text["rope_parameters"]
+                                                                                                       : nullptr;
+    if (rp) {
+      c.attn_temp_beta = get_float(*rp, "llama_4_scaling_beta", 0.f, at + ": rope_parameters", true);
+      if (c.attn_temp_beta != 0.f) {
+        c.attn_temp_length = get_int(*rp, "original_max_position_embeddings", at + ": rope_parameters",
+                                     get_int(text, "original_max_position_embeddings", at, 0));
+        if (c.attn_temp_length <= 0)
+          throw Error(at + ": rope_parameters.llama_4_scaling_beta needs \"original_max_position_embeddings\" (the "
+                      "length the query temperature steps by)");
+        if (!std::isfinite(c.attn_temp_beta))
+          throw Error(at + ": rope_parameters.llama_4_scaling_beta must be a finite number");
+      }
+    }
+  }
+  if (outer) c.notes.push_back("mistral3: the text model of a multimodal checkpoint; its vision tower is not used");
+  return c;
+}
+
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
@@ -384,6 +462,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     return t;
   }
   if (c.model_type == "qwen3_vl" || c.model_type == "qwen3_vl_text") return parse_qwen3_vl(j, where);
+  if (c.model_type == "mistral3" || c.model_type == "ministral3") return parse_mistral3(j, where);
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -514,6 +593,11 @@ std::string ModelConfig::features() const {
                 (short_conv_bias ? ", biases" : "") + ") on layers " +
                 layer_list(n_layer, [&](int l) { return layer(l).mixer == Mixer::ShortConv; }));
   if (rope_scaling.type == "longrope") f.push_back("longrope x" + num(rope_scaling.mscale));
+  if (rope_scaling.type == "yarn")
+    f.push_back("YaRN x" + num(rope_scaling.factor) + " over " + std::to_string(rope_scaling.original_max_position) +
+                (rope_scaling.mscale != 1.f ? ", attention factor " + num(rope_scaling.mscale) : ""));
+  if (attn_temp_beta != 0.f)
+    f.push_back("query temperature 1 + " + num(attn_temp_beta) + "·ln(1 + ⌊pos/" + std::to_string(attn_temp_length) + "⌋)");
   const int L = n_layer;
   std::map<int, std::string> windows;  // W -> layers
   for (int l = 0; l < L; ++l)
@@ -647,8 +731,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["activation_function"] = "gelu_new";
     return j;
   }
-  // The keys of the family a type is parsed as (qwen3_vl_text: Qwen3's).
-  const std::string t = c.model_type == "qwen3_vl_text" ? "qwen3" : c.model_type;
+  // The keys of the family a type is parsed as (qwen3_vl_text: Qwen3's; ministral3: Mistral's).
+  const std::string t = c.model_type == "qwen3_vl_text" ? "qwen3" : c.model_type == "ministral3" ? "mistral" : c.model_type;
   const bool gemma = t == "gemma2" || t == "gemma3_text";
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;
@@ -658,6 +742,19 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["rope_scaling"] = {{"rope_type", s.type}, {"short_factor", s.freq_factors}, {"long_factor", s.long_factor},
                          {"attention_factor", s.mscale}};
     j["original_max_position_embeddings"] = s.original_max_position;
+  } else if (s.type == "yarn") {
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", s.factor}, {"original_max_position_embeddings", s.original_max_position},
+                         {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate},
+                         {"attention_factor", s.mscale}};
+    if (c.model_type == "ministral3") {  // Ministral 3 keeps it all in rope_parameters
+      j["architectures"] = {"Ministral3ForCausalLM"};
+      nlohmann::json rp = j["rope_scaling"];
+      rp["rope_theta"] = c.rope_theta;
+      rp["llama_4_scaling_beta"] = c.attn_temp_beta;  // its length is YaRN's original_max_position_embeddings
+      j.erase("rope_scaling");
+      j.erase("rope_theta");
+      j["rope_parameters"] = rp;
+    }
   } else if (!s.type.empty()) {
     j["rope_scaling"] = {{"rope_type", s.type}, {"factor", s.factor}};
     if (s.type == "llama3") {

@@ -5,6 +5,7 @@
 //   d head size (C / H unless the config says head_dim), I MLP hidden size,
 //   T tokens in the window (≤ block_size ≤ n_ctx), n new rows computed in one call.
 #pragma once
+#include <cmath>
 #include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <string>
@@ -32,14 +33,20 @@ enum class MlpKind { Gelu, SwiGLU, GeGLU };
 // (Llama 3.1/3.2: long wavelengths / factor, short ones kept, a smooth blend between);
 // "longrope" (Phi-3/4: frequency i / short_factor[i], and cos, sin × mscale); or, from a
 // GGUF file, "factors": frequency i divided by freq_factors[i] (llama.cpp's rope_freqs
-// tensor, where a converter has written Llama 3's divisors).
+// tensor, where a converter has written Llama 3's divisors); or "yarn" (YaRN, as Hugging
+// Face computes it: frequency i blended from θ^(−2i/d) (kept) and θ^(−2i/d) / factor
+// (interpolated) by a ramp between the correction dims of beta_fast and beta_slow rotations
+// over original_max_position, those dims rounded outward unless truncate is false; cos, sin
+// × mscale, the attention factor).
 struct RopeScaling {
   std::string type;
   float factor = 1.f, low_freq_factor = 1.f, high_freq_factor = 4.f;
   int original_max_position = 8192;
   std::vector<float> freq_factors;  // (rot/2) for "factors" and "longrope" (its short_factor)
   std::vector<float> long_factor;   // (rot/2) "longrope" when the window is longer than original_max_position
-  float mscale = 1.f;               // "longrope"'s attention factor: multiplies cos and sin
+  float mscale = 1.f;               // "longrope"'s and "yarn"'s attention factor: multiplies cos and sin
+  float beta_fast = 32.f, beta_slow = 1.f;  // "yarn": the rotation counts that bound the ramp
+  bool truncate = true;                     // "yarn": the correction dims floored / ceiled (Hugging Face's default)
 };
 
 // What mixes a layer's tokens. Softmax: causal softmax attention over a KV cache (every
@@ -108,6 +115,16 @@ struct ModelConfig {
   float residual_scale = 1.f;          // attention and MLP outputs × this before each add (Granite)
   float logit_scale = 1.f;             // logits × this (Granite: 1 / logits_scaling)
   float final_softcap = 0.f;           // > 0: logits ← c·tanh(logits/c) (Gemma 2)
+  // Ministral 3's query temperature (Llama 4's attention temperature tuning): after RoPE the
+  // query at position p is multiplied by 1 + beta·ln(1 + ⌊p / length⌋), exactly 1 before
+  // position `length`. beta 0: none.
+  float attn_temp_beta = 0.f;
+  int attn_temp_length = 0;
+  float query_temperature(int pos) const {
+    return attn_temp_beta != 0.f && attn_temp_length > 0
+               ? static_cast<float>(1.0 + attn_temp_beta * std::log1p(static_cast<double>(pos / attn_temp_length)))
+               : 1.f;
+  }
   std::vector<std::string> notes;      // what loading decided that the user should know
   bool attn_gate = false;              // Qwen3.5: q_proj also gives a per-head output gate, out ⊙ σ(gate)
   LinearAttnDims linear;               // the gated-delta-rule layers' sizes (layer_specs say which layers)

@@ -187,7 +187,10 @@ std::vector<float> rope_factor_tensor(const GgufFile& f, const GgufTensorInfo& t
 // (every frequency divided by it); a rope_freqs tensor of rot/2 divisors, one per frequency
 // (what converters write for Llama 3.1/3.2's "llama3" scaling); or Phi-3's longrope as the
 // tensors rope_factors_short / rope_factors_long with rope.scaling.attn_factor and
-// rope.scaling.original_context_length. Other types (yarn) and two at once are refused.
+// rope.scaling.original_context_length; or "yarn" with rope.scaling.factor,
+// original_context_length, yarn_beta_fast/slow, yarn_log_multiplier and attn_factor (a
+// further multiplier of the attention factor, as llama.cpp applies it).
+// Other types and two at once are refused.
 void read_rope_scaling(const GgufFile& f, const std::string& a, const std::string& where, ModelConfig& c) {
   ModelConfig::RopeScaling& s = c.rope_scaling;
   const int rot = c.rotary();
@@ -200,10 +203,28 @@ void read_rope_scaling(const GgufFile& f, const std::string& a, const std::strin
     if (!(s.factor >= 1.f) || !std::isfinite(s.factor))
       throw Error(where + "'" + a + "rope.scaling.factor' must be a number of at least 1 for linear RoPE scaling, found " +
                   std::to_string(s.factor));
+  } else if (type == "yarn") {  // llama.cpp's keys for what Hugging Face's rope_parameters hold
+    s.type = "yarn";
+    s.factor = gguf_positive_float(f, a + "rope.scaling.factor", 0.f, "a YaRN factor of at least 1");
+    if (!(s.factor >= 1.f))
+      throw Error(where + "'" + a + "rope.scaling.factor' must be a number of at least 1 for YaRN, found " +
+                  std::to_string(s.factor));
+    s.original_max_position = gguf_positive(f, a + "rope.scaling.original_context_length");
+    s.beta_fast = gguf_positive_float(f, a + "rope.scaling.yarn_beta_fast", 32.f);
+    s.beta_slow = gguf_positive_float(f, a + "rope.scaling.yarn_beta_slow", 1.f);
+    // The attention factor as llama.cpp makes it: mscale(factor, 1) / mscale(factor, log_mul)
+    // with yarn_log_multiplier (Hugging Face's mscale_all_dim, mscale taken as 1), else
+    // mscale(factor, 1) = 0.1·ln(factor) + 1; times rope.scaling.attn_factor (default 1).
+    const auto mscale_of = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    const double log_mul = f.get_float(a + "rope.scaling.yarn_log_multiplier", 0.0);
+    const double af = log_mul != 0 ? mscale_of(s.factor, 1.0) / mscale_of(s.factor, log_mul) : mscale_of(s.factor, 1.0);
+    s.mscale = static_cast<float>(af * gguf_positive_float(f, a + "rope.scaling.attn_factor", 1.f));
+    // llama.cpp always rounds the correction dims outward; a file says nothing else.
+    s.truncate = true;
   } else if (type != "none" && type != "longrope" && type != "su") {
     throw Error(where + "'" + a + "rope.scaling.type' \"" + excerpt(type) +
-                "\" is not supported\n  HINT: attnviz reads \"linear\", Llama 3's per-frequency factors (rope_freqs) and "
-                "Phi-3's longrope (rope_factors_short/long).");
+                "\" is not supported\n  HINT: attnviz reads \"linear\", \"yarn\", Llama 3's per-frequency factors (rope_freqs) "
+                "and Phi-3's longrope (rope_factors_short/long).");
   }
   if (lng || sht) {
     if (!s.type.empty()) throw Error(where + "both linear RoPE scaling and longrope factors: not supported together");
@@ -259,8 +280,8 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
 
 // The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
 // llama.cpp's converter writes Mistral as "llama").
-constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",
-                                      "smollm3", "olmo2", "granite", "gpt2", "qwen35", "lfm2", "qwen3vl"};
+constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",  "smollm3",
+                                      "olmo2", "granite", "gpt2",    "qwen35", "lfm2",   "qwen3vl", "mistral3"};
 
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
@@ -268,7 +289,10 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   ModelConfig c;
   // qwen3vl: Qwen3-VL's text model, Qwen3 with multi-axis RoPE (plain RoPE for text: see
   // config.cpp's parse_qwen3_vl); its rope.dimension_sections are not needed.
-  c.model_type = arch == "gemma3" ? "gemma3_text" : arch == "qwen3vl" ? "qwen3_vl_text" : arch;
+  c.model_type = arch == "gemma3"     ? "gemma3_text"
+                 : arch == "qwen3vl"  ? "qwen3_vl_text"
+                 : arch == "mistral3" ? "ministral3"  // Ministral 3's text model: Mistral with YaRN and a query temperature
+                                      : arch;
   c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
   c.n_layer = checked_layers(gguf_positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
   c.n_embd = gguf_positive(f, a + "embedding_length");
@@ -329,6 +353,18 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
                 "attention.head_count_kv' " + std::to_string(c.n_kv_head));
   checked_dim(c.n_head, c.head_size, where + "query width head_count x key_length");
   read_rope_scaling(f, a, where, c);
+  if (arch == "mistral3" && f.find_key(a + "attention.temperature_scale")) {
+    // Ministral 3's query temperature, stepping every YaRN original context (as llama.cpp reads it).
+    c.attn_temp_beta = static_cast<float>(f.get_float(a + "attention.temperature_scale", 0.0));
+    if (!std::isfinite(c.attn_temp_beta))
+      throw Error(where + "'" + a + "attention.temperature_scale' must be a finite number");
+    if (c.attn_temp_beta != 0.f) {
+      if (c.rope_scaling.type != "yarn")
+        throw Error(where + "'" + a + "attention.temperature_scale' needs YaRN's '" + a +
+                    "rope.scaling.original_context_length' (the length the temperature steps by)");
+      c.attn_temp_length = c.rope_scaling.original_max_position;
+    }
+  }
   c.tie_embeddings = !f.find("output.weight");
   c.qkv_bias = arch == "qwen2" || f.find("blk.0.attn_q.bias");
   c.o_bias = f.find("blk.0.attn_output.bias") != nullptr;
@@ -422,7 +458,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   // llama.cpp's converter reorders q/k rows for the llama-style architectures only (their
   // graphs rotate adjacent pairs); qwen2/3, gemma, phi3 and olmo2 keep Hugging Face's order.
   const std::string& t0 = c.model_type;
-  const bool permuted = t0 == "llama" || t0 == "mistral" || t0 == "granite" || t0 == "smollm3";
+  const bool permuted = t0 == "llama" || t0 == "mistral" || t0 == "granite" || t0 == "smollm3" || t0 == "ministral3";
   const std::vector<DecoderTensor> list = decoder_tensors(c);
   // Fused tensors whose rows do not split are refused before anything is read.
   for (const DecoderTensor& t : list) {

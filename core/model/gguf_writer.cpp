@@ -432,6 +432,7 @@ std::string gguf_arch_of(const ModelConfig& c) {
   if (c.model_type == "mistral") return "llama";
   if (c.model_type == "qwen3_5_text") return "qwen35";
   if (c.model_type == "qwen3_vl_text") return "qwen3vl";
+  if (c.model_type == "ministral3") return "mistral3";
   return c.model_type;
 }
 
@@ -442,7 +443,7 @@ namespace {
 // llama.cpp's converter permutes the q/k rows of these (rotary pairs (i, i + d/2) made
 // adjacent: GGUF row (h, i, half) holds Hugging Face row (h, half, i)); the others keep HF's order.
 bool permutes_qk(const std::string& gguf_arch) {
-  return gguf_arch == "llama" || gguf_arch == "granite" || gguf_arch == "smollm3";
+  return gguf_arch == "llama" || gguf_arch == "granite" || gguf_arch == "smollm3" || gguf_arch == "mistral3";
 }
 
 // HF rows from GGUF rows (the inverse of the converter's permutation).
@@ -646,7 +647,18 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     g.add_f32("rope_factors_short.weight", {rot / 2}, rs.freq_factors);
     g.set_f32(a + "rope.scaling.attn_factor", rs.mscale);
     g.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(rs.original_max_position));
+  } else if (rs.type == "yarn") {
+    // llama.cpp's keys. Its attention factor is 0.1·ln(factor) + 1 (no yarn_log_multiplier
+    // written) times rope.scaling.attn_factor, so that key carries the rest of the model's.
+    g.set_string(a + "rope.scaling.type", "yarn");
+    g.set_f32(a + "rope.scaling.factor", rs.factor);
+    g.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(rs.original_max_position));
+    g.set_f32(a + "rope.scaling.yarn_beta_fast", rs.beta_fast);
+    g.set_f32(a + "rope.scaling.yarn_beta_slow", rs.beta_slow);
+    const double own = rs.factor > 1.f ? 0.1 * std::log(static_cast<double>(rs.factor)) + 1.0 : 1.0;
+    g.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(rs.mscale / own));
   }
+  if (c.attn_temp_beta != 0.f) g.set_f32(a + "attention.temperature_scale", c.attn_temp_beta);
   (void)w;
 
   const bool gemma = arch == "gemma2" || arch == "gemma3";

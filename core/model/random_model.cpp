@@ -101,6 +101,15 @@ constexpr ConfigPreset kConfigPresets[] = {
       "head_dim": 128, "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "rope_theta": 5000000,
       "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true},
       "tie_word_embeddings": true, "attention_bias": false, "hidden_act": "silu"})"},
+    // Ministral 3 3B's text model (its text_config, model_type ministral3): Mistral with YaRN
+    // ×16 over 16,384 tokens (attention factor 1: mscale = mscale_all_dim) and the query
+    // temperature 1 + 0.1·ln(1 + ⌊pos / 16384⌋).
+    {"ministral3-3b", R"({"model_type": "ministral3", "vocab_size": 131072, "hidden_size": 3072,
+      "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "head_dim": 128, "max_position_embeddings": 262144, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+      "sliding_window": null, "tie_word_embeddings": true,
+      "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000, "factor": 16, "original_max_position_embeddings": 16384,
+                          "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 1, "llama_4_scaling_beta": 0.1}})"},
     {"gemma3-270m", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
       "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
       "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,

@@ -100,9 +100,9 @@ NEG_INF = float("-inf")
 def text_config(cfg: dict) -> dict:
     """gemma3's and qwen3_vl's text_config (model_type gemma3_text, qwen3_vl_text), else the
     config itself."""
-    if cfg.get("model_type") in ("gemma3", "qwen3_vl"):
+    if cfg.get("model_type") in ("gemma3", "qwen3_vl", "mistral3"):
         tc = dict(cfg["text_config"])
-        tc.setdefault("model_type", cfg["model_type"] + "_text")
+        tc.setdefault("model_type", "ministral3" if cfg["model_type"] == "mistral3" else cfg["model_type"] + "_text")
         tc.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
         return tc
     return cfg
@@ -252,6 +252,29 @@ def qwen2_config(**extra):
     return cfg
 
 
+def ministral3_config(layers=2, tie=False, **rope):
+    """Ministral 3's text model: Mistral with YaRN in rope_parameters and, in the same dict,
+    llama_4_scaling_beta (the query temperature steps every original_max_position_embeddings
+    positions: 4 here, so that a short text crosses it)."""
+    rp = {"rope_type": "yarn", "type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+          "original_max_position_embeddings": 4, "beta_fast": 8.0, "beta_slow": 1.0, "llama_4_scaling_beta": 0.3}
+    rp.update(rope)
+    cfg = base_config("ministral3", "Ministral3ForCausalLM", 53, 48, 80, layers, 4, 2, 1024, head_dim=16,
+                      hidden_act="silu", sliding_window=None, tie_word_embeddings=tie, rms_norm_eps=1e-5,
+                      rope_parameters={k: v for k, v in rp.items() if v is not None})
+    return cfg
+
+
+def mistral3_config(text_cfg, **extra):
+    """Mistral 3's multimodal checkpoint: the text model in text_config, a vision tower beside."""
+    tc = dict(text_cfg)
+    del tc["architectures"]
+    cfg = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "text_config": tc,
+           "vision_config": {"model_type": "pixtral", "hidden_size": 8}, "image_token_index": 10}
+    cfg.update(extra)
+    return cfg
+
+
 # ---------------------------------------------------------------------------------------------
 # test cases
 # ---------------------------------------------------------------------------------------------
@@ -327,6 +350,14 @@ CASES = [
     Case("qwen2_window", qwen2_config(), 12, 91, [None, 3, 3], [True, True, True]),
     # Qwen2.5's own configs: sliding_window set, use_sliding_window false -> every layer global
     Case("qwen2_window_off", qwen2_config(use_sliding_window=False), 12, 92, [None] * 3, [True] * 3),
+    # Ministral 3: YaRN (attention factor from the default 0.1·ln(factor) + 1; the correction
+    # dims rounded outward) and the query temperature stepping at positions 4, 8, 12.
+    Case("ministral3", ministral3_config(), 14, 101, [None, None], [True, True]),
+    # In its multimodal checkpoint (model.language_model.*, tied as Ministral-3-3B is),
+    # truncate false, mscale and mscale_all_dim (the attention factor their ratio), a larger beta.
+    Case("ministral3_mm", mistral3_config(ministral3_config(
+        3, tie=True, truncate=False, mscale=1.0, mscale_all_dim=0.5, factor=8.0, beta_fast=16.0, llama_4_scaling_beta=0.5)),
+         13, 102, [None] * 3, [True] * 3, layout="new"),
 ] + _mistral_window_cases()
 
 
@@ -372,6 +403,7 @@ class Plan:
     residual_mult: float
     tie: bool
     layers: List[Layer]
+    attn_temp: Optional[Tuple[float, int]] = None  # Ministral 3: (beta, length): q × (1 + beta·ln(1 + ⌊t/length⌋))
 
 
 def _rope_inv_freq(theta, rot, kind, params, tc, T):
@@ -383,6 +415,31 @@ def _rope_inv_freq(theta, rot, kind, params, tc, T):
         return base / float(params["factor"]), 1.0
     if kind == "llama3":
         return P.rope_inv_freq({"rope_theta": theta, "rope_scaling": params}, rot), 1.0
+    if kind == "yarn":  # Hugging Face's _compute_yarn_parameters, step by step
+        orig = params.get("original_max_position_embeddings") or tc.get("original_max_position_embeddings") \
+            or tc["max_position_embeddings"]
+        factor = params.get("factor") or tc["max_position_embeddings"] / orig
+
+        def get_mscale(scale, m=1.0):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+        attn = params.get("attention_factor")
+        if attn is None:
+            ms, ms_all = params.get("mscale"), params.get("mscale_all_dim")
+            attn = get_mscale(factor, ms) / get_mscale(factor, ms_all) if ms and ms_all else get_mscale(factor)
+        beta_fast, beta_slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
+
+        def correction_dim(turns):
+            return (rot * math.log(orig / (turns * 2 * math.pi))) / (2 * math.log(theta))
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if params.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, rot - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(rot // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+        extrapolation_factor = 1 - ramp
+        inv = base / factor * (1 - extrapolation_factor) + base * extrapolation_factor
+        return inv, float(attn)
     if kind == "longrope":
         orig = tc.get("original_max_position_embeddings",
                       params.get("original_max_position_embeddings"))
@@ -434,7 +491,7 @@ def make_plan(cfg: dict, T: int) -> Plan:
     elif arch == "smollm3":  # SmolLM3Config: only the no-RoPE layers slide
         types = ["sliding_attention" if W is not None and not rope_on[i] else "full_attention"
                  for i in range(L)]
-    elif arch in ("mistral", "phi3"):
+    elif arch in ("mistral", "phi3", "ministral3"):
         types = ["sliding_attention" if W is not None else "full_attention"] * L
     elif arch == "gemma2":
         types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
@@ -471,7 +528,12 @@ def make_plan(cfg: dict, T: int) -> Plan:
     else:
         scale = 1.0 / math.sqrt(d)
     tie = tc.get("tie_word_embeddings", cfg.get("tie_word_embeddings", gemma))
-    return Plan(
+    attn_temp = None
+    if arch == "ministral3" and (tc.get("rope_parameters") or {}).get("llama_4_scaling_beta"):
+        rp = tc["rope_parameters"]
+        attn_temp = (float(rp["llama_4_scaling_beta"]), int(rp["original_max_position_embeddings"]))
+    return Plan(attn_temp=attn_temp,
+        
         arch=arch, C=C, H=H, KV=KV, d=d, V=tc["vocab_size"], eps=tc.get("rms_norm_eps", 1e-6),
         norm_offset=1.0 if gemma else 0.0,
         block="sandwich" if gemma else "post" if arch == "olmo2" else "pre",
@@ -577,7 +639,7 @@ def write_model_dir(case: Case, model_dir: str, weights: Dict[str, np.ndarray]):
 def load_model_dir(model_dir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
     """-> (config, canonical weights); gemma3's and qwen3_vl's vision tensors dropped."""
     cfg, tensors = P.read_config_model_dir(model_dir)
-    if cfg.get("model_type") not in ("gemma3", "qwen3_vl"):
+    if cfg.get("model_type") not in ("gemma3", "qwen3_vl", "mistral3"):
         return cfg, tensors
     out = {}
     for k, v in tensors.items():
@@ -654,6 +716,11 @@ def reference_plan(p: Plan, weights, toks: List[int]) -> Dict[str, torch.Tensor]
         if layer.rope is not None:
             r = layer.rope  # dims (i, i + rot/2) rotated, both times attn_factor
             q, k = (P.loop_rope(x, r.inv_freq, r.rot, factor=r.attn_factor) for x in (q, k))
+        if p.attn_temp is not None:  # after RoPE: query t × (1 + beta·ln(1 + ⌊t / length⌋))
+            beta, length = p.attn_temp
+            q = q.clone()
+            for t in range(q.shape[1]):
+                q[:, t, :] *= 1.0 + beta * math.log(1 + math.floor(t / length))
         att = loop_attention(q, k, v, p.scale, p.attn_softcap, layer.window)
         res.update({f"layers.{l}.{n}": t for n, t in [("q", q), ("k", k), ("v", v)] + list(att.items())})
         merged = torch.cat([att["out"][hh] for hh in range(H)], dim=1)      # (T, H*d)
@@ -729,6 +796,10 @@ def alt_reference(p: Plan, weights, toks) -> Dict[str, np.ndarray]:
             q, k = norm(q, a + "self_attn.q_norm.weight"), norm(k, a + "self_attn.k_norm.weight")
         if layer.rope is not None:
             q, k = rope(q, layer.rope), rope(k, layer.rope)
+        if p.attn_temp is not None:
+            beta, length = p.attn_temp
+            pos = torch.arange(q.shape[1], dtype=torch.float64)
+            q = q * (1 + beta * torch.log1p(torch.floor(pos / length)))[None, :, None]
         k_rep, v_rep = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)
         st = {"scores": torch.matmul(q, k_rep.transpose(-1, -2))}
         st["scaled"] = st["scores"] * p.scale
@@ -954,6 +1025,15 @@ def variants(case: Case, plan: Plan) -> List[Tuple[str, Plan]]:
         out.append(("residual_multiplier ignored", replace(plan, residual_mult=1.0)))
     if plan.arch == "granite":
         out.append(("embedding_multiplier ignored", replace(plan, embed_scale=1.0)))
+    if plan.attn_temp is not None:
+        out.append(("query temperature ignored", replace(plan, attn_temp=None)))
+        out.append(("query temperature stepping one position early", replace(
+            plan, attn_temp=(plan.attn_temp[0], plan.attn_temp[1] - 1))))
+    tp = text_config(case.config).get("rope_parameters") or {}
+    if tp.get("rope_type") == "yarn":
+        out.append(("YaRN as linear scaling (every frequency / factor)", with_layers(lambda i, ly: replace(
+            ly, rope=replace(ly.rope, inv_freq=1.0 / (tp["rope_theta"] ** (torch.arange(
+                0, ly.rope.rot, 2, dtype=torch.float64) / ly.rope.rot)) / tp["factor"])))))
     return out
 
 
