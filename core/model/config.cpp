@@ -76,9 +76,11 @@ void parse_rope_scaling(const nlohmann::json& r, const std::string& at, const nl
                 "\" is not supported\n  HINT: attnviz reads \"linear\", \"llama3\", \"longrope\" and \"yarn\".");
   s.type = type;
   if (type == "yarn") {  // as Hugging Face's _compute_yarn_parameters
+    // Hugging Face's standardize_rope_params: a top-level original_max_position_embeddings
+    // wins over the one in the dict; without either, max_position_embeddings.
     const int max_pos = get_int(top, "max_position_embeddings", at, 0);
-    s.original_max_position = get_int(r, "original_max_position_embeddings", at,
-                                      get_int(top, "original_max_position_embeddings", at, max_pos));
+    s.original_max_position = get_int(top, "original_max_position_embeddings", at,
+                                      get_int(r, "original_max_position_embeddings", at, max_pos));
     if (s.original_max_position <= 0)
       throw Error(at + ": YaRN needs \"original_max_position_embeddings\" (the context the model was trained with)");
     s.factor = r.contains("factor") && !r["factor"].is_null()
@@ -420,8 +422,11 @@ static ModelConfig parse_mistral3(const nlohmann::json& j, const std::string& wh
     if (rp) {
       c.attn_temp_beta = get_float(*rp, "llama_4_scaling_beta", 0.f, at + ": rope_parameters", true);
       if (c.attn_temp_beta != 0.f) {
-        c.attn_temp_length = get_int(*rp, "original_max_position_embeddings", at + ": rope_parameters",
-                                     get_int(text, "original_max_position_embeddings", at, 0));
+        // The dict's original_max_position_embeddings after standardize_rope_params: YaRN's.
+        c.attn_temp_length = c.rope_scaling.type == "yarn"
+                                 ? c.rope_scaling.original_max_position
+                                 : get_int(text, "original_max_position_embeddings", at,
+                                           get_int(*rp, "original_max_position_embeddings", at + ": rope_parameters", 0));
         if (c.attn_temp_length <= 0)
           throw Error(at + ": rope_parameters.llama_4_scaling_beta needs \"original_max_position_embeddings\" (the "
                       "length the query temperature steps by)");

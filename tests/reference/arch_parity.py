@@ -252,7 +252,7 @@ def qwen2_config(**extra):
     return cfg
 
 
-def ministral3_config(layers=2, tie=False, **rope):
+def ministral3_config(layers=2, tie=False, top_orig=None, **rope):
     """Ministral 3's text model: Mistral with YaRN in rope_parameters and, in the same dict,
     llama_4_scaling_beta (the query temperature steps every original_max_position_embeddings
     positions: 4 here, so that a short text crosses it)."""
@@ -262,6 +262,8 @@ def ministral3_config(layers=2, tie=False, **rope):
     cfg = base_config("ministral3", "Ministral3ForCausalLM", 53, 48, 80, layers, 4, 2, 1024, head_dim=16,
                       hidden_act="silu", sliding_window=None, tie_word_embeddings=tie, rms_norm_eps=1e-5,
                       rope_parameters={k: v for k, v in rp.items() if v is not None})
+    if top_orig is not None:  # Hugging Face's standardize_rope_params lets it win over the dict's
+        cfg["original_max_position_embeddings"] = top_orig
     return cfg
 
 
@@ -354,9 +356,10 @@ CASES = [
     # dims rounded outward) and the query temperature stepping at positions 4, 8, 12.
     Case("ministral3", ministral3_config(), 14, 101, [None, None], [True, True]),
     # In its multimodal checkpoint (model.language_model.*, tied as Ministral-3-3B is),
-    # truncate false, mscale and mscale_all_dim (the attention factor their ratio), a larger beta.
+    # truncate false, mscale and mscale_all_dim (the attention factor their ratio), a larger beta,
+    # and a top-level original_max_position_embeddings (5) that wins over the dict's (4).
     Case("ministral3_mm", mistral3_config(ministral3_config(
-        3, tie=True, truncate=False, mscale=1.0, mscale_all_dim=0.5, factor=8.0, beta_fast=16.0, llama_4_scaling_beta=0.5)),
+        3, tie=True, top_orig=5, truncate=False, mscale=1.0, mscale_all_dim=0.5, factor=8.0, beta_fast=16.0, llama_4_scaling_beta=0.5)),
          13, 102, [None] * 3, [True] * 3, layout="new"),
 ] + _mistral_window_cases()
 
@@ -416,7 +419,8 @@ def _rope_inv_freq(theta, rot, kind, params, tc, T):
     if kind == "llama3":
         return P.rope_inv_freq({"rope_theta": theta, "rope_scaling": params}, rot), 1.0
     if kind == "yarn":  # Hugging Face's _compute_yarn_parameters, step by step
-        orig = params.get("original_max_position_embeddings") or tc.get("original_max_position_embeddings") \
+        # standardize_rope_params: a top-level original_max_position_embeddings wins
+        orig = tc.get("original_max_position_embeddings") or params.get("original_max_position_embeddings") \
             or tc["max_position_embeddings"]
         factor = params.get("factor") or tc["max_position_embeddings"] / orig
 
@@ -531,7 +535,8 @@ def make_plan(cfg: dict, T: int) -> Plan:
     attn_temp = None
     if arch == "ministral3" and (tc.get("rope_parameters") or {}).get("llama_4_scaling_beta"):
         rp = tc["rope_parameters"]
-        attn_temp = (float(rp["llama_4_scaling_beta"]), int(rp["original_max_position_embeddings"]))
+        attn_temp = (float(rp["llama_4_scaling_beta"]),
+                     int(tc.get("original_max_position_embeddings") or rp["original_max_position_embeddings"]))
     return Plan(attn_temp=attn_temp,
         
         arch=arch, C=C, H=H, KV=KV, d=d, V=tc["vocab_size"], eps=tc.get("rms_norm_eps", 1e-6),
