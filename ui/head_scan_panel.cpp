@@ -171,8 +171,9 @@ void HeadScanPanel::draw_examples(FrameContext& ctx, const ScanResult& r) {
     ImGui::TextDisabled("select a softmax head to list its examples");
     return;
   }
-  ImGui::Text("L%dH%d %s: its strongest attention to a key other than the first (click one to load its window)",
-              sel->layer, sel->head, scan_head_label(*sel).c_str());
+  const std::string label = scan_head_label(*sel);
+  ImGui::Text("L%dH%d%s%s: its strongest attention to a key other than the first (click one to load its window)",
+              sel->layer, sel->head, label.empty() ? "" : " ", label.c_str());
   if (!example_error_.empty()) ImGui::TextColored(ImVec4(1.f, 0.4f, 0.4f, 1.f), "%s", example_error_.c_str());
   ScanOptions o;
   o.window = r.window;
