@@ -1,4 +1,4 @@
-// Benchmarks of the analyses that answer "why" and "over a corpus" (issue 38):
+// Benchmarks of the analyses that explain a score and judge heads over a corpus:
 //
 //   BM_QkScore/T:2048          qk (core/engine/score_attribution.h) on the qwen2.5-0.5b shape
 //                              (random weights, float32) after one forward over 2048 tokens:
