@@ -64,5 +64,16 @@ for t in "${targets[@]}"; do
   # with --fork the parent prints running totals as "#N: cov: ..." instead
   if [[ "$fork" -gt 0 ]]; then execs=$( (grep -o '^#[0-9]*:' "$log" || true) | tr -d '#:' | tail -n 1); fi
   echo "fuzz $t: $execs executions in $(( $(date +%s) - start )) s, $result"
+  if [[ "$result" != ok ]]; then
+    # What a CI log needs to reproduce it elsewhere: the report, and each input (base64; add
+    # it to tests/fuzz/corpus/TARGET/ after `base64 -d`).
+    echo "--- the end of $log:"
+    grep -v '^#[0-9]*: cov:' "$log" | tail -n 60 || true
+    for a in "$artifacts"/*; do
+      [[ -f "$a" ]] || continue
+      echo "--- $(basename "$a") ($(stat -c %s "$a") bytes), base64:"
+      head -c 16384 "$a" | base64 -w 120
+    done
+  fi
 done
 exit $status
