@@ -192,12 +192,14 @@ void run_heads(const HeadsOptions& o, Io& io) {
   if (o.json) {
     nlohmann::json j = {{"model", o.in.model}, {"input", input}, {"tokens", tr.T()}, {"heads", nlohmann::json::array()}};
     if (m.tokenizer) j["text"] = m.tokenizer->decode(tr.tokens);
-    for (const auto& s : scores)
+    for (const auto& s : scores) {
       j["heads"].push_back({{"layer", s.layer}, {"head", s.head}, {"kv_head", m.config.kv_head_of(s.head)},
                             {"previous_token", s.previous_token}, {"induction", s.induction},
                             {"first_token", s.first_token}, {"self", s.self}, {"label", head_label(s)},
                             {"entropy_bits", s.entropy_bits}, {"mean_distance", s.mean_distance},
                             {"sink", s.first_token}, {"diagonal", s.self}});
+      if (s.sink_mass >= 0) j["heads"].back()["sink_mass"] = s.sink_mass;  // GPT-OSS's learned sink
+    }
     io.out << j.dump(2) << "\n";
     return;
   }

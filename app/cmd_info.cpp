@@ -58,9 +58,7 @@ void print_info(const Model& m, bool json, std::ostream& out) {
     return;
   }
   out << "model       " << m.name << "  (" << m.dir << ")\n"
-      << "type        " << c.model_type
-      << (c.arch == Arch::Gpt2 ? "  (learned positions, LayerNorm, GELU)"
-                               : c.mlp == MlpKind::GeGLU ? "  (RoPE, RMSNorm, GeGLU)" : "  (RoPE, RMSNorm, SwiGLU)")
+      << "type        " << c.model_type << "  (" << c.block_kind() << ")"
       << "\n";
   if (!c.features().empty()) out << "attention   " << c.features() << "\n";
   for (const std::string& n : c.notes) out << "note        " << n << "\n";

@@ -99,6 +99,24 @@ std::string compare_traces(const Trace& a, const Trace& ref, double tol) {
         return why.str();
       }
     }
+  // GPT-OSS's sink probabilities, router logits and chosen experts with their weights,
+  // wherever the reference recorded them (an index that differs is an error of ≥ 1/E).
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const LayerTrace &x = a.layers[l], &y = ref.layers[l];
+    const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> more[] = {
+        {"sink", {&x.sink, &y.sink}},
+        {"router", {&x.router, &y.router}},
+        {"experts", {&x.experts, &y.experts}},
+        {"expert_weights", {&x.expert_weights, &y.expert_weights}}};
+    for (const auto& [name, t] : more) {
+      if (t.second->data.empty()) continue;
+      const double e = rel_error(*t.first, *t.second);
+      if (e < 0 || e > tol)
+        return "layers." + std::to_string(l) + "." + name + ": " +
+               (e < 0 ? "shape " + shape_str_of(t.first->shape) + " vs " + shape_str_of(t.second->shape)
+                      : "relative error " + std::to_string(e));
+    }
+  }
   // The residual stream (entering each layer, then after the last), wherever the reference
   // recorded it.
   for (size_t l = 0; l <= a.layers.size(); ++l) {

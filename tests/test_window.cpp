@@ -148,6 +148,45 @@ TEST(WindowTyping, AppendingThroughLocalLayersEqualsAFreshPass) {
   EXPECT_EQ(test::compare_traces(typing.trace(), reference_forward(*m, typed), 1e-4), "");
 }
 
+// GPT-OSS: sinks, experts, YaRN without truncation, windows of 3 on layers 0 and 2. Typed
+// token by token (appends), with a compact trace (rows recomputed), and after an edit in the
+// middle, every stage, sink, router, expert choice and the logits equal the reference loops.
+ModelConfig gpt_oss_small() {
+  return small("gpt_oss", {{"head_dim", 16}, {"num_local_experts", 5}, {"num_experts_per_tok", 2},
+                           {"sliding_window", 3}, {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+                           {"max_position_embeddings", 1024},
+                           {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                                             {"truncate", false}, {"original_max_position_embeddings", 256}}}});
+}
+
+TEST(GptOss, TypingCompactAndEditedTracesEqualTheReference) {
+  const auto m = model_of(gpt_oss_small(), "gpt_oss_typing");
+  ASSERT_TRUE(m->config.attn_sinks);
+  ASSERT_EQ(m->config.experts.count, 5);
+  const auto ids = random_ids(20, 97, 6);
+  for (const bool compact : {false, true}) {
+    Engine typing(m, make_cpu_backend());
+    if (compact) typing.set_matrices(Engine::Matrices::kRecompute);
+    std::vector<int> typed;
+    for (int i = 0; i < 20; ++i) {
+      typed.push_back(ids[static_cast<size_t>(i)]);
+      typing.run(typed);
+      ASSERT_EQ(typing.last_recomputed_from(), i) << "an append computes only the new row";
+    }
+    EXPECT_EQ(test::compare_traces(typing.trace(), reference_forward(*m, typed), 1e-4), "") << "compact " << compact;
+    typed[9] = (typed[9] + 1) % 97;  // an edit: rows from 9 again
+    const Trace& edited = typing.run(typed);
+    EXPECT_EQ(test::compare_traces(edited, reference_forward(*m, typed), 1e-4), "") << "edited, compact " << compact;
+    for (const LayerTrace& lt : edited.layers)
+      for (int h = 0; h < 4; ++h)
+        for (int i = 0; i < 20; ++i) {
+          double sum = lt.sink.data[static_cast<size_t>(h * 20 + i)];
+          for (int j = 0; j <= i; ++j) sum += lt.value(Stage::Probs, h, i, j);
+          ASSERT_NEAR(sum, 1.0, 1e-5) << "probs + sink, row " << i;
+        }
+  }
+}
+
 TEST(WindowAblation, AblatedHeadsOnALocalSoftCappedModelMatchTheReference) {
   const auto m = model_of(small("gemma2", {{"head_dim", 16}, {"sliding_window", 4}, {"attn_logit_softcapping", 2.0}}),
                           "window_ablation");

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "core/engine/delta_rule.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
+#include "core/engine/experts.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
 
@@ -81,7 +83,8 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
     const int rb = std::min(B, T - r0), r1 = r0 + rb;
     RowsRef S = lt.compact ? RowsRef(s_block.topRows(rb)) : RowsRef(head_map(lt.scores, h).middleRows(r0, rb));
     RowsRef P = lt.compact ? RowsRef(p_block.topRows(rb)) : RowsRef(head_map(lt.probs, h).middleRows(r0, rb));
-    attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window}, r0, S, P);  // (rb, T) each
+    attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window, lt.sink_logit(h)}, r0, S, P,
+                    lt.sink.shape.empty() ? nullptr : lt.sink.data.data() + static_cast<int64_t>(h) * T + r0);  // (rb, T) each
     for (int r = 0; summaries && r < rb; ++r) {
       const int i = r0 + r;
       row_stats(&P(r, 0), i, targets[static_cast<size_t>(i - p)], stats + i * stats_ld);
@@ -108,10 +111,25 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
   };
   std::vector<Job> jobs;
   double bytes = 0;
+  // A small (heads, T) tensor: rows [0, p) of each head kept, the rest 0.
+  auto keep_head_rows = [&](Tensor& t, int64_t heads) {
+    Tensor fresh{{heads, T}, FloatBuf(static_cast<size_t>(heads * T), 0.f)};
+    if (p > 0 && t.shape.size() == 2 && t.dim(0) == heads && t.dim(1) >= p)
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy(t.data.begin() + h * t.dim(1), t.data.begin() + h * t.dim(1) + p, fresh.data.begin() + h * T);
+    t = std::move(fresh);
+  };
   for (size_t l = 0; l < tr.layers.size(); ++l) {
     LayerTrace& lt = tr.layers[l];
     lt.compact = tr.compact;
     lt.mixer = c.layer(static_cast<int>(l)).mixer;
+    if (c.experts.count) {  // GPT-OSS: the router's logits and each token's chosen experts
+      jobs.push_back({&lt.router, {T, c.experts.count}, c.experts.count});
+      jobs.push_back({&lt.experts, {T, c.experts.top_k}, c.experts.top_k});
+      jobs.push_back({&lt.expert_weights, {T, c.experts.top_k}, c.experts.top_k});
+    }
+    if (c.attn_sinks && lt.mixer == Mixer::Softmax) keep_head_rows(lt.sink, H);
+    else lt.sink = Tensor{};
     if (lt.mixer == Mixer::ShortConv) {  // only what enters the layer (its convolution reads it back)
       jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
       for (Tensor* t : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate, &lt.beta,
@@ -131,13 +149,8 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
         lt.implicit = Tensor{};
       else
         jobs.push_back({&lt.implicit, {Hv, T, T}, p});
-      for (Tensor* bg : {&lt.beta, &lt.decay}) {  // (Hv, T): rows [0, p) of each head kept
-        Tensor fresh{{Hv, T}, FloatBuf(static_cast<size_t>(Hv * T), 0.f)};
-        if (p > 0 && bg->shape.size() == 2 && bg->dim(0) == Hv && bg->dim(1) >= p)
-          for (int64_t h = 0; h < Hv; ++h)
-            std::copy(bg->data.begin() + h * bg->dim(1), bg->data.begin() + h * bg->dim(1) + p, fresh.data.begin() + h * T);
-        *bg = std::move(fresh);
-      }
+      keep_head_rows(lt.beta, Hv);  // (Hv, T)
+      keep_head_rows(lt.decay, Hv);
       lt.state_snaps.resize(static_cast<size_t>(T / kStateEvery * Hv * dk * dv));  // the first ones stay
       for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.gate}) *t = Tensor{};  // thumbs: gated_delta_layer
       bytes += ((lt.compact ? 0.0 : Hv * T * T) + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
@@ -174,7 +187,9 @@ constexpr double kParallelFlops = 64e6;
 
 double pass_flops(const ModelConfig& c, int n, int T) {
   const double C = c.n_embd, Hd = c.n_head * c.head_size, KVd = c.n_kv_head * c.head_size;
-  const double per_token = C * (2 * Hd + 2 * KVd) + C * c.n_inner * (c.arch == Arch::Gpt2 ? 2 : 3);
+  const double mlp = c.experts.count ? c.experts.top_k * 3.0 * C * c.n_inner + C * c.experts.count
+                                     : C * c.n_inner * (c.arch == Arch::Gpt2 ? 2 : 3);
+  const double per_token = C * (2 * Hd + 2 * KVd) + mlp;
   const double attention = 4.0 * c.n_head * c.head_size * T;
   return 2.0 * n * (c.n_layer * (per_token + attention) + C * c.vocab_size);
 }
@@ -211,10 +226,11 @@ void add_branch(const ModelConfig& c, const Vec& post_norm, Mat& branch, Mat& tm
   else x += *b;
 }
 
-// x (n, C) += the MLP branch, a block of rows at a time: a long pass's (rows, I) activations
-// are its largest transient arrays (117 MB each for 2048 tokens of an 8B model); blocks of
-// about 32 MB keep them small while each product still has hundreds of rows.
-void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
+// x (n, C) += the MLP branch (or GPT-OSS's experts: experts_branch, recording into lt), a
+// block of rows at a time: a long pass's (rows, I) activations are its largest transient
+// arrays (117 MB each for 2048 tokens of an 8B model); blocks of about 32 MB keep them small
+// while each product still has hundreds of rows. x holds rows [p, p + n).
+void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x, int p, LayerTrace* lt) {
   const Eigen::Index n = x.rows(), B = std::max<Eigen::Index>(64, (Eigen::Index{8} << 20) / std::max(c.n_inner, 1));
   Mat xb, h, y, up, out;
   for (Eigen::Index r0 = 0; r0 < n; r0 += B) {
@@ -222,10 +238,14 @@ void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x) {
     if (rb < n) xb = x.middleRows(r0, rb);
     Mat& xr = rb < n ? xb : x;  // (rb, C)
     const Mat& hm = lw.norm2_w.size() ? (norm(c, xr, lw.norm2_w, lw.norm2_b, h), h) : xr;
-    linear(hm, lw.w_fc, lw.b_fc, y);  // (rb, I)
-    if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (rb, I)
-    mlp_activation(c, y, up);
-    linear(y, lw.w_down, lw.b_down, out);  // (rb, C)
+    if (c.experts.count) {
+      experts_branch(c, lw, hm, p + static_cast<int>(r0), lt, out);  // (rb, C)
+    } else {
+      linear(hm, lw.w_fc, lw.b_fc, y);  // (rb, I)
+      if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (rb, I)
+      mlp_activation(c, y, up);
+      linear(y, lw.w_down, lw.b_down, out);  // (rb, C)
+    }
     add_branch(c, lw.post_mlp_norm, out, h, xr);
     if (rb < n) x.middleRows(r0, rb) = xb;
   }
@@ -440,12 +460,13 @@ class CpuBackend : public Backend {
       lt.scale = spec.scale;
       lt.softcap = spec.softcap;
       lt.window = spec.window;
+      lt.sinks.assign(lw.sinks.data(), lw.sinks.data() + lw.sinks.size());  // (H) GPT-OSS; empty elsewhere
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
       if (spec.mixer != Mixer::Softmax) {
         if (spec.mixer == Mixer::GatedDeltaNet) gated_delta_layer(c, lw, hin, p, T, old_T, tr.summaries, lt, y);
         else short_conv_layer(c, lw, hin, p, T, lt, y);
         add_branch(c, lw.post_attn_norm, y, h, x);
-        add_mlp(c, lw, x);
+        add_mlp(c, lw, x, p, &lt);
         if (control_) {
           ++control_->layers_done;
           if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();
@@ -487,7 +508,7 @@ class CpuBackend : public Backend {
       }
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       add_branch(c, lw.post_attn_norm, y, h, x);
-      add_mlp(c, lw, x);
+      add_mlp(c, lw, x, p, &lt);
       if (control_) {
         ++control_->layers_done;
         if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();

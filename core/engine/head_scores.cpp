@@ -67,6 +67,11 @@ std::vector<HeadScore> score_heads(const Trace& t) {
         s.mean_distance = static_cast<float>(sum[kDistance] / rows);
       }
       s.induction = ind_rows ? static_cast<float>(sum[kInduction] / ind_rows) : -1.f;
+      if (!lt.sink.shape.empty() && T > 1) {
+        double m = 0;
+        for (int i = 1; i < T; ++i) m += lt.sink.data[static_cast<size_t>(static_cast<int64_t>(h) * T + i)];
+        s.sink_mass = static_cast<float>(m / (T - 1));
+      }
     }
   }
   return out;

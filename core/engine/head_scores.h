@@ -25,6 +25,9 @@ struct HeadScore {
   int layer = 0, head = 0;
   float previous_token = 0, induction = -1, first_token = 0, self = 0;
   float entropy_bits = 0, mean_distance = 0;
+  // GPT-OSS's learned sink: mean over i ≥ 1 of the probability row i gives the sink column
+  // (LayerTrace::sink); −1 in a layer without sinks.
+  float sink_mass = -1;
 };
 
 // One entry per (layer, head) of the softmax layers, layer-major (a hybrid's linear and

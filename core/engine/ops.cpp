@@ -284,7 +284,8 @@ void softmax_causal_row(const float* masked, int len, int last, float* probs) {
   softmax_window_row(masked, len, 0, last, probs);
 }
 
-void softmax_window_row(const float* masked, int len, int first, int last, float* probs) {
+void softmax_window_row(const float* masked, int len, int first, int last, float* probs, const float* sink,
+                        float* sink_p) {
   // Vectorised through Eigen (its exp is a SIMD polynomial, within a few ulp of std::exp).
   // The exp runs over whole SIMD packets, in an aligned buffer of its own, padded with −inf
   // (exp → 0) up to a multiple of the packet size: Eigen would take a remainder, and on
@@ -296,14 +297,17 @@ void softmax_window_row(const float* masked, int len, int first, int last, float
   const int n = last + 1 - first;
   const int padded = (n + kPacket - 1) / kPacket * kPacket;
   const Eigen::Map<const Eigen::ArrayXf> x(masked + first, n);
-  const float mx = x.maxCoeff();  // a max is the same in any order
+  const float mx = sink ? std::max(x.maxCoeff(), *sink) : x.maxCoeff();  // a max is the same in any order
   thread_local Eigen::ArrayXf buf;
   if (buf.size() < padded) buf.resize(std::max<Eigen::Index>(padded, 2 * buf.size()));
   auto e = buf.head(padded);
   e.head(n) = x - mx;
   e.tail(padded - n).setConstant(-INFINITY);
   e = e.exp();
-  const float inv = 1.f / e.head(n).sum();  // from element 0 of an aligned buffer: always the same order
+  // From element 0 of an aligned buffer: always the same order; the sink's term last.
+  const float e_sink = sink ? std::exp(*sink - mx) : 0.f;
+  const float inv = 1.f / (e.head(n).sum() + e_sink);
+  if (sink_p) *sink_p = e_sink * inv;
   Eigen::Map<Eigen::ArrayXf>(probs + first, n) = e.head(n) * inv;  // masked may be probs (in place): read above
   std::fill(probs, probs + first, 0.f);         // exactly 0 where masked: outside the window
   std::fill(probs + last + 1, probs + len, 0.f);  // and after the diagonal
@@ -391,7 +395,8 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int 
   }
 }
 
-void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P) {
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P,
+                     float* sink_p) {
   const int rb = static_cast<int>(S.rows()), T = static_cast<int>(S.cols()), d = static_cast<int>(Kt.rows());
   scores_rows(Q.data() + r0 * Q.outerStride(), Q.outerStride(), Kt.data(), Kt.outerStride(), rb, d, T, S.data(),
               S.outerStride());  // (rb, T)
@@ -400,7 +405,7 @@ void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int 
     P.row(r).head(i + 1) = S.row(r).head(i + 1) * rule.scale;  // the visible part of `masked`
     if (rule.softcap > 0)
       for (int j = first; j <= i; ++j) P(r, j) = softcap_value(P(r, j), rule.softcap);
-    softmax_window_row(&P(r, 0), T, first, i, &P(r, 0));  // in place; zeroes j > i and j < first
+    softmax_window_row(&P(r, 0), T, first, i, &P(r, 0), rule.sink, sink_p ? sink_p + r : nullptr);  // in place; zeroes j > i and j < first
   }
 }
 

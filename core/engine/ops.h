@@ -61,7 +61,10 @@ void softmax_causal_row(const float* masked, int len, int last, float* probs);
 // The same over the visible keys [first, last] of a local layer's row: reads masked[first
 // … last], writes probs[0, len) with exact zeros outside [first, last] (an exp of −inf is
 // not exactly 0 in every SIMD build, so the keys outside the window are not exponentiated).
-void softmax_window_row(const float* masked, int len, int first, int last, float* probs);
+// With `sink` (GPT-OSS), the softmax also runs over one more logit, *sink, a column that is
+// then dropped: probs sum to 1 − p_sink, and *sink_p (if given) gets p_sink.
+void softmax_window_row(const float* masked, int len, int first, int last, float* probs, const float* sink = nullptr,
+                        float* sink_p = nullptr);
 
 // A head's (T, d) queries or keys, rows ld apart; a block of (rows, T) attention rows.
 using ConstRowsRef = Eigen::Ref<const Mat, 0, Eigen::OuterStride<>>;
@@ -89,6 +92,7 @@ struct AttnRule {
   float scale = 1.f;
   float softcap = 0.f;  // 0: none
   int window = 0;       // 0: global
+  const float* sink = nullptr;  // the head's sink logit (GPT-OSS): an extra softmax column, dropped; null: none
 };
 
 // Rows [r0, r0 + rb) of one head's attention, rb = S.rows(): S = Q[r0 : r0+rb] · Kᵀ over all
@@ -96,6 +100,8 @@ struct AttnRule {
 // of the masked scores (the recorded `probs`, see AttnRule). Q (T, d), Kt from
 // keys_transposed; S and P are (rb, T). The CPU backend computes its blocks through this and a compact trace
 // recomputes a head, or one row, through it, so both give the same bits.
-void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P);
+// With a sink in the rule, sink_p (if given) gets each row's sink probability (rb).
+void attention_block(ConstRowsRef Q, ConstRowsRef Kt, const AttnRule& rule, int r0, RowsRef S, RowsRef P,
+                     float* sink_p = nullptr);
 
 }  // namespace attnviz

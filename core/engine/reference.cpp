@@ -1,5 +1,6 @@
 #include "core/engine/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -105,6 +106,10 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, FloatBuf(static_cast<size_t>(H * T * d))};
     for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, FloatBuf(static_cast<size_t>(KV * T * d))};
     for (Tensor* t : {&lt.scores, &lt.probs}) *t = Tensor{{H, T, T}, FloatBuf(static_cast<size_t>(H * T * T))};
+    if (lw.sinks.size()) {
+      lt.sinks.assign(lw.sinks.data(), lw.sinks.data() + lw.sinks.size());
+      lt.sink = Tensor{{H, T}, FloatBuf(static_cast<size_t>(H * T))};
+    }
     const LayerSpec spec = cfg.layer(l);
     lt.scale = spec.scale;  // the trace derives scaled, capped and masked
     lt.softcap = spec.softcap;
@@ -144,11 +149,15 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
           const bool outside = j > i || (spec.window > 0 && j <= i - spec.window);  // causal; window [i-W+1, i]
           masked[i][j] = outside ? NEG_INF : capped;                                  // masked_fill(-inf)
         }
+      const bool sink = lw.sinks.size() > 0;  // GPT-OSS: one more column, the head's sink logit, dropped after
+      const double sink_logit = sink ? lw.sinks(head) : NEG_INF;
       for (int i = 0; i < T; ++i) {  // softmax over each row
-        double mx = NEG_INF, sum = 0;
+        double mx = sink_logit, sum = 0;
         for (int j = 0; j < T; ++j) mx = std::max(mx, masked[i][j]);
         for (int j = 0; j < T; ++j) sum += std::exp(masked[i][j] - mx);
+        if (sink) sum += std::exp(sink_logit - mx);
         for (int j = 0; j < T; ++j) probs[i][j] = std::exp(masked[i][j] - mx) / sum;
+        if (sink) lt.sink.data[static_cast<size_t>(head * T + i)] = static_cast<float>(std::exp(sink_logit - mx) / sum);
       }
       for (int i = 0; i < T; ++i)  // wei @ v
         for (int e = 0; e < d; ++e)
@@ -178,6 +187,52 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
 
     const Rows h2 = lw.norm2_w.size() ? normalize(cfg, x, lw.norm2_w, lw.norm2_b) : x;
     const int I = cfg.n_inner;
+    if (cfg.experts.count) {  // GPT-OSS: router → top k → softmax over the k → weighted experts
+      const int E = cfg.experts.count, K = cfg.experts.top_k;
+      const Rows logits = linear_cols(h2, lw.router.f32, lw.router_b, 0, E);
+      for (Tensor* t : {&lt.experts, &lt.expert_weights}) *t = Tensor{{T, K}, FloatBuf(static_cast<size_t>(T * K))};
+      lt.router = Tensor{{T, E}, FloatBuf(static_cast<size_t>(T * E))};
+      Rows moe = zeros(T, C);
+      for (int t = 0; t < T; ++t) {
+        std::vector<bool> taken(static_cast<size_t>(E), false);
+        std::vector<int> chosen;
+        for (int k = 0; k < K; ++k) {  // the largest logit not yet taken (the lower index on a tie)
+          int best = -1;
+          for (int e = 0; e < E; ++e)
+            if (!taken[e] && (best < 0 || logits[t][e] > logits[t][best])) best = e;
+          taken[best] = true;
+          chosen.push_back(best);
+        }
+        double z = 0;
+        for (int e : chosen) z += std::exp(logits[t][e] - logits[t][chosen[0]]);
+        for (int k = 0; k < K; ++k) {
+          const int e = chosen[k];
+          const double wgt = std::exp(logits[t][e] - logits[t][chosen[0]]) / z;
+          lt.experts.data[t * K + k] = static_cast<float>(e);
+          lt.expert_weights.data[t * K + k] = static_cast<float>(wgt);
+          std::vector<double> act(static_cast<size_t>(I));
+          for (int i = 0; i < I; ++i) {
+            double gate = lw.ex_gate_up_b[e * 2 * I + 2 * i], up = lw.ex_gate_up_b[e * 2 * I + 2 * i + 1];
+            for (int c = 0; c < C; ++c) {
+              gate += h2[t][c] * lw.ex_gate_up[(static_cast<int64_t>(e) * C + c) * 2 * I + 2 * i];
+              up += h2[t][c] * lw.ex_gate_up[(static_cast<int64_t>(e) * C + c) * 2 * I + 2 * i + 1];
+            }
+            gate = std::min<double>(gate, cfg.experts.limit);
+            up = std::clamp<double>(up, -cfg.experts.limit, cfg.experts.limit);
+            act[i] = (up + 1) * gate / (1 + std::exp(-cfg.experts.alpha * gate));
+          }
+          for (int c = 0; c < C; ++c) {
+            double y = lw.ex_down_b[e * C + c];
+            for (int i = 0; i < I; ++i) y += act[i] * lw.ex_down[(static_cast<int64_t>(e) * I + i) * C + c];
+            moe[t][c] += wgt * y;
+          }
+        }
+        for (int e = 0; e < E; ++e) lt.router.data[t * E + e] = static_cast<float>(logits[t][e]);
+      }
+      add_branch(cfg, lw.post_mlp_norm, moe, x);
+      tr.layers.push_back(std::move(lt));
+      continue;
+    }
     Rows a = linear_cols(h2, lw.w_fc.f32, lw.b_fc, 0, I);
     auto gelu = [](double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); };
     if (cfg.arch == Arch::Gpt2) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/engine/delta_rule.h"
+#include "core/engine/experts.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
 #include "core/error.h"
@@ -144,11 +145,15 @@ StreamParts stream_parts(const Model& m, const Trace& tr, int layer, int i) {
       norm(c, mid, lw.norm2_w, lw.norm2_b, hm);
       in = &hm;
     }
-    linear(*in, lw.w_fc, lw.b_fc, gate);  // (1, I)
-    if (!lw.w_up.empty()) linear(*in, lw.w_up, Vec(), up);
-    mlp_activation(c, gate, up);
-    linear(gate, lw.w_down, Vec(), down);  // (1, C), without b_down
     Vec bd = lw.b_down.size() ? lw.b_down : Vec::Zero(C);
+    if (c.experts.count) {  // GPT-OSS: the experts' output, their biases in it (they differ per expert)
+      experts_branch(c, lw, *in, 0, nullptr, down);  // (1, C)
+    } else {
+      linear(*in, lw.w_fc, lw.b_fc, gate);  // (1, I)
+      if (!lw.w_up.empty()) linear(*in, lw.w_up, Vec(), up);
+      mlp_activation(c, gate, up);
+      linear(gate, lw.w_down, Vec(), down);  // (1, C), without b_down
+    }
     freeze_post_norm(c, lw.post_mlp_norm, down, bd);
     push(PartKind::Mlp, l, -1, down * rs);
     bias += bd * rs;

@@ -198,7 +198,7 @@ void attention_rows_kt(const LayerTrace& lt, int64_t h, const Mat& Kt, int64_t r
   if (!S) s_tmp.resize(rb, n);
   if (!P) p_tmp.resize(rb, n);
   Out Sm(S ? S : s_tmp.data(), rb, n, Eigen::OuterStride<>(n)), Pm(P ? P : p_tmp.data(), rb, n, Eigen::OuterStride<>(n));
-  attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window}, static_cast<int>(r0), Sm, Pm);
+  attention_block(Q, Kt, AttnRule{lt.scale, lt.softcap, lt.window, lt.sink_logit(h)}, static_cast<int>(r0), Sm, Pm);
 }
 
 }  // namespace
@@ -338,7 +338,8 @@ size_t Trace::bytes() const {
       if (const Tensor* t = l.stored(static_cast<Stage>(s))) n += t->data.size();
   for (const auto& l : layers) n += l.resid.data.size() + l.row_stats.data.size() + l.thumbs.data.size();
   for (const auto& l : layers)  // Qwen3.5's gate, a linear layer's β, g and its memory's snapshots (A is a stage)
-    n += l.gate.data.size() + l.beta.data.size() + l.decay.data.size() + l.state_snaps.size() + l.state_final.size();
+    n += l.gate.data.size() + l.beta.data.size() + l.decay.data.size() + l.state_snaps.size() + l.state_final.size() +
+         l.sink.data.size() + l.router.data.size() + l.experts.data.size() + l.expert_weights.data.size();
   return n * sizeof(float);
 }
 
@@ -390,7 +391,7 @@ void copy_rows(Tensor& dst, const Tensor& src, int64_t r) {
 // copy_changed names every field: one added to Trace or LayerTrace must be copied there
 // too (then update these sizes, those of 64-bit libstdc++).
 #if defined(__GLIBCXX__)
-static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 912 && sizeof(Trace) == 408),
+static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 1192 && sizeof(Trace) == 408),
               "a field was added to LayerTrace or Trace: copy it in copy_changed");
 #endif
 
@@ -432,6 +433,9 @@ void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer
                    &LayerTrace::out, &LayerTrace::resid, &LayerTrace::row_stats})
       copy_rows(d.*m, s.*m, r);
     for (auto m : {&LayerTrace::gate, &LayerTrace::implicit}) copy_rows(d.*m, s.*m, r);
+    for (auto m : {&LayerTrace::router, &LayerTrace::experts, &LayerTrace::expert_weights}) copy_rows(d.*m, s.*m, r);
+    d.sinks = s.sinks;
+    d.sink = s.sink;  // (H, T): small
     d.beta = s.beta;  // (Hv, T): small
     d.decay = s.decay;
     d.state_snaps = s.state_snaps;

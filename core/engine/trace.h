@@ -107,6 +107,13 @@ struct LayerTrace {
   // nearest one before it), and after the first state_rows rows (an append continues it).
   std::vector<float> state_snaps, state_final;
   int64_t state_rows = 0;
+  // GPT-OSS. A layer with sinks: each query head's sink logit (H), and `sink` (H, T), the
+  // probability row i gives the sink (probs' rows then sum to 1 − sink). A layer with
+  // experts: the router's logits (T, E), and the K experts each token chose, by descending
+  // weight, with their weights (T, K) (expert indices held as floats: exact below 2^24).
+  std::vector<float> sinks;
+  Tensor sink;
+  Tensor router, experts, expert_weights;
   float scale = 1.f;    // as the backend applied it: 1/√d unless the model says otherwise
   float softcap = 0.f;  // > 0: this layer soft-caps its scaled scores (the capped stage)
   int window = 0;       // > 0: a local layer; query i sees keys [i − window + 1, i]
@@ -152,6 +159,8 @@ struct LayerTrace {
   // Rows [r0, r0 + rb) of head h's scores S and probs P, each (rb, T) row-major, through
   // the backend's kernel; S or P may be null.
   void attention_rows(int64_t h, int64_t r0, int64_t rb, float* S, float* P) const;
+  // The sink logit of head h, or null in a layer without sinks (AttnRule::sink).
+  const float* sink_logit(int64_t h) const { return sinks.empty() ? nullptr : &sinks[static_cast<size_t>(h)]; }
 };
 
 struct Trace {

@@ -66,11 +66,12 @@ std::vector<std::string> parse_stage_list(const std::string& list) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, comma - at);
     Stage st;
-    const bool extra = name == "logits" || name == "resid" || name == "gate" || name == "beta" || name == "decay";
+    const bool extra = name == "logits" || name == "resid" || name == "gate" || name == "beta" || name == "decay" ||
+                       name == "sink" || name == "router" || name == "experts" || name == "expert_weights";
     if (!extra && !stage_from_name(name, &st))
       throw Error("--stages: unknown stage '" + excerpt(name, 30) +
                       "' (q, k, v, scores, scaled, capped, masked, probs, out, logits, resid; gate, beta, decay, "
-                      "implicit on the layers that have them)",
+                      "implicit, sink, router, experts, expert_weights on the layers that have them)",
                   ErrorKind::Usage);
     if (std::find(out.begin(), out.end(), name) != out.end())
       throw Error("--stages: '" + name + "' is listed twice", ErrorKind::Usage);
@@ -140,7 +141,9 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
     }
     // Qwen3.5's output gate σ(gate) (H, T, d); a linear layer's β and g (Hv, T) (its
     // implicit matrix A is a stage above). Head selections as for the stages above.
-    const std::pair<const char*, const Tensor*> more[] = {{"gate", &lt.gate}, {"beta", &lt.beta}, {"decay", &lt.decay}};
+    // GPT-OSS's sink probability (H, T) likewise.
+    const std::pair<const char*, const Tensor*> more[] = {
+        {"gate", &lt.gate}, {"beta", &lt.beta}, {"decay", &lt.decay}, {"sink", &lt.sink}};
     for (const auto& [name, t] : more) {
       if (t->shape.empty() || !selected(sel.stages, name)) continue;
       std::vector<int64_t> shape = t->shape;
@@ -158,6 +161,18 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
         const float* v = src->head_dense(hh, scratch);
         std::copy(v, v + per_head, dst);
       });
+    }
+    // GPT-OSS's experts, per token (whatever the head selection): the router's logits (T, E),
+    // the chosen experts as int32 and their weights (T, K).
+    if (!lt.router.shape.empty()) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      if (selected(sel.stages, "router")) w.add_f32_ref(p + "router", lt.router.shape, lt.router.data.data());
+      if (selected(sel.stages, "experts")) {
+        std::vector<int32_t> ids(lt.experts.data.begin(), lt.experts.data.end());
+        w.add_i32(p + "experts", lt.experts.shape, ids.data());
+      }
+      if (selected(sel.stages, "expert_weights"))
+        w.add_f32_ref(p + "expert_weights", lt.expert_weights.shape, lt.expert_weights.data.data());
     }
     if (resid) w.add_f32_ref("layers." + std::to_string(l) + ".resid", lt.resid.shape, lt.resid.data.data());  // (T, C)
   }

@@ -140,6 +140,9 @@ class GlBackend : public Backend {
       throw Error("the GPU backend does not run linear-attention (gated delta rule) layers yet, and this " +
                       m.config.model_type + " model has some\n  HINT: use --backend cpu.",
                   ErrorKind::Usage);
+    if (m.config.attn_sinks || m.config.experts.count)
+      throw Error("the GPU backend does not run attention sinks or experts (GPT-OSS) yet\n  HINT: use --backend cpu.",
+                  ErrorKind::Usage);
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();

@@ -326,7 +326,7 @@ bool is_decoder_family(const std::string& t) {
 std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"ministral3\", \"gemma3\", \"qwen3_5\", "
+  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"ministral3\", \"gpt_oss\", \"gemma3\", \"qwen3_5\", "
              "\"qwen3_vl\" and \"mistral3\" (with a text_config)";
 }
 
@@ -468,6 +468,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   }
   if (c.model_type == "qwen3_vl" || c.model_type == "qwen3_vl_text") return parse_qwen3_vl(j, where);
   if (c.model_type == "mistral3" || c.model_type == "ministral3") return parse_mistral3(j, where);
+  if (c.model_type == "gpt_oss") return parse_gpt_oss(j, where);
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -578,6 +579,11 @@ std::string num(float v) {
 }
 }  // namespace
 
+std::string ModelConfig::block_kind() const {
+  if (arch == Arch::Gpt2) return "learned positions, LayerNorm, GELU";
+  return std::string("RoPE, RMSNorm, ") + (experts.count ? "experts" : mlp == MlpKind::GeGLU ? "GeGLU" : "SwiGLU");
+}
+
 std::string ModelConfig::features() const {
   std::vector<std::string> f;
   if (qk_norm == QkNorm::PerHead) f.push_back("QK-norm per head");
@@ -593,6 +599,10 @@ std::string ModelConfig::features() const {
                 std::to_string(linear.v_heads) + " value heads of " + std::to_string(linear.k_dim) + "x" +
                 std::to_string(linear.v_dim));
   if (attn_gate) f.push_back("output gate on attention");
+  if (attn_sinks) f.push_back("a sink logit per head");
+  if (experts.count)
+    f.push_back(std::to_string(experts.count) + " experts, " + std::to_string(experts.top_k) + " per token (swiglu limit " +
+                num(experts.limit) + ")");
   if (short_conv_kernel)
     f.push_back("gated short convolution (" + std::to_string(short_conv_kernel) + " taps" +
                 (short_conv_bias ? ", biases" : "") + ") on layers " +
@@ -695,7 +705,10 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   p.attention = add(add(mul({L - n_linear - n_conv, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
   int64_t mlp = gpt2 ? mul({2, C, I}) : mul({3, C, I});  // gpt2 c_fc + c_proj; llama gate + up + down
   if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
+  if (c.experts.count)  // GPT-OSS: the router (+ bias) and E experts (gate | up and down, + biases)
+    mlp = add(mul({add(C, 1), c.experts.count}), mul({c.experts.count, add(add(mul({3, C, I}), 2 * I), C)}));
   p.mlp = mul({L, mlp});
+  p.attention = add(p.attention, c.attn_sinks ? mul({L, c.n_head}) : 0);  // a sink logit per head
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
   const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
   p.norms = mul({add(mul({block_norms, L}), 1), norm});
@@ -738,6 +751,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   }
   // The keys of the family a type is parsed as (qwen3_vl_text: Qwen3's; ministral3: Mistral's).
   const std::string t = c.model_type == "qwen3_vl_text" ? "qwen3" : c.model_type == "ministral3" ? "mistral" : c.model_type;
+  const bool gpt_oss = t == "gpt_oss";
   const bool gemma = t == "gemma2" || t == "gemma3_text";
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;
@@ -831,6 +845,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["layer_types"] = nlohmann::json::array();
     for (int l = 0; l < c.n_layer; ++l) j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
   }
+  if (gpt_oss) gpt_oss_config_json(c, j);
   return j;
 }
 

@@ -129,6 +129,17 @@ struct ModelConfig {
   bool attn_gate = false;              // Qwen3.5: q_proj also gives a per-head output gate, out ⊙ σ(gate)
   LinearAttnDims linear;               // the gated-delta-rule layers' sizes (layer_specs say which layers)
   int short_conv_kernel = 0;           // LFM2: the short convolution's taps (conv_L_cache)
+  // GPT-OSS: every query head has a learned sink logit, an extra softmax column that is
+  // dropped after the softmax, so a row's weights sum to 1 − p_sink (LayerWeights::sinks).
+  bool attn_sinks = false;
+  // GPT-OSS's mixture of experts in place of the MLP: the router's logits (with bias), the
+  // top_k largest, softmax over those k; each chosen expert's gate | up columns interleaved
+  // (gate = even columns, up = odd), gate ≤ limit, −limit ≤ up ≤ limit,
+  // glu = gate·σ(alpha·gate), out = ((up + 1)·glu)·W_down + b. count 0: a plain MLP.
+  struct Experts {
+    int count = 0, top_k = 0;  // E experts, K chosen per token
+    float limit = 7.f, alpha = 1.702f;
+  } experts;
   bool short_conv_bias = false;        // LFM2: its in_proj, conv and out_proj have biases (conv_bias)
 
   // Layer l's attention: layer_specs[l], or llama's (global, RoPE with rope_theta and
@@ -144,6 +155,9 @@ struct ModelConfig {
   // "QK-norm per head, soft-cap 50, window 4096 on layers 0,2,4, no RoPE on 3,7": what
   // the architecture does beyond llama's, for info and the model panel ("" when nothing).
   std::string features() const;
+  // The block's basic parts: "learned positions, LayerNorm, GELU" (gpt2), else "RoPE,
+  // RMSNorm, " and the MLP's kind ("SwiGLU", "GeGLU", "experts"). info and the model panel.
+  std::string block_kind() const;
 
   // Heads a trace holds for layer l: query heads (softmax), value heads (gated delta rule),
   // none (short convolution).

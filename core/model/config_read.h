@@ -39,5 +39,9 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
 // Liquid AI's LFM2 ("lfm2"), core/model/lfm2.cpp: gated short convolutions between
 // softmax-attention layers with per-head QK-norm.
 void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& c);
+// OpenAI's GPT-OSS ("gpt_oss"), core/model/gpt_oss.cpp: a llama-style decoder with a sink
+// logit per head and a mixture of experts; gpt_oss_config_json writes its own keys into j.
+ModelConfig parse_gpt_oss(const nlohmann::json& j, const std::string& where);
+void gpt_oss_config_json(const ModelConfig& c, nlohmann::json& j);
 
 }  // namespace attnviz

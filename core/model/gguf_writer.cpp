@@ -718,6 +718,9 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
   const bool with_hf = !hf_dir.empty();
   PairWriter w{type, std::mt19937_64(seed), {}, {}, with_hf};
   GgufWriter& g = w.gguf;
+  if (c.experts.count || c.attn_sinks)
+    throw Error("a " + c.model_type + " model (sinks, experts) is not written as GGUF yet\n  HINT: leave out --gguf.",
+                ErrorKind::Usage);
   const std::string arch = gguf_arch_of(c);
   const bool gpt2 = c.arch == Arch::Gpt2;
   write_metadata(c, arch, g, w);

@@ -148,7 +148,7 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mod
     Weight m;
     if (t.shape.size() == 1) {
       v = s.vec(t.name, rows);
-    } else if (t.shape.size() == 3) {  // a convolution's (channels, 1, taps), as one vector
+    } else if (t.shape.size() == 3 || slot_is_flat(t.slot)) {  // a convolution's (channels, 1, taps), the experts' stacks: one vector
       v.resize(static_cast<Eigen::Index>(checked_product(t.shape, t.name)));
       s.get_into(t.name, t.shape, v.data());
     } else {

@@ -229,7 +229,19 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
     case Slot::ConvTapsBias: l->sc_taps_b = std::move(v); break;
     case Slot::ConvOut: l->sc_out = std::move(m); break;
     case Slot::ConvOutBias: l->sc_out_b = std::move(v); break;
+    case Slot::Sinks: l->sinks = std::move(v); break;
+    case Slot::Router: l->router = std::move(m); break;
+    case Slot::RouterBias: l->router_b = std::move(v); break;
+    case Slot::ExpGateUp: l->ex_gate_up = std::move(v); break;
+    case Slot::ExpGateUpBias: l->ex_gate_up_b = std::move(v); break;
+    case Slot::ExpDown: l->ex_down = std::move(v); break;
+    case Slot::ExpDownBias: l->ex_down_b = std::move(v); break;
   }
+}
+
+bool slot_is_flat(Slot s) {
+  return s == Slot::LinConv || s == Slot::ConvTaps || s == Slot::ExpGateUp || s == Slot::ExpGateUpBias ||
+         s == Slot::ExpDown || s == Slot::ExpDownBias;
 }
 
 bool slot_is_norm(Slot s) {
@@ -291,6 +303,17 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
     // post_attention_layernorm: the norm before the MLP in llama's block, after attention in Gemma's and OLMo 2's.
     add("post_attention_layernorm.weight", {C}, c.norm_place == NormPlace::Pre ? Slot::Norm2 : Slot::PostAttnNorm);
     if (gemma) add("pre_feedforward_layernorm.weight", {C}, Slot::Norm2);
+    if (c.attn_sinks) add("self_attn.sinks", {c.n_head}, Slot::Sinks);
+    if (c.experts.count) {  // GPT-OSS: a router and E experts' stacked (in, out) matrices
+      const int64_t E = c.experts.count;
+      add("mlp.router.weight", {E, C}, Slot::Router);
+      add("mlp.router.bias", {E}, Slot::RouterBias);
+      add("mlp.experts.gate_up_proj", {E, C, 2 * I}, Slot::ExpGateUp);
+      add("mlp.experts.gate_up_proj_bias", {E, 2 * I}, Slot::ExpGateUpBias);
+      add("mlp.experts.down_proj", {E, I, C}, Slot::ExpDown);
+      add("mlp.experts.down_proj_bias", {E, C}, Slot::ExpDownBias);
+      continue;
+    }
     if (c.fused_qkv) {
       add("mlp.gate_up_proj.weight", {2 * I, C}, Slot::WgateUp);
     } else {

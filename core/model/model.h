@@ -88,6 +88,16 @@ struct LayerWeights {
   Vec sc_taps_b;         // (C) or empty
   Weight sc_out;         // (C, C) out_proj
   Vec sc_out_b;          // (C) or empty
+
+  // GPT-OSS (ModelConfig::attn_sinks, ::experts; E experts, I their width); empty elsewhere,
+  // and then w_fc, w_up, w_down are empty instead.
+  Vec sinks;             // (H) each query head's sink logit
+  Weight router;         // (C, E) the router (nn.Linear (E, C) transposed)
+  Vec router_b;          // (E)
+  Vec ex_gate_up;        // (E·C·2I) gate_up_proj (E, C, 2I): expert e's (C, 2I) (in, out), gate | up interleaved columns
+  Vec ex_gate_up_b;      // (E·2I)
+  Vec ex_down;           // (E·I·C) down_proj (E, I, C): expert e's (I, C)
+  Vec ex_down_b;         // (E·C)
 };
 
 struct ModelWeights {
@@ -179,7 +189,11 @@ enum class Slot {
   WqGate,                                              // Qwen3.5's q_proj: per head q (d rows) | gate (d rows)
   LinQkv, LinZ, LinB, LinA, LinConv, LinDtBias, LinALog, LinNorm, LinOut,  // a gated-delta-rule layer's
   ConvIn, ConvInBias, ConvTaps, ConvTapsBias, ConvOut, ConvOutBias,       // an LFM2 short convolution's
+  Sinks, Router, RouterBias, ExpGateUp, ExpGateUpBias, ExpDown, ExpDownBias,  // GPT-OSS's sinks and experts
 };
+// Slots read as one flat vector whatever their rank (a convolution's taps, the experts'
+// stacked matrices and biases), not as a linear layer's matrix.
+bool slot_is_flat(Slot s);
 // One tensor of a checkpoint: its Hugging Face name, its shape as stored (nn.Linear (out, in)),
 // its layer (−1: the model's) and slot. The loader and the random-model writer both read
 // this table, so the names of a family are written once.

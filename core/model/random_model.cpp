@@ -110,6 +110,18 @@ constexpr ConfigPreset kConfigPresets[] = {
       "sliding_window": null, "tie_word_embeddings": true,
       "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000, "factor": 16, "original_max_position_embeddings": 16384,
                           "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 1, "llama_4_scaling_beta": 0.1}})"},
+    // GPT-OSS-20B (its config.json): 24 layers alternating 128-token windows (even layers) and
+    // global ones, 64 query heads of 64 over 8 KV heads, a sink logit per head, 32 experts of
+    // width 2880 with 4 per token, YaRN x32 over 4,096 tokens without truncation. Random
+    // float32 experts take 4.5 GB per layer: write it with --layers.
+    {"gpt-oss-20b", R"({"model_type": "gpt_oss", "vocab_size": 201088, "hidden_size": 2880,
+      "intermediate_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8,
+      "head_dim": 64, "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4,
+      "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+      "max_position_embeddings": 131072, "initial_context_length": 4096, "rms_norm_eps": 1e-5, "rope_theta": 150000,
+      "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+                       "original_max_position_embeddings": 4096},
+      "attention_bias": true, "swiglu_limit": 7.0, "tie_word_embeddings": false, "hidden_act": "silu"})"},
     {"gemma3-270m", R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
       "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
       "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "rope_local_base_freq": 10000,
@@ -285,6 +297,12 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
         case Slot::ConvOut: sd = s_in; break;
         case Slot::ConvTaps: sd = 0.5f; break;
         case Slot::ConvInBias: case Slot::ConvTapsBias: case Slot::ConvOutBias: sd = 0.1f; break;
+        case Slot::Sinks: sd = 1.f; break;  // sink logits of the size of the scaled scores: visible mass
+        case Slot::Router: sd = 1.5f * s_in; break;
+        case Slot::RouterBias: case Slot::ExpGateUpBias: sd = 0.1f; break;
+        case Slot::ExpGateUp: sd = s_in; break;
+        case Slot::ExpDown: sd = s_hid; break;
+        case Slot::ExpDownBias: sd = 0.02f; break;
         default:
           if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
           break;
