@@ -21,6 +21,10 @@ const Column kColumns[] = {
     {"diag", &HeadScore::self, "mean weight on the diagonal (the token itself)"},
     {"prev", &HeadScore::previous_token, "mean weight on the previous token"},
     {"ind", &HeadScore::induction, "induction: weight on the token after an earlier occurrence of the current one"},
+    // Last: shown for models with learned sinks only (GPT-OSS).
+    {"learned sink", &HeadScore::sink_mass,
+     "mean probability a row gives the head's learned sink: an extra softmax column that is dropped, so the row's "
+     "weights over the tokens sum to 1 \xE2\x88\x92 this"},
 };
 constexpr int kColumnCount = static_cast<int>(sizeof kColumns / sizeof kColumns[0]);
 
@@ -44,12 +48,14 @@ void HeadStatsPanel::draw_content(FrameContext& ctx) {
   }
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("stats", kColumnCount + 1, flags)) return;
+  const bool sinks = std::any_of(rows_.begin(), rows_.end(), [](const HeadScore& r) { return r.sink_mass >= 0; });
+  const int ncols = kColumnCount - (sinks ? 0 : 1);
+  if (!ImGui::BeginTable(sinks ? "stats_sinks" : "stats", ncols + 1, flags)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("head", ImGuiTableColumnFlags_DefaultSort);
-  for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name, ImGuiTableColumnFlags_PreferSortDescending);
+  for (int i = 0; i < ncols; ++i) ImGui::TableSetupColumn(kColumns[i].name, ImGuiTableColumnFlags_PreferSortDescending);
   ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-  for (int i = 0; i <= kColumnCount; ++i) {
+  for (int i = 0; i <= ncols; ++i) {
     ImGui::TableSetColumnIndex(i);
     ImGui::TableHeader(ImGui::TableGetColumnName(i));
     if (i > 0 && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColumns[i - 1].help);
@@ -71,10 +77,11 @@ void HeadStatsPanel::draw_content(FrameContext& ctx) {
     }
     if (ablated) ImGui::PopStyleColor();
     if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) s.ablation.toggle(r.layer, r.head);
-    for (const Column& c : kColumns) {
+    for (int i = 0; i < ncols; ++i) {
+      const Column& c = kColumns[i];
       ImGui::TableNextColumn();
       const float v = r.*c.field;
-      if (c.field == &HeadScore::induction && v < 0) ImGui::TextDisabled("-");
+      if ((c.field == &HeadScore::induction || c.field == &HeadScore::sink_mass) && v < 0) ImGui::TextDisabled("-");
       else ImGui::Text(c.field == &HeadScore::mean_distance ? "%.2f" : "%.3f", v);
     }
   }

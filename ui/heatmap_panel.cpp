@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/engine/rollout.h"
+#include "core/export/colormap.h"
 #include "ui/fonts.h"
 #include "ui/imgui_util.h"
 #include "ui/text_view.h"
@@ -178,7 +179,13 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   draw_tabs(ctx);
   if (!ctx.state.presentation) {  // presenting: the caption's tooltip, the room goes to the matrix
     ImGui::PushTextWrapPos(0.f);
-    ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
+    const bool sink = !rollout_ && ctx.state.stage == Stage::Probs && !ctx.trace.layers[ctx.state.layer].sink.shape.empty();
+    if (sink)  // GPT-OSS: the rows do not sum to 1
+      ImGui::TextDisabled("softmax of each row over the tokens and this head's learned sink (the \"sink\" column, "
+                          "then dropped): how much token i (row) attends to token j (column); a row sums to 1 \xE2\x88\x92 "
+                          "its sink");
+    else
+      ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
     ImGui::PopTextWrapPos();
   }
   draw_window_line(ctx);
@@ -479,6 +486,10 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   m.row_labels = &label_cache_;
   m.label_w = label_w_;
   m.left = std::min(m.label_w, fs * 6.f) + fs * 0.6f;
+  if (!rollout_ && s.stage == Stage::Probs && !lt.sink.shape.empty() && m.square) {
+    m.sink_w = fs * 2.2f;  // the sink's column and a gap
+    m.left += m.sink_w;
+  }
   m.top = fs * 1.4f;
   // The weights of a row as bars under the matrix; presenting, the room goes to the matrix.
   const bool strip = m.square && !s.presentation;
@@ -529,6 +540,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   draw_highlights(ctx, m, hovered);
   dl->PopClipRect();
   draw_axis_labels(ctx, m);
+  if (m.sink_w > 0.f) draw_sink_column(ctx, m);
   draw_minimap(data, m.vp0, m.vp);
   if (strip)
     draw_row_strip(ctx, m, m.vp0, m.vp, strip_h);
@@ -608,6 +620,11 @@ void HeatmapPanel::draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVe
                      (linear ? " (bars: |A|, red +, blue \xE2\x88\x92; row \xCE\xA3 = " + sum_text +
                                    ", need not be 1), strongest keys"
                              : " (bars: 0 \xE2\x80\xA6 the largest), strongest keys");
+  if (!rollout_ && !linear && !lt.sink.shape.empty()) {  // GPT-OSS: what the row gave its sink
+    char sb[48];
+    std::snprintf(sb, sizeof sb, "  \xC2\xB7  sink %.3f", lt.sink.data[static_cast<size_t>(s.head * lt.sink.dim(1) + r)]);
+    line += sb;
+  }
   char buf[64];
   for (int k : top.top_keys) {
     std::snprintf(buf, sizeof buf, linear ? " %+.3f" : " %.3f", signed_row[k]);
@@ -633,13 +650,14 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   const std::vector<std::string>& labels = *m.row_labels;
   // Only the rows and columns in view; a step's multiples, so labels stay put while panning.
   const int row_step = std::max(1, static_cast<int>(std::ceil(lfs * 0.9f / m.cell)));
-  dl->PushClipRect(ImVec2(m.origin.x, m.vp0.y - lfs * 0.5f), ImVec2(m.vp0.x, m.vp0.y + m.vp.y + lfs * 0.5f), true);
+  const float right = m.vp0.x - m.sink_w;  // the labels end before the sink column, if any
+  dl->PushClipRect(ImVec2(m.origin.x, m.vp0.y - lfs * 0.5f), ImVec2(right, m.vp0.y + m.vp.y + lfs * 0.5f), true);
   for (int i = m.vis.r0 / row_step * row_step; i < m.vis.r1; i += row_step) {
     const float y = m.p0.y + (static_cast<float>(i) + 0.5f) * m.cell - lfs * 0.5f;
     const std::string& lab = labels[i];
     const float w = ImGui::CalcTextSize(lab.c_str()).x * shrink;
-    dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(m.vp0.x - fs * 0.3f, y + lfs), true);
-    dl->AddText(font, lfs, ImVec2(m.vp0.x - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col,
+    dl->PushClipRect(ImVec2(m.origin.x, y), ImVec2(right - fs * 0.3f, y + lfs), true);
+    dl->AddText(font, lfs, ImVec2(right - fs * 0.3f - w, y), i == s.hovered_token ? hover_col : text_col,
                 lab.c_str());
     dl->PopClipRect();
   }
@@ -657,6 +675,35 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
     dl->AddText(font, lfs, ImVec2(std::floor(x - w * 0.5f), m.origin.y + m.top - lfs - fs * 0.2f), col, lab.c_str());
   }
   dl->PopClipRect();
+}
+
+void HeatmapPanel::draw_sink_column(const FrameContext& ctx, const MatrixLayout& m) const {
+  const AppState& s = ctx.state;
+  const LayerTrace& lt = ctx.trace.layers[s.layer];
+  const int T = static_cast<int>(lt.sink.dim(1));
+  const float* sink = lt.sink.data.data() + static_cast<int64_t>(s.head) * T;  // (T) row i's p_sink
+  const float fs = ImGui::GetFontSize();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float x0 = m.vp0.x - m.sink_w + fs * 0.2f, x1 = m.vp0.x - fs * 0.4f;
+  const float y_top = m.vp0.y, y_end = m.vp0.y + std::min(m.vp.y, m.img.y);
+  dl->AddText(ImVec2(x0, m.origin.y + m.top - fs * 1.2f), ImGui::GetColorU32(ImGuiCol_Text), "sink");
+  dl->PushClipRect(ImVec2(x0, y_top), ImVec2(x1, y_end), true);
+  const float gap = m.cell >= 4.f ? 1.f : 0.f;
+  for (int i = m.vis.r0; i < std::min(m.vis.r1, T); ++i) {
+    const Rgb8 c = colormap_rgb(s.probs_colormap, sink[i]);
+    const float y0 = m.p0.y + static_cast<float>(i) * m.cell;
+    dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, std::max(y0 + 1.f, y0 + m.cell - gap)), IM_COL32(c.r, c.g, c.b, 255));
+  }
+  dl->PopClipRect();
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  if (ImGui::IsWindowHovered() && mouse.x >= x0 && mouse.x < x1 && mouse.y >= y_top && mouse.y < y_end) {
+    const int i = static_cast<int>(std::floor((mouse.y - m.p0.y) / m.cell));
+    if (i >= 0 && i < T)
+      ImGui::SetTooltip("row %d '%s' gives the sink %.3f\nthis head's learned sink logit is %.3f: an extra softmax "
+                        "column, dropped,\nso the row's weights over the tokens sum to %.3f",
+                        i, (*m.row_labels)[static_cast<size_t>(i)].c_str(), sink[i], lt.sinks[static_cast<size_t>(s.head)],
+                        1.f - sink[i]);
+  }
 }
 
 // The hovered token's row (as a query) and column (as a key), in every heatmap; under the

@@ -66,6 +66,7 @@ class HeatmapPanel : public Panel {
                              // panned) and size
     ImVec2 vp0, vp;          // the viewport: top-left and size on screen
     CellRect vis;            // the cells in view
+    float sink_w = 0;        // > 0: GPT-OSS's sink column, this wide, left of the matrix
   };
   // The matrix on screen, (rows, cols) row-major: in the trace, or computed once per change
   // into values_ (derived stages, compact traces, rollout). Sets key_, range_, cmap_.
@@ -80,6 +81,9 @@ class HeatmapPanel : public Panel {
   void draw_minimap(const float* data, ImVec2 vp0, ImVec2 vp);
   void draw_row_strip(FrameContext& ctx, const MatrixLayout& m, ImVec2 vp0, ImVec2 vp, float strip_h);
   void draw_axis_labels(const FrameContext& ctx, const MatrixLayout& m) const;
+  // A layer with sinks (GPT-OSS), on the softmax tab: each row's sink probability as a column
+  // of cells before key 0, in the heatmap's colours, its value on hover.
+  void draw_sink_column(const FrameContext& ctx, const MatrixLayout& m) const;
   void draw_highlights(FrameContext& ctx, const MatrixLayout& m, bool hovered);
   void draw_colorbar(FrameContext& ctx, float height);
   void draw_window_line(const FrameContext& ctx) const;

@@ -32,10 +32,7 @@ void draw_model_panel(FrameContext& ctx) {
   if (ctx.snap.random_weights)
     ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "RANDOM WEIGHTS: patterns are not learned");
   ImGui::TextWrapped("%s", m.name.c_str());
-  ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(),
-              c.arch == Arch::Gpt2           ? "learned positions, LayerNorm, GELU"
-              : c.mlp == MlpKind::GeGLU      ? "RoPE, RMSNorm, GeGLU"
-                                             : "RoPE, RMSNorm, SwiGLU",
+  ImGui::Text("%s (%s) \xC2\xB7 %s parameters", c.model_type.c_str(), c.block_kind().c_str(),
               count_str(m.parameter_count()).c_str());
   // What the architecture does beyond llama's (QK-norm, soft-cap, windows, layers without
   // RoPE …), and what loading decided.
