@@ -154,6 +154,7 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
   cli.add_flag("--why", opt.why, "open \"Why this score\": the selected head's score from --query to --key split into what wrote each side (also opened by a click on a heatmap cell)");
   cli.add_option("--key", opt.key, "with --why: the key (window position; default: the query row's strongest key)");
   cli.add_flag("--circuits", opt.circuits, "open the Circuits panel (composition between heads, from the weights; also in the View menu)");
+  cli.add_flag("--experts", opt.experts, "open the Experts panel (a model with experts, GPT-OSS: each token's experts in the selected layer and each expert's load; also in the View menu)");
   cli.add_option("--scan", opt.scan_corpus, "open the Head scan panel and scan this corpus (\"\" or \"shipped\": the corpus that ships with attnviz)")
       ->expected(0, 1);
   cli.add_flag("--patching", opt.patching, "open the Activation patching panel and compute its grid (--other's activations put into the text's run; also in the View menu)");

@@ -19,6 +19,7 @@
 #include "ui/heatmap_panel.h"
 #include "ui/attribution_panel.h"
 #include "ui/circuits_panel.h"
+#include "ui/experts_panel.h"
 #include "ui/head_scan_panel.h"
 #include "ui/why_score_panel.h"
 #include "ui/compare_panel.h"
@@ -108,10 +109,11 @@ App::App(const AppOptions& opt) : opt_(opt) {
   patching_ = std::make_unique<PatchingPanel>();
   why_ = std::make_unique<WhyScorePanel>();
   circuits_ = std::make_unique<CircuitsPanel>();
+  experts_ = std::make_unique<ExpertsPanel>();
   scan_ = std::make_unique<HeadScanPanel>(opt.screenshot ? std::string() : config_dir());  // screenshots keep no scans
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
              training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
-             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get()};
+             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get(), experts_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
   if (opt.text_view || opt.text_view_attribution) *text_view_->p_open() = true;
@@ -125,6 +127,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (opt.key >= 0) state_.key = opt.key;
   if (opt.why) *why_->p_open() = true;
   if (opt.circuits) *circuits_->p_open() = true;
+  if (opt.experts) *experts_->p_open() = true;
   if (opt.scan) *scan_->p_open() = true, scan_->start_at_first_model(opt.scan_corpus);
   if (opt.heatmap_zoom > 0.f) state_.cell_px = opt.heatmap_zoom;
   if (opt.heatmap_center >= 0) heatmap_->go_to(opt.heatmap_center);
@@ -359,6 +362,7 @@ void App::place_floating(bool force) {
               ImVec2(rw + std::round(d.x * 0.06f), std::round(d.y * 0.72f)), force);
   circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.38f), std::round(d.y * 0.55f)), force);
   scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
+  experts_->place(ImVec2(std::round(d.x * 0.3f), std::round(d.y * 0.3f)), ImVec2(std::round(d.x * 0.34f), std::round(d.y * 0.62f)), force);
 }
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
@@ -601,6 +605,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   const Snapshot& snap = *worker_.latest();
   nlohmann::json j;
   j["rects"]["heatmap"] = rect(heatmap_->image_rect());
+  j["rects"]["heatmap_sink"] = rect(heatmap_->sink_rect());
   j["rects"]["token_strip"] = rect(tokens_->strip_rect());
   j["rects"]["head_grid"] = rect(grid_->grid_rect());
   j["rects"]["importance_grid"] = rect(importance_->grid_rect());
@@ -647,6 +652,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   }
   j["rects"]["why_bars"] = rect(why_->open() ? why_->bars_rect() : ImVec4(0, 0, 0, 0));
   j["rects"]["circuits_graph"] = rect(circuits_->open() ? circuits_->graph_rect() : ImVec4(0, 0, 0, 0));
+  j["rects"]["experts_grid"] = rect(experts_->open() ? experts_->grid_rect() : ImVec4(0, 0, 0, 0));
   j["rects"]["scan_plot"] = rect(scan_->open() ? scan_->plot_rect() : ImVec4(0, 0, 0, 0));
   j["key"] = state_.key;
   if (why_->open()) {

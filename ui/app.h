@@ -37,6 +37,7 @@ class ComparePanel;
 class PatchingPanel;
 class WhyScorePanel;
 class CircuitsPanel;
+class ExpertsPanel;
 class HeadScanPanel;
 
 struct AppOptions {
@@ -66,6 +67,7 @@ struct AppOptions {
   bool why = false;          // open "Why this score" (the selected head at --query and --key)
   int key = -1;              // its key (window position); −1: the query row's strongest key
   bool circuits = false;     // open the Circuits panel (composition between heads)
+  bool experts = false;      // open the Experts panel (a model with experts: GPT-OSS)
   bool scan = false;         // open the Head scan panel and scan `scan_corpus`
   std::string scan_corpus;   // "" the shipped corpus
   Ablation ablation;         // heads switched off at the start
@@ -209,6 +211,7 @@ class App {
   std::unique_ptr<PatchingPanel> patching_;
   std::unique_ptr<WhyScorePanel> why_;
   std::unique_ptr<CircuitsPanel> circuits_;
+  std::unique_ptr<ExpertsPanel> experts_;
   std::unique_ptr<HeadScanPanel> scan_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };

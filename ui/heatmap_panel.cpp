@@ -540,6 +540,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
   draw_highlights(ctx, m, hovered);
   dl->PopClipRect();
   draw_axis_labels(ctx, m);
+  sink_rect_ = ImVec4(0, 0, 0, 0);
   if (m.sink_w > 0.f) draw_sink_column(ctx, m);
   draw_minimap(data, m.vp0, m.vp);
   if (strip)
@@ -677,7 +678,7 @@ void HeatmapPanel::draw_axis_labels(const FrameContext& ctx, const MatrixLayout&
   dl->PopClipRect();
 }
 
-void HeatmapPanel::draw_sink_column(const FrameContext& ctx, const MatrixLayout& m) const {
+void HeatmapPanel::draw_sink_column(const FrameContext& ctx, const MatrixLayout& m) {
   const AppState& s = ctx.state;
   const LayerTrace& lt = ctx.trace.layers[s.layer];
   const int T = static_cast<int>(lt.sink.dim(1));
@@ -686,6 +687,7 @@ void HeatmapPanel::draw_sink_column(const FrameContext& ctx, const MatrixLayout&
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float x0 = m.vp0.x - m.sink_w + fs * 0.2f, x1 = m.vp0.x - fs * 0.4f;
   const float y_top = m.vp0.y, y_end = m.vp0.y + std::min(m.vp.y, m.img.y);
+  sink_rect_ = ImVec4(x0, y_top, x1 - x0, y_end - y_top);
   dl->AddText(ImVec2(x0, m.origin.y + m.top - fs * 1.2f), ImGui::GetColorU32(ImGuiCol_Text), "sink");
   dl->PushClipRect(ImVec2(x0, y_top), ImVec2(x1, y_end), true);
   const float gap = m.cell >= 4.f ? 1.f : 0.f;

@@ -31,6 +31,7 @@ class HeatmapPanel : public Panel {
   HeatmapPanel() : Panel("Attention heatmap") {}
   // Screen rectangle (x, y, w, h) of the matrix drawn last frame; w = 0 when none.
   ImVec4 image_rect() const { return image_rect_; }
+  ImVec4 sink_rect() const { return sink_rect_; }  // the sink column drawn last frame (x, y, w, h); zero: none
   bool showing_rollout() const { return rollout_; }
   // Centres the view on token i's row and column (the --heatmap-center flag) at the next
   // frame with a trace; an index out of range shows the go-to field's message instead.
@@ -83,7 +84,7 @@ class HeatmapPanel : public Panel {
   void draw_axis_labels(const FrameContext& ctx, const MatrixLayout& m) const;
   // A layer with sinks (GPT-OSS), on the softmax tab: each row's sink probability as a column
   // of cells before key 0, in the heatmap's colours, its value on hover.
-  void draw_sink_column(const FrameContext& ctx, const MatrixLayout& m) const;
+  void draw_sink_column(const FrameContext& ctx, const MatrixLayout& m);
   void draw_highlights(FrameContext& ctx, const MatrixLayout& m, bool hovered);
   void draw_colorbar(FrameContext& ctx, float height);
   void draw_window_line(const FrameContext& ctx) const;
@@ -144,6 +145,7 @@ class HeatmapPanel : public Panel {
   bool rollout_ = false;            // the rollout tab is shown instead of a stage
   float fit_cell_ = 8.f;            // cell size that fits the panel: the least zoom
   ImVec4 image_rect_{0, 0, 0, 0};
+  ImVec4 sink_rect_{0, 0, 0, 0};
 };
 
 }  // namespace attnviz::ui

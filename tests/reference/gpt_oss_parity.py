@@ -215,7 +215,27 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--write-model", metavar="DIR", help="only write the test model (config.json, model.safetensors) "
+                    "to DIR, with --tokenizer's tokenizer.json and vocabulary, for the GUI's checks")
+    ap.add_argument("--tokenizer", help="with --write-model: a tokenizer.json to copy in (the vocabulary grows to it)")
+    if "--write-model" in sys.argv:
+        ap._actions[1].required = False  # --cli
+        ap._actions[2].required = False  # --workdir
     a = ap.parse_args()
+    if a.write_model:
+        cfg = dict(CFG)
+        os.makedirs(a.write_model, exist_ok=True)
+        if a.tokenizer:
+            tok = json.load(open(a.tokenizer, encoding="utf-8"))
+            ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+            cfg["vocab_size"] = max(ids) + 1
+            with open(os.path.join(a.write_model, "tokenizer.json"), "w", encoding="utf-8") as f:
+                json.dump(tok, f)
+        with open(os.path.join(a.write_model, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        P.write_safetensors(os.path.join(a.write_model, "model.safetensors"),
+                            {k: v.float().numpy() for k, v in build_weights(cfg).items()})
+        return 0
     os.makedirs(a.workdir, exist_ok=True)
     model = os.path.join(a.workdir, "gpt_oss")
     os.makedirs(model, exist_ok=True)
