@@ -39,7 +39,7 @@ TEST(GgufQuant, TypeTable) {
       {GgmlType::F32, 1, 4},      {GgmlType::F16, 1, 2},      {GgmlType::BF16, 1, 2},     {GgmlType::Q8_0, 32, 34},
       {GgmlType::Q4_0, 32, 18},   {GgmlType::Q4_1, 32, 20},   {GgmlType::Q5_0, 32, 22},   {GgmlType::Q5_1, 32, 24},
       {GgmlType::Q2_K, 256, 84},  {GgmlType::Q3_K, 256, 110}, {GgmlType::Q4_K, 256, 144}, {GgmlType::Q5_K, 256, 176},
-      {GgmlType::Q6_K, 256, 210},
+      {GgmlType::Q6_K, 256, 210}, {GgmlType::MXFP4, 32, 17},
   };
   for (const auto& w : want) {
     EXPECT_EQ(ggml_type_info(w.t).block_elems, w.elems) << ggml_type_info(w.t).name;
@@ -223,6 +223,33 @@ TEST(GgufQuant, Q6_K) {
   EXPECT_EQ(y[70], 14.f);    // k 2: (2 | 1<<4) − 32 = −14; scale −4
   EXPECT_EQ(y[136], 0.f);    // scale 8 − 8 = 0
   EXPECT_EQ(y[255], 3.5f);   // k 3: (2 | 2<<4) − 32 = 2; scale 7
+}
+
+// MXFP4 (OCP Microscaling FP4, as ggml stores it): E8M0 exponent e, then the E2M1 codes, low
+// nibbles first. E2M1: sign bit 3, then exponent bits 2-1 and mantissa bit 0: code 1 = 0.5
+// (subnormal), 2 = 1, 3 = 1.5, 4 = 2, 5 = 3, 6 = 4, 7 = 6; the block's scale is 2^(e − 127).
+TEST(GgufQuant, MXFP4) {
+  Block k(17 * 3);
+  k.b[0] = 127;                // scale 1
+  k.b[1] = 0x71;               // element 0: code 1 (0.5), element 16: code 7 (6)
+  k.b[2] = 0xA5;               // element 1: code 5 (3), element 17: code 0xA (−1)
+  k.b[16] = 0x8F;              // element 15: code 0xF (−6), element 31: code 8 (−0)
+  k.b[17] = 130;               // block 1: scale 8
+  k.b[18] = 0x36;              // element 32: code 6 (4 · 8), element 48: code 3 (1.5 · 8)
+  k.b[34] = 1;                 // block 2: scale 2^−126 (the smallest normal)
+  k.b[35] = 0x01;              // element 64: 0.5 · 2^−126, a subnormal float
+  const auto y = decode(GgmlType::MXFP4, k, 96);
+  EXPECT_EQ(y[0], 0.5f);
+  EXPECT_EQ(y[16], 6.f);
+  EXPECT_EQ(y[1], 3.f);
+  EXPECT_EQ(y[17], -1.f);
+  EXPECT_EQ(y[15], -6.f);
+  EXPECT_EQ(y[31], 0.f);
+  EXPECT_EQ(y[2], 0.f);
+  EXPECT_EQ(y[32], 32.f);
+  EXPECT_EQ(y[48], 12.f);
+  EXPECT_EQ(y[64], std::ldexp(0.5f, -126));
+  EXPECT_EQ(y[65], 0.f);
 }
 
 // --- Random blocks against a per-element statement of each layout.

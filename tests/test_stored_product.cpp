@@ -26,7 +26,7 @@ namespace {
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                            GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4};
 
 std::string type_name(GgmlType t) { return ggml_type_info(t).name; }
 int block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
@@ -78,6 +78,10 @@ Matrix random_matrix(GgmlType t, int64_t rows, int64_t cols, unsigned seed) {
     const int bb = ggml_type_info(t).block_bytes;
     for (size_t blk = 0; blk < b.size(); blk += bb)
       for (int at : ggml_scale_fields(t)) put16(blk + at, random_half(rng, 8, 16));
+    if (t == GgmlType::MXFP4) {  // E8M0 exponents around 1 (2^−9 … 2^9): no product overflows
+      std::uniform_int_distribution<int> e(118, 136);
+      for (size_t blk = 0; blk < b.size(); blk += bb) b[blk] = static_cast<uint8_t>(e(rng));
+    }
   }
   m.w.data = b.data();
   m.w.keep = m.bytes;

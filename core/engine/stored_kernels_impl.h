@@ -135,6 +135,27 @@ struct DecQ4_0 {  // d, qs[16]: (n − 8)·d
 };
 
 template <class S>
+struct DecMXFP4 {  // e, qs[16]: kMxfp4Values[n]·2^(e − 128) (gguf_quant.h)
+  static constexpr int E = 32, B = 17;
+  template <class Fn>
+  static void run(const uint8_t* b, Fn&& f) {
+    const float d = mxfp4_half_scale(b[0]);
+    if constexpr (S::kLut) {
+      const typename S::F tab = S::mul(S::loadu(kMxfp4Values), S::set1(d));  // the 16 values a code can take
+      const typename S::I v = S::u8(b + 1);
+      f(0, S::lut16(tab, v));
+      f(16, S::lut16(tab, S::srl(v, 4)));
+      return;
+    }
+    float w[32];  // no integer formula for E2M1: each code through the table
+    for (int j = 0; j < 16; ++j) w[j] = kMxfp4Values[b[1 + j] & 15] * d, w[16 + j] = kMxfp4Values[b[1 + j] >> 4] * d;
+#pragma GCC unroll 4
+    for (int j = 0; j < 32; j += S::W) f(j, S::loadu(w + j));
+  }
+  static float one(const uint8_t*, int64_t) { return 0.f; }
+};
+
+template <class S>
 struct DecQ4_1 {  // d, m, qs[16]: n·d + m
   static constexpr int E = 32, B = 20;
   template <class Fn>
@@ -519,6 +540,7 @@ void matvec(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, in
     case GgmlType::Q4_K: return matvec_type<S, DecQ4_K<S>>(rows, row_bytes, n, K, x, ldx, M, y, ldy);
     case GgmlType::Q5_K: return matvec_type<S, DecQ5_K<S>>(rows, row_bytes, n, K, x, ldx, M, y, ldy);
     case GgmlType::Q6_K: return matvec_type<S, DecQ6_K<S>>(rows, row_bytes, n, K, x, ldx, M, y, ldy);
+    case GgmlType::MXFP4: return matvec_type<S, DecMXFP4<S>>(rows, row_bytes, n, K, x, ldx, M, y, ldy);
   }
 }
 
@@ -538,6 +560,7 @@ void decode(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, in
     case GgmlType::Q4_K: return decode_type<S, DecQ4_K<S>>(rows, row_bytes, n, K, dst, ld);
     case GgmlType::Q5_K: return decode_type<S, DecQ5_K<S>>(rows, row_bytes, n, K, dst, ld);
     case GgmlType::Q6_K: return decode_type<S, DecQ6_K<S>>(rows, row_bytes, n, K, dst, ld);
+    case GgmlType::MXFP4: return decode_type<S, DecMXFP4<S>>(rows, row_bytes, n, K, dst, ld);
   }
 }
 

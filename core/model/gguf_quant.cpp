@@ -18,7 +18,7 @@ constexpr GgmlTypeInfo kTypes[] = {
     {18, "IQ3_XXS", 0, 0}, {19, "IQ1_S", 0, 0},   {20, "IQ4_NL", 0, 0},  {21, "IQ3_S", 0, 0},
     {22, "IQ2_S", 0, 0},  {23, "IQ4_XS", 0, 0},   {24, "I8", 0, 0},      {25, "I16", 0, 0},
     {26, "I32", 0, 0},    {27, "I64", 0, 0},      {28, "F64", 0, 0},     {29, "IQ1_M", 0, 0},
-    {30, "BF16", 1, 2},   {34, "TQ1_0", 0, 0},    {35, "TQ2_0", 0, 0},
+    {30, "BF16", 1, 2},   {34, "TQ1_0", 0, 0},    {35, "TQ2_0", 0, 0},   {39, "MXFP4", 32, 17},
 };
 
 uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
@@ -41,6 +41,12 @@ const float* half_table() {
 // --- 32-element blocks. Element j < 16 takes the low nibble of qs[j], j ≥ 16 the high
 // nibble of qs[j − 16].
 int nibble(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4); }
+
+// e, qs[16]: kMxfp4Values[code]·2^(e − 128).
+void block_mxfp4(const uint8_t* b, float* y) {
+  const float d = mxfp4_half_scale(b[0]);
+  for (int j = 0; j < 32; ++j) y[j] = kMxfp4Values[nibble(b + 1, j)] * d;
+}
 
 void block_q8_0(const uint8_t* b, float* y) {  // d, q[32]
   const float d = f16(b);
@@ -205,7 +211,7 @@ std::string supported_ggml_types() {
   std::string s;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                      GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K})
+                     GgmlType::Q6_K, GgmlType::MXFP4})
     s += (s.empty() ? "" : ", ") + std::string(ggml_type_info(t).name);
   return s;
 }
@@ -239,6 +245,7 @@ void dequantize(GgmlType type, const uint8_t* src, int64_t n, float* dst) {
     case GgmlType::Q4_K: block = block_k4_or_k5<false>; break;
     case GgmlType::Q5_K: block = block_k4_or_k5<true>; break;
     case GgmlType::Q6_K: block = block_q6_k; break;
+    case GgmlType::MXFP4: block = block_mxfp4; break;
   }
   for (int64_t i = 0; i < blocks; ++i) block(src + i * info.block_bytes, dst + i * info.block_elems);
 }

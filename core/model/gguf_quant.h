@@ -31,8 +31,21 @@ namespace attnviz {
 // ggml's type ids as stored in GGUF tensor infos.
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39,
 };
+
+// MXFP4 (ggml's, for GPT-OSS's experts): blocks of 32 values, an E8M0 exponent byte e and 16
+// bytes of 4-bit E2M1 codes (element j < 16 the low nibble of qs[j], j ≥ 16 the high one).
+// Code n is worth kMxfp4Values[n] (the E2M1 values doubled: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and
+// their negatives, × 2) times mxfp4_half_scale(e) = 2^(e − 128) (half of 2^(e − 127)), as
+// ggml computes it (e = 255 is 2^127, not NaN). Every product is exact in float32.
+inline constexpr float kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float d;
+  __builtin_memcpy(&d, &bits, 4);
+  return d;
+}
 
 struct GgmlTypeInfo {
   uint32_t id;
