@@ -199,6 +199,14 @@ if wanted why-this-score.png; then
     --key 5 --why --circuits
   made why-this-score.png
 fi
+if wanted gpt-oss.png; then
+  # GPT-OSS's learned sinks and experts, on the small random model its PyTorch check writes.
+  /usr/bin/python3 tests/reference/gpt_oss_parity.py --write-model "$work/gpt-oss" \
+    --tokenizer tests/data/tokenizers/qwen3-12k.tokenizer.json >/dev/null
+  shot gpt-oss.png --model "$work/gpt-oss" --text "the cat sat on the mat and the cat sat on the mat" --layer 0 \
+    --head 1 --stage probs --experts
+  made gpt-oss.png
+fi
 if wanted head-scan.png; then
   shot head-scan.png --model builtin:fortunes-en --text "the moon is the moon" --layer 1 --head 2 --scan
   made head-scan.png

@@ -362,7 +362,8 @@ void App::place_floating(bool force) {
               ImVec2(rw + std::round(d.x * 0.06f), std::round(d.y * 0.72f)), force);
   circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.38f), std::round(d.y * 0.55f)), force);
   scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
-  experts_->place(ImVec2(std::round(d.x * 0.3f), std::round(d.y * 0.3f)), ImVec2(std::round(d.x * 0.34f), std::round(d.y * 0.62f)), force);
+  // The Experts over the right column's lower half (head importance, GQA): the heatmap stays in view.
+  experts_->place(ImVec2(std::round(d.x * 0.71f), std::round(d.y * 0.47f)), ImVec2(d.x - std::round(d.x * 0.71f), std::round(d.y * 0.5f)), force);
 }
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
