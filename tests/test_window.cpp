@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "core/engine/engine.h"
 #include "core/engine/reference.h"
@@ -185,6 +186,20 @@ TEST(GptOss, TypingCompactAndEditedTracesEqualTheReference) {
           ASSERT_NEAR(sum, 1.0, 1e-5) << "probs + sink, row " << i;
         }
   }
+}
+
+// The experts are held as float32 and counted in the parameters (parameter_counts): a model
+// whose experts would not fit in the memory available is refused before any tensor is read.
+TEST(GptOss, ExpertsThatDoNotFitAreRefusedBeforeLoading) {
+  const ModelConfig c = gpt_oss_small();
+  const std::string dir = test::make_model_dir(c, 3, "gpt_oss_memory");
+  const double experts = 3 * 5 * (3.0 * 64 * 96 + 2 * 96 + 64) * 4;  // 1.1 MB as float32
+  EXPECT_GE(static_cast<double>(parameter_counts(c).mlp) * 4, experts);
+  ::setenv("ATTNVIZ_MAX_MEMORY_MB", "0.9", 1);  // less than the experts alone
+  const std::string err = test::load_error(dir);
+  ::unsetenv("ATTNVIZ_MAX_MEMORY_MB");
+  EXPECT_NE(err.find("is available"), std::string::npos) << err;
+  EXPECT_EQ(test::load_error(dir), "");  // and with the memory there, it loads
 }
 
 TEST(WindowAblation, AblatedHeadsOnALocalSoftCappedModelMatchTheReference) {
