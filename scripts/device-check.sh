@@ -44,7 +44,7 @@ log="$out/device-check.log"
 say() { echo "device-check: $*" | tee -a "$log"; }
 
 if [ -n "$pack" ]; then
-  tar -C "$work" -xJf "$pack" || { say "cannot unpack $pack"; exit 1; }
+  tar -C "$work" -xf "$pack" || { say "cannot unpack $pack"; exit 1; }
   cli="$work/bin/attnviz-cli" gui="$work/bin/attnviz" gtest="$work/bin/attnviz_gpu_tests"
   # The packed libraries first, then the driver's (NVIDIA's glvnd vendor libraries).
   export LD_LIBRARY_PATH="$work/lib:/usr/local/nvidia/lib64:/usr/local/nvidia/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -113,6 +113,32 @@ TEST(GpuOps, Embedding) {
   }
 }
 
+// A buffer whose size creeps up (the attention scratch while typing) is reallocated a few
+// times, not at every step; its contents still read back; the device limit still holds.
+TEST(GpuOps, BufferThatGrowsAgainGrowsByHalf) {
+  OPS();
+  GlContext::Current cur(gl->context());
+  const long long limit = 1 << 20;
+  GlBuffer b;
+  b.ensure(1000, limit, "test");
+  EXPECT_EQ(b.bytes(), 1000u);  // a first allocation is what was asked
+  b.ensure(1004, limit, "test");
+  EXPECT_EQ(b.bytes(), 1500u);  // growing: half as much again
+  b.ensure(1400, limit, "test");
+  EXPECT_EQ(b.bytes(), 1500u);  // fits: kept
+  b.ensure(5000, limit, "test");
+  EXPECT_EQ(b.bytes(), 5000u);  // more than half as much again: what was asked
+  b.ensure(900000, limit, "test");
+  b.ensure(900004, limit, "test");
+  EXPECT_EQ(b.bytes(), static_cast<size_t>(limit));  // never past the limit
+  EXPECT_THROW(b.ensure(static_cast<size_t>(limit) + 4, limit, "test"), Error);
+  std::vector<float> in(100), out(100);
+  for (int i = 0; i < 100; ++i) in[static_cast<size_t>(i)] = static_cast<float>(i) * 0.5f;
+  b.upload(in.data(), sizeof(float) * in.size());
+  b.read(out.data(), sizeof(float) * out.size());
+  EXPECT_EQ(in, out);
+}
+
 TEST(GpuOps, LayerNormAndRmsNorm) {
   OPS();
   for (int C : {30, 64, 300}) {

@@ -164,6 +164,8 @@ class GlBackend : public Backend {
     GlContext::Current cur(*ctx_);
     k_->timer_discard();  // in case an earlier forward stopped half-way
     prepare(m, window, p, tr);
+    const auto t_prepared = std::chrono::steady_clock::now();
+    double read_ms = 0;  // the read-backs' wall time (each waits for the kernels before it)
     tr.tokens = window;
     tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
@@ -179,17 +181,21 @@ class GlBackend : public Backend {
       LayerTrace& lt = tr.layers[l];
       layer_step(c, l, T, p, tr.compact, tr.summaries ? &targets : nullptr, old_T, lt);
       k_->timer_end();
+      const auto t_read = std::chrono::steady_clock::now();
       read_back_layer(c, l, T, p, lt);
       read_resid(c, T, p, l + 1 < c.n_layer ? tr.layers[l + 1].resid : tr.final_resid);  // what leaves layer l
+      read_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_read).count();
       k_->timer_begin();
     }
     logits(c, T, p, tr);
     last_device_ms_ = k_->timer_take_ms();
     if (const GLenum e = glGetError(); e != GL_NO_ERROR)
       throw Error("GPU backend: OpenGL error 0x" + std::to_string(e) + " during the forward pass");
-    if (verbose_) {
-      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms\n", p, T - 1, T, last_device_ms_, wall);
+    if (verbose_) {  // where the wall time went: preparing (weights, cache sync), read-backs, the rest
+      const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+      const auto now = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "gpu: rows %d…%d of %d, device %.3f ms, wall %.3f ms (prepare %.3f, read-backs %.3f)\n", p,
+                   T - 1, T, last_device_ms_, ms(t0, now), ms(t0, t_prepared), read_ms);
     }
     if (k_->profiling()) std::fprintf(stderr, "gpu: kernels of rows %d…%d of %d\n%s", p, T - 1, T, k_->profile_take().c_str());
   }
@@ -663,8 +669,10 @@ class GlBackend : public Backend {
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, ld = (H + 2 * KV) * d;
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(p) * ld);
-    bool same = valid_rows_[l] >= p;
+    const bool valid = valid_rows_[l] >= p;
     const std::vector<uint64_t>& hashes = hashes_[l];
+    int differ = 0;  // rows whose hash differs; every append checks all p rows, so in threads
+#pragma omp parallel for reduction(+ : differ) if (static_cast<int64_t>(p) * ld >= 2048)
     for (int t = 0; t < p; ++t) {
       float* row = rows.data() + static_cast<size_t>(t) * ld;
       for (int hh = 0; hh < H + 2 * KV; ++hh) {
@@ -672,8 +680,9 @@ class GlBackend : public Backend {
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
         std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * d, sizeof(float) * d);
       }
-      same = same && hash_row(row, ld) == hashes[t];
+      if (valid && hash_row(row, ld) != hashes[t]) ++differ;
     }
+    const bool same = valid && differ == 0;
     if (!same) {
       caches_[l].upload(rows.data(), sizeof(float) * rows.size());
       for (int t = 0; t < p; ++t) hashes_[l][t] = hash_row(rows.data() + static_cast<size_t>(t) * ld, ld);

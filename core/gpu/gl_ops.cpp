@@ -35,10 +35,25 @@ void GlBuffer::ensure(size_t bytes, long long limit, const char* what) {
     throw Error(std::string("the GPU backend needs a ") + std::to_string(bytes >> 20) + " MiB storage buffer for " +
                 what + ", more than this device allows in one (" + std::to_string(limit >> 20) +
                 " MiB)\n  HINT: use a shorter window (--block-size) or the CPU backend.");
+  // A buffer that grows again grows by half as much again (within the limit), so that a
+  // size that creeps up (the (T, T) attention scratch while typing: one more row and column
+  // per key) is allocated a few times, not at every step: allocating a few hundred MB can
+  // cost a GPU driver far more than a lazy mmap costs llvmpipe. Where the larger size does
+  // not fit, the size asked for.
+  const size_t grown = bytes_ > 0 ? std::max(bytes, static_cast<size_t>(std::min<long long>(
+                                                         limit, static_cast<long long>(bytes_ + bytes_ / 2))))
+                                  : bytes;
   if (!id_) glGenBuffers(1, &id_);
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
-  glBufferData(GL_SHADER_STORAGE_BUFFER, static_cast<GLsizeiptr>(bytes), nullptr, GL_DYNAMIC_DRAW);
-  if (glGetError() == GL_OUT_OF_MEMORY)
+  glBufferData(GL_SHADER_STORAGE_BUFFER, static_cast<GLsizeiptr>(grown), nullptr, GL_DYNAMIC_DRAW);
+  GLenum e = glGetError();
+  if (e == GL_OUT_OF_MEMORY && grown > bytes) {
+    glBufferData(GL_SHADER_STORAGE_BUFFER, static_cast<GLsizeiptr>(bytes), nullptr, GL_DYNAMIC_DRAW);
+    e = glGetError();
+  } else {
+    bytes = grown;
+  }
+  if (e == GL_OUT_OF_MEMORY)
     throw Error(std::string("the GPU ran out of memory allocating ") + std::to_string(bytes >> 20) + " MiB for " + what);
   bytes_ = bytes;
 }
@@ -480,8 +495,9 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   const int tb = lt.thumb_bucket, tn = summaries ? static_cast<int>(lt.thumbs.dim(1)) : 0;
   if (summaries) {  // thumbnail rows [redo, p) that the kept buckets lack: recomputed from q and k
     const int old_n = sum.old_thumbs.shape.empty() ? 0 : static_cast<int>(sum.old_thumbs.dim(1));
-    std::vector<float> rows;
-    for (int h = 0; h < H; ++h) {
+#pragma omp parallel for schedule(dynamic) if (p >= 32)
+    for (int h = 0; h < H; ++h) {  // (a head's thumbnail is its own: heads in threads)
+      std::vector<float> rows;
       float* thumb = lt.thumbs.head(h);
       for (int r0 = thumb_keep(old_n ? sum.old_thumbs.head(h) : nullptr, sum.old_bucket, old_n, sum.old_T, p, tb, tn, thumb);
            r0 < p;) {
@@ -526,15 +542,23 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
     GlBuffer* src[2] = {&s.scores, &s.probs};
     // The new rows' summaries from probs rows [p, T) of each head: read alone when compact
     // (an append reads one row per head), else from the mapping the trace is copied from.
+    // Rows are shared out by thumbnail row (rows i/tb = I to one thread), so that no two
+    // threads fold into one cell; threads where the rows are more than a short append's
+    // (serial, the likely cause of most of a full pass's host time on an H200 at T = 2048:
+    // 6.5 s wall for 0.9 s of kernels). GpuForward.CompactTracesAndSummaries… runs both.
     auto summarize = [&](int hl, const float* P) {  // P: rows [p, T) of head h0 + hl, (n, T)
       const int h = h0 + hl;
       float* stats = lt.row_stats.head(h);
+      float* thumb = lt.thumbs.head(h);
       const int64_t stats_ld = lt.row_stats.ld();
-      for (int i = p; i < T; ++i) {
-        const float* row = P + static_cast<size_t>(i - p) * T;
-        row_stats(row, i, (*sum.targets)[static_cast<size_t>(i - p)], stats + i * stats_ld);
-        thumb_add_row(row, i, tb, tn, lt.thumbs.head(h));
-      }
+      const int I0 = p / tb, I1 = (T - 1) / tb + 1;
+#pragma omp parallel for schedule(dynamic) if (static_cast<int64_t>(n) * T >= 2048)
+      for (int I = I0; I < I1; ++I)
+        for (int i = std::max(p, I * tb); i < std::min(T, (I + 1) * tb); ++i) {
+          const float* row = P + static_cast<size_t>(i - p) * T;
+          row_stats(row, i, (*sum.targets)[static_cast<size_t>(i - p)], stats + i * stats_ld);
+          thumb_add_row(row, i, tb, tn, thumb);
+        }
     };
     if (lt.compact) {
       if (summaries) {

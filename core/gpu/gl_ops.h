@@ -17,7 +17,8 @@
 
 namespace attnviz {
 
-// A GL shader storage buffer. Grows on demand (contents are lost when it grows).
+// A GL shader storage buffer. Grows on demand, by at least half its size each time
+// (contents are lost when it grows).
 class GlBuffer {
  public:
   GlBuffer() = default;
