@@ -671,6 +671,8 @@ class GlBackend : public Backend {
     rows.resize(static_cast<size_t>(p) * ld);
     const bool valid = valid_rows_[l] >= p;
     const std::vector<uint64_t>& hashes = hashes_[l];
+    std::vector<uint64_t>& fresh = fresh_hashes_;  // each row's hash, taken once
+    fresh.resize(static_cast<size_t>(p));
     int differ = 0;  // rows whose hash differs; every append checks all p rows, so in threads
 #pragma omp parallel for reduction(+ : differ) if (static_cast<int64_t>(p) * ld >= 2048)
     for (int t = 0; t < p; ++t) {
@@ -680,12 +682,13 @@ class GlBackend : public Backend {
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
         std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * d, sizeof(float) * d);
       }
-      if (valid && hash_row(row, ld) != hashes[t]) ++differ;
+      fresh[static_cast<size_t>(t)] = hash_row(row, ld);
+      if (valid && fresh[static_cast<size_t>(t)] != hashes[t]) ++differ;
     }
     const bool same = valid && differ == 0;
     if (!same) {
       caches_[l].upload(rows.data(), sizeof(float) * rows.size());
-      for (int t = 0; t < p; ++t) hashes_[l][t] = hash_row(rows.data() + static_cast<size_t>(t) * ld, ld);
+      std::copy(fresh.begin(), fresh.end(), hashes_[l].begin());
       ++reuploads_;
     }
     valid_rows_[l] = p;
@@ -713,6 +716,7 @@ class GlBackend : public Backend {
   std::vector<std::vector<uint64_t>> hashes_;
   std::vector<int> valid_rows_;
   std::vector<float> gather_;
+  std::vector<uint64_t> fresh_hashes_;  // sync_cache's hashes of the trace's rows
   std::vector<float> logit_rows_;  // a block of logits rows read back for their losses (last logits only)
   long long reuploads_ = 0;
 
