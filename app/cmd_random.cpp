@@ -70,11 +70,11 @@ void run_random(const RandomOptions& o, Io& io) {
 Action add_random_command(CLI::App& app, Io& io) {
   auto o = std::make_shared<RandomOptions>();
   auto* cmd = app.add_subcommand("random", "Write a random model as a Hugging Face directory");
+  std::string presets;
+  for (const std::string& n : preset_names()) presets += (presets.empty() ? "" : " | ") + n;
   cmd->add_option("--preset", o->preset,
-                  "tiny | tiny-gpt2 | gpt2-small | llama-small (small shapes), or a real checkpoint's config with random "
-                  "weights: smollm2-135m | qwen2.5-0.5b | tinyllama-1.1b | qwen3-0.6b | gemma3-270m | gemma3-1b | gemma3-4b | "
-                  "llama3.2-1b | llama3.2-3b | llama3.1-8b | phi4-mini | smollm3-3b | olmo2-1b | qwen3.5-0.8b | qwen3.5-2b | qwen3.5-4b | qwen3.5-9b | lfm2-350m | lfm2-1.2b | lfm2-2.6b (default "
-                  "tiny)");
+                  "small shapes (tiny, tiny-gpt2, gpt2-small, llama-small) or a real checkpoint's config with random "
+                  "weights: " + presets + " (default tiny)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);
@@ -85,7 +85,7 @@ Action add_random_command(CLI::App& app, Io& io) {
   cmd->add_option("--context", o->ctx, "override the context length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
   auto* gguf = cmd->add_option("--gguf", o->gguf,
-                  "write DIR/model.gguf instead, 2-D weights as TYPE: F32, F16, BF16, Q8_0, Q4_0, Q5_0 or Q4_K "
+                  "write DIR/model.gguf instead, 2-D weights as TYPE: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K or MXFP4 "
                   "(llama.cpp's names and layout, the tokenizer inside)");
   cmd->add_option("--out", o->out, "output directory")->required();
   return [o, gguf, &io] {

@@ -377,6 +377,117 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, GgufHybrid,
                                             ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K)),
                          hybrid_name);
 
+// GPT-OSS as llama.cpp's converter writes it ("gpt-oss"): sinks as attn_sinks, the norm
+// before the experts as post_attention_norm, the router as ffn_gate_inp (+ bias) and each
+// layer's experts as gate, up (E, I, C) and down (E, C, I) stacked with (E, out) biases,
+// gate and up apart where Hugging Face interleaves their columns. A window layer, then a
+// global one (llama.cpp's fixed pattern: even layers local); YaRN read as llama.cpp rounds it.
+// The twin holds the dequantized weights in Hugging Face's layout; the GGUF side keeps every
+// expert where the file stores it (MXFP4 in place).
+nlohmann::json gpt_oss_json() {
+  return {{"model_type", "gpt_oss"}, {"vocab_size", 320}, {"hidden_size", 256}, {"intermediate_size", 128},
+          {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64},
+          {"num_local_experts", 4}, {"num_experts_per_tok", 2}, {"sliding_window", 4},
+          {"layer_types", {"sliding_attention", "full_attention"}}, {"max_position_embeddings", 256},
+          {"rms_norm_eps", 1e-5}, {"rope_theta", 150000},
+          {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 8.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"original_max_position_embeddings", 32}}},
+          {"attention_bias", true}, {"swiglu_limit", 7.0}, {"tie_word_embeddings", false}};
+}
+
+class GgufGptOss : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GgufGptOss, DumpEqualsTheHuggingFaceModel) {
+  const GgmlType type = GetParam();
+  const ModelConfig c = parse_config(gpt_oss_json(), "gpt_oss");
+  const std::string dir = test::temp_dir(std::string("gguf-gpt-oss-") + ggml_type_info(type).name);
+  const std::string gguf = test::write_gguf_model_pair(c, type, 31, dir);
+  {
+    const auto f = GgufFile::open(gguf);
+    EXPECT_EQ(f.get_string("general.architecture"), "gpt-oss");
+    EXPECT_EQ(f.get_int("gpt-oss.expert_count"), 4);
+    EXPECT_EQ(f.get_int("gpt-oss.expert_used_count"), 2);
+    EXPECT_FALSE(f.find_key("gpt-oss.attention.sliding_window_pattern"));  // llama.cpp's rule holds
+    EXPECT_EQ(f.find("blk.1.ffn_gate_exps.weight")->shape(), (std::vector<int64_t>{4, 128, 256}));
+    EXPECT_EQ(f.find("blk.1.ffn_down_exps.weight")->shape(), (std::vector<int64_t>{4, 256, 128}));
+    EXPECT_EQ(f.find("blk.1.ffn_up_exps.bias")->shape(), (std::vector<int64_t>{4, 128}));
+    EXPECT_TRUE(f.find("blk.0.attn_sinks.weight") && f.find("blk.0.post_attention_norm.weight") &&
+                f.find("blk.0.ffn_gate_inp.bias") && !f.find("blk.0.ffn_norm.weight"));
+  }
+  const auto g = load_model(gguf), h = load_model(dir + "/hf");
+  ASSERT_EQ(g->config.model_type, "gpt_oss");
+  EXPECT_EQ(g->config.features(), h->config.features());
+  EXPECT_EQ(g->config.layer(0).window, 4);
+  EXPECT_EQ(g->config.layer(1).window, 0);
+  EXPECT_TRUE(g->config.attn_sinks);
+  EXPECT_EQ(g->config.experts.count, 4);
+  const Weight& e3 = g->weights.layers[1].ex_down[3];
+  ASSERT_TRUE(e3.is_stored());  // in place, not converted
+  EXPECT_EQ(e3.stored.type, type);
+  EXPECT_EQ(e3.stored.rows, 256);
+  // Expert 3's down rows are the file's last 256 rows of ffn_down_exps.
+  std::vector<float> row(128), want(128);
+  e3.stored.decode_row(5, row.data());
+  const auto f = GgufFile::open(gguf);
+  const auto all = f.read_f32(*f.find("blk.1.ffn_down_exps.weight"));
+  std::copy_n(all.begin() + (3 * 256 + 5) * 128, 128, want.begin());
+  EXPECT_EQ(row, want);
+  const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
+  ASSERT_EQ(dump(gguf, a), "");
+  ASSERT_EQ(dump(dir + "/hf", b), "");
+  EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << ggml_type_info(type).name;
+  // The float32 path: the same floats in the same products.
+  const std::string f32 = dir + "/gguf-f32.safetensors";
+  ASSERT_EQ(dump(gguf, f32, {"--tokens", "5,1,250,7,7,42,3,99,0,255,17"}, {"--weights", "f32"}), "");
+  EXPECT_EQ(compare_dumps(f32, b, type == GgmlType::F32 ? 1e-5 : 0.0), "") << ggml_type_info(type).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgufGptOss, ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::MXFP4),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(ggml_type_info(i.param).name); });
+
+// A GPT-OSS file whose tensors do not fit its metadata: each refused naming the file and the
+// tensor. The file is written whole, then one header field or value is changed in place.
+TEST(GgufGptOssBadInput, TensorsThatDoNotFitAreRefused) {
+  const std::string dir = test::temp_dir("gguf-gpt-oss-bad");
+  const ModelConfig c = parse_config(gpt_oss_json(), "gpt_oss");
+  const std::string base = test::read_file(test::write_gguf_model_pair(c, GgmlType::MXFP4, 5, dir + "/base", false));
+  // The header's (n_dims, ne...) of tensor `name`: where its first ne is.
+  auto ne_at = [&](const std::string& name) {
+    const size_t at = base.find(le64(name.size()) + name);
+    EXPECT_NE(at, std::string::npos) << name;
+    return at + 8 + name.size() + 4;
+  };
+  auto put64 = [](std::string& b, size_t at, uint64_t v) { b.replace(at, 8, le64(v)); };
+  const std::vector<std::tuple<std::string, std::string, std::function<void(std::string&)>>> cases = {
+      {"router of 3 experts", "tensor 'blk.0.ffn_gate_inp.weight' has shape (3, 256), expected (4, 256)",
+       [&](std::string& b) { put64(b, ne_at("blk.0.ffn_gate_inp.weight") + 8, 3); }},
+      {"sinks of the wrong length", "tensor 'blk.1.attn_sinks.weight' has shape (3), expected (4)",
+       [&](std::string& b) { put64(b, ne_at("blk.1.attn_sinks.weight"), 3); }},
+      {"experts of the wrong width", "tensor 'blk.0.ffn_up_exps.weight' has shape (4, 96, 256), expected (4, 128, 256)",
+       [&](std::string& b) { put64(b, ne_at("blk.0.ffn_up_exps.weight") + 8, 96); }},
+      {"MXFP4 rows not whole blocks", "tensor 'blk.1.ffn_down_exps.weight': rows of 120 values are not whole MXFP4 blocks",
+       [&](std::string& b) { put64(b, ne_at("blk.1.ffn_down_exps.weight"), 120); }},
+      {"a NaN sink", "tensor 'blk.1.attn_sinks.weight' holds nan at 2; an attention sink logit must be finite", [&](std::string& b) {
+         const auto f = GgufFile::open(dir + "/base/model.gguf");
+         const GgufTensorInfo* t = f.find("blk.1.attn_sinks.weight");
+         const size_t at = b.find(std::string(reinterpret_cast<const char*>(f.data(*t)), 16));
+         ASSERT_NE(at, std::string::npos);
+         const float nan = NAN;
+         std::memcpy(&b[at + 8], &nan, 4);
+       }},
+  };
+  int i = 0;
+  for (const auto& [what, expect, change] : cases) {
+    std::string bytes = base;
+    change(bytes);
+    const std::string path = dir + "/bad" + std::to_string(i++) + ".gguf";
+    test::write_bytes(path, bytes);
+    const std::string err = test::load_error(path);
+    EXPECT_NE(err.find(path), std::string::npos) << what << ": " << err;
+    EXPECT_NE(err.find(expect), std::string::npos) << what << ": " << err;
+  }
+}
+
 // A Qwen3.5 GGUF whose ssm_a (−exp(A_log)) holds a positive entry is refused, naming the tensor.
 TEST(GgufHybridBadInput, APositiveDecayRateIsRefused) {
   const std::string dir = test::temp_dir("gguf-hybrid-bad");
@@ -449,7 +560,7 @@ TEST(GgufQuantize, RoundTripWithinTheTypesStep) {
   for (auto& v : x) v = n(rng);
   const std::pair<GgmlType, double> cases[] = {{GgmlType::F32, 0.0},   {GgmlType::F16, 1e-3}, {GgmlType::BF16, 5e-3},
                                                {GgmlType::Q8_0, 0.01}, {GgmlType::Q5_0, 0.06}, {GgmlType::Q4_0, 0.12},
-                                               {GgmlType::Q4_K, 0.12}};
+                                               {GgmlType::Q4_K, 0.12}, {GgmlType::MXFP4, 0.2}};
   for (const auto& [t, tol] : cases) {
     const std::string b = quantize(t, x.data(), 4096);
     ASSERT_EQ(b.size(), 4096u / ggml_type_info(t).block_elems * ggml_type_info(t).block_bytes);
@@ -514,6 +625,11 @@ test::GgufWriter tiny_meta(const std::string& arch) {
     g.set_i32s(a + "attention.head_count_kv", {0, 1});
     g.set_u32(a + "shortconv.l_cache", 3);
   }
+  if (arch == "gpt-oss") {  // 4 experts, 2 per token, and layer 0's sinks (the traits look for them)
+    g.set_u32(a + "expert_count", 4);
+    g.set_u32(a + "expert_used_count", 2);
+    g.add_f32("blk.0.attn_sinks.weight", {2}, {0.f, 0.f});
+  }
   return g;
 }
 
@@ -568,6 +684,11 @@ TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
       {"lfm2", {"two KV head counts", "'lfm2.attention.head_count_kv'[1] is 2",
                 [](test::GgufWriter& g) { g.set_u32("lfm2.block_count", 2), g.set_i32s("lfm2.attention.head_count_kv", {1, 2}); }}},
       {"lfm2", {"no kernel length", "'lfm2.shortconv.l_cache'", [](test::GgufWriter& g) { g.remove("lfm2.shortconv.l_cache"); }}},
+      {"gpt-oss", {"more experts per token than experts", "'gpt-oss.expert_used_count' 5 is more than the 4 experts",
+                   [](test::GgufWriter& g) { g.set_u32("gpt-oss.expert_used_count", 5); }}},
+      {"gpt-oss", {"no expert count", "'gpt-oss.expert_count'", [](test::GgufWriter& g) { g.remove("gpt-oss.expert_count"); }}},
+      {"gpt-oss", {"no sinks", "missing tensor 'blk.0.attn_sinks.weight'",
+                   [](test::GgufWriter& g) { g.remove_tensor("blk.0.attn_sinks.weight"); }}},
   };
   // Partial RoPE (rope.dimension_count below the head size, 4 here) outside phi3: llama.cpp
   // turns other dims on the reordered families, and no Hugging Face twin has it elsewhere.

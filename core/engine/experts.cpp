@@ -47,27 +47,27 @@ void experts_branch(const ModelConfig& c, const LayerWeights& lw, const Mat& hm,
   }
   out.setZero(n, C);
   const float limit = c.experts.limit, alpha = c.experts.alpha;
-  Mat xe, g, h, y;
+  Mat xe, g, u, h, y;
   for (int e = 0; e < E; ++e) {
     const auto& rows = rows_of[static_cast<size_t>(e)];
     if (rows.empty()) continue;
     const int m = static_cast<int>(rows.size());
     xe.resize(m, C);
     for (int i = 0; i < m; ++i) xe.row(i) = hm.row(rows[static_cast<size_t>(i)].first);
-    const Eigen::Map<const Mat> W1(lw.ex_gate_up.data() + static_cast<int64_t>(e) * C * 2 * I, C, 2 * I);  // (C, 2I)
-    const Eigen::Map<const Vec> b1(lw.ex_gate_up_b.data() + static_cast<int64_t>(e) * 2 * I, 2 * I);
-    const Eigen::Map<const Mat> W2(lw.ex_down.data() + static_cast<int64_t>(e) * I * C, I, C);  // (I, C)
-    const Eigen::Map<const Vec> b2(lw.ex_down_b.data() + static_cast<int64_t>(e) * C, C);
-    g.noalias() = xe * W1;  // (m, 2I): gate in even columns, up in odd ones
+    const size_t es = static_cast<size_t>(e);
+    // Expert e's gate and up (m, I), biases included, through its Weights (float32, or the
+    // rows a GGUF file stores: MXFP4 in place).
+    linear(xe, lw.ex_gate[es], lw.ex_gate_b.segment(static_cast<Eigen::Index>(e) * I, I), g);
+    linear(xe, lw.ex_up[es], lw.ex_up_b.segment(static_cast<Eigen::Index>(e) * I, I), u);
     h.resize(m, I);
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < I; ++j) {
-        const float gate = std::min(g(i, 2 * j) + b1[2 * j], limit);
-        const float up = std::clamp(g(i, 2 * j + 1) + b1[2 * j + 1], -limit, limit);
+        const float gate = std::min(g(i, j), limit);
+        const float up = std::clamp(u(i, j), -limit, limit);
         h(i, j) = (up + 1.f) * (gate / (1.f + std::exp(-alpha * gate)));
       }
-    y.noalias() = h * W2;  // (m, C)
-    for (int i = 0; i < m; ++i) out.row(rows[static_cast<size_t>(i)].first) += rows[static_cast<size_t>(i)].second * (y.row(i) + b2);
+    linear(h, lw.ex_down[es], lw.ex_down_b.segment(static_cast<Eigen::Index>(e) * C, C), y);  // (m, C)
+    for (int i = 0; i < m; ++i) out.row(rows[static_cast<size_t>(i)].first) += rows[static_cast<size_t>(i)].second * y.row(i);
   }
 }
 

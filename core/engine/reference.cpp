@@ -211,11 +211,14 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
           lt.experts.data[t * K + k] = static_cast<float>(e);
           lt.expert_weights.data[t * K + k] = static_cast<float>(wgt);
           std::vector<double> act(static_cast<size_t>(I));
+          const Mat& Wg = lw.ex_gate[static_cast<size_t>(e)].f32;  // (C, I)
+          const Mat& Wu = lw.ex_up[static_cast<size_t>(e)].f32;    // (C, I)
+          const Mat& Wd = lw.ex_down[static_cast<size_t>(e)].f32;  // (I, C)
           for (int i = 0; i < I; ++i) {
-            double gate = lw.ex_gate_up_b[e * 2 * I + 2 * i], up = lw.ex_gate_up_b[e * 2 * I + 2 * i + 1];
+            double gate = lw.ex_gate_b[e * I + i], up = lw.ex_up_b[e * I + i];
             for (int c = 0; c < C; ++c) {
-              gate += h2[t][c] * lw.ex_gate_up[(static_cast<int64_t>(e) * C + c) * 2 * I + 2 * i];
-              up += h2[t][c] * lw.ex_gate_up[(static_cast<int64_t>(e) * C + c) * 2 * I + 2 * i + 1];
+              gate += h2[t][c] * Wg(c, i);
+              up += h2[t][c] * Wu(c, i);
             }
             gate = std::min<double>(gate, cfg.experts.limit);
             up = std::clamp<double>(up, -cfg.experts.limit, cfg.experts.limit);
@@ -223,7 +226,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
           }
           for (int c = 0; c < C; ++c) {
             double y = lw.ex_down_b[e * C + c];
-            for (int i = 0; i < I; ++i) y += act[i] * lw.ex_down[(static_cast<int64_t>(e) * I + i) * C + c];
+            for (int i = 0; i < I; ++i) y += act[i] * Wd(i, c);
             moe[t][c] += wgt * y;
           }
         }

@@ -27,5 +27,9 @@ ModelConfig qwen35_gguf_config(const GgufFile& f);
 // LFM2 ("lfm2"): layers whose attention.head_count_kv entry is 0 are short convolutions of
 // shortconv.l_cache taps.
 ModelConfig lfm2_gguf_config(const GgufFile& f);
+// GPT-OSS ("gpt-oss", read by gguf_config as a llama-style model with windows on even
+// layers): what is its own, set on c: model_type, sinks, the experts' count, choice and
+// width (expert_feed_forward_length), and llama.cpp's YaRN rounding. gpt_oss.cpp.
+void gpt_oss_gguf_traits(const GgufFile& f, ModelConfig& c);
 
 }  // namespace attnviz

@@ -110,7 +110,10 @@ class GgufTensors {
   // The matrix stored (rows, cols), used where it lies. A block whose scale is NaN or
   // infinite is an Error naming the tensor (a float tensor's non-finite values: a warning).
   Weight stored(const std::string& name, int rows, int cols) const {
-    const GgufTensorInfo& t = info(name, {rows, cols});
+    return stored_rows_of(info(name, {rows, cols}), name, rows, cols);
+  }
+  // The tensor t (already checked) as `rows` stored rows of `cols` values.
+  Weight stored_rows_of(const GgufTensorInfo& t, const std::string& name, int64_t rows, int64_t cols) const {
     const std::string where = "GGUF file '" + f_.path() + "': tensor '" + name + "'";
     Weight w;
     w.stored = StoredRows{t.type, f_.data(t), rows, cols, stored_row_bytes(t.type, cols, where), f_.mapping(),
@@ -145,6 +148,20 @@ class GgufTensors {
         for (int i = 0; i < d / 2; ++i) (*rows)[static_cast<size_t>(h * d + half * (d / 2) + i)] = h * d + 2 * i + half;
     w.row_of_col = std::move(rows);
     return w;
+  }
+  // E matrices stacked (E, out, in), as GGUF holds a layer's experts: one Weight (in, out)
+  // per expert, kept in the file's rows (each expert's out rows) or decoded to float32.
+  std::vector<Weight> stacked_w(const std::string& name, int E, int out, int in) const {
+    std::vector<Weight> ws(static_cast<size_t>(E));
+    if (mode_ != WeightsMode::Stored) {
+      const auto v = get(name, {E, out, in});
+      for (int e = 0; e < E; ++e) ws[static_cast<size_t>(e)] = Weight(transposed(v.data() + static_cast<int64_t>(e) * out * in, out, in));
+      return ws;
+    }
+    const GgufTensorInfo& t = info(name, {E, out, in});
+    const Weight all = stored_rows_of(t, name, static_cast<int64_t>(E) * out, in);
+    for (int e = 0; e < E; ++e) ws[static_cast<size_t>(e)].stored = all.stored.slice(static_cast<int64_t>(e) * out, out);
+    return ws;
   }
   Vec vec(const std::string& name, int n) const {
     auto v = get(name, {n});
@@ -281,7 +298,8 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
 // The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
 // llama.cpp's converter writes Mistral as "llama").
 constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",  "smollm3",
-                                      "olmo2", "granite", "gpt2",    "qwen35", "lfm2",   "qwen3vl", "mistral3"};
+                                      "olmo2", "granite", "gpt2",    "qwen35", "lfm2",   "qwen3vl", "mistral3",
+                                      "gpt-oss"};
 
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
@@ -353,6 +371,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
                 "attention.head_count_kv' " + std::to_string(c.n_kv_head));
   checked_dim(c.n_head, c.head_size, where + "query width head_count x key_length");
   read_rope_scaling(f, a, where, c);
+  if (arch == "gpt-oss") gpt_oss_gguf_traits(f, c);  // sinks, experts (gpt_oss.cpp)
   if (arch == "mistral3" && f.find_key(a + "attention.temperature_scale")) {
     // Ministral 3's query temperature, stepping every YaRN original context (as llama.cpp reads it).
     c.attn_temp_beta = static_cast<float>(f.get_float(a + "attention.temperature_scale", 0.0));
@@ -408,7 +427,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     if (w <= 0)
       throw Error(where + "metadata '" + wk + "' = " + std::to_string(w) + " must be a positive number of keys");
     window = static_cast<int>(std::min<int64_t>(w, kMaxDim));
-    const int period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;
+    const int period = arch == "gemma2" || arch == "gpt-oss" ? 2 : arch == "gemma3" ? 6 : 0;
     for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = period == 0 || (l + 1) % period != 0;
     if (f.find_key(pk))
       local = per_layer_flags(f, pk, L, [&](int l, int64_t p) {
@@ -459,7 +478,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   // graphs rotate adjacent pairs); qwen2/3, gemma, phi3 and olmo2 keep Hugging Face's order.
   const std::string& t0 = c.model_type;
   const bool permuted = t0 == "llama" || t0 == "mistral" || t0 == "granite" || t0 == "smollm3" || t0 == "ministral3";
-  const std::vector<DecoderTensor> list = decoder_tensors(c);
+  const std::vector<DecoderTensor> list = gguf_decoder_tensors(c);
   // Fused tensors whose rows do not split are refused before anything is read.
   for (const DecoderTensor& t : list) {
     if (t.slot != Slot::Wqkv && t.slot != Slot::WgateUp) continue;
@@ -473,12 +492,34 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
                   " of width " + std::to_string(C) + "; expected " + shape_str_of(t.shape));
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
+  // place_decoder_tensor's errors (a value a tensor must not hold) under the file's tensor
+  // name and the file's path.
+  auto place_decoder_tensor = [&](const ModelConfig& cfg, const DecoderTensor& t, Weight m, Vec v, ModelWeights& out) {
+    DecoderTensor named = t;
+    named.name = gguf_tensor_name(cfg, t.slot, t.layer);
+    try {
+      attnviz::place_decoder_tensor(cfg, named, std::move(m), std::move(v), out);
+    } catch (const Error& e) {
+      throw Error("GGUF file '" + f.path() + "': " + e.what());
+    }
+  };
   for (const DecoderTensor& t : list) {
     const std::string name = gguf_tensor_name(c, t.slot, t.layer);
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
+    if (t.slot == Slot::ExpGate || t.slot == Slot::ExpUp || t.slot == Slot::ExpDown) {  // (E, out, in): GPT-OSS's experts
+      LayerWeights& lw = w.layers[static_cast<size_t>(t.layer)];
+      auto& dst = t.slot == Slot::ExpGate ? lw.ex_gate : t.slot == Slot::ExpUp ? lw.ex_up : lw.ex_down;
+      dst = s.stacked_w(name, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1]), static_cast<int>(t.shape[2]));
+      continue;
+    }
     if (t.shape.size() == 3) {  // a convolution kernel (channels, 1, K): stored squeezed, (channels, K)
       const std::vector<float> k = s.get(name, {t.shape[0], t.shape[2]});
       place_decoder_tensor(c, t, Weight(), Eigen::Map<const Vec>(k.data(), static_cast<Eigen::Index>(k.size())), w);
+      continue;
+    }
+    if (slot_is_flat(t.slot)) {  // GPT-OSS's experts' biases (E, out): one flat vector
+      const std::vector<float> flat = s.get(name, t.shape);
+      place_decoder_tensor(c, t, Weight(), Eigen::Map<const Vec>(flat.data(), static_cast<Eigen::Index>(flat.size())), w);
       continue;
     }
     if (t.slot == Slot::LinALog) {  // ssm_a holds −exp(A_log), the rate the backend multiplies by

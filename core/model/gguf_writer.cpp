@@ -329,11 +329,30 @@ void quantize_q4_k(const float* x, uint8_t* b) {  // 256 values → 144 bytes
     for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
 }
 
+// MXFP4: the exponent e making the largest magnitude at most 12·2^(e − 128) (the largest
+// code's worth), then each value's nearest code (the lower index on a tie).
+void quantize_mxfp4(const float* x, uint8_t* b) {  // 32 values → 17 bytes
+  float amax = 0.f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
+  int e = 0;
+  while (e < 254 && 12.f * mxfp4_half_scale(static_cast<uint8_t>(e)) < amax) ++e;
+  const float d = mxfp4_half_scale(static_cast<uint8_t>(e));
+  b[0] = static_cast<uint8_t>(e);
+  uint8_t code[32];
+  for (int i = 0; i < 32; ++i) {
+    int best = 0;
+    for (int n = 1; n < 16; ++n)
+      if (std::abs(kMxfp4Values[n] * d - x[i]) < std::abs(kMxfp4Values[best] * d - x[i])) best = n;
+    code[i] = static_cast<uint8_t>(best);
+  }
+  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(code[j] | (code[j + 16] << 4));
+}
+
 }  // namespace
 
 bool can_quantize(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K;
+         t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K || t == GgmlType::MXFP4;
 }
 
 std::string quantize(GgmlType type, const float* x, int64_t n) {
@@ -366,6 +385,9 @@ std::string quantize(GgmlType type, const float* x, int64_t n) {
     case GgmlType::Q4_K:
       for (int64_t k = 0; k < n / 256; ++k) quantize_q4_k(x + 256 * k, o + 144 * k);
       break;
+    case GgmlType::MXFP4:
+      for (int64_t k = 0; k < n / 32; ++k) quantize_mxfp4(x + 32 * k, o + 17 * k);
+      break;
     default: break;
   }
   return out;
@@ -374,7 +396,7 @@ std::string quantize(GgmlType type, const float* x, int64_t n) {
 GgmlType gguf_write_type(const std::string& name) {
   std::string list;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
-                     GgmlType::Q4_K}) {
+                     GgmlType::Q4_K, GgmlType::MXFP4}) {
     std::string n = ggml_type_info(t).name, u = name;
     std::transform(u.begin(), u.end(), u.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
     if (n == u) return t;
@@ -433,6 +455,7 @@ std::string gguf_arch_of(const ModelConfig& c) {
   if (c.model_type == "qwen3_5_text") return "qwen35";
   if (c.model_type == "qwen3_vl_text") return "qwen3vl";
   if (c.model_type == "ministral3") return "mistral3";
+  if (c.model_type == "gpt_oss") return "gpt-oss";
   return c.model_type;
 }
 
@@ -527,8 +550,15 @@ struct PairWriter {
   // random stored bytes' values. Stored as storage_type(); returns the stored values (after
   // dequantization) when with_hf, else nothing (the tensor is made while writing).
   std::vector<float> weight(const std::string& name, int64_t rows, int64_t cols, float sd, float mean = 0.f) {
-    const GgmlType t = storage_type(type, cols);
-    const int64_t n = checked_product({rows, cols}, "tensor '" + name + "'");
+    return weight_shaped(name, {rows, cols}, sd, mean);
+  }
+  // The same for a tensor of any rank (E experts' matrices (E, out, in)): rows of its last axis.
+  // `as_f32`: stored as F32 whatever the type (llama.cpp's quantizer leaves a router so).
+  std::vector<float> weight_shaped(const std::string& name, const std::vector<int64_t>& shape, float sd, float mean = 0.f,
+                                   bool as_f32 = false) {
+    const int64_t cols = shape.back();
+    const GgmlType t = as_f32 ? GgmlType::F32 : storage_type(type, cols);
+    const int64_t n = checked_product(shape, "tensor '" + name + "'");
     const uint64_t seed = rng();
     auto make = [t, n, seed, sd, mean] {
       if (!can_quantize(t)) return random_tensor_bytes(t, n, seed);
@@ -540,13 +570,13 @@ struct PairWriter {
     };
     const GgmlTypeInfo& info = ggml_type_info(t);
     if (!with_hf) {
-      gguf.add_tensor_generated(name, {rows, cols}, t, static_cast<uint64_t>(n / info.block_elems * info.block_bytes), make);
+      gguf.add_tensor_generated(name, shape, t, static_cast<uint64_t>(n / info.block_elems * info.block_bytes), make);
       return {};
     }
     std::string b = make();
     std::vector<float> v(static_cast<size_t>(n));
     dequantize(t, reinterpret_cast<const uint8_t*>(b.data()), n, v.data());
-    gguf.add_tensor(name, {rows, cols}, t, std::move(b));
+    gguf.add_tensor(name, shape, t, std::move(b));
     return v;
   }
   // A 1-D F32 tensor: N(base, 0.1²).
@@ -562,6 +592,72 @@ struct PairWriter {
   }
 };
 
+// GPT-OSS's experts as GGUF holds them (gate, up (E, I, C) and down (E, C, I) stacked, their
+// (E, out) biases), and as the Hugging Face twin does: gate_up_proj (E, C, 2I) with gate in
+// the even columns and up in the odd ones, its bias (E, 2I) interleaved alike, down_proj
+// (E, I, C). The twin's gate | up pair is written once both halves are drawn.
+struct GptOssTwin {
+  const ModelConfig& c;
+  PairWriter& w;
+  std::vector<float> gate, gate_b;  // the halves drawn first, until their partner comes
+  GptOssTwin(const ModelConfig& config, PairWriter& writer) : c(config), w(writer) {}
+
+  // Writes t when it is one of the experts' tensors (true), else leaves it (false).
+  bool write(const DecoderTensor& t, const std::string& name) {
+    const int64_t E = c.experts.count, C = c.n_embd, I = c.n_inner;
+    const float s_in = 1.f / std::sqrt(static_cast<float>(C)), s_hid = 1.f / std::sqrt(static_cast<float>(I));
+    const std::string hf = "model.layers." + std::to_string(t.layer) + ".mlp.experts.";
+    std::vector<float> v;
+    switch (t.slot) {
+      case Slot::ExpGate: case Slot::ExpUp:
+        v = w.weight_shaped(name, t.shape, s_in);
+        break;
+      case Slot::ExpDown:
+        v = w.weight_shaped(name, t.shape, s_hid);
+        break;
+      case Slot::ExpGateBias: case Slot::ExpUpBias: case Slot::ExpDownBias: {
+        std::normal_distribution<float> normal(0.f, t.slot == Slot::ExpDownBias ? 0.02f : 0.1f);
+        v.resize(static_cast<size_t>(t.shape[0] * t.shape[1]));
+        for (auto& x : v) x = normal(w.rng);
+        w.gguf.add_f32(name, t.shape, v);
+        break;
+      }
+      default: return false;
+    }
+    if (!w.with_hf) return true;
+    switch (t.slot) {
+      case Slot::ExpGate: gate = std::move(v); break;
+      case Slot::ExpGateBias: gate_b = std::move(v); break;
+      case Slot::ExpUp: {  // gate_up[e][c][2i] = gate[e][i][c], [2i + 1] = up[e][i][c]
+        std::vector<float> gu(static_cast<size_t>(E * C * 2 * I));
+        for (int64_t e = 0; e < E; ++e)
+          for (int64_t i = 0; i < I; ++i)
+            for (int64_t k = 0; k < C; ++k) {
+              const size_t src = static_cast<size_t>((e * I + i) * C + k), dst = static_cast<size_t>((e * C + k) * 2 * I + 2 * i);
+              gu[dst] = gate[src], gu[dst + 1] = v[src];
+            }
+        w.to_hf(hf + "gate_up_proj", {E, C, 2 * I}, gu);
+        break;
+      }
+      case Slot::ExpUpBias: {
+        std::vector<float> b(static_cast<size_t>(E * 2 * I));
+        for (size_t k = 0; k < v.size(); ++k) b[2 * k] = gate_b[k], b[2 * k + 1] = v[k];
+        w.to_hf(hf + "gate_up_proj_bias", {E, 2 * I}, b);
+        break;
+      }
+      case Slot::ExpDown: {  // (E, C, I) (out, in) → (E, I, C) (in, out)
+        std::vector<float> d(v.size());
+        for (int64_t e = 0; e < E; ++e)
+          for (int64_t k = 0; k < C; ++k)
+            for (int64_t i = 0; i < I; ++i) d[static_cast<size_t>((e * I + i) * C + k)] = v[static_cast<size_t>((e * C + k) * I + i)];
+        w.to_hf(hf + "down_proj", {E, I, C}, d);
+        break;
+      }
+      default: w.to_hf(hf + "down_proj_bias", {E, C}, v); break;
+    }
+    return true;
+  }
+};
 
 void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g, PairWriter& w) {
   const std::string a = arch + ".";
@@ -659,6 +755,11 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     g.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(rs.mscale / own));
   }
   if (c.attn_temp_beta != 0.f) g.set_f32(a + "attention.temperature_scale", c.attn_temp_beta);
+  if (arch == "gpt-oss") {
+    g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
+    g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
+    g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_inner));
+  }
   (void)w;
 
   const bool gemma = arch == "gemma2" || arch == "gemma3";
@@ -685,7 +786,7 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
   }
   if (W > 0) {
     g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
-    const int period = arch == "gemma2" ? 2 : arch == "gemma3" ? 6 : 0;  // 0: every layer local
+    const int period = arch == "gemma2" || arch == "gpt-oss" ? 2 : arch == "gemma3" ? 6 : 0;  // 0: every layer local
     bool rule = true;
     for (int l = 0; l < c.n_layer; ++l) rule = rule && local[static_cast<size_t>(l)] == (period == 0 || (l + 1) % period != 0);
     if (!rule) g.set_bools(a + "attention.sliding_window_pattern", local);
@@ -718,9 +819,6 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
   const bool with_hf = !hf_dir.empty();
   PairWriter w{type, std::mt19937_64(seed), {}, {}, with_hf};
   GgufWriter& g = w.gguf;
-  if (c.experts.count || c.attn_sinks)
-    throw Error("a " + c.model_type + " model (sinks, experts) is not written as GGUF yet\n  HINT: leave out --gguf.",
-                ErrorKind::Usage);
   const std::string arch = gguf_arch_of(c);
   const bool gpt2 = c.arch == Arch::Gpt2;
   write_metadata(c, arch, g, w);
@@ -758,9 +856,11 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
       throw Error("llama.cpp's lfm2 has no biases in its short convolutions: a model with conv_bias is not written "
                   "as GGUF",
                   ErrorKind::Usage);
-    for (const DecoderTensor& t : decoder_tensors(c)) {
+    GptOssTwin experts(c, w);
+    for (const DecoderTensor& t : gguf_decoder_tensors(c)) {
       const std::string name = gguf_tensor_name(c, t.slot, t.layer);
       const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
+      if (experts.write(t, name)) continue;
       if (t.shape.size() == 3) {  // a convolution kernel (channels, 1, K): float32 (channels, K), as llama.cpp keeps it
         std::normal_distribution<float> normal(0.f, 0.4f);
         std::vector<float> v(static_cast<size_t>(rows * t.shape[2]));
@@ -800,7 +900,8 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
         case Slot::Wdown: sd = s_hid; break;
         default: break;
       }
-      auto v = w.weight(name, rows, cols, sd);
+      // llama.cpp never quantizes a router (ffn_gate_inp): its files hold it as float32.
+      auto v = w.weight_shaped(name, {rows, cols}, sd, 0.f, t.slot == Slot::Router);
       if (with_hf && permuted && (t.slot == Slot::Wq || t.slot == Slot::Wk))
         v = hf_rows(v, t.slot == Slot::Wq ? c.n_head : c.n_kv_head, static_cast<int>(d), cols);
       if (with_hf) v = grouped_value_heads(c, t.slot, v, cols);
@@ -811,7 +912,9 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
   g.write(path);
   if (with_hf) {
     std::filesystem::create_directories(hf_dir);
-    write_file_atomic(hf_dir + "/config.json", config_to_json(c).dump(2) + "\n");
+    ModelConfig twin = c;
+    if (arch == "gpt-oss") twin.rope_scaling.truncate = true;  // what llama.cpp (and attnviz) reads from the file
+    write_file_atomic(hf_dir + "/config.json", config_to_json(twin).dump(2) + "\n");
     w.hf.write(hf_dir + "/model.safetensors");
   }
 }

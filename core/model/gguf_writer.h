@@ -80,7 +80,7 @@ class GgufWriter {
 // that keep the values within about ±0.2.
 std::string random_tensor_bytes(GgmlType type, int64_t n, uint64_t seed);
 
-// Whether quantize() can encode `type`: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K.
+// Whether quantize() can encode `type`: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, MXFP4.
 bool can_quantize(GgmlType type);
 // `n` values (a whole number of blocks) encoded as `type` (round to nearest; the K type with
 // one pass of min/max scales, not llama.cpp's search, so within the type's step, not optimal).

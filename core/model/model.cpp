@@ -60,10 +60,13 @@ template <class F>
 void each_matrix(ModelWeights& w, F f) {
   f(w.tok_emb, true);
   f(w.lm_head, true);
-  for (auto& l : w.layers)
+  for (auto& l : w.layers) {
     for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_b,
-                      &l.lin_a, &l.lin_out, &l.sc_in, &l.sc_out})
+                      &l.lin_a, &l.lin_out, &l.sc_in, &l.sc_out, &l.router})
       f(*m, false);
+    for (auto* experts : {&l.ex_gate, &l.ex_up, &l.ex_down})
+      for (Weight& m : *experts) f(m, false);
+  }
 }
 }  // namespace
 
@@ -99,6 +102,9 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     add_w(l.w_gate), add_w(l.lin_qkv), add_w(l.lin_z), add_w(l.lin_b), add_w(l.lin_a), add(l.lin_conv);
     add(l.lin_dt_bias), add(l.lin_decay_rate), add(l.lin_norm), add_w(l.lin_out);
     add_w(l.sc_in), add(l.sc_in_b), add(l.sc_taps), add(l.sc_taps_b), add_w(l.sc_out), add(l.sc_out_b);
+    add(l.sinks), add_w(l.router), add(l.router_b), add(l.ex_gate_b), add(l.ex_up_b), add(l.ex_down_b);
+    for (const auto* experts : {&l.ex_gate, &l.ex_up, &l.ex_down})
+      for (const Weight& m : *experts) add_w(m);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
   return out;
@@ -229,19 +235,50 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
     case Slot::ConvTapsBias: l->sc_taps_b = std::move(v); break;
     case Slot::ConvOut: l->sc_out = std::move(m); break;
     case Slot::ConvOutBias: l->sc_out_b = std::move(v); break;
-    case Slot::Sinks: l->sinks = std::move(v); break;
+    case Slot::Sinks:  // a NaN or ∞ sink logit would make every row of its head NaN
+      for (Eigen::Index i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i]))
+          throw Error("tensor '" + excerpt(t.name) + "' holds " + std::to_string(v[i]) + " at " + std::to_string(i) +
+                      "; an attention sink logit must be finite\n  HINT: the checkpoint is damaged; re-download it.");
+      l->sinks = std::move(v);
+      break;
     case Slot::Router: l->router = std::move(m); break;
     case Slot::RouterBias: l->router_b = std::move(v); break;
-    case Slot::ExpGateUp: l->ex_gate_up = std::move(v); break;
-    case Slot::ExpGateUpBias: l->ex_gate_up_b = std::move(v); break;
-    case Slot::ExpDown: l->ex_down = std::move(v); break;
+    case Slot::ExpGateUp: {  // (E, C, 2I) flat: expert e's (C, 2I), gate in even columns, up in odd ones
+      const int E = c.experts.count, C = c.n_embd;
+      l->ex_gate.assign(static_cast<size_t>(E), Weight()), l->ex_up.assign(static_cast<size_t>(E), Weight());
+      for (int e = 0; e < E; ++e) {
+        const Eigen::Map<const Mat> gu(v.data() + static_cast<int64_t>(e) * C * 2 * I, C, 2 * I);
+        Mat g(C, I), u(C, I);
+        for (int j = 0; j < I; ++j) g.col(j) = gu.col(2 * j), u.col(j) = gu.col(2 * j + 1);
+        l->ex_gate[static_cast<size_t>(e)] = Weight(std::move(g)), l->ex_up[static_cast<size_t>(e)] = Weight(std::move(u));
+      }
+      break;
+    }
+    case Slot::ExpGateUpBias: {  // (E, 2I): interleaved like the columns above
+      const int E = c.experts.count;
+      l->ex_gate_b.resize(static_cast<Eigen::Index>(E) * I), l->ex_up_b.resize(static_cast<Eigen::Index>(E) * I);
+      for (int64_t k = 0; k < static_cast<int64_t>(E) * I; ++k) l->ex_gate_b[k] = v[2 * k], l->ex_up_b[k] = v[2 * k + 1];
+      break;
+    }
+    case Slot::ExpDown: {  // (E, I, C) flat: expert e's (I, C)
+      const int E = c.experts.count, C = c.n_embd;
+      l->ex_down.assign(static_cast<size_t>(E), Weight());
+      for (int e = 0; e < E; ++e)
+        l->ex_down[static_cast<size_t>(e)] = Weight(Mat(Eigen::Map<const Mat>(v.data() + static_cast<int64_t>(e) * I * C, I, C)));
+      break;
+    }
     case Slot::ExpDownBias: l->ex_down_b = std::move(v); break;
+    case Slot::ExpGateBias: l->ex_gate_b = std::move(v); break;
+    case Slot::ExpUpBias: l->ex_up_b = std::move(v); break;
+    case Slot::ExpGate: case Slot::ExpUp:  // stacked matrices: the GGUF loader places them itself
+      throw Error("internal: tensor '" + excerpt(t.name) + "' holds E experts' matrices and is not placed as one");
   }
 }
 
 bool slot_is_flat(Slot s) {
   return s == Slot::LinConv || s == Slot::ConvTaps || s == Slot::ExpGateUp || s == Slot::ExpGateUpBias ||
-         s == Slot::ExpDown || s == Slot::ExpDownBias;
+         s == Slot::ExpDown || s == Slot::ExpDownBias || s == Slot::ExpGateBias || s == Slot::ExpUpBias;
 }
 
 bool slot_is_norm(Slot s) {
@@ -331,8 +368,13 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
 std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer) {
   const std::string own = c.model_type == "lfm2"           ? lfm2_gguf_name(s, layer)
                           : c.model_type == "qwen3_5_text" ? qwen35_gguf_name(s, layer)
+                          : c.model_type == "gpt_oss"      ? gpt_oss_gguf_name(s, layer)
                                                            : std::string();
   return own.empty() ? gguf_tensor_name(s, layer) : own;
+}
+
+std::vector<DecoderTensor> gguf_decoder_tensors(const ModelConfig& c) {
+  return c.model_type == "gpt_oss" ? gpt_oss_gguf_tensors(c) : decoder_tensors(c);
 }
 
 std::string gguf_tensor_name(Slot s, int layer) {

@@ -94,10 +94,14 @@ struct LayerWeights {
   Vec sinks;             // (H) each query head's sink logit
   Weight router;         // (C, E) the router (nn.Linear (E, C) transposed)
   Vec router_b;          // (E)
-  Vec ex_gate_up;        // (E·C·2I) gate_up_proj (E, C, 2I): expert e's (C, 2I) (in, out), gate | up interleaved columns
-  Vec ex_gate_up_b;      // (E·2I)
-  Vec ex_down;           // (E·I·C) down_proj (E, I, C): expert e's (I, C)
-  Vec ex_down_b;         // (E·C)
+  // Expert e's matrices, each a Weight of its own (float32, or rows where a GGUF file stores
+  // them: MXFP4 in place). Hugging Face's gate_up_proj (E, C, 2I) interleaves gate and up
+  // columns; they are split here, as llama.cpp's ffn_gate_exps / ffn_up_exps hold them.
+  std::vector<Weight> ex_gate;  // E × (C, I)
+  std::vector<Weight> ex_up;    // E × (C, I)
+  std::vector<Weight> ex_down;  // E × (I, C)
+  Vec ex_gate_b, ex_up_b;       // (E·I): expert e's at [e·I, (e + 1)·I)
+  Vec ex_down_b;                // (E·C)
 };
 
 struct ModelWeights {
@@ -190,6 +194,7 @@ enum class Slot {
   LinQkv, LinZ, LinB, LinA, LinConv, LinDtBias, LinALog, LinNorm, LinOut,  // a gated-delta-rule layer's
   ConvIn, ConvInBias, ConvTaps, ConvTapsBias, ConvOut, ConvOutBias,       // an LFM2 short convolution's
   Sinks, Router, RouterBias, ExpGateUp, ExpGateUpBias, ExpDown, ExpDownBias,  // GPT-OSS's sinks and experts
+  ExpGate, ExpUp, ExpGateBias, ExpUpBias,  // GPT-OSS's experts as GGUF holds them (gate and up apart)
 };
 // Slots read as one flat vector whatever their rank (a convolution's taps, the experts'
 // stacked matrices and biases), not as a linear layer's matrix.
@@ -227,6 +232,12 @@ std::string gguf_tensor_name(Slot s, int layer);
 std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer);
 std::string qwen35_gguf_name(Slot s, int layer);
 std::string lfm2_gguf_name(Slot s, int layer);
+std::string gpt_oss_gguf_name(Slot s, int layer);
+// The tensors of a GGUF file of `c`, their names llama.cpp's and their shapes the file's:
+// decoder_tensors(c) but for GPT-OSS, whose experts GGUF holds as gate, up and down
+// matrices stacked (E, out, in) with (E, out) biases (gpt_oss_gguf_tensors, gpt_oss.cpp).
+std::vector<DecoderTensor> gguf_decoder_tensors(const ModelConfig& c);
+std::vector<DecoderTensor> gpt_oss_gguf_tensors(const ModelConfig& c);
 
 // GPT-2's blocks and final norm, read through a loader's readers in the names of its format:
 // vec(name, n) gives a Vec (n), mat(name, in, out) a Weight (in, out) (safetensors:
