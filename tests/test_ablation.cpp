@@ -16,7 +16,7 @@
 namespace attnviz {
 namespace {
 
-struct Case {
+struct AblationCase {
   const char* name;
   const char* arch;
   int heads, kv_heads;
@@ -24,17 +24,17 @@ struct Case {
   std::vector<std::pair<int, int>> ablated;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const AblationCase& c, std::ostream* os) { *os << c.name; }
 
-class AblatedForward : public ::testing::TestWithParam<Case> {
+class AblatedForward : public ::testing::TestWithParam<AblationCase> {
  protected:
-  std::shared_ptr<const Model> model(const Case& k) {
+  std::shared_ptr<const Model> model(const AblationCase& k) {
     const auto c = test::small_config(k.arch, 3, 8 * k.heads, k.heads, k.kv_heads, 31, 32);
     return load_model(test::make_model_dir(c, 17, k.name));
   }
-  static Ablation ablation(const Case& k) { return Ablation{k.mode, k.ablated}; }
+  static Ablation ablation(const AblationCase& k) { return Ablation{k.mode, k.ablated}; }
   // A CPU engine with the case's heads ablated.
-  static Engine ablated_engine(const Case& k, std::shared_ptr<const Model> m) {
+  static Engine ablated_engine(const AblationCase& k, std::shared_ptr<const Model> m) {
     Engine e(std::move(m), make_cpu_backend());
     e.set_ablation(ablation(k));
     return e;
@@ -42,7 +42,7 @@ class AblatedForward : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(AblatedForward, EqualsTheReferenceWithTheHeadOutputReplaced) {
-  const Case k = GetParam();
+  const AblationCase k = GetParam();
   const auto m = model(k);
   const auto ids = test::random_ids(14, 31, 3);
   Engine engine = ablated_engine(k, m);
@@ -67,7 +67,7 @@ TEST_P(AblatedForward, EqualsTheReferenceWithTheHeadOutputReplaced) {
 }
 
 TEST_P(AblatedForward, IncrementalTypingEqualsAFullRecompute) {
-  const Case k = GetParam();
+  const AblationCase k = GetParam();
   const auto m = model(k);
   const auto ids = test::random_ids(16, 31, 9);
   Engine e = ablated_engine(k, m);
@@ -93,7 +93,7 @@ TEST_P(AblatedForward, IncrementalTypingEqualsAFullRecompute) {
 }
 
 TEST_P(AblatedForward, ChangingTheAblationRecomputesFromItsFirstLayer) {
-  const Case k = GetParam();
+  const AblationCase k = GetParam();
   const auto m = model(k);
   const auto ids = test::random_ids(12, 31, 5);
   Engine e(m, make_cpu_backend());
@@ -119,12 +119,12 @@ TEST_P(AblatedForward, ChangingTheAblationRecomputesFromItsFirstLayer) {
 
 INSTANTIATE_TEST_SUITE_P(
     RandomModels, AblatedForward,
-    ::testing::Values(Case{"gpt2_zero", "gpt2", 4, 4, AblationMode::Zero, {{0, 1}, {2, 3}}},
-                      Case{"gpt2_mean", "gpt2", 4, 4, AblationMode::Mean, {{1, 2}}},
-                      Case{"llama_gqa_zero", "llama", 6, 2, AblationMode::Zero, {{1, 0}, {1, 5}}},
-                      Case{"llama_gqa_mean", "llama", 6, 2, AblationMode::Mean, {{0, 4}, {2, 1}}},
-                      Case{"gpt2_whole_layer_mean", "gpt2", 3, 3, AblationMode::Mean, {{1, 0}, {1, 1}, {1, 2}}},
-                      Case{"llama_whole_layer_zero", "llama", 4, 2, AblationMode::Zero, {{0, 0}, {0, 1}, {0, 2}, {0, 3}}}),
+    ::testing::Values(AblationCase{"gpt2_zero", "gpt2", 4, 4, AblationMode::Zero, {{0, 1}, {2, 3}}},
+                      AblationCase{"gpt2_mean", "gpt2", 4, 4, AblationMode::Mean, {{1, 2}}},
+                      AblationCase{"llama_gqa_zero", "llama", 6, 2, AblationMode::Zero, {{1, 0}, {1, 5}}},
+                      AblationCase{"llama_gqa_mean", "llama", 6, 2, AblationMode::Mean, {{0, 4}, {2, 1}}},
+                      AblationCase{"gpt2_whole_layer_mean", "gpt2", 3, 3, AblationMode::Mean, {{1, 0}, {1, 1}, {1, 2}}},
+                      AblationCase{"llama_whole_layer_zero", "llama", 4, 2, AblationMode::Zero, {{0, 0}, {0, 1}, {0, 2}, {0, 3}}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(AblationList, ParsesSortsAndKeepsTheMode) {

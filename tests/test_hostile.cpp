@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 using Result = CliResult;
 using test::cli;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using test::has;
 
 // A safetensors file whose JSON header is `header` (its length in front) and 4 data bytes;
 // returns the message SafetensorsFile::open throws, or "accepted".

@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using test::has;
 
 // The message of the Error `f` throws, or "accepted".
 template <class F>

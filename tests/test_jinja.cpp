@@ -16,6 +16,7 @@
 
 #include "core/chat/jinja.h"
 #include "core/error.h"
+#include "tests/test_util.h"
 
 namespace attnviz {
 namespace {
@@ -43,7 +44,7 @@ std::string error_of(const std::string& tmpl, const ojson& ctx = context()) {
     return e.what();
   }
 }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using test::has;
 
 struct Case {
   const char* name;

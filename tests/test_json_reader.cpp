@@ -16,7 +16,7 @@
 namespace attnviz {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using test::has;
 
 // The message parse_json throws for `text`, or "accepted".
 std::string parse_error(const std::string& text, const std::string& where = "T") {

@@ -62,7 +62,7 @@ void expect_identical(const Trace& a, const Trace& b, const std::string& when) {
   }
 }
 
-std::shared_ptr<const Model> gqa_model() {
+std::shared_ptr<const Model> shared_gqa_model() {
   return load_model(make_model_dir(small_config("llama", 3, 64, 4, 2, 300, 512), 7, "shared_gqa"));
 }
 
@@ -173,8 +173,8 @@ void run_session(const std::shared_ptr<const Model>& m, Engine::Matrices matrice
 }
 
 TEST(SharedTrace, HeldTracesNeverChangeAndRunsMatchATwinThatCopiesNothing) {
-  run_session(gqa_model(), Engine::Matrices::kKeep, true, "keep, all logits");
-  run_session(gqa_model(), Engine::Matrices::kRecompute, false, "compact, last logits");
+  run_session(shared_gqa_model(), Engine::Matrices::kKeep, true, "keep, all logits");
+  run_session(shared_gqa_model(), Engine::Matrices::kRecompute, false, "compact, last logits");
   run_session(local_model(), Engine::Matrices::kKeep, false, "gemma2, keep");
   run_session(local_model(), Engine::Matrices::kRecompute, true, "gemma2, compact");
 }
@@ -183,7 +183,7 @@ TEST(SharedTrace, ASharedTraceOutlivesItsEngine) {
   std::shared_ptr<const Trace> s;
   Trace copy;
   {
-    Engine e(gqa_model(), make_cpu_backend());
+    Engine e(shared_gqa_model(), make_cpu_backend());
     e.run(random_ids(30, 300, 4));
     s = e.share();
     copy = *s;
@@ -192,7 +192,7 @@ TEST(SharedTrace, ASharedTraceOutlivesItsEngine) {
 }
 
 TEST(SharedTrace, WithRoomToGrowTypingMovesNoTensorAndMatchesATwin) {
-  const auto m = gqa_model();
+  const auto m = shared_gqa_model();
   Engine typing(m, make_cpu_backend()), twin(m, make_cpu_backend());
   typing.set_room_to_grow(true);
   for (Engine* e : {&typing, &twin}) e->set_matrices(Engine::Matrices::kRecompute);
@@ -235,7 +235,7 @@ TEST(SharedTrace, WithRoomToGrowTypingMovesNoTensorAndMatchesATwin) {
 }
 
 TEST(CopyChanged, CopiesTheChangedRowsToTheSameValuesAsAWholeCopy) {
-  const auto m = gqa_model();
+  const auto m = shared_gqa_model();
   for (auto matrices : {Engine::Matrices::kKeep, Engine::Matrices::kRecompute}) {
     Engine e(m, make_cpu_backend());
     e.set_matrices(matrices);
@@ -271,7 +271,7 @@ TEST(CopyChanged, CopiesTheChangedRowsToTheSameValuesAsAWholeCopy) {
 }
 
 TEST(UpdateHeadValues, TheKeptRowsPlusTheNewRowsAreTheWholeHead) {
-  for (const auto& m : {gqa_model(), local_model()}) {
+  for (const auto& m : {shared_gqa_model(), local_model()}) {
     for (auto matrices : {Engine::Matrices::kKeep, Engine::Matrices::kRecompute}) {
       Engine e(m, make_cpu_backend());
       e.set_matrices(matrices);

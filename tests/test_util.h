@@ -46,5 +46,7 @@ std::string load_error(const std::string& spec);
 // The JSON file at `path`, parsed (std::runtime_error when it cannot be read).
 nlohmann::json read_json(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
+// Whether `part` occurs in `s` (messages checked for what they name).
+inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace attnviz::test

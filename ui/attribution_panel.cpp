@@ -8,16 +8,6 @@
 
 namespace attnviz::ui {
 
-namespace {
-void error_line(const std::string& e) {
-  if (e.empty()) return;
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.4f, 0.4f, 1.f));
-  ImGui::TextWrapped("%s", e.c_str());
-  ImGui::PopStyleColor();
-}
-
-}  // namespace
-
 bool AttributionPanel::read_controls(FrameContext& ctx, AttributionQuery& q) {
   const int T = ctx.trace.T();
   const float fs = ImGui::GetFontSize();

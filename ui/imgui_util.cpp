@@ -66,4 +66,11 @@ void value_bar(ImDrawList* dl, ImVec2 a, ImVec2 b, double v, double range) {
   dl->AddRectFilled(ImVec2(std::min(mid, mid + w), a.y + 1), ImVec2(std::max(mid, mid + w), b.y - 1), to_u32(c));
   dl->AddLine(ImVec2(mid, a.y), ImVec2(mid, b.y), ImGui::GetColorU32(ImGuiCol_TextDisabled));
 }
+void error_line(const std::string& e) {
+  if (e.empty()) return;
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.4f, 0.4f, 1.f));
+  ImGui::TextWrapped("%s", e.c_str());
+  ImGui::PopStyleColor();
+}
+
 }  // namespace attnviz::ui

@@ -16,6 +16,9 @@ inline ImVec2 operator*(ImVec2 a, float s) { return {a.x * s, a.y * s}; }
 
 inline ImU32 to_u32(Rgb8 c, uint8_t a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
 
+// An error message in red, wrapped to the panel's width; nothing when e is empty.
+void error_line(const std::string& e);
+
 // A distinct, readable colour for KV group g (of n): hues spread round the circle.
 ImU32 group_color(int g, int n, float alpha = 1.f);
 // A chip colour for token id `id`: light, so dark text stays readable; the same id always

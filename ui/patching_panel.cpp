@@ -12,12 +12,6 @@ namespace {
 // heads grid: well under a second); larger ones wait for their button.
 constexpr double kAutoGflop = 20.0;
 
-void error_line(const std::string& e) {
-  if (e.empty()) return;
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.45f, 0.4f, 1.f));
-  ImGui::TextWrapped("%s", e.c_str());
-  ImGui::PopStyleColor();
-}
 }  // namespace
 
 bool PatchingPanel::read_controls(FrameContext& ctx, PatchQuery& q) {

@@ -10,8 +10,6 @@ namespace {
 
 inline uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
-size_t utf8_len(unsigned char c) { return c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1; }
-
 struct Symbol {
   int id;
   int prev, next;  // neighbour indices, -1 at the ends

@@ -33,6 +33,9 @@
 namespace attnviz {
 namespace hf {
 
+// Length of the UTF-8 sequence that starts with byte c (1 for stray bytes).
+inline size_t utf8_len(unsigned char c) { return c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1; }
+
 // Byte ranges [begin, end) into a string.
 struct Span {
   size_t begin, end;

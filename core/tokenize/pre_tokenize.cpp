@@ -13,9 +13,6 @@
 namespace attnviz::hf {
 namespace {
 
-// Length of the UTF-8 sequence that starts with byte c (1 for stray bytes).
-size_t utf8_len(unsigned char c) { return c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1; }
-
 // A JIT stack per thread, larger than PCRE2's 32 KiB default, so long runs of spaces or
 // letters do not exhaust it.
 struct JitStack {
