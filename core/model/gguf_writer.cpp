@@ -330,7 +330,8 @@ void quantize_q4_k(const float* x, uint8_t* b) {  // 256 values → 144 bytes
 }
 
 // MXFP4: the exponent e making the largest magnitude at most 12·2^(e − 128) (the largest
-// code's worth), then each value's nearest code (the lower index on a tie).
+// code's worth), then each value's nearest code: the magnitudes 0, 1, 2, 3, 4, 6, 8, 12 (in
+// steps of the scale) split at their midpoints, ties to the smaller; the sign in bit 3.
 void quantize_mxfp4(const float* x, uint8_t* b) {  // 32 values → 17 bytes
   float amax = 0.f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
@@ -338,12 +339,13 @@ void quantize_mxfp4(const float* x, uint8_t* b) {  // 32 values → 17 bytes
   while (e < 254 && 12.f * mxfp4_half_scale(static_cast<uint8_t>(e)) < amax) ++e;
   const float d = mxfp4_half_scale(static_cast<uint8_t>(e));
   b[0] = static_cast<uint8_t>(e);
+  constexpr float kMid[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.f, 7.f, 10.f};  // between codes n and n + 1
   uint8_t code[32];
   for (int i = 0; i < 32; ++i) {
-    int best = 0;
-    for (int n = 1; n < 16; ++n)
-      if (std::abs(kMxfp4Values[n] * d - x[i]) < std::abs(kMxfp4Values[best] * d - x[i])) best = n;
-    code[i] = static_cast<uint8_t>(best);
+    const float v = std::abs(x[i]) / d;
+    int n = 0;
+    while (n < 7 && v > kMid[n]) ++n;
+    code[i] = static_cast<uint8_t>(n | (x[i] < 0.f && n > 0 ? 8 : 0));
   }
   for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(code[j] | (code[j + 16] << 4));
 }
