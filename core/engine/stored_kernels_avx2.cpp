@@ -47,6 +47,14 @@ struct Avx2 : Traits<8, /*kInRegisters*/ true, /*kChains*/ 4, /*kLut*/ false> {
   static I sll(I a, int n) { return _mm256_sll_epi32(a, _mm_cvtsi32_si128(n)); }
   static I srlv(I a, I n) { return _mm256_srlv_epi32(a, n); }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  // kMxfp4Values[c] for each lane's code c < 16: both halves of the table looked up by c's
+  // low 3 bits, the second half taken where bit 3 is set (blendv reads the top bit).
+  static F e2m1(I c) {
+    const F lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kMxfp4Values), c);
+    const F hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kMxfp4Values + 8), c);
+    const F top = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28));  // bit 3 → 31
+    return _mm256_blendv_ps(lo, hi, top);
+  }
 
   static float h2f(uint16_t h) { return _cvtsh_ss(h); }
   static F f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

@@ -34,6 +34,8 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "core/model/gguf_quant.h"
 
@@ -48,6 +50,13 @@ struct Traits {
   static constexpr int kChains = kCh;
   static constexpr bool kLut = kL;
 };
+
+// Whether S has e2m1(codes): each lane's 4-bit E2M1 code (its low 4 bits) as the doubled
+// value kMxfp4Values[code], in registers (AVX2: two 8-entry permutes and a blend).
+template <class S, class = void>
+struct HasE2m1 : std::false_type {};
+template <class S>
+struct HasE2m1<S, std::void_t<decltype(S::e2m1(std::declval<typename S::I>()))>> : std::true_type {};
 
 inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 inline uint32_t load_u32(const uint8_t* p) {
@@ -145,6 +154,16 @@ struct DecMXFP4 {  // e, qs[16]: kMxfp4Values[n]·2^(e − 128) (gguf_quant.h)
       const typename S::I v = S::u8(b + 1);
       f(0, S::lut16(tab, v));
       f(16, S::lut16(tab, S::srl(v, 4)));
+      return;
+    }
+    if constexpr (HasE2m1<S>::value) {
+      const typename S::F dv = S::set1(d);
+#pragma GCC unroll 2
+      for (int j = 0; j < 16; j += S::W) {
+        const typename S::I v = S::u8(b + 1 + j);
+        f(j, S::mul(S::e2m1(S::and_(v, 15)), dv));
+        f(16 + j, S::mul(S::e2m1(S::srl(v, 4)), dv));
+      }
       return;
     }
     float w[32];  // no integer formula for E2M1: each code through the table
