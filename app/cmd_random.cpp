@@ -73,8 +73,8 @@ Action add_random_command(CLI::App& app, Io& io) {
   std::string presets;
   for (const std::string& n : preset_names()) presets += (presets.empty() ? "" : " | ") + n;
   cmd->add_option("--preset", o->preset,
-                  "small shapes (tiny, tiny-gpt2, gpt2-small, llama-small) or a real checkpoint's config with random "
-                  "weights: " + presets + " (default tiny)");
+                  presets + ": tiny, tiny-gpt2, gpt2-small and llama-small are small shapes, the others a real "
+                  "checkpoint's config with random weights (default tiny)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer.json or tokenizer.model to copy into the directory (its ids must fit the vocabulary)");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::PositiveNumber);
