@@ -131,7 +131,7 @@ void print_importance(const HeadsOptions& o, Engine& engine, const std::vector<i
                         {"layers", c.n_layer}, {"n_head", c.n_head}, {"heads", nlohmann::json::array()}};
     nlohmann::json zero = nlohmann::json::array(), mean = nlohmann::json::array();
     for (const auto& h : g.heads) {
-      j["heads"].push_back({{"layer", h.layer}, {"head", h.head}, {"kv_head", c.kv_head_of(h.head)},
+      j["heads"].push_back({{"layer", h.layer}, {"head", h.head}, {"kv_head", c.kv_head_of(h.layer, h.head)},
                             {"zero", h.zero}, {"mean", h.mean}});
       if (h.head == 0) zero.push_back(nlohmann::json::array()), mean.push_back(nlohmann::json::array());
       zero.back().push_back(h.zero), mean.back().push_back(h.mean);
@@ -193,7 +193,7 @@ void run_heads(const HeadsOptions& o, Io& io) {
     nlohmann::json j = {{"model", o.in.model}, {"input", input}, {"tokens", tr.T()}, {"heads", nlohmann::json::array()}};
     if (m.tokenizer) j["text"] = m.tokenizer->decode(tr.tokens);
     for (const auto& s : scores) {
-      j["heads"].push_back({{"layer", s.layer}, {"head", s.head}, {"kv_head", m.config.kv_head_of(s.head)},
+      j["heads"].push_back({{"layer", s.layer}, {"head", s.head}, {"kv_head", m.config.kv_head_of(s.layer, s.head)},
                             {"previous_token", s.previous_token}, {"induction", s.induction},
                             {"first_token", s.first_token}, {"self", s.self}, {"label", head_label(s)},
                             {"entropy_bits", s.entropy_bits}, {"mean_distance", s.mean_distance},
@@ -216,7 +216,7 @@ void run_heads(const HeadsOptions& o, Io& io) {
     if (s.induction < 0) std::snprintf(ind, sizeof ind, "%7s", "-");
     else std::snprintf(ind, sizeof ind, "%7.3f", s.induction);
     std::snprintf(buf, sizeof buf, "%5d %4d %3d %7.3f %s %7.3f %7.3f %7.3f %7.2f  %s\n", s.layer, s.head,
-                  m.config.kv_head_of(s.head), s.previous_token, ind, s.first_token, s.self, s.entropy_bits,
+                  m.config.kv_head_of(s.layer, s.head), s.previous_token, ind, s.first_token, s.self, s.entropy_bits,
                   s.mean_distance, head_label(s).c_str());
     io.out << buf;
   }

@@ -43,7 +43,7 @@ void print_info(const Model& m, bool json, std::ostream& out) {
         {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? m.tokenizer->kind() : "none"},
         {"warnings", m.warnings},
         {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
-                        {"norms", norms}, {"lm_head", head}}},
+                        {"norms", norms}, {"lm_head", head}, {"per_layer", p.per_layer}}},
         {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()},
         {"weights_held", held}, {"stored_kernel", stored_kernel_name()},
         {"features", c.features()}, {"notes", c.notes}};
@@ -51,8 +51,16 @@ void print_info(const Model& m, bool json, std::ostream& out) {
     with_layers["layer_specs"] = nlohmann::json::array();  // (L) what each layer's attention does
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerSpec s = c.layer(l);
-      with_layers["layer_specs"].push_back({{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
-                                            {"scale", s.scale}, {"softcap", s.softcap}});
+      nlohmann::json spec = {{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
+                             {"scale", s.scale}, {"softcap", s.softcap}};
+      if (c.per_layer_attention()) {  // Gemma 4: each layer's own sizes, and whose K/V it reads
+        spec["head_size"] = c.head_size_at(l);
+        spec["kv_heads"] = c.kv_heads_at(l);
+        spec["n_inner"] = c.inner_at(l);
+        spec["kv_source"] = s.kv_source >= 0 ? s.kv_source : l;
+        spec["v_from_k"] = s.v_from_k;
+      }
+      with_layers["layer_specs"].push_back(spec);
     }
     out << with_layers.dump(2) << "\n";
     return;
@@ -75,7 +83,8 @@ void print_info(const Model& m, bool json, std::ostream& out) {
       << "\n"
       << "context     " << c.n_ctx << " tokens\n"
       << "parameters  " << m.parameter_count() << "  (embeddings " << emb << ", attention " << attn << ", MLP " << mlp
-      << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied") << ")\n"
+      << ", norms " << norms << ", lm_head " << (head ? std::to_string(head) : "tied")
+      << (p.per_layer ? ", per-layer embeddings and scalars " + std::to_string(p.per_layer) : std::string()) << ")\n"
       << "weights     " << m.format << ": " << m.stored_types_str() << "\n"
       << "in memory   " << format_bytes(static_cast<double>(m.weight_bytes())) << ": " << m.held_types_str()
       << (m.weights.any_stored() ? std::string("; used where the file stores them (") + stored_kernel_name() + " kernels)"

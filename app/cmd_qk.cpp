@@ -37,7 +37,7 @@ void run_qk(const QkOptions& o, Io& io) {
       for (int y = 0; y < P; ++y) row.push_back(a.term(x, y));
       terms.push_back(std::move(row));
     }
-    const nlohmann::json j = {{"layer", a.layer},   {"head", a.head},       {"kv_head", m.config.kv_head_of(a.head)},
+    const nlohmann::json j = {{"layer", a.layer},   {"head", a.head},       {"kv_head", m.config.kv_head_of(a.layer, a.head)},
                               {"query", a.query},   {"key", a.key},         {"tokens", tr.tokens},
                               {"score", a.score},   {"parts", names},       {"terms", terms},
                               {"query_side", a.query_side}, {"key_side", a.key_side}, {"sum", a.sum}};

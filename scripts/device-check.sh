@@ -136,7 +136,7 @@ done
 # full pass and one append of the first shape at the longest T.
 s=${shapes%% *}
 t=${lengths##* }
-[ -f "$work/$s/model.gguf" ] && ATTNVIZ_GL_PROFILE=1 timeout $limit "$cli" bench --model "$work/$s/model.gguf" --backend gpu \
+[ -f "$work/$s/model.gguf" ] && ATTNVIZ_GL_PROFILE=1 ATTNVIZ_GL_VERBOSE=1 timeout $limit "$cli" bench --model "$work/$s/model.gguf" --backend gpu \
   --length "$t" --reps 1 --matrices auto --last-logits >"$out/device-check-profile.txt" 2>&1
 
 # 3. The GUI typing at T = type_t, offscreen, on each backend.

@@ -445,6 +445,76 @@ TEST_P(GgufGptOss, DumpEqualsTheHuggingFaceModel) {
 INSTANTIATE_TEST_SUITE_P(Types, GgufGptOss, ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::MXFP4),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(ggml_type_info(i.param).name); });
 
+// Gemma 4 as llama.cpp's converter writes it ("gemma4"): key_length 128 on global layers and
+// key_length_swa 64 on local ones, per-layer KV heads where V = K gives the global layers their
+// own, feed_forward_length per layer (doubled on the KV-shared ones), the window pattern as
+// bools, shared_kv_layers, the per-layer embeddings (per_layer_token_embd, per_layer_model_proj,
+// blk.N.inp_gate / proj / post_norm), layer_output_scale, and rope_freqs (1 for the quarter
+// of the global pairs that turn, 1e30 for the rest). Its dump equals the Hugging Face twin's.
+nlohmann::json gemma4_json(bool k_eq_v) {
+  nlohmann::json j = {{"model_type", "gemma4_text"}, {"vocab_size", 320}, {"hidden_size", 256},
+                      {"intermediate_size", 128}, {"num_hidden_layers", 5}, {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"head_dim", 64}, {"global_head_dim", 128},
+                      {"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                                       "full_attention"}},
+                      {"sliding_window", 4}, {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-6},
+                      {"final_logit_softcapping", 30.0}, {"tie_word_embeddings", true},
+                      {"hidden_activation", "gelu_pytorch_tanh"}};
+  if (k_eq_v) {
+    j["attention_k_eq_v"] = true;
+    j["num_global_key_value_heads"] = 1;
+  } else {
+    j["num_kv_shared_layers"] = 2;
+    j["use_double_wide_mlp"] = true;
+    j["hidden_size_per_layer_input"] = 32;
+  }
+  return j;
+}
+
+class GgufGemma4 : public ::testing::TestWithParam<std::tuple<GgmlType, bool>> {};
+
+TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
+  const auto [type, k_eq_v] = GetParam();
+  const ModelConfig c = parse_config(gemma4_json(k_eq_v), "gemma4");
+  const std::string dir = test::temp_dir(std::string("gguf-gemma4-") + ggml_type_info(type).name + (k_eq_v ? "-keqv" : ""));
+  const std::string gguf = test::write_gguf_model_pair(c, type, 17, dir);
+  {
+    const auto f = GgufFile::open(gguf);
+    EXPECT_EQ(f.get_string("general.architecture"), "gemma4");
+    EXPECT_EQ(f.get_int("gemma4.attention.key_length"), 128);
+    EXPECT_EQ(f.get_int("gemma4.attention.key_length_swa"), 64);
+    EXPECT_EQ(f.find("rope_freqs.weight")->shape(), (std::vector<int64_t>{64}));
+    EXPECT_EQ(f.find("blk.1.attn_q.weight")->shape(), (std::vector<int64_t>{512, 256}));
+    EXPECT_EQ(f.find("blk.1.attn_v.weight") == nullptr, k_eq_v);
+    EXPECT_EQ(f.find("per_layer_token_embd.weight") != nullptr, !k_eq_v);
+    EXPECT_EQ(f.find("blk.3.attn_k.weight") == nullptr, !k_eq_v);  // a KV-shared layer has none
+    EXPECT_TRUE(f.find("blk.4.layer_output_scale.weight"));
+  }
+  const auto g = load_model(gguf), h = load_model(dir + "/hf");
+  ASSERT_EQ(g->config.model_type, "gemma4_text");
+  EXPECT_EQ(g->config.features(), h->config.features());
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_EQ(g->config.head_size_at(l), h->config.head_size_at(l)) << l;
+    EXPECT_EQ(g->config.kv_heads_at(l), h->config.kv_heads_at(l)) << l;
+    EXPECT_EQ(g->config.inner_at(l), h->config.inner_at(l)) << l;
+    EXPECT_EQ(g->config.layer(l).kv_source, h->config.layer(l).kv_source) << l;
+    EXPECT_EQ(g->config.layer(l).v_from_k, h->config.layer(l).v_from_k) << l;
+    EXPECT_EQ(rope_inv_freq(g->config, l, 16), rope_inv_freq(h->config, l, 16)) << l;
+  }
+  EXPECT_EQ(g->config.ple_dim, k_eq_v ? 0 : 32);
+  const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
+  ASSERT_EQ(dump(gguf, a), "");
+  ASSERT_EQ(dump(dir + "/hf", b), "");
+  EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << ggml_type_info(type).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgufGemma4,
+                         ::testing::Values(std::make_tuple(GgmlType::F32, false), std::make_tuple(GgmlType::Q8_0, false),
+                                           std::make_tuple(GgmlType::F32, true)),
+                         [](const auto& i) {
+                           return std::string(ggml_type_info(std::get<0>(i.param)).name) + (std::get<1>(i.param) ? "_k_eq_v" : "_ple_shared");
+                         });
+
 // A GPT-OSS file whose tensors do not fit its metadata: each refused naming the file and the
 // tensor. The file is written whole, then one header field or value is changed in place.
 TEST(GgufGptOssBadInput, TensorsThatDoNotFitAreRefused) {

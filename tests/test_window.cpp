@@ -14,6 +14,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/reference.h"
+#include "core/model/random_model.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -215,6 +216,80 @@ TEST(WindowAblation, AblatedHeadsOnALocalSoftCappedModelMatchTheReference) {
     Engine engine(m, std::move(backend));
     EXPECT_EQ(test::compare_traces(engine.run(ids), reference_forward(*m, ids, a), 1e-4), "");
   }
+}
+
+// Gemma 4: local layers of head size 16 and global ones of 32 (their proportional RoPE turning
+// a quarter of the pairs), per-layer embeddings, layer scalars, and the last two layers reading
+// layer 2's (local) and 3's (global) keys and values with a double-wide MLP; `k_eq_v` adds V = K
+// with one KV head on the global layers. Checked against PyTorch in gemma4_parity.py; here the
+// engine's appends, compact traces and edits against its own fresh passes.
+ModelConfig gemma4_small(bool k_eq_v) {
+  return small("gemma4_text", {{"head_dim", 16}, {"global_head_dim", 32}, {"sliding_window", 3},
+                               {"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                                                "sliding_attention", "full_attention"}},
+                               {"num_kv_shared_layers", 2}, {"use_double_wide_mlp", true},
+                               {"hidden_size_per_layer_input", 8}, {"final_logit_softcapping", 30.0},
+                               {"attention_k_eq_v", k_eq_v}, {"num_global_key_value_heads", 1}},
+               6);
+}
+
+TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
+  for (const bool k_eq_v : {false, true}) {
+    const auto m = model_of(gemma4_small(k_eq_v), k_eq_v ? "gemma4_keqv" : "gemma4_typing");
+    const ModelConfig& c = m->config;
+    ASSERT_EQ(c.head_size_at(0), 16);
+    ASSERT_EQ(c.head_size_at(5), 32);
+    ASSERT_EQ(c.kv_heads_at(5), k_eq_v ? 1 : 2);
+    ASSERT_EQ(c.layer(4).kv_source, 2);
+    ASSERT_EQ(c.layer(5).kv_source, 3);
+    ASSERT_EQ(c.inner_at(4), 2 * c.n_inner);
+    const auto ids = random_ids(16, 97, 6);
+    Engine fresh(m, make_cpu_backend());
+    const Trace& full = fresh.run(ids);
+    for (int l : {4, 5}) {  // a shared layer holds its source's keys and values
+      const int src = c.layer(l).kv_source;
+      EXPECT_EQ(full.layers[static_cast<size_t>(l)].k.data, full.layers[static_cast<size_t>(src)].k.data);
+      EXPECT_EQ(full.layers[static_cast<size_t>(l)].v.data, full.layers[static_cast<size_t>(src)].v.data);
+    }
+    EXPECT_NE(full.layers[5].q.data, full.layers[3].q.data);  // but its own queries
+    for (const bool compact : {false, true}) {
+      Engine typing(m, make_cpu_backend());
+      if (compact) typing.set_matrices(Engine::Matrices::kRecompute);
+      std::vector<int> typed;
+      for (int i = 0; i < 16; ++i) {
+        typed.push_back(ids[static_cast<size_t>(i)]);
+        typing.run(typed);
+        ASSERT_EQ(typing.last_recomputed_from(), i) << "an append computes only the new row";
+      }
+      Engine again(m, make_cpu_backend());
+      if (compact) again.set_matrices(Engine::Matrices::kRecompute);
+      EXPECT_EQ(test::compare_traces(typing.trace(), again.run(typed), 1e-5), "") << "compact " << compact;
+      typed[7] = (typed[7] + 1) % 97;  // an edit: rows from 7 again
+      const Trace& edited = typing.run(typed);
+      Engine after(m, make_cpu_backend());
+      if (compact) after.set_matrices(Engine::Matrices::kRecompute);
+      EXPECT_EQ(test::compare_traces(edited, after.run(typed), 1e-5), "") << "edited, compact " << compact;
+    }
+  }
+}
+
+// The released E2B and 31B text configs give the parameter counts computed from their
+// definition (each layer's own head size, KV heads and MLP width; shared layers' k/v left
+// out; E2B's per-layer embeddings): 31B's is the 30.7B of its model card.
+TEST(Gemma4, PresetsHaveTheReleasedShapes) {
+  const ModelConfig e2b = preset_config("gemma4-e2b");
+  EXPECT_EQ(parameter_counts(e2b).total(), 4628569379);
+  EXPECT_EQ(parameter_counts(preset_config("gemma4-31b")).total(), 30697345340);
+  for (int l = 15; l < 35; ++l)  // E2B's shared layers read layer 14 (global) or 13 (local)
+    EXPECT_EQ(e2b.layer(l).kv_source, e2b.layer(l).window ? 13 : 14) << l;
+  EXPECT_EQ(e2b.layer(14).kv_source, -1);
+  // Global layers: the frequencies of a 512-dim head, the first 64 of 256 pairs turning.
+  const std::vector<double> f = rope_inv_freq(e2b, 4, 100);
+  ASSERT_EQ(f.size(), 256u);
+  for (int i = 0; i < 256; ++i)
+    EXPECT_DOUBLE_EQ(f[static_cast<size_t>(i)], i < 64 ? std::pow(1e6, -2.0 * i / 512) : 0.0) << i;
+  EXPECT_EQ(rope_inv_freq(e2b, 0, 100).size(), 128u);
+  EXPECT_DOUBLE_EQ(rope_inv_freq(e2b, 0, 100)[127], std::pow(1e4, -2.0 * 127 / 256));
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
     ImGui::SameLine();
     if (ImGui::InputInt("head", &s.head)) {
       s.head = std::clamp(s.head, 0, std::max(0, c.heads_at(s.layer) - 1));
-      if (s.head < c.n_head) s.kv_group = c.kv_head_of(s.head);
+      if (s.head < c.n_head) s.kv_group = c.kv_head_of(s.layer, s.head);
     }
     ImGui::PopItemWidth();
     return;  // the caption says the rest; leaving presentation (F2) brings the colormap and zoom
@@ -62,7 +62,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   ImGui::SameLine();
   const Mixer mixer = c.layer(s.layer).mixer;
   if (c.heads_at(s.layer) > 0 && ImGui::SliderInt("head", &s.head, 0, c.heads_at(s.layer) - 1) && s.head < c.n_head)
-    s.kv_group = c.kv_head_of(s.head);
+    s.kv_group = c.kv_head_of(s.layer, s.head);
   ImGui::PopItemWidth();
   ImGui::SameLine();
   if (mixer == Mixer::GatedDeltaNet)
@@ -71,7 +71,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   else if (mixer == Mixer::ShortConv)
     ImGui::TextDisabled("short convolution: no heads");
   else
-    ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.head), c.n_kv_head);
+    ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.layer, s.head), c.kv_heads_at(s.layer));
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "ablated (%s)", ablation_mode_name(s.ablation.mode));
@@ -193,7 +193,7 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   what.stage = ctx.state.stage;
   what.layer = ctx.state.layer;
   const bool softmax_layer = mc.layer(ctx.state.layer).mixer == Mixer::Softmax;
-  what.head = stage_is_kv(ctx.state.stage) && softmax_layer ? mc.kv_head_of(ctx.state.head) : ctx.state.head;
+  what.head = stage_is_kv(ctx.state.stage) && softmax_layer ? mc.kv_head_of(ctx.state.layer, ctx.state.head) : ctx.state.head;
   if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
   if (!ctx.state.presentation && !rollout_) export_.draw(ctx, what);  // presenting: the room goes to the matrix
 
@@ -236,7 +236,7 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
   } else {
     const Stage st = s.stage;
     // head index in the stage (a linear layer's k and v are stored per value head)
-    const int hi = stage_is_kv(st) && lt.mixer == Mixer::Softmax ? ctx.model->config.kv_head_of(s.head) : s.head;
+    const int hi = stage_is_kv(st) && lt.mixer == Mixer::Softmax ? ctx.model->config.kv_head_of(s.layer, s.head) : s.head;
     key = Key{ctx.snap.trace_serial, s.layer, hi, st, stage_is_signed(st) ? Colormap::Diverging : s.probs_colormap};
   }
   Key same_data = key;
@@ -827,7 +827,7 @@ void HeatmapPanel::cell_tooltip(const FrameContext& ctx, int i, int j) const {
   } else {
     const Tensor& t = *lt.stored(stage);  // q, k, v, out: always stored
     // A linear layer stores q, k, v per value head (keys repeated): no KV grouping to apply.
-    const int hi = stage_is_kv(stage) && lt.mixer == Mixer::Softmax ? c.kv_head_of(s.head) : s.head;
+    const int hi = stage_is_kv(stage) && lt.mixer == Mixer::Softmax ? c.kv_head_of(s.layer, s.head) : s.head;
     ImGui::Text("token %d '%s', dimension %d of %d", i, tok(i).c_str(), j, static_cast<int>(t.dim(2)));
     ImGui::Text("%s = %+.5f", stage_label(stage), t.at(hi, i, j));
     if (stage_is_kv(stage) && lt.mixer == Mixer::Softmax)

@@ -156,11 +156,15 @@ void Worker::handle(const Request& r, uint64_t serial) {
                                            : same_spec ? engine_->model_ptr()
                                                        : load_model(r.model_spec, opt);
       std::string note;
-      // The GPU backend does not run a hybrid's linear or convolution layers yet: the CPU does.
-      const bool gpu_cannot = r.backend == "gpu" && model->config.any_linear();
+      // The GPU backend does not run a hybrid's linear or convolution layers, GPT-OSS's sinks and
+      // experts, or Gemma 4's per-layer shapes yet: the CPU does.
+      const ModelConfig& mc = model->config;
+      const bool gpu_cannot =
+          r.backend == "gpu" && (mc.any_linear() || mc.attn_sinks || mc.experts.count || mc.per_layer_attention());
       std::unique_ptr<Backend> backend = make_backend(gpu_cannot ? "cpu" : r.backend, &note);
       if (gpu_cannot)
-        note = "the GPU backend does not run " + model->config.model_type + "'s linear or convolution layers yet: running on the CPU";
+        note = "the GPU backend does not run " + mc.model_type +
+               (mc.any_linear() ? "'s linear or convolution layers" : "'s layers") + " yet: running on the CPU";
       const bool same_model = engine_ && model == engine_->model_ptr();
       if (!same_model && engine_ && next.trace)
         shown = Shown{std::move(engine_), std::move(clean_engine_), engine_model_, engine_backend_, backend_note_,

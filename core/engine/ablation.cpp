@@ -93,11 +93,24 @@ void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int f
 void check_ablation_source(const Ablation& a, int T, int n_layer, int n_head, int d) {
   if (!a.source || a.heads.empty()) return;
   const HeadOutputs& s = *a.source;
-  bool fits = s.T == T && s.d == d && static_cast<int>(s.out.size()) == n_layer;
+  bool fits = s.T == T && s.d == d && static_cast<int>(s.out.size()) == n_layer && s.d_of.empty();
   for (const auto& o : s.out) fits = fits && static_cast<int64_t>(o.size()) == int64_t{n_head} * T * d;
   if (!fits)
     throw Error("the head outputs to patch in were recorded for " + std::to_string(s.T) + " tokens, the run has " +
                 std::to_string(T) + " (or another model)");
+}
+
+void check_ablation_source(const Ablation& a, int T, const ModelConfig& c) {
+  if (!c.per_layer_attention()) return check_ablation_source(a, T, c.n_layer, c.n_head, c.head_size);
+  if (!a.source || a.heads.empty()) return;
+  const HeadOutputs& s = *a.source;
+  bool fits = s.T == T && static_cast<int>(s.out.size()) == c.n_layer && static_cast<int>(s.d_of.size()) == c.n_layer;
+  for (int l = 0; fits && l < c.n_layer; ++l)
+    fits = s.d_of[static_cast<size_t>(l)] == c.head_size_at(l) &&
+           static_cast<int64_t>(s.out[static_cast<size_t>(l)].size()) == int64_t{c.n_head} * T * c.head_size_at(l);
+  if (!fits)
+    throw Error("the head outputs to patch in do not fit this run of " + std::to_string(T) +
+                " tokens (recorded for another window or model)");
 }
 
 }  // namespace attnviz

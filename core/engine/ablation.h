@@ -20,8 +20,12 @@ const char* ablation_mode_name(AblationMode m);  // "zero", "mean"
 // patching, patch.h): what an Ablation with a source puts in place of the listed heads'.
 struct HeadOutputs {
   int64_t T = 0, d = 0;
-  std::vector<std::vector<float>> out;  // (L) of (H, T, d), dense: LayerTrace::out of that run
-  const float* head(int layer, int h) const { return out[static_cast<size_t>(layer)].data() + h * T * d; }  // (T, d)
+  std::vector<std::vector<float>> out;  // (L) of (H, T, d_l), dense: LayerTrace::out of that run
+  std::vector<int64_t> d_of;            // (L) each layer's head size d_l (Gemma 4's differ); empty: d everywhere
+  int64_t head_size(int layer) const { return d_of.empty() ? d : d_of[static_cast<size_t>(layer)]; }
+  const float* head(int layer, int h) const {  // (T, d_l)
+    return out[static_cast<size_t>(layer)].data() + h * T * head_size(layer);
+  }
 };
 
 struct Ablation {
@@ -64,5 +68,7 @@ void ablate_head_output(AblationMode mode, float* O, int T, int d, int ld, int f
 // Throws a data Error when `a` has a source that does not fit a window of T tokens of a
 // model of `n_layer` layers of `n_head` heads of size d.
 void check_ablation_source(const Ablation& a, int T, int n_layer, int n_head, int d);
+// The same for a model whose layers may differ in head size (ModelConfig::head_size_at).
+void check_ablation_source(const Ablation& a, int T, const ModelConfig& c);
 
 }  // namespace attnviz

@@ -76,6 +76,7 @@ HeadGrams head_grams(const ModelConfig& c, const HeadWeights& hw) {
 
 Composition head_composition(const Model& m, const std::atomic<bool>* cancel) {
   const ModelConfig& c = m.config;
+  c.require_uniform_layers("head composition");
   const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd;
   Composition out;
   out.L = L;

@@ -103,7 +103,7 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
 // there is enough to move to pay for waking the threads. A compact trace frees its (T, T)
 // matrices.
 void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
-  const int64_t H = c.n_head, KV = c.n_kv_head, d = c.head_size;
+  const int64_t H = c.n_head;
   struct Job {
     Tensor* t;
     std::vector<int64_t> shape;
@@ -156,6 +156,7 @@ void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr
       bytes += ((lt.compact ? 0.0 : Hv * T * T) + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
       continue;
     }
+    const int64_t KV = c.kv_heads_at(static_cast<int>(l)), d = c.head_size_at(static_cast<int>(l));  // Gemma 4's differ by layer
     if (c.attn_gate) jobs.push_back({&lt.gate, {H, T, d}, d});
     jobs.push_back({&lt.q, {H, T, d}, d});
     jobs.push_back({&lt.k, {KV, T, d}, d});
@@ -204,13 +205,42 @@ class ThreadScope {
   int saved_;
 };
 
-// QK-norm of the new rows' q (n, H·d) and k (n, KV·d), per head or over the whole row.
-void qk_norm(const ModelConfig& c, const LayerWeights& lw, Mat& q, Mat& k) {
+// QK-norm of the new rows' q (n, H·d) and k (n, KV·d), per head or over the whole row; k
+// empty in a layer that reads another layer's keys (Gemma 4's KV sharing).
+void qk_norm(const ModelConfig& c, const LayerWeights& lw, int d, int KV, Mat& q, Mat& k) {
   if (c.qk_norm == QkNorm::None) return;
   const bool whole = c.qk_norm == QkNorm::Whole;
-  const int d = c.head_size;
   rms_norm_heads(q, whole ? 1 : c.n_head, whole ? c.n_head * d : d, lw.q_norm, c.norm_eps);
-  rms_norm_heads(k, whole ? 1 : c.n_kv_head, whole ? c.n_kv_head * d : d, lw.k_norm, c.norm_eps);
+  if (k.size()) rms_norm_heads(k, whole ? 1 : KV, whole ? KV * d : d, lw.k_norm, c.norm_eps);
+}
+
+// Gemma 4's per-layer embeddings of rows [p, T): (T − p, L·P), layer l's in columns
+// [l·P, (l + 1)·P): (table row·√P + RMSNorm per layer of (e·W_proj)·C^−½)·2^−½, e the token's
+// embedding as the first layer gets it (× √C). Ids past the table's rows look up nothing.
+Mat per_layer_embeddings(const Model& m, const std::vector<int>& tokens, int p) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int n = static_cast<int>(tokens.size()) - p, C = c.n_embd, LP = c.n_layer * c.ple_dim;
+  Mat e(n, C), proj, tab = Mat::Zero(n, LP);
+  for (int r = 0; r < n; ++r) {
+    w.tok_emb.table_row(tokens[static_cast<size_t>(p + r)], &e(r, 0));
+    if (tokens[static_cast<size_t>(p + r)] < c.ple_vocab) w.ple_table.table_row(tokens[static_cast<size_t>(p + r)], &tab(r, 0));
+  }
+  e *= c.emb_scale;
+  linear(e, w.ple_model_proj, Vec(), proj);  // (n, L·P)
+  proj *= static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+  rms_norm_heads(proj, c.n_layer, c.ple_dim, w.ple_norm, c.norm_eps);
+  return (proj + tab * static_cast<float>(std::sqrt(static_cast<double>(c.ple_dim)))) * static_cast<float>(std::sqrt(0.5));
+}
+
+// x (n, C) += RMSNorm(W_out·(gelu_tanh(x·W_gate) ⊙ ple)): Gemma 4's per-layer input, ple (n, P).
+void add_per_layer_input(const ModelConfig& c, const LayerWeights& lw, const Mat& ple, Mat& x) {
+  Mat g, y, h;
+  linear(x, lw.ple_gate, Vec(), g);  // (n, P)
+  mlp_activation(c, g, ple);         // GeGLU: gelu_tanh(g) ⊙ ple
+  linear(g, lw.ple_proj, Vec(), y);  // (n, C)
+  rms_norm(y, lw.ple_post_norm, c.norm_eps, h);
+  x += h;
 }
 
 // x += branch (n, C), the branch first normed when the block norms its outputs (Gemma's
@@ -443,12 +473,13 @@ class CpuBackend : public Backend {
     const ModelConfig& c = m.config;
     const ModelWeights& w = m.weights;
     const int n = T - p;
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, V = c.vocab_size;
+    const int H = c.n_head, V = c.vocab_size;
     const ThreadScope threads(pass_flops(c, n, T) < kParallelFlops ? 1 : omp_get_max_threads());
-    check_ablation_source(ablation_, T, c.n_layer, H, d);
+    check_ablation_source(ablation_, T, c);
     const std::vector<std::vector<int>> targets =
         tr.summaries ? induction_targets(tr.tokens, p) : std::vector<std::vector<int>>{};  // (T − p) lists, for row_stats
-    Mat h, q, k, v, y, att(n, H * d);
+    Mat h, q, k, v, y, att;
+    const Mat ple = c.ple_dim ? per_layer_embeddings(m, tr.tokens, p) : Mat();  // (n, L·P) Gemma 4
     std::vector<std::vector<double>> inv_freqs;  // (L) (rot/2) each, or empty for a layer without RoPE
     for (int l = 0; l < c.n_layer; ++l) inv_freqs.push_back(rope_inv_freq(c, l, T));
     std::vector<Mat> kt;  // the keys of the layer in hand, transposed (storage reused layer to layer)
@@ -473,20 +504,37 @@ class CpuBackend : public Backend {
         }
         continue;
       }
+      const int d = c.head_size_at(l), KV = c.kv_heads_at(l);  // Gemma 4's differ by layer
+      const bool own_kv = spec.kv_source < 0;  // else layer kv_source's K and V (Gemma 4's sharing)
+      att.resize(n, H * d);
       linear(hin, lw.wq, lw.bq, q);  // (n, H·d)
-      linear(hin, lw.wk, lw.bk, k);  // (n, KV·d)
-      linear(hin, lw.wv, lw.bv, v);  // (n, KV·d)
-      qk_norm(c, lw, q, k);
+      if (own_kv) {
+        linear(hin, lw.wk, lw.bk, k);                   // (n, KV·d)
+        if (spec.v_from_k) v = k;                       // Gemma 4's V = K: the raw projection
+        else linear(hin, lw.wv, lw.bv, v);              // (n, KV·d)
+        if (c.v_norm) rms_norm_heads(v, KV, d, Vec(), c.norm_eps);  // without a weight
+      } else {
+        k.resize(0, 0);
+      }
+      qk_norm(c, lw, d, KV, q, k);
       if (spec.rope) {
         rope_inplace(q, H, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
-        rope_inplace(k, KV, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
+        if (own_kv) rope_inplace(k, KV, d, p, inv_freqs[static_cast<size_t>(l)], spec.rope_scaling.mscale);
       }
       if (c.attn_temp_beta != 0.f)  // Ministral 3's query temperature, row by row (1 before its length)
         for (int r = 0; r < n; ++r)
           if (const float tq = c.query_temperature(p + r); tq != 1.f) q.row(r) *= tq;
       scatter_heads(q, H, d, p, lt.q);
-      scatter_heads(k, KV, d, p, lt.k);
-      scatter_heads(v, KV, d, p, lt.v);
+      if (own_kv) {
+        scatter_heads(k, KV, d, p, lt.k);
+        scatter_heads(v, KV, d, p, lt.v);
+      } else {  // the new rows of the source layer's K and V, computed earlier in this pass
+        const LayerTrace& src = tr.layers[static_cast<size_t>(spec.kv_source)];
+        for (int g = 0; g < KV; ++g) {
+          head_map(lt.k, g).middleRows(p, n) = head_map(src.k, g).middleRows(p, n);
+          head_map(lt.v, g).middleRows(p, n) = head_map(src.v, g).middleRows(p, n);
+        }
+      }
       kt.resize(static_cast<size_t>(KV));  // (d, T) each: the keys transposed, for scores_rows
 #pragma omp parallel for schedule(static) if (KV > 1 && static_cast<int64_t>(T) * d >= (int64_t{1} << 16))
       for (int g = 0; g < KV; ++g) keys_transposed(head_map(std::as_const(lt.k), g), kt[static_cast<size_t>(g)]);
@@ -509,6 +557,8 @@ class CpuBackend : public Backend {
       linear(att, lw.wo, lw.bo, y);  // (n, C)
       add_branch(c, lw.post_attn_norm, y, h, x);
       add_mlp(c, lw, x, p, &lt);
+      if (c.ple_dim) add_per_layer_input(c, lw, ple.middleCols(static_cast<Eigen::Index>(l) * c.ple_dim, c.ple_dim), x);
+      if (lw.layer_scalar != 1.f) x *= lw.layer_scalar;  // Gemma 4: the whole stream
       if (control_) {
         ++control_->layers_done;
         if (control_->cancel && l + 1 < c.n_layer) throw Cancelled();

@@ -32,10 +32,20 @@ std::vector<int> encode_text(const Model& m, const std::string& text) {
   return m.tokenizer->encode(text);
 }
 
+namespace {
+// The trace's size for T tokens, every layer counted with the widest layer's KV heads and
+// head size (Gemma 4's global layers are wider): an upper bound.
+double trace_bytes(const ModelConfig& c, int64_t T, bool compact, bool all_logits) {
+  int kv = c.n_kv_head, d = c.head_size;
+  for (int l = 0; l < c.n_layer && c.per_layer_attention(); ++l)
+    kv = std::max(kv, c.kv_heads_at(l)), d = std::max(d, c.head_size_at(l));
+  return Trace::estimate_bytes(c.n_layer, c.n_head, kv, d, c.n_embd, c.vocab_size, T, compact, all_logits);
+}
+}  // namespace
+
 void check_trace_memory(const ModelConfig& c, int64_t T, bool compact, bool all_logits) {
   // Counted in double: no overflow, and exact enough for a refusal.
-  const double bytes = Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size,
-                                             T, compact, all_logits);
+  const double bytes = trace_bytes(c, T, compact, all_logits);
   if (bytes > 64e6)  // small traces need no look at /proc/meminfo
     check_memory(bytes, "recording attention over " + std::to_string(T) + " tokens",
                  "use a smaller --block-size or a shorter text.");
@@ -58,8 +68,7 @@ void row_logits(const Model& m, const Trace& tr, int i, std::vector<float>& out)
 
 WindowLimit window_limit_for_memory(const ModelConfig& c, bool compact, double bytes) {
   auto need = [&](int64_t T) {
-    return Trace::estimate_bytes(c.n_layer, c.n_head, c.n_kv_head, c.head_size, c.n_embd, c.vocab_size, T, compact,
-                                 false);
+    return trace_bytes(c, T, compact, false);
   };
   const int64_t n_ctx = std::max(1, c.n_ctx);
   if (need(n_ctx) <= bytes) return {n_ctx, 0.0};

@@ -303,7 +303,7 @@ std::string scan_result_json(const ScanResult& r, const ModelConfig& c) {
     nlohmann::json e = nlohmann::json::object();
     for (size_t k = 0; k < names.size(); ++k) e[names[k]] = h.metrics[k];
     e["label"] = scan_head_label(h);
-    e["kv_head"] = c.kv_head_of(h.head);
+    e["kv_head"] = c.kv_head_of(h.layer, h.head);
     nlohmann::json top = nlohmann::json::array();
     for (const ScanExample& x : h.top)
       top.push_back({{"window", x.window}, {"query", x.query}, {"key", x.key}, {"weight", x.weight}});

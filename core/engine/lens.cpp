@@ -271,6 +271,7 @@ std::vector<double> weight_times(const Weight& w, const std::vector<double>& g) 
 KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids,
                                const std::atomic<bool>* cancel) {
   const ModelConfig& c = m.config;
+  c.require_uniform_layers("attribution through the keys");
   const int L = c.n_layer;
   int H = 0;  // the most heads a layer has (a hybrid's linear layers may have more)
   for (int l = 0; l < L; ++l) H = std::max(H, c.heads_at(l));
@@ -303,7 +304,7 @@ KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, co
         a.replaced[static_cast<size_t>(l) * H + h] = 1;
         continue;
       }
-      const int kv = is_linear ? h : c.kv_head_of(h);  // a linear layer keeps v per value head
+      const int kv = is_linear ? h : c.kv_head_of(l, h);  // a linear layer keeps v per value head
       const float* p = lt.row_values(is_linear ? Stage::Implicit : Stage::Probs, h, i, scratch);  // (T): a_i· or A[i,·]
       float* out = a.shares.data() + (static_cast<size_t>(l) * H + h) * T;
       for (int j = 0; j <= i; ++j) {

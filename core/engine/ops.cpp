@@ -43,7 +43,8 @@ void rms_norm_heads(Mat& x, int heads, int d, const Vec& w, float eps) {
     for (int h = 0; h < heads; ++h) {
       auto seg = x.row(r).segment(static_cast<Eigen::Index>(h) * d, d);
       const float inv = 1.f / std::sqrt(seg.squaredNorm() / static_cast<float>(d) + eps);
-      seg = (seg.array() * inv * w.array()).matrix();
+      if (w.size()) seg = (seg.array() * inv * w.array()).matrix();
+      else seg *= inv;  // a norm without a weight (Gemma 4's V-norm)
     }
 }
 

@@ -53,7 +53,7 @@ double patch_metric(const Model& m, const Trace& tr, int position, const std::ve
 PatchResult activation_patching(const Model& m, const std::vector<int>& a, const std::vector<int>& b,
                                 const PatchRequest& request, const std::function<bool(int, int)>& progress) {
   const ModelConfig& c = m.config;
-  const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+  const int L = c.n_layer, H = c.n_head, C = c.n_embd, V = c.vocab_size;
   if (a.size() != b.size())
     throw Error("the two prompts have different token counts (A: " + std::to_string(a.size()) + ", B: " +
                 std::to_string(b.size()) +
@@ -109,9 +109,10 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
     r.other = patch_metric(m, tb, pos, r.target_ids);
     for (const LayerTrace& lt : tb.layers) {
       if (request.kind == PatchKind::Heads) source->out.push_back(outputs_of(lt));
+      if (request.kind == PatchKind::Heads && c.per_layer_attention()) source->d_of.push_back(lt.out.dim(2));
       else b_resid.push_back(stream_of(lt));
     }
-    source->T = T, source->d = d;
+    source->T = T, source->d = c.head_size;
   }
 
   const int cols = request.kind == PatchKind::Heads ? H : T;
@@ -149,6 +150,7 @@ PatchResult activation_patching(const Model& m, const std::vector<int>& a, const
     for (int l = L - 1; l >= 0; --l)
       for (int h = 0; h < H; ++h) {
         const float* theirs = source->head(l, h);
+        const int d = c.head_size_at(l);  // Gemma 4's differ by layer
         const float* mine = a_out[static_cast<size_t>(l)].data() + static_cast<size_t>(h) * T * d;
         int first = 0;
         while (first < T && same_bits(theirs + static_cast<size_t>(first) * d, mine + static_cast<size_t>(first) * d,

@@ -81,6 +81,8 @@ void store(const Rows& x, Tensor& t, int head) {
 
 Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation) {
   const ModelConfig& cfg = m.config;
+  // Gemma 4's per-layer shapes are checked against tests/reference/gemma4_parity.py (PyTorch) instead.
+  cfg.require_uniform_layers("the reference loops");
   ModelWeights f32 = m.weights;  // stored matrices decoded: the loops read float32
   f32.to_f32();
   const ModelWeights& w = f32;

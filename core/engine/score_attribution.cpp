@@ -74,6 +74,7 @@ Mat head_side(const ModelConfig& c, const LayerSpec& spec, const std::vector<dou
 
 ScoreAttribution score_attribution(const Model& m, const Trace& tr, int layer, int head, int query, int key) {
   const ModelConfig& c = m.config;
+  c.require_uniform_layers("splitting a score into what wrote the query and the key (qk)");
   const int L = c.n_layer, T = tr.T();
   if (layer < 0 || layer >= L)
     throw Error("layer " + std::to_string(layer) + " does not exist (the model has " + std::to_string(L) + " layers: " +

@@ -83,6 +83,7 @@ void freeze_post_norm(const ModelConfig& c, const Vec& post_w, Mat& Y, Vec& b) {
 
 StreamParts stream_parts(const Model& m, const Trace& tr, int layer, int i) {
   const ModelConfig& c = m.config;
+  c.require_uniform_layers("splitting the residual stream into its parts");
   const ModelWeights& w = m.weights;
   const int L = c.n_layer, C = c.n_embd, T = tr.T();
   if (layer < 0 || layer > L)

@@ -219,8 +219,8 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
       v.values = lt.head_values(o.stage, h, *scratch);
       if (!scratch->empty()) v.derived = std::move(scratch);
       v.causal_mask = o.stage == Stage::Probs;
-      if (!kv_stage(o.stage) && lt.mixer == Mixer::Softmax && m.config.n_kv_head < m.config.n_head)
-        v.kv_head = m.config.kv_head_of(h);
+      if (!kv_stage(o.stage) && lt.mixer == Mixer::Softmax && m.config.kv_heads_at(l) < m.config.n_head)
+        v.kv_head = m.config.kv_head_of(l, h);
       v.row_labels = tokens;
       if (square_stage(o.stage)) v.col_labels = tokens;
       else

@@ -143,6 +143,10 @@ class GlBackend : public Backend {
     if (m.config.attn_sinks || m.config.experts.count)
       throw Error("the GPU backend does not run attention sinks or experts (GPT-OSS) yet\n  HINT: use --backend cpu.",
                   ErrorKind::Usage);
+    if (m.config.per_layer_attention())
+      throw Error("the GPU backend does not run layers of different head sizes, shared keys and values or per-layer "
+                  "embeddings (Gemma 4) yet\n  HINT: use --backend cpu.",
+                  ErrorKind::Usage);
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();

@@ -327,7 +327,7 @@ std::string known_types() {
   std::string s = "\"gpt2\"";
   for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
   return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"ministral3\", \"gpt_oss\", \"gemma3\", \"qwen3_5\", "
-             "\"qwen3_vl\" and \"mistral3\" (with a text_config)";
+             "\"qwen3_vl\", \"mistral3\" and \"gemma4\" (with a text_config), \"gemma4_text\"";
 }
 
 }  // namespace
@@ -439,6 +439,23 @@ static ModelConfig parse_mistral3(const nlohmann::json& j, const std::string& wh
   return c;
 }
 
+// A multimodal checkpoint's text model: its text_config parsed as `text_type`, with the top
+// level's tie_word_embeddings where the text config has none, and a note on what is unused.
+static ModelConfig parse_text_config(const nlohmann::json& j, const std::string& where, const std::string& text_type,
+                                     const std::string& family, const std::string& unused) {
+  const std::string type = j["model_type"].get<std::string>();
+  if (!j.contains("text_config") || !j["text_config"].is_object())
+    throw Error(where + ": model_type \"" + type + "\" without a \"text_config\" object\n  HINT: attnviz reads the text "
+                "model of " + family + ".");
+  nlohmann::json text = j["text_config"];
+  text["model_type"] = text_type;
+  if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+    text["tie_word_embeddings"] = j["tie_word_embeddings"];
+  ModelConfig t = parse_config(text, where + ": text_config");
+  t.notes.push_back(type + ": the text model of a multimodal checkpoint; " + unused);
+  return t;
+}
+
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
@@ -454,21 +471,14 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     t.notes.push_back("gemma3: the text model of a multimodal checkpoint; its vision tower is not used");
     return t;
   }
-  if (c.model_type == "qwen3_5") {  // Qwen3.5's checkpoints hold a vision tower beside the text model
-    if (!j.contains("text_config") || !j["text_config"].is_object())
-      throw Error(where + ": model_type \"qwen3_5\" without a \"text_config\" object\n  HINT: attnviz reads the text "
-                  "model of Qwen3.5.");
-    nlohmann::json text = j["text_config"];
-    text["model_type"] = "qwen3_5_text";
-    if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
-      text["tie_word_embeddings"] = j["tie_word_embeddings"];
-    ModelConfig t = parse_config(text, where + ": text_config");
-    t.notes.push_back("qwen3_5: the text model of a multimodal checkpoint; its vision tower is not used");
-    return t;
-  }
+  if (c.model_type == "qwen3_5")  // Qwen3.5's checkpoints hold a vision tower beside the text model
+    return parse_text_config(j, where, "qwen3_5_text", "Qwen3.5", "its vision tower is not used");
   if (c.model_type == "qwen3_vl" || c.model_type == "qwen3_vl_text") return parse_qwen3_vl(j, where);
   if (c.model_type == "mistral3" || c.model_type == "ministral3") return parse_mistral3(j, where);
   if (c.model_type == "gpt_oss") return parse_gpt_oss(j, where);
+  if (c.model_type == "gemma4" || c.model_type == "gemma4_unified")  // multimodal checkpoints: the text model inside
+    return parse_text_config(j, where, "gemma4_text", "Gemma 4", "its vision and audio parts are not used");
+  if (c.model_type == "gemma4_text" || c.model_type == "gemma4_unified_text") return parse_gemma4_text(j, where);
   if (c.model_type == "gpt2") {
     c.arch = Arch::Gpt2;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -599,6 +609,31 @@ std::string ModelConfig::features() const {
                 std::to_string(linear.v_heads) + " value heads of " + std::to_string(linear.k_dim) + "x" +
                 std::to_string(linear.v_dim));
   if (attn_gate) f.push_back("output gate on attention");
+  if (per_layer_attention() && arch == Arch::Llama) {  // Gemma 4
+    std::map<int, std::string> sizes;  // d -> layers
+    for (int l = 0; l < n_layer; ++l) sizes[head_size_at(l)];
+    if (sizes.size() > 1)
+      for (auto& [d, s] : sizes) {
+        const int D = d;
+        f.push_back("head size " + std::to_string(D) + " on layers " + layer_list(n_layer, [&](int l) { return head_size_at(l) == D; }));
+      }
+    const std::string kv = layer_list(n_layer, [&](int l) { return kv_heads_at(l) != n_kv_head; });
+    if (!kv.empty()) f.push_back(std::to_string(kv_heads_at(n_layer - 1)) + " KV heads on layers " + kv);
+    const std::string vk = layer_list(n_layer, [&](int l) { return layer(l).v_from_k; });
+    if (!vk.empty()) f.push_back("V = K on layers " + vk);
+    const std::string shared = layer_list(n_layer, [&](int l) { return layer(l).kv_source >= 0; });
+    if (!shared.empty()) {
+      std::map<int, bool> sources;
+      for (int l = 0; l < n_layer; ++l)
+        if (layer(l).kv_source >= 0) sources[layer(l).kv_source] = true;
+      std::string from;
+      for (auto& [src, b] : sources) from += (from.empty() ? "" : ", ") + std::to_string(src);
+      f.push_back("layers " + shared + " read the K/V of layer" + (sources.size() > 1 ? "s " : " ") + from);
+    }
+    if (v_norm) f.push_back("V-norm");
+    if (ple_dim) f.push_back("per-layer embeddings of " + std::to_string(ple_dim));
+    if (layer_scalars) f.push_back("layer scalars");
+  }
   if (attn_sinks) f.push_back("a sink logit per head");
   if (experts.count)
     f.push_back(std::to_string(experts.count) + " experts, " + std::to_string(experts.top_k) + " per token (swiglu limit " +
@@ -649,7 +684,34 @@ std::string ModelConfig::features() const {
 std::vector<double> rope_inv_freq(const ModelConfig& c, int l, int T) {
   const LayerSpec s = c.layer(l);
   if (!s.rope) return {};
-  return rope_inv_freq(s.rope_theta, c.rotary(), s.rope_scaling, T);
+  return rope_inv_freq(s.rope_theta, s.head_size ? s.head_size : c.rotary(), s.rope_scaling, T);
+}
+
+int ModelConfig::head_size_at(int l) const {
+  return layer_specs.empty() || !layer_specs[static_cast<size_t>(l)].head_size ? head_size
+                                                                                : layer_specs[static_cast<size_t>(l)].head_size;
+}
+int ModelConfig::kv_heads_at(int l) const {
+  return layer_specs.empty() || !layer_specs[static_cast<size_t>(l)].kv_heads ? n_kv_head
+                                                                               : layer_specs[static_cast<size_t>(l)].kv_heads;
+}
+int ModelConfig::inner_at(int l) const {
+  return layer_specs.empty() || !layer_specs[static_cast<size_t>(l)].n_inner ? n_inner
+                                                                              : layer_specs[static_cast<size_t>(l)].n_inner;
+}
+bool ModelConfig::per_layer_attention() const {
+  return ple_dim > 0 || layer_scalars || v_norm ||
+         std::any_of(layer_specs.begin(), layer_specs.end(), [&](const LayerSpec& s) {
+           return (s.head_size && s.head_size != head_size) || (s.kv_heads && s.kv_heads != n_kv_head) ||
+                  s.kv_source >= 0 || s.v_from_k;
+         });
+}
+void ModelConfig::require_uniform_layers(const std::string& what) const {
+  if (!per_layer_attention()) return;
+  throw Error(what + " does not cover models whose layers differ in head size or share keys and values yet, and this " +
+                  model_type + " model's do\n  HINT: `attnviz-cli dump` records every layer of it, and `eval`, `bench`, "
+                  "`info`, `heads` and `tokenize` run it.",
+              ErrorKind::Usage);
 }
 
 bool rope_changes(const ModelConfig& c, int T_old, int T) {
@@ -703,6 +765,26 @@ ParamCounts parameter_counts(const ModelConfig& c) {
     n_conv += c.layer(l).mixer == Mixer::ShortConv;
   }
   p.attention = add(add(mul({L - n_linear - n_conv, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
+  if (c.per_layer_attention()) {  // Gemma 4: each layer's own head size, KV heads and MLP width
+    p.attention = 0;
+    int64_t mlp_all = 0, qk_norms = 0;
+    for (int l = 0; l < L; ++l) {
+      const LayerSpec s = c.layer(l);
+      const int64_t d = c.head_size_at(l), Hd_l = mul({c.n_head, d}), KVd_l = mul({c.kv_heads_at(l), d});
+      const int64_t kv = s.kv_source >= 0 ? 0 : s.v_from_k ? KVd_l : mul({2, KVd_l});
+      p.attention = add(p.attention, add(mul({2, C, Hd_l}), mul({C, kv})));
+      mlp_all = add(mlp_all, mul({3, C, c.inner_at(l)}));
+      qk_norms = add(qk_norms, s.kv_source >= 0 ? d : 2 * d);
+    }
+    p.mlp = mlp_all;
+    p.norms = add(mul({add(mul({4, L}), 1), C}), qk_norms);
+    if (c.ple_dim)  // the (V_ple, L·P) table, the model's (C, L·P) projection and its norm; per layer gate, projection, norm
+      p.per_layer = add(add(mul({c.ple_vocab, L, c.ple_dim}), mul({C, L, c.ple_dim})),
+                        add(c.ple_dim, mul({L, add(mul({2, C, c.ple_dim}), C)})));
+    if (c.layer_scalars) p.per_layer = add(p.per_layer, L);
+    p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
+    return p;
+  }
   int64_t mlp = gpt2 ? mul({2, C, I}) : mul({3, C, I});  // gpt2 c_fc + c_proj; llama gate + up + down
   if (c.mlp_bias) mlp = add(mlp, gpt2 ? I + C : 2 * I + C);
   if (c.experts.count)  // GPT-OSS: the router (+ bias) and E experts (gate | up and down, + biases)
@@ -834,6 +916,10 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["linear_key_head_dim"] = c.linear.k_dim;
     j["linear_value_head_dim"] = c.linear.v_dim;
     j["linear_conv_kernel_dim"] = c.linear.conv_kernel;
+    return j;
+  }
+  if (t == "gemma4_text") {  // Gemma 4: its per-kind sizes, RoPE, sharing and per-layer embeddings
+    gemma4_config_json(c, j);
     return j;
   }
   // Local layers: sliding_window, and layer_types where the family's config has them.

@@ -81,6 +81,11 @@ struct LayerSpec {
   RopeScaling rope_scaling;
   float scale = 1.f;        // multiplies q·k: 1/√d, query_pre_attn_scalar^−½ or attention_multiplier
   float softcap = 0.f;      // > 0: scaled scores s ← c·tanh(s/c) before the mask (Gemma 2)
+  // Gemma 4: what a layer has of its own where it differs from the model's. 0: the model's
+  // head_size (d), n_kv_head (KV) and n_inner (I); ModelConfig::head_size_at etc. read them.
+  int head_size = 0, kv_heads = 0, n_inner = 0;
+  int kv_source = -1;       // ≥ 0: no K/V of its own, layer kv_source's are read (Gemma 4's KV sharing)
+  bool v_from_k = false;    // V is the raw key projection, before k_norm and RoPE (attention_k_eq_v): no v_proj
 };
 
 struct ModelConfig {
@@ -141,6 +146,12 @@ struct ModelConfig {
     float limit = 7.f, alpha = 1.702f;
   } experts;
   bool short_conv_bias = false;        // LFM2: its in_proj, conv and out_proj have biases (conv_bias)
+  // Gemma 4: V RMS-normed per head without a weight; per-layer embeddings of width ple_dim
+  // (P; 0: none) from a (ple_vocab, L·P) table; a learned scalar multiplying the residual
+  // stream at the end of each layer (LayerWeights::layer_scalar).
+  bool v_norm = false;
+  int ple_dim = 0, ple_vocab = 0;
+  bool layer_scalars = false;
 
   // Layer l's attention: layer_specs[l], or llama's (global, RoPE with rope_theta and
   // rope_scaling, scale 1/√d) and gpt2's (no RoPE) when the config has none.
@@ -166,6 +177,17 @@ struct ModelConfig {
   // Query heads that share one KV head; query head h reads KV head h / group_size().
   int group_size() const { return n_head / n_kv_head; }
   int kv_head_of(int h) const { return h / group_size(); }
+  // Layer l's head size, KV heads and MLP width (Gemma 4's differ by layer), and the KV head
+  // its query head h reads.
+  int head_size_at(int l) const;
+  int kv_heads_at(int l) const;
+  int inner_at(int l) const;
+  int kv_head_of(int l, int h) const { return h / (n_head / kv_heads_at(l)); }
+  // Whether some layer's head size or KV heads differ from the model's, or it reads another
+  // layer's K/V (Gemma 4), or the model adds per-layer embeddings or layer scalars.
+  bool per_layer_attention() const;
+  // What `what` cannot show yet for such a model, as an Error naming it; nothing otherwise.
+  void require_uniform_layers(const std::string& what) const;
 };
 
 // Parameter counts per part, from the config alone.
@@ -176,7 +198,8 @@ struct ParamCounts {
   int64_t mlp = 0;              // all layers
   int64_t norms = 0;            // all layer norms + the final one
   int64_t lm_head = 0;          // 0 when tied to the token embedding
-  int64_t total() const { return token_embedding + position_embedding + attention + mlp + norms + lm_head; }
+  int64_t per_layer = 0;        // Gemma 4's per-layer embeddings (table, projections, norms) and layer scalars
+  int64_t total() const { return token_embedding + position_embedding + attention + mlp + norms + lm_head + per_layer; }
 };
 ParamCounts parameter_counts(const ModelConfig& c);
 

@@ -43,5 +43,10 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
 // logit per head and a mixture of experts; gpt_oss_config_json writes its own keys into j.
 ModelConfig parse_gpt_oss(const nlohmann::json& j, const std::string& where);
 void gpt_oss_config_json(const ModelConfig& c, nlohmann::json& j);
+// Google's Gemma 4 text model ("gemma4_text"; "gemma4" and "gemma4_unified" hold it in their
+// text_config), core/model/gemma4.cpp: local and global layers of different head sizes,
+// V = K and KV shared between layers, per-layer embeddings, layer scalars.
+ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where);
+void gemma4_config_json(const ModelConfig& c, nlohmann::json& j);
 
 }  // namespace attnviz

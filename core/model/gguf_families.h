@@ -31,5 +31,8 @@ ModelConfig lfm2_gguf_config(const GgufFile& f);
 // layers): what is its own, set on c: model_type, sinks, the experts' count, choice and
 // width (expert_feed_forward_length), and llama.cpp's YaRN rounding. gpt_oss.cpp.
 void gpt_oss_gguf_traits(const GgufFile& f, ModelConfig& c);
+// Gemma 4 ("gemma4"): its per-layer arrays and rope_freqs read into the config.json keys
+// parse_gemma4_text reads (gemma4.cpp).
+ModelConfig gemma4_gguf_config(const GgufFile& f);
 
 }  // namespace attnviz

@@ -299,7 +299,7 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
 // llama.cpp's converter writes Mistral as "llama").
 constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",  "smollm3",
                                       "olmo2", "granite", "gpt2",    "qwen35", "lfm2",   "qwen3vl", "mistral3",
-                                      "gpt-oss"};
+                                      "gpt-oss", "gemma4"};
 
 ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
   const std::string where = "GGUF file '" + f.path() + "': ";
@@ -536,7 +536,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
     Vec v;
     Weight m;
     if (t.shape.size() == 1) v = permuted && (q || k) ? s.vec_unpermuted(name, q ? H : KV, d) : s.vec(name, rows);
-    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead) m = s.table(name, rows, cols);  // (V, C)
+    else if (t.slot == Slot::TokEmb || t.slot == Slot::LmHead || t.slot == Slot::PleTable) m = s.table(name, rows, cols);  // (V, C)
     else if (permuted && (q || k)) m = s.linear_unpermuted_w(name, q ? H : KV, d, C);
     else m = s.linear_w(name, rows, cols);  // stored (out, in)
     place_decoder_tensor(c, t, std::move(m), std::move(v), w);
@@ -561,7 +561,10 @@ void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
     throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
                 "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " +
                 gguf_supported_archs() + ".");
-  m.config = arch == "qwen35" ? qwen35_gguf_config(f) : arch == "lfm2" ? lfm2_gguf_config(f) : gguf_config(f, arch);
+  m.config = arch == "qwen35"   ? qwen35_gguf_config(f)
+             : arch == "lfm2"   ? lfm2_gguf_config(f)
+             : arch == "gemma4" ? gemma4_gguf_config(f)
+                                : gguf_config(f, arch);
   if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
                 std::to_string(m.config.norm_eps));

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -458,6 +459,7 @@ std::string gguf_arch_of(const ModelConfig& c) {
   if (c.model_type == "qwen3_vl_text") return "qwen3vl";
   if (c.model_type == "ministral3") return "mistral3";
   if (c.model_type == "gpt_oss") return "gpt-oss";
+  if (c.model_type == "gemma4_text") return "gemma4";
   return c.model_type;
 }
 
@@ -661,6 +663,53 @@ struct GptOssTwin {
   }
 };
 
+// Gemma 4 as llama.cpp's converter writes it: the global layers' head size as key_length and
+// the local ones' as key_length_swa, per-layer KV heads and MLP widths where they differ, one
+// bool per layer for the windows, the shared layers' count, the per-layer embeddings' width,
+// and rope_freqs: 1 for the pairs the global layers turn, 1e30 for the others.
+void write_gemma4_metadata(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  const int L = c.n_layer;
+  int g0 = L - 1, l0 = -1, W = 0, shared = 0;  // a global and a local layer, the window, the shared layers
+  for (int l = L - 1; l >= 0; --l) {
+    const LayerSpec s = c.layer(l);
+    if (s.window) l0 = l, W = s.window;
+    else g0 = l;
+    shared += s.kv_source >= 0;
+  }
+  std::vector<int32_t> kv, ff;
+  std::vector<bool> local;
+  for (int l = 0; l < L; ++l) {
+    kv.push_back(c.kv_heads_at(l));
+    ff.push_back(c.inner_at(l));
+    local.push_back(c.layer(l).window > 0);
+  }
+  if (std::adjacent_find(kv.begin(), kv.end(), std::not_equal_to<>()) != kv.end()) g.set_i32s(a + "attention.head_count_kv", kv);
+  else g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(kv[0]));
+  if (std::adjacent_find(ff.begin(), ff.end(), std::not_equal_to<>()) != ff.end()) {
+    g.remove(a + "feed_forward_length");
+    g.set_i32s(a + "feed_forward_length", ff);
+  }
+  const int dg = c.head_size_at(g0), dl = l0 >= 0 ? c.head_size_at(l0) : dg;
+  g.set_u32(a + "attention.key_length", static_cast<uint32_t>(dg));
+  g.set_u32(a + "attention.value_length", static_cast<uint32_t>(dg));
+  g.set_u32(a + "attention.key_length_swa", static_cast<uint32_t>(dl));
+  g.set_u32(a + "attention.value_length_swa", static_cast<uint32_t>(dl));
+  g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(dg));
+  g.set_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(dl));
+  g.set_f32(a + "rope.freq_base", c.layer(g0).rope_theta);
+  if (l0 >= 0) g.set_f32(a + "rope.freq_base_swa", c.layer(l0).rope_theta);
+  g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (W) g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
+  g.set_bools(a + "attention.sliding_window_pattern", local);
+  g.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(shared));
+  g.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(c.ple_dim));
+  if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
+  std::vector<float> div(static_cast<size_t>(dg / 2), 1.f);
+  const std::vector<float>& ff_g = c.layer(g0).rope_scaling.freq_factors;
+  for (size_t i = 0; i < div.size() && i < ff_g.size(); ++i) div[i] = std::isfinite(ff_g[i]) ? ff_g[i] : 1e30f;
+  g.add_f32("rope_freqs.weight", {dg / 2}, div);
+}
+
 void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g, PairWriter& w) {
   const std::string a = arch + ".";
   const bool gpt2 = c.arch == Arch::Gpt2;
@@ -676,6 +725,7 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     return;
   }
   g.set_u32(a + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (arch == "gemma4") return write_gemma4_metadata(c, a, g);
   if (arch == "lfm2") {  // per layer: its KV heads, 0 for a short-convolution layer
     std::vector<int32_t> kv;
     for (int l = 0; l < c.n_layer; ++l) kv.push_back(c.layer(l).mixer == Mixer::ShortConv ? 0 : c.n_kv_head);
@@ -888,7 +938,7 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
           w.to_hf(t.name, t.shape, v);
           continue;
         }
-        auto v = w.vector(name, rows, 0.f);
+        auto v = w.vector(name, rows, t.slot == Slot::LayerScalar ? 1.f : 0.f);  // Gemma 4's scalars near 1
         if (permuted && (t.slot == Slot::Bq || t.slot == Slot::Bk))
           v = hf_rows(v, t.slot == Slot::Bq ? c.n_head : c.n_kv_head, static_cast<int>(d), 1);
         w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, 1));

@@ -152,7 +152,7 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mod
       v.resize(static_cast<Eigen::Index>(checked_product(t.shape, t.name)));
       s.get_into(t.name, t.shape, v.data());
     } else {
-      m = s.weight(t.name, rows, cols, t.slot == Slot::TokEmb || t.slot == Slot::LmHead);
+      m = s.weight(t.name, rows, cols, t.slot == Slot::TokEmb || t.slot == Slot::LmHead || t.slot == Slot::PleTable);
     }
     if (slot_is_norm(t.slot) && c.norm_plus_one) v.array() += 1.f;  // Gemma: x·(1 + w)
     place_decoder_tensor(c, t, std::move(m), std::move(v), w);

@@ -60,7 +60,11 @@ template <class F>
 void each_matrix(ModelWeights& w, F f) {
   f(w.tok_emb, true);
   f(w.lm_head, true);
+  f(w.ple_table, true);
+  f(w.ple_model_proj, false);
   for (auto& l : w.layers) {
+    f(l.ple_gate, false);
+    f(l.ple_proj, false);
     for (Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_fc, &l.w_up, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_b,
                       &l.lin_a, &l.lin_out, &l.sc_in, &l.sc_out, &l.router})
       f(*m, false);
@@ -105,8 +109,11 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     add(l.sinks), add_w(l.router), add(l.router_b), add(l.ex_gate_b), add(l.ex_up_b), add(l.ex_down_b);
     for (const auto* experts : {&l.ex_gate, &l.ex_up, &l.ex_down})
       for (const Weight& m : *experts) add_w(m);
+    add_w(l.ple_gate), add_w(l.ple_proj), add(l.ple_post_norm);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
+  if (!one_token_pass) add_w(w.ple_table);
+  add_w(w.ple_model_proj), add(w.ple_norm);
   return out;
 }
 
@@ -271,6 +278,17 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
     case Slot::ExpDownBias: l->ex_down_b = std::move(v); break;
     case Slot::ExpGateBias: l->ex_gate_b = std::move(v); break;
     case Slot::ExpUpBias: l->ex_up_b = std::move(v); break;
+    case Slot::PleTable: w.ple_table = std::move(m); break;
+    case Slot::PleModelProj: w.ple_model_proj = std::move(m); break;
+    case Slot::PleNorm: w.ple_norm = std::move(v); break;
+    case Slot::PleGate: l->ple_gate = std::move(m); break;
+    case Slot::PleProj: l->ple_proj = std::move(m); break;
+    case Slot::PlePostNorm: l->ple_post_norm = std::move(v); break;
+    case Slot::LayerScalar:
+      if (v.size() != 1 || !std::isfinite(v[0]))
+        throw Error("tensor '" + excerpt(t.name) + "' must hold one finite number (the layer's scalar)");
+      l->layer_scalar = v[0];
+      break;
     case Slot::ExpGate: case Slot::ExpUp:  // stacked matrices: the GGUF loader places them itself
       throw Error("internal: tensor '" + excerpt(t.name) + "' holds E experts' matrices and is not placed as one");
   }
@@ -283,11 +301,12 @@ bool slot_is_flat(Slot s) {
 
 bool slot_is_norm(Slot s) {
   return s == Slot::NormF || s == Slot::Norm1 || s == Slot::Norm2 || s == Slot::QNorm || s == Slot::KNorm ||
-         s == Slot::PostAttnNorm || s == Slot::PostMlpNorm;
+         s == Slot::PostAttnNorm || s == Slot::PostMlpNorm || s == Slot::PleNorm || s == Slot::PlePostNorm;
 }
 
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {
   if (c.model_type == "lfm2") return lfm2_tensors(c, prefix, lm_head);
+  if (c.model_type == "gemma4_text") return gemma4_tensors(c, prefix);
   const int64_t C = c.n_embd, I = c.n_inner, d = c.head_size, Hd = c.n_head * d, KVd = c.n_kv_head * d;
   std::vector<DecoderTensor> out;
   out.push_back({prefix + "embed_tokens.weight", {c.vocab_size, C}, -1, Slot::TokEmb});
@@ -369,6 +388,7 @@ std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer) {
   const std::string own = c.model_type == "lfm2"           ? lfm2_gguf_name(s, layer)
                           : c.model_type == "qwen3_5_text" ? qwen35_gguf_name(s, layer)
                           : c.model_type == "gpt_oss"      ? gpt_oss_gguf_name(s, layer)
+                          : c.model_type == "gemma4_text"  ? gemma4_gguf_name(s, layer)
                                                            : std::string();
   return own.empty() ? gguf_tensor_name(s, layer) : own;
 }

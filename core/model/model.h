@@ -102,6 +102,11 @@ struct LayerWeights {
   std::vector<Weight> ex_down;  // E × (I, C)
   Vec ex_gate_b, ex_up_b;       // (E·I): expert e's at [e·I, (e + 1)·I)
   Vec ex_down_b;                // (E·C)
+  // Gemma 4 (ModelConfig::ple_dim P, ::layer_scalars); empty (1) elsewhere.
+  Weight ple_gate;       // (C, P) per_layer_input_gate
+  Weight ple_proj;       // (P, C) per_layer_projection
+  Vec ple_post_norm;     // (C) post_per_layer_input_norm
+  float layer_scalar = 1.f;  // multiplies the residual stream at the end of the layer
 };
 
 struct ModelWeights {
@@ -110,6 +115,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Vec normf_w, normf_b;  // (C)
   Weight lm_head;  // (V, C); empty when tied to tok_emb
+  // Gemma 4's per-layer embeddings (ModelConfig::ple_dim P): a (V_ple, L·P) table, the
+  // model's (C, L·P) projection of the scaled token embedding, and its RMSNorm weight (P).
+  Weight ple_table, ple_model_proj;
+  Vec ple_norm;
   const Weight& unembedding() const { return lm_head.empty() ? tok_emb : lm_head; }  // (V, C)
   bool any_stored() const;  // some matrix is used where its file stores it
   // Every stored matrix decoded to float32 (what the trainer and `--weights f32` need).
@@ -195,6 +204,7 @@ enum class Slot {
   ConvIn, ConvInBias, ConvTaps, ConvTapsBias, ConvOut, ConvOutBias,       // an LFM2 short convolution's
   Sinks, Router, RouterBias, ExpGateUp, ExpGateUpBias, ExpDown, ExpDownBias,  // GPT-OSS's sinks and experts
   ExpGate, ExpUp, ExpGateBias, ExpUpBias,  // GPT-OSS's experts as GGUF holds them (gate and up apart)
+  PleTable, PleModelProj, PleNorm, PleGate, PleProj, PlePostNorm, LayerScalar,  // Gemma 4's per-layer embeddings
 };
 // Slots read as one flat vector whatever their rank (a convolution's taps, the experts'
 // stacked matrices and biases), not as a linear layer's matrix.
@@ -217,6 +227,8 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
                                            const std::string& lm_head = "lm_head.weight");
 // LFM2's list (core/model/lfm2.cpp), which decoder_tensors returns for model_type "lfm2".
 std::vector<DecoderTensor> lfm2_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head);
+// Gemma 4's list (core/model/gemma4.cpp), which decoder_tensors returns for model_type "gemma4_text".
+std::vector<DecoderTensor> gemma4_tensors(const ModelConfig& c, const std::string& prefix);
 
 // Puts a decoder tensor, once read, where `t.slot` says: a vector (norm weights already as
 // applied, biases) or a matrix in attnviz's layout (embeddings (V, C) as stored; linears
@@ -233,6 +245,7 @@ std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer);
 std::string qwen35_gguf_name(Slot s, int layer);
 std::string lfm2_gguf_name(Slot s, int layer);
 std::string gpt_oss_gguf_name(Slot s, int layer);
+std::string gemma4_gguf_name(Slot s, int layer);
 // The tensors of a GGUF file of `c`, their names llama.cpp's and their shapes the file's:
 // decoder_tensors(c) but for GPT-OSS, whose experts GGUF holds as gate, up and down
 // matrices stacked (E, out, in) with (E, out) biases (gpt_oss_gguf_tensors, gpt_oss.cpp).

@@ -134,6 +134,23 @@ constexpr ConfigPreset kConfigPresets[] = {
       "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 131072,
       "sliding_window": 1024, "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "final_logit_softcapping": null,
       "attn_logit_softcapping": null})", "gemma3-270m"},
+    // Gemma 4 E2B and 31B: their released text_config values (local layers of head size 256,
+    // global ones of 512; E2B's per-layer embeddings, its last 20 layers reading layer 13's or
+    // 14's keys and values with a double-wide MLP; 31B's global layers with V = K).
+    {"gemma4-e2b", R"({"model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536,
+      "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1,
+      "head_dim": 256, "global_head_dim": 512, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+      "sliding_window": 512, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                          "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                             "rope_theta": 1000000.0}},
+      "final_logit_softcapping": 30.0, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true,
+      "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 20,
+      "use_double_wide_mlp": true, "attention_k_eq_v": false, "enable_moe_block": false})"},
+    {"gemma4-31b", R"({"hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 60,
+      "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4, "attention_k_eq_v": true,
+      "max_position_embeddings": 262144, "sliding_window": 1024, "layer_types": null,
+      "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "use_double_wide_mlp": false})", "gemma4-e2b"},
     {"llama3.2-1b", R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
       "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
       "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000, "tie_word_embeddings": true,
@@ -303,6 +320,7 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
         case Slot::ExpGateUp: sd = s_in; break;
         case Slot::ExpDown: sd = s_hid; break;
         case Slot::ExpDownBias: sd = 0.02f; break;
+        case Slot::LayerScalar: sd = 0.1f, mean = 1.f; break;
         default:
           if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
           break;
