@@ -8,6 +8,8 @@
 // the merges derived from the scores reproduce the file's own merges.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -220,6 +222,39 @@ TEST(GgufTokenizer, UnknownKindsOpenTheModelButRefuseText) {
     EXPECT_NE(e.str().find(m->no_tokenizer_reason), std::string::npos) << e.str();
     EXPECT_NE(e.str().find("--tokens"), std::string::npos) << e.str();
   }
+}
+
+// Gemma 4's kind ("gemma4", as llama.cpp runs it): spaces become ▁ with no prefix space, the
+// file's merges apply in rank order, runs of newlines are split from the rest first, and a
+// character without a piece falls back to its UTF-8 bytes. A hand-made vocabulary; the ids
+// below are worked out by hand from those rules.
+TEST(GgufTokenizer, Gemma4KindAsLlamaCppRunsIt) {
+  GgufTokenizerData t;
+  t.model = "gemma4";
+  t.pre = "gemma4";
+  for (const char* s : {"<pad>", "<eos>", "<bos>", "<unk>"}) t.tokens.push_back(s);
+  t.token_type = {kGgufControl, kGgufControl, kGgufControl, kGgufUnknown};
+  for (int b = 0; b < 256; ++b) {  // ids 4 … 259: <0x00> … <0xFF>
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    t.tokens.push_back(name);
+    t.token_type.push_back(kGgufByte);
+  }
+  for (const char* s : {"\xE2\x96\x81", "t", "h", "e", "th", "the", "\xE2\x96\x81the", "\n", "\n\n", "c", "a", "ca",
+                        "\xE2\x96\x81" "ca"}) {  // ids 260 … 272
+    t.tokens.push_back(s);
+    t.token_type.push_back(kGgufNormal);
+  }
+  t.merges = {"t h", "th e", "\xE2\x96\x81 the", "\n \n", "c a", "\xE2\x96\x81 ca"};
+  t.bos_id = 2, t.eos_id = 1, t.unk_id = 3, t.pad_id = 0;
+  t.add_bos = 1;
+  EXPECT_EQ(gguf_tokenizer_unsupported(t), "");
+  const auto tok = make_gguf_tokenizer(t, "gemma4");
+  // "the cat" → the ▁ca t; "\n\n" one piece; "the ñ" → the ▁ then ñ's bytes C3 B1.
+  EXPECT_EQ(tok->encode("the cat\n\nthe \xC3\xB1"), (std::vector<int>{2, 265, 272, 261, 268, 265, 260, 4 + 0xC3, 4 + 0xB1}));
+  EXPECT_EQ(tok->encode("the"), (std::vector<int>{2, 265}));  // no prefix space (llama's kind would give ▁the)
+  EXPECT_EQ(tok->encode(" the"), (std::vector<int>{2, 266}));
+  EXPECT_EQ(tok->decode({265, 272, 261, 268, 265, 260, 4 + 0xC3, 4 + 0xB1}), "the cat\n\nthe \xC3\xB1");
 }
 
 // Broken metadata is an error naming the file: a merge naming a token the vocabulary lacks.

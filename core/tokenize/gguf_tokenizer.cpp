@@ -201,9 +201,10 @@ std::vector<std::string> gguf_pre_tokenizer_names() {
 
 std::string gguf_tokenizer_unsupported(const GgufTokenizerData& t) {
   PreSpec spec;
-  if (t.model != "gpt2" && t.model != "llama")
+  if (t.model != "gpt2" && t.model != "llama" && t.model != "gemma4")
     return "tokenizer.ggml.model '" + excerpt(t.model, 40) +
-           "' is a tokenizer kind attnviz does not read (it reads gpt2, byte-level BPE, and llama, SentencePiece)";
+           "' is a tokenizer kind attnviz does not read (it reads gpt2, byte-level BPE; llama, SentencePiece; and "
+           "gemma4)";
   if (t.model == "gpt2" && !byte_level_family(t.pre, spec)) {
     std::string known;
     for (const std::string& n : gguf_pre_tokenizer_names()) known += (known.empty() ? "" : ", ") + n;
@@ -217,11 +218,15 @@ json gguf_tokenizer_json(const GgufTokenizerData& t, const std::string& name) {
   if (const std::string why = gguf_tokenizer_unsupported(t); !why.empty())
     throw Error(name + ": " + why + "\n  HINT: pass token ids with --tokens 1,2,3.");
   const std::string where = name + ": tokenizer.ggml.";
-  const bool spm = t.model == "llama";
+  // Gemma 4's ("gemma4", as llama.cpp runs it): SentencePiece-like pieces (spaces as ▁, no
+  // prefix space, <0xXX> byte fallback) merged by the file's merges, the text split first
+  // into runs of newlines and runs of the rest.
+  const bool gemma4 = t.model == "gemma4";
+  const bool spm = t.model == "llama" || gemma4;
   PreSpec spec;
   if (!spm) byte_level_family(t.pre, spec);
-  if (!spm && t.merges.empty() && t.tokens.size() > 256)
-    throw Error(where + "merges is missing or empty, but a byte-level BPE tokenizer needs its merges");
+  if ((!spm || gemma4) && t.merges.empty() && t.tokens.size() > 256)
+    throw Error(where + "merges is missing or empty, but a BPE tokenizer of this kind needs its merges");
 
   // Vocabulary: the first id of each piece (some files repeat a piece; later copies stay holes).
   std::unordered_map<std::string, int> id_of;
@@ -244,16 +249,20 @@ json gguf_tokenizer_json(const GgufTokenizerData& t, const std::string& name) {
   json model = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"dropout", nullptr}};
   json j = {{"version", "1.0"}, {"added_tokens", std::move(added)}};
   if (spm) {
-    model["merges"] = merges_from_scores(t, id_of, where);
+    model["merges"] = gemma4 ? json(t.merges) : merges_from_scores(t, id_of, where);
     model["byte_fallback"] = true;
     model["fuse_unk"] = true;
     if (t.unk_id >= 0) model["unk_token"] = t.tokens[static_cast<size_t>(t.unk_id)];
-    const bool prefix = t.add_space_prefix != 0;  // llama.cpp's default: a space prefix
+    const bool prefix = !gemma4 && t.add_space_prefix != 0;  // llama.cpp's default: a space prefix (not Gemma 4's)
     json norm = json::array();
     if (prefix) norm.push_back({{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}});
     norm.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}});
     j["normalizer"] = {{"type", "Sequence"}, {"normalizers", norm}};
-    j["pre_tokenizer"] = nullptr;
+    j["pre_tokenizer"] = gemma4 ? json{{"type", "Split"},
+                                       {"pattern", {{"Regex", "[^\n]+|[\n]+"}}},
+                                       {"behavior", "Isolated"},
+                                       {"invert", false}}
+                                : json(nullptr);
     json dec = json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
                             {{"type", "ByteFallback"}},
                             {{"type", "Fuse"}}});

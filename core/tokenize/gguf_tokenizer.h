@@ -10,6 +10,9 @@
 //                                derived from the scores as Hugging Face's converter does
 //                                (a merged piece's score orders its merges), "▁" for spaces,
 //                                byte fallback to <0xNN> tokens.
+//   tokenizer.ggml.model "gemma4" Gemma 4's: tokens + merges (rank order), "▁" for spaces
+//                                with no prefix space, runs of newlines split from the
+//                                rest first, byte fallback to <0xNN> tokens.
 // Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. Unknown and
 // control tokens become special added tokens, user-defined ones plain added tokens: both are
 // matched in the raw text before the model, as Hugging Face does.
