@@ -700,6 +700,13 @@ test::GgufWriter tiny_meta(const std::string& arch) {
     g.set_u32(a + "expert_used_count", 2);
     g.add_f32("blk.0.attn_sinks.weight", {2}, {0.f, 0.f});
   }
+  if (arch == "gemma4") {  // a local layer (head size 4), then a global one (8): the metadata parses
+    g.set_u32(a + "attention.key_length", 8);
+    g.set_u32(a + "attention.key_length_swa", 4);
+    g.set_u32(a + "attention.sliding_window", 4);
+    g.set_bools(a + "attention.sliding_window_pattern", {true, false});
+    g.add_f32("rope_freqs.weight", {4}, {1.f, 1e30f, 1e30f, 1e30f});
+  }
   return g;
 }
 
@@ -757,6 +764,27 @@ TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
       {"gpt-oss", {"more experts per token than experts", "'gpt-oss.expert_used_count' 5 is more than the 4 experts",
                    [](test::GgufWriter& g) { g.set_u32("gpt-oss.expert_used_count", 5); }}},
       {"gpt-oss", {"no expert count", "'gpt-oss.expert_count'", [](test::GgufWriter& g) { g.remove("gpt-oss.expert_count"); }}},
+      {"gemma4", {"no window pattern", "'gemma4.attention.sliding_window_pattern' must list 2 bools",
+                  [](test::GgufWriter& g) { g.remove("gemma4.attention.sliding_window_pattern"); }}},
+      {"gemma4", {"experts (26B-A4B)", "mixture of experts", [](test::GgufWriter& g) { g.set_u32("gemma4.expert_count", 8); }}},
+      {"gemma4", {"head_count_kv of the wrong length", "'gemma4.attention.head_count_kv' must be a number or list 2",
+                  [](test::GgufWriter& g) { g.set_i32s("gemma4.attention.head_count_kv", {1, 1, 1}); }}},
+      {"gemma4", {"other KV heads on a global layer that has its own V", "'gemma4.attention.head_count_kv'[1] is 2, but a global",
+                  [](test::GgufWriter& g) {
+                    g.set_i32s("gemma4.attention.head_count_kv", {1, 2});
+                    g.add_f32("blk.1.attn_v.weight", {16, 8}, std::vector<float>(16 * 8));
+                  }}},
+      {"gemma4", {"MLP widths that are not one doubled", "'gemma4.feed_forward_length'[1] is 24",
+                  [](test::GgufWriter& g) { g.set_i32s("gemma4.feed_forward_length", {16, 24}); }}},
+      {"gemma4", {"every layer shared", "'gemma4.attention.shared_kv_layers' = 2 must leave",
+                  [](test::GgufWriter& g) { g.set_u32("gemma4.attention.shared_kv_layers", 2); }}},
+      {"gemma4", {"rope_freqs of the wrong length", "tensor 'rope_freqs.weight' has shape 3, expected (4)",
+                  [](test::GgufWriter& g) { g.remove_tensor("rope_freqs.weight"), g.add_f32("rope_freqs.weight", {3}, {1.f, 1.f, 1.f}); }}},
+      {"gemma4", {"rope_freqs not Gemma 4's", "tensor 'rope_freqs.weight' holds 2.000000 at 1",
+                  [](test::GgufWriter& g) { g.remove_tensor("rope_freqs.weight"), g.add_f32("rope_freqs.weight", {4}, {1.f, 2.f, 1e30f, 1e30f}); }}},
+      {"gemma4", {"value length unlike the key's", "'gemma4.attention.value_length' differs",
+                  [](test::GgufWriter& g) { g.set_u32("gemma4.attention.value_length", 6); }}},
+      {"gemma4", {"metadata that parses, no tensors", "missing tensor 'token_embd.weight'", [](test::GgufWriter&) {}}},
       {"gpt-oss", {"no sinks", "missing tensor 'blk.0.attn_sinks.weight'",
                    [](test::GgufWriter& g) { g.remove_tensor("blk.0.attn_sinks.weight"); }}},
   };
