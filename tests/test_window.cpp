@@ -223,19 +223,22 @@ TEST(WindowAblation, AblatedHeadsOnALocalSoftCappedModelMatchTheReference) {
 // layer 2's (local) and 3's (global) keys and values with a double-wide MLP; `k_eq_v` adds V = K
 // with one KV head on the global layers. Checked against PyTorch in gemma4_parity.py; here the
 // engine's appends, compact traces and edits against its own fresh passes.
-ModelConfig gemma4_small(bool k_eq_v) {
+ModelConfig gemma4_small(bool k_eq_v, bool experts = false) {
   return small("gemma4_text", {{"head_dim", 16}, {"global_head_dim", 32}, {"sliding_window", 3},
                                {"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "full_attention",
                                                 "sliding_attention", "full_attention"}},
                                {"num_kv_shared_layers", 2}, {"use_double_wide_mlp", true},
                                {"hidden_size_per_layer_input", 8}, {"final_logit_softcapping", 30.0},
-                               {"attention_k_eq_v", k_eq_v}, {"num_global_key_value_heads", 1}},
+                               {"attention_k_eq_v", k_eq_v}, {"num_global_key_value_heads", 1},
+                               {"enable_moe_block", experts}, {"num_experts", 5}, {"top_k_experts", 2},
+                               {"moe_intermediate_size", 24}},
                6);
 }
 
 TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
-  for (const bool k_eq_v : {false, true}) {
-    const auto m = model_of(gemma4_small(k_eq_v), k_eq_v ? "gemma4_keqv" : "gemma4_typing");
+  for (const int variant : {0, 1, 2}) {  // plain; V = K; V = K with experts beside the MLP
+    const bool k_eq_v = variant > 0;
+    const auto m = model_of(gemma4_small(k_eq_v, variant == 2), "gemma4_typing_" + std::to_string(variant));
     const ModelConfig& c = m->config;
     ASSERT_EQ(c.head_size_at(0), 16);
     ASSERT_EQ(c.head_size_at(5), 32);
@@ -269,6 +272,12 @@ TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
       Engine after(m, make_cpu_backend());
       if (compact) after.set_matrices(Engine::Matrices::kRecompute);
       EXPECT_EQ(test::compare_traces(edited, after.run(typed), 1e-5), "") << "edited, compact " << compact;
+      if (variant == 2)  // the experts' choice is recorded, and typed rows choose as a fresh pass does
+        for (int l = 0; l < 6; ++l) {
+          ASSERT_EQ(edited.layers[static_cast<size_t>(l)].experts.shape, (std::vector<int64_t>{16, 2}));
+          EXPECT_EQ(edited.layers[static_cast<size_t>(l)].experts.data, after.trace().layers[static_cast<size_t>(l)].experts.data);
+          EXPECT_EQ(edited.layers[static_cast<size_t>(l)].expert_weights.data.size(), 32u);
+        }
     }
   }
 }

@@ -268,13 +268,20 @@ void add_mlp(const ModelConfig& c, const LayerWeights& lw, Mat& x, int p, LayerT
     if (rb < n) xb = x.middleRows(r0, rb);
     Mat& xr = rb < n ? xb : x;  // (rb, C)
     const Mat& hm = lw.norm2_w.size() ? (norm(c, xr, lw.norm2_w, lw.norm2_b, h), h) : xr;
-    if (c.experts.count) {
+    if (c.experts.count && !c.experts.gemma) {
       experts_branch(c, lw, hm, p + static_cast<int>(r0), lt, out);  // (rb, C)
     } else {
       linear(hm, lw.w_fc, lw.b_fc, y);  // (rb, I)
       if (!lw.w_up.empty()) linear(hm, lw.w_up, Vec(), up);  // (rb, I)
       mlp_activation(c, y, up);
       linear(y, lw.w_down, lw.b_down, out);  // (rb, C)
+    }
+    if (c.experts.gemma) {  // Gemma 4: RMSNorm(dense) + RMSNorm(experts), then the block's post norm
+      Mat dense, ex, ex_normed;
+      rms_norm(out, lw.post_mlp_norm_dense, c.norm_eps, dense);
+      gemma4_experts_branch(c, lw, xr, p + static_cast<int>(r0), lt, ex);
+      rms_norm(ex, lw.post_mlp_norm_experts, c.norm_eps, ex_normed);
+      out = dense + ex_normed;
     }
     add_branch(c, lw.post_mlp_norm, out, h, xr);
     if (rb < n) x.middleRows(r0, rb) = xb;

@@ -12,5 +12,10 @@ namespace attnviz {
 // the router's logits and each row's choice are recorded there (LayerTrace::router, experts,
 // expert_weights). Rows are grouped by expert, so each expert's matrices are read once.
 void experts_branch(const ModelConfig& c, const LayerWeights& lw, const Mat& hm, int p, LayerTrace* lt, Mat& out);
+// Gemma 4's experts (ModelConfig::Experts::gemma) on x (n, C), the stream entering the
+// feed-forward block at rows [p, p + n): the router on RMSNorm(x)·scale·C^−½, softmax over
+// all E, the top K renormalised × the per-expert scale; each chosen expert's gelu_tanh(gate)
+// ·up on pre_feedforward_layernorm_2(x). out (n, C) before its post norm; recorded as above.
+void gemma4_experts_branch(const ModelConfig& c, const LayerWeights& lw, const Mat& x, int p, LayerTrace* lt, Mat& out);
 
 }  // namespace attnviz

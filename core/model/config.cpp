@@ -635,7 +635,10 @@ std::string ModelConfig::features() const {
     if (layer_scalars) f.push_back("layer scalars");
   }
   if (attn_sinks) f.push_back("a sink logit per head");
-  if (experts.count)
+  if (experts.count && experts.gemma)
+    f.push_back(std::to_string(experts.count) + " experts of " + std::to_string(experts.width) + ", " +
+                std::to_string(experts.top_k) + " per token, beside the dense MLP");
+  else if (experts.count)
     f.push_back(std::to_string(experts.count) + " experts, " + std::to_string(experts.top_k) + " per token (swiglu limit " +
                 num(experts.limit) + ")");
   if (short_conv_kernel)
@@ -775,6 +778,11 @@ ParamCounts parameter_counts(const ModelConfig& c) {
       p.attention = add(p.attention, add(mul({2, C, Hd_l}), mul({C, kv})));
       mlp_all = add(mlp_all, mul({3, C, c.inner_at(l)}));
       qk_norms = add(qk_norms, s.kv_source >= 0 ? d : 2 * d);
+    }
+    if (c.experts.gemma) {  // per layer: the router (E, C), its scale (C), the per-expert scale (E), E experts
+      const int64_t E = c.experts.count, Ie = c.experts.width;
+      mlp_all = add(mlp_all, mul({L, add(add(mul({E, C}), add(C, E)), mul({E, 3, Ie, C}))}));
+      qk_norms = add(qk_norms, mul({L, 3, C}));  // the experts' input norm and the two branches' own
     }
     p.mlp = mlp_all;
     p.norms = add(mul({add(mul({4, L}), 1), C}), qk_norms);

@@ -141,9 +141,16 @@ struct ModelConfig {
   // top_k largest, softmax over those k; each chosen expert's gate | up columns interleaved
   // (gate = even columns, up = odd), gate ≤ limit, −limit ≤ up ≤ limit,
   // glu = gate·σ(alpha·gate), out = ((up + 1)·glu)·W_down + b. count 0: a plain MLP.
+  // Gemma 4's (gemma): beside the dense MLP, the router reads RMSNorm(x)·scale·C^−½ (the
+  // stream entering the block, norm without weight), softmax over all E, the top K
+  // renormalised and times a per-expert scale; each expert gelu_tanh(gate)·up (gate and up
+  // halves of one matrix, no biases, no clamps) of width `width`; the two branches each
+  // normed, summed, then post_feedforward_layernorm (LayerWeights::router_scale, ...).
   struct Experts {
     int count = 0, top_k = 0;  // E experts, K chosen per token
     float limit = 7.f, alpha = 1.702f;
+    int width = 0;       // an expert's MLP width; 0: n_inner (GPT-OSS)
+    bool gemma = false;  // Gemma 4's routing and experts, beside the dense MLP
   } experts;
   bool short_conv_bias = false;        // LFM2: its in_proj, conv and out_proj have biases (conv_bias)
   // Gemma 4: V RMS-normed per head without a weight; per-layer embeddings of width ple_dim

@@ -21,7 +21,12 @@
 //     ple[l] = (E_ple[id][l·P, (l+1)·P)·√P + RMSNorm(W_proj·(e·C^−½))[l]) · 2^−½, e the scaled
 //     token embedding; after each layer's MLP, x += RMSNorm(W_out·(gelu_tanh(x·W_gate) ⊙ ple[l]));
 //   - a learned layer_scalar multiplies the whole residual stream at the end of each layer.
-// The 26B-A4B's mixture of experts (enable_moe_block) is refused for now.
+//   - with enable_moe_block (the 26B-A4B), experts beside each layer's dense MLP
+//     (ModelConfig::Experts::gemma): the router on RMSNorm(r)·scale·C^−½ of the stream r
+//     entering the block, softmax over all experts, the top k renormalised × a per-expert
+//     scale; experts gelu_tanh(gate)·up on pre_feedforward_layernorm_2(r); the dense branch
+//     normed by post_feedforward_layernorm_1, the experts' by _2, summed, then
+//     post_feedforward_layernorm. A GGUF file with experts is refused for now.
 //
 // In GGUF (general.architecture "gemma4", as llama.cpp's converter writes it) the same model
 // with llama.cpp's names: attention.key_length / key_length_swa (the global and local head
@@ -97,9 +102,6 @@ RopeScaling proportional(const TypeRope& r, int d) {
 
 ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
-  if (get_bool(j, "enable_moe_block", false, where))
-    throw Error(where + ": this Gemma 4 model has a mixture of experts (enable_moe_block, the 26B-A4B), which attnviz "
-                "does not run yet\n  HINT: the dense Gemma 4 models (E2B, E4B, 31B) open.", ErrorKind::Usage);
   if (j.contains("use_bidirectional_attention") && j["use_bidirectional_attention"].is_string() &&
       j["use_bidirectional_attention"].get<std::string>() == "all")
     throw Error(where + ": use_bidirectional_attention \"all\" makes the model non-causal; attnviz shows causal models");
@@ -145,6 +147,16 @@ ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where)
   c.ple_vocab = c.ple_dim ? get_int(j, "vocab_size_per_layer_input", where, c.vocab_size) : 0;
   if (c.ple_dim) checked_dim(L, c.ple_dim, where + ": per-layer embedding width num_hidden_layers x hidden_size_per_layer_input");
 
+  if (get_bool(j, "enable_moe_block", false, where)) {  // the 26B-A4B: experts beside every layer's dense MLP
+    c.experts.gemma = true;
+    c.experts.count = get_int(j, "num_experts", where);
+    c.experts.top_k = get_int(j, "top_k_experts", where);
+    c.experts.width = get_int(j, "moe_intermediate_size", where);
+    if (c.experts.top_k > c.experts.count)
+      throw Error(where + ": top_k_experts " + std::to_string(c.experts.top_k) + " is more than the " +
+                  std::to_string(c.experts.count) + " experts (num_experts)");
+    checked_dim(2 * c.experts.width, c.n_embd, where + ": an expert's gate | up, 2 x moe_intermediate_size x hidden_size");
+  }
   const TypeRope local_rope = read_type_rope(j, "sliding_attention", {10000.f}, where);
   const TypeRope global_rope = read_type_rope(j, "full_attention", {1e6f, 0.25f}, where);
   c.rope_theta = global_rope.theta;
@@ -214,7 +226,12 @@ void gemma4_config_json(const ModelConfig& c, nlohmann::json& j) {
   j["use_double_wide_mlp"] = double_wide;
   j["hidden_size_per_layer_input"] = c.ple_dim;
   j["vocab_size_per_layer_input"] = c.ple_dim ? c.ple_vocab : c.vocab_size;
-  j["enable_moe_block"] = false;
+  j["enable_moe_block"] = c.experts.gemma;
+  if (c.experts.gemma) {
+    j["num_experts"] = c.experts.count;
+    j["top_k_experts"] = c.experts.top_k;
+    j["moe_intermediate_size"] = c.experts.width;
+  }
 }
 
 namespace {
@@ -384,6 +401,17 @@ std::vector<DecoderTensor> gemma4_tensors(const ModelConfig& c, const std::strin
     add("mlp.up_proj.weight", {I, C}, Slot::Wup);
     add("mlp.down_proj.weight", {C, I}, Slot::Wdown);
     add("post_feedforward_layernorm.weight", {C}, Slot::PostMlpNorm);
+    if (c.experts.gemma) {  // the experts beside the dense MLP, and the two branches' own norms
+      const int64_t E = c.experts.count, Ie = c.experts.width;
+      add("router.proj.weight", {E, C}, Slot::Router);
+      add("router.scale", {C}, Slot::RouterScale);
+      add("router.per_expert_scale", {E}, Slot::ExpertScale);
+      add("experts.gate_up_proj", {E, 2 * Ie, C}, Slot::ExpGateUpHalves);
+      add("experts.down_proj", {E, C, Ie}, Slot::ExpDownRows);
+      add("pre_feedforward_layernorm_2.weight", {C}, Slot::Norm2Experts);
+      add("post_feedforward_layernorm_1.weight", {C}, Slot::PostMlpNormDense);
+      add("post_feedforward_layernorm_2.weight", {C}, Slot::PostMlpNormExperts);
+    }
     if (P) {
       add("per_layer_input_gate.weight", {P, C}, Slot::PleGate);
       add("per_layer_projection.weight", {C, P}, Slot::PleProj);

@@ -668,6 +668,9 @@ struct GptOssTwin {
 // bool per layer for the windows, the shared layers' count, the per-layer embeddings' width,
 // and rope_freqs: 1 for the pairs the global layers turn, 1e30 for the others.
 void write_gemma4_metadata(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  if (c.experts.gemma)
+    throw Error("a Gemma 4 model with experts is not written as GGUF yet (attnviz does not read such files yet either)",
+                ErrorKind::Usage);
   const int L = c.n_layer;
   int g0 = L - 1, l0 = -1, W = 0, shared = 0;  // a global and a local layer, the window, the shared layers
   for (int l = L - 1; l >= 0; --l) {

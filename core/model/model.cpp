@@ -110,6 +110,7 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass)
     for (const auto* experts : {&l.ex_gate, &l.ex_up, &l.ex_down})
       for (const Weight& m : *experts) add_w(m);
     add_w(l.ple_gate), add_w(l.ple_proj), add(l.ple_post_norm);
+    add(l.router_scale), add(l.expert_scale), add(l.norm2_experts), add(l.post_mlp_norm_dense), add(l.post_mlp_norm_experts);
   }
   add(w.normf_w), add(w.normf_b), add_w(w.lm_head);
   if (!one_token_pass) add_w(w.ple_table);
@@ -278,6 +279,29 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
     case Slot::ExpDownBias: l->ex_down_b = std::move(v); break;
     case Slot::ExpGateBias: l->ex_gate_b = std::move(v); break;
     case Slot::ExpUpBias: l->ex_up_b = std::move(v); break;
+    case Slot::ExpGateUpHalves: {  // (E, 2·I_e, C) flat: expert e's nn.Linear rows, gate then up
+      const int E = c.experts.count, C = c.n_embd, Ie = c.experts.width;
+      l->ex_gate.assign(static_cast<size_t>(E), Weight()), l->ex_up.assign(static_cast<size_t>(E), Weight());
+      for (int e = 0; e < E; ++e) {
+        const Eigen::Map<const Mat> gu(v.data() + static_cast<int64_t>(e) * 2 * Ie * C, 2 * Ie, C);  // (2·I_e, C)
+        l->ex_gate[static_cast<size_t>(e)] = Weight(Mat(gu.topRows(Ie).transpose()));     // (C, I_e)
+        l->ex_up[static_cast<size_t>(e)] = Weight(Mat(gu.bottomRows(Ie).transpose()));    // (C, I_e)
+      }
+      break;
+    }
+    case Slot::ExpDownRows: {  // (E, C, I_e) flat: expert e's nn.Linear (C, I_e) rows
+      const int E = c.experts.count, C = c.n_embd, Ie = c.experts.width;
+      l->ex_down.assign(static_cast<size_t>(E), Weight());
+      for (int e = 0; e < E; ++e)
+        l->ex_down[static_cast<size_t>(e)] =
+            Weight(Mat(Eigen::Map<const Mat>(v.data() + static_cast<int64_t>(e) * C * Ie, C, Ie).transpose()));  // (I_e, C)
+      break;
+    }
+    case Slot::RouterScale: l->router_scale = std::move(v); break;
+    case Slot::ExpertScale: l->expert_scale = std::move(v); break;
+    case Slot::Norm2Experts: l->norm2_experts = std::move(v); break;
+    case Slot::PostMlpNormDense: l->post_mlp_norm_dense = std::move(v); break;
+    case Slot::PostMlpNormExperts: l->post_mlp_norm_experts = std::move(v); break;
     case Slot::PleTable: w.ple_table = std::move(m); break;
     case Slot::PleModelProj: w.ple_model_proj = std::move(m); break;
     case Slot::PleNorm: w.ple_norm = std::move(v); break;
@@ -296,12 +320,14 @@ void place_decoder_tensor(const ModelConfig& c, const DecoderTensor& t, Weight m
 
 bool slot_is_flat(Slot s) {
   return s == Slot::LinConv || s == Slot::ConvTaps || s == Slot::ExpGateUp || s == Slot::ExpGateUpBias ||
-         s == Slot::ExpDown || s == Slot::ExpDownBias || s == Slot::ExpGateBias || s == Slot::ExpUpBias;
+         s == Slot::ExpDown || s == Slot::ExpDownBias || s == Slot::ExpGateBias || s == Slot::ExpUpBias ||
+         s == Slot::ExpGateUpHalves || s == Slot::ExpDownRows;
 }
 
 bool slot_is_norm(Slot s) {
   return s == Slot::NormF || s == Slot::Norm1 || s == Slot::Norm2 || s == Slot::QNorm || s == Slot::KNorm ||
-         s == Slot::PostAttnNorm || s == Slot::PostMlpNorm || s == Slot::PleNorm || s == Slot::PlePostNorm;
+         s == Slot::PostAttnNorm || s == Slot::PostMlpNorm || s == Slot::PleNorm || s == Slot::PlePostNorm ||
+         s == Slot::Norm2Experts || s == Slot::PostMlpNormDense || s == Slot::PostMlpNormExperts;
 }
 
 std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {

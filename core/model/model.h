@@ -102,6 +102,12 @@ struct LayerWeights {
   std::vector<Weight> ex_down;  // E × (I, C)
   Vec ex_gate_b, ex_up_b;       // (E·I): expert e's at [e·I, (e + 1)·I)
   Vec ex_down_b;                // (E·C)
+  // Gemma 4's experts beside the dense MLP (ModelConfig::Experts::gemma); router is (C, E)
+  // without a bias there, and ex_gate / ex_up / ex_down hold (C, I_e), (C, I_e), (I_e, C).
+  Vec router_scale;                       // (C) multiplies the router's normed input
+  Vec expert_scale;                       // (E) multiplies each chosen expert's weight
+  Vec norm2_experts;                      // (C) pre_feedforward_layernorm_2: the experts' input norm
+  Vec post_mlp_norm_dense, post_mlp_norm_experts;  // (C) post_feedforward_layernorm_1 / _2
   // Gemma 4 (ModelConfig::ple_dim P, ::layer_scalars); empty (1) elsewhere.
   Weight ple_gate;       // (C, P) per_layer_input_gate
   Weight ple_proj;       // (P, C) per_layer_projection
@@ -205,6 +211,7 @@ enum class Slot {
   Sinks, Router, RouterBias, ExpGateUp, ExpGateUpBias, ExpDown, ExpDownBias,  // GPT-OSS's sinks and experts
   ExpGate, ExpUp, ExpGateBias, ExpUpBias,  // GPT-OSS's experts as GGUF holds them (gate and up apart)
   PleTable, PleModelProj, PleNorm, PleGate, PleProj, PlePostNorm, LayerScalar,  // Gemma 4's per-layer embeddings
+  RouterScale, ExpertScale, ExpGateUpHalves, ExpDownRows, Norm2Experts, PostMlpNormDense, PostMlpNormExperts,  // its experts
 };
 // Slots read as one flat vector whatever their rank (a convolution's taps, the experts'
 // stacked matrices and biases), not as a linear layer's matrix.

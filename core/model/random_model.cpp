@@ -330,6 +330,9 @@ void write_random_model_files(const ModelConfig& c, uint64_t seed, const std::st
         case Slot::ExpDown: sd = s_hid; break;
         case Slot::ExpDownBias: sd = 0.02f; break;
         case Slot::LayerScalar: sd = 0.1f, mean = 1.f; break;
+        case Slot::RouterScale: case Slot::ExpertScale: sd = 0.2f, mean = 1.f; break;
+        case Slot::ExpGateUpHalves: sd = s_in; break;
+        case Slot::ExpDownRows: sd = 1.f / std::sqrt(static_cast<float>(std::max(1, c.experts.width))); break;
         default:
           if (slot_is_norm(t.slot)) sd = 0.1f, mean = c.norm_plus_one ? 0.f : 1.f;  // Gemma stores w of (1 + w)
           break;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Numerical parity of the attnviz dump for Google's Gemma 4 text model (three small random
-models, seeded, float32 weights): C++ engine vs. a float64 torch reference written from the
-model's own definition, transformers' models/gemma4 (modeling_gemma4.py, configuration_gemma4.py)
-and _compute_proportional_rope_parameters in modeling_rope_utils.py.
+"""Numerical parity of the attnviz dump for Google's Gemma 4 text model (four small random
+models, seeded, float32 weights; one with the 26B-A4B mixture of experts): C++ engine vs. a float64
+torch reference written from the model's own definition, transformers' models/gemma4 (modeling_gemma4.py,
+configuration_gemma4.py) and _compute_proportional_rope_parameters in modeling_rope_utils.py.
 
 Usage
 -----
@@ -28,26 +28,43 @@ embeddings, no lm_head). RMSNorm(x, w) = x·(mean x² + eps)^-½·w, w as stored
              and their MLP is 2·intermediate_size wide when use_double_wide_mlp. Attention scale 1.0
              (scores = q·kᵀ), GQA: head h reads KV head h // (H/KV). x += RMSNorm(o_proj(out),
              post_attention_layernorm); x += RMSNorm(down(gelu_tanh(gate h2)·up h2),
-             post_feedforward_layernorm) with h2 = RMSNorm(x, pre_feedforward_layernorm); with PLE
+             post_feedforward_layernorm) with h2 = RMSNorm(x, pre_feedforward_layernorm) (with MoE, below,
+             the dense branch's output first goes through post_feedforward_layernorm_1); with PLE
              x += RMSNorm(per_layer_projection(gelu_tanh(per_layer_input_gate x)·ple[l]),
              post_per_layer_input_norm) (the gate reads the raw stream); then x *= layer_scalar.
   RoPE       rotate-half over the whole head, pairs (i, i + d/2), angle t·inv_freq[i]. Sliding
              ("default"): inv_freq[i] = θ^(-2i/d). Full ("proportional", partial_rotary_factor p):
              inv_freq[i] = θ^(-2i/d) for i < n = int(p·d // 2), 0 for the others (they pass through).
+  MoE        enable_moe_block (num_experts E, top_k_experts K, moe_intermediate_size I_e; every
+             layer; the dense MLP keeps intermediate_size): r = the stream after the attention add.
+             Router (HF Gemma4TextRouter): z = RMSNorm_noweight(r)·router.scale·C^-½, logits =
+             z·router.proj.weightᵀ (E), probs = softmax over all E, (w, e) = top-K of probs, w ← w/Σw,
+             w ← w·router.per_expert_scale[e]. Experts (Gemma4TextExperts): h2e = RMSNorm(r,
+             pre_feedforward_layernorm_2); gate, up = the first and last I_e rows of
+             experts.gate_up_proj[e] (E, 2·I_e, C; 3-D parameter, no .weight) times h2e;
+             y = experts.down_proj[e] (E, C, I_e)·(gelu_tanh(gate)·up). x = r + RMSNorm(RMSNorm(mlp,
+             post_feedforward_layernorm_1) + RMSNorm(Σ w_k·y_k, post_feedforward_layernorm_2),
+             post_feedforward_layernorm).
   logits     30·tanh(RMSNorm(x, norm)·embed_tokensᵀ / 30) (final_logit_softcapping).
 
 The dump must hold, per layer l: q (H,T,d_l) after q_norm and RoPE, k and v (KV_l,T,d_l) as used
 (a KV-shared layer: its source's), scores (H,T,T) = q·kᵀ, scaled = scores·1.0, masked (−inf where
-masked), probs, out (H,T,d_l) = probs·v; tokens (T) int32, logits (T,V); metadata model, backend,
-block_size = max_position_embeddings, dropped = 0. Rule: parity.py's (max|ours − ref| / max|ref| ≤
-1e-4, identical −inf pattern, exact shapes, F32/I32). Each misreading in MISREADINGS must fail it.
+masked), probs, out (H,T,d_l) = probs·v; with MoE also router (T,E) = the router logits before
+the softmax, experts (T,K) int32 = the chosen experts by descending final weight (compared exactly;
+the case has no top-K tie within 1e-4), expert_weights (T,K) = their final weights w in that order
+(HF's topk order is by probability, before per_expert_scale); tokens (T) int32, logits (T,V);
+metadata model, backend, block_size = max_position_embeddings, dropped = 0. Rule: parity.py's
+(max|ours − ref| / max|ref| ≤ 1e-4, identical −inf pattern, exact shapes, F32/I32). Each misreading
+in MISREADINGS must fail it.
 
 --selftest (no CLI): model dirs round-trip; hand-written per-layer plans (window, d, KV, K/V source,
-MLP width) match the config parsing; a second formulation (complex RoPE, band masks,
-repeat_interleave GQA, einsum) agrees with the literal per-head loop to 1e-9; the reference as a
-float32 dump passes; each misreading moves some tensor by > 10× the tolerance; the CLI path runs
-end to end with a fake CLI (this script, --fake-cli); a failing CLI, one writing no dump and a
-missing one each give one FAIL line per case.
+MLP width, MoE shape) match the config parsing; a second formulation (complex RoPE, band masks,
+repeat_interleave GQA, einsum, every expert on every token weighted by a dense (T,E) matrix) agrees
+with the literal per-head (per-token, per-expert) loop to 1e-9; the reference as a float32 dump
+passes; MoE: no near-tie in the routing, every expert used, per_expert_scale reorders some pair;
+each misreading moves some tensor by > 10× the tolerance; the CLI path runs end to end with a fake
+CLI (this script, --fake-cli); a failing CLI, one writing no dump and a missing one each give one
+FAIL line per case.
 """
 import math
 import os
@@ -98,6 +115,12 @@ CASES = {
                        "tie_word_embeddings": True, "image_token_id": 58},
                       [9, 4, 44, 18, 9, 4, 44, 2, 51, 9, 4, 27], 33,
                       dict(window=[3, None], d=[8, 16], kv=[1, 1], src=[0, 1], inter=[24, 24])),
+    # 26B-A4B-style: dense MLP and a mixture of experts side by side on every layer
+    "gemma4_moe": (text_cfg(3, [SL, SL, FULL], attention_k_eq_v=True, num_global_key_value_heads=1,
+                            enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=16),
+                   [2, 17, 42, 5, 17, 42, 9, 60, 1, 17, 42, 5, 33, 8], 44,
+                   dict(window=[3, 3, None], d=[8, 8, 16], kv=[1] * 3, src=[0, 1, 2], inter=[24] * 3,
+                        moe=[(4, 2, 16)] * 3)),
 }
 # misreading -> the cases it applies to (where the model has the feature it misreads)
 MISREADINGS = {
@@ -110,6 +133,9 @@ MISREADINGS = {
     "KV-shared layers compute their own K/V": ["gemma4_text_e"],
     "PLE without 2^-1/2": ["gemma4_text_e", "gemma4_nested"],
     "PLE gate on the normed stream": ["gemma4_text_e", "gemma4_nested"],
+    "router on the normed h2": ["gemma4_moe"], "no renormalisation of the top-K weights": ["gemma4_moe"],
+    "per_expert_scale missing": ["gemma4_moe"], "gate/up interleaved (even/odd rows)": ["gemma4_moe"],
+    "m1 + m2 without their own post norms": ["gemma4_moe"],
 }
 
 
@@ -119,6 +145,16 @@ def text_of(cfg):
 
 def prefix_of(cfg):  # where the text model's tensors are
     return "model.language_model." if cfg["model_type"] == "gemma4" else "model."
+
+
+def is_int(name):  # the dump's int32 tensors
+    return name == "tokens" or name.endswith(".experts")
+
+
+def moe_shape(tc):
+    """-> (experts E, chosen per token K, expert width I_e), or None without enable_moe_block."""
+    return (tc["num_experts"], tc["top_k_experts"], tc["moe_intermediate_size"]) if tc.get("enable_moe_block") \
+        else None
 
 
 def layer_types(tc):
@@ -173,6 +209,17 @@ def build_weights(cfg, seed):
             # scale of ple visible (a pure RMSNorm would hide the 2^-1/2)
             w[p + "per_layer_projection.weight"] = r(C, Pl, sd=2e-4)
             w[p + "post_per_layer_input_norm.weight"] = r(C, sd=0.3, mean=2.0)
+        if moe_shape(tc):
+            E, _, Ie = moe_shape(tc)
+            w[p + "router.proj.weight"] = r(E, C, sd=1.5)  # logits of order 1: routing varies by token
+            w[p + "router.scale"] = r(C, sd=0.3, mean=1.0)
+            # positive, 0.5..1.5: it can reorder the two chosen experts
+            w[p + "router.per_expert_scale"] = 0.5 + torch.rand(E, generator=g, dtype=torch.float32)
+            w[p + "experts.gate_up_proj"] = r(E, 2 * Ie, C, sd=C ** -0.5)  # 3-D parameters, no .weight
+            w[p + "experts.down_proj"] = r(E, C, Ie, sd=Ie ** -0.5)
+            for n, mean in (("pre_feedforward_layernorm_2", 1.0), ("post_feedforward_layernorm_1", 1.0),
+                            ("post_feedforward_layernorm_2", 1.5)):
+                w[p + n + ".weight"] = r(C, sd=0.3, mean=mean)
         w[p + "layer_scalar"] = 0.5 + torch.rand(1, generator=g, dtype=torch.float32)
     w = {pre + k: v for k, v in w.items()}
     if cfg["model_type"] == "gemma4":  # multimodal parts: present, to be ignored
@@ -207,6 +254,32 @@ def rope(x, plan):
         c, s = torch.cos(t * f), torch.sin(t * f)
         out[..., a], out[..., b] = x[..., a] * c - x[..., b] * s, x[..., b] * c + x[..., a] * s
     return out
+
+
+def mixture(r, h2, W, p, tc, m, norm):
+    """MoE branch of layer prefix p, literal per token and expert -> (Σ w_k·y_k before its post norm,
+    {"router": logits (T,E), "experts": (T,K) int32 by descending final weight, "expert_weights": (T,K)})."""
+    (E, K, Ie), eps, T = moe_shape(tc), tc["rms_norm_eps"], r.shape[0]
+    src = h2 if "router on the normed h2" in m else r
+    z = rms(src, None, eps) * W[p + "router.scale"] * tc["hidden_size"] ** -0.5
+    logits = z @ W[p + "router.proj.weight"].T
+    probs = torch.softmax(logits, -1)
+    top_w, top_e = torch.topk(probs, K, -1)
+    if "no renormalisation of the top-K weights" not in m:
+        top_w = top_w / top_w.sum(-1, keepdim=True)
+    if "per_expert_scale missing" not in m:
+        top_w = top_w * W[p + "router.per_expert_scale"][top_e]
+    order = torch.argsort(top_w, -1, descending=True)
+    top_w, top_e = top_w.gather(-1, order), top_e.gather(-1, order)
+    h2e = norm(r, p + "pre_feedforward_layernorm_2")
+    moe = torch.zeros_like(r)
+    for t in range(T):
+        for k in range(K):
+            e = int(top_e[t, k])
+            gu = W[p + "experts.gate_up_proj"][e] @ h2e[t]  # (2·Ie)
+            gate, up = (gu[0::2], gu[1::2]) if "gate/up interleaved (even/odd rows)" in m else (gu[:Ie], gu[Ie:])
+            moe[t] += top_w[t, k] * (W[p + "experts.down_proj"][e] @ (P.gelu_tanh(gate) * up))
+    return moe, {"router": logits, "experts": top_e.to(torch.int32), "expert_weights": top_w}
 
 
 def reference(cfg, w, toks, m=frozenset()):
@@ -276,6 +349,11 @@ def reference(cfg, w, toks, m=frozenset()):
         h2 = norm(x, p + "pre_feedforward_layernorm")
         mlp = (P.gelu_tanh(h2 @ W[p + "mlp.gate_proj.weight"].T) * (h2 @ W[p + "mlp.up_proj.weight"].T)) \
             @ W[p + "mlp.down_proj.weight"].T
+        if moe_shape(tc):
+            moe, routing = mixture(x, h2, W, p, tc, m, norm)
+            out.update({p + n: t for n, t in routing.items()})
+            mlp = mlp + moe if "m1 + m2 without their own post norms" in m else \
+                norm(mlp, p + "post_feedforward_layernorm_1") + norm(moe, p + "post_feedforward_layernorm_2")
         x = x + norm(mlp, p + "post_feedforward_layernorm")
         if Pl:
             gin = rms(x, None, eps) if "PLE gate on the normed stream" in m else x
@@ -353,7 +431,24 @@ def alternative(cfg, w, toks):
                      p + "post_attention_layernorm.weight")
         h2 = nrm(x2, p + "pre_feedforward_layernorm.weight")
         gate, up = h2 @ W[p + "mlp.gate_proj.weight"].T, h2 @ W[p + "mlp.up_proj.weight"].T
-        x2 = x2 + nrm((gl(gate) * up) @ W[p + "mlp.down_proj.weight"].T, p + "post_feedforward_layernorm.weight")
+        ff = (gl(gate) * up) @ W[p + "mlp.down_proj.weight"].T
+        if tc.get("enable_moe_block"):  # every expert on every token, weighted by a dense (T, E) matrix
+            E, K, Ie = tc["num_experts"], tc["top_k_experts"], tc["moe_intermediate_size"]
+            logits = torch.einsum("tc,ec->te", nrm(x2) * W[p + "router.scale"] / C ** 0.5, W[p + "router.proj.weight"])
+            pr = torch.softmax(logits, -1)
+            chosen = pr.argsort(-1, descending=True)[:, :K]
+            dense = torch.zeros(T, E).scatter(1, chosen, pr.gather(1, chosen))
+            dense = dense / dense.sum(-1, keepdim=True) * W[p + "router.per_expert_scale"]  # 0 where not chosen
+            gu = W[p + "experts.gate_up_proj"].view(E, 2, Ie, C)
+            he = nrm(x2, p + "pre_feedforward_layernorm_2.weight")
+            act = gl(torch.einsum("tc,eic->tei", he, gu[:, 0])) * torch.einsum("tc,eic->tei", he, gu[:, 1])
+            ys = torch.einsum("tei,eci->tec", act, W[p + "experts.down_proj"])
+            moe = torch.einsum("te,tec->tc", dense, ys)
+            ff = nrm(ff, p + "post_feedforward_layernorm_1.weight") \
+                + nrm(moe, p + "post_feedforward_layernorm_2.weight")
+            ex = dense.argsort(-1, descending=True)[:, :K]  # per_expert_scale > 0: the chosen ones come first
+            out.update({p + "router": logits, p + "experts": ex.int(), p + "expert_weights": dense.gather(1, ex)})
+        x2 = x2 + nrm(ff, p + "post_feedforward_layernorm.weight")
         if Pl:
             gt = gl(x2 @ W[p + "per_layer_input_gate.weight"].T)
             x2 = x2 + nrm(torch.einsum("tp,cp->tc", gt * ple[:, l], W[p + "per_layer_projection.weight"]),
@@ -365,7 +460,7 @@ def alternative(cfg, w, toks):
 
 
 def as_dump(ref):
-    return {k: v.astype(np.int32 if k == "tokens" else np.float32) for k, v in ref.items()}
+    return {k: v.astype(np.int32 if is_int(k) else np.float32) for k, v in ref.items()}
 
 
 def misreadings(name):
@@ -380,7 +475,7 @@ def compare(dump, ref, rep=None, case=""):
             ok, max_abs, rel, problem = False, float("nan"), float("inf"), "missing from the dump"
         else:
             ok, max_abs, rel, problem = P.compare_tensor(dump[name], r)
-            if ok and P.st_code(dump[name].dtype) != ("I32" if name == "tokens" else "F32"):
+            if ok and P.st_code(dump[name].dtype) != ("I32" if is_int(name) else "F32"):
                 ok, problem = False, f"dtype {P.st_code(dump[name].dtype)}"
         worst = max(worst, rel if rel == rel else float("inf"))  # NaN (shape) counts as infinite
         if rep is not None:
@@ -445,6 +540,8 @@ def selftest(cases, workdir, timeout):
         got = [geometry(tc, types, l) for l in range(tc["num_hidden_layers"])]
         parsed = dict(window=[tc["sliding_window"] if t == SL else None for t in types], d=[g[0] for g in got],
                       kv=[g[1] for g in got], src=[g[3] for g in got], inter=[g[4] for g in got])
+        if moe_shape(tc) or "moe" in expect:
+            parsed["moe"] = [moe_shape(tc)] * tc["num_hidden_layers"]
         check(f"layer plan {expect}", parsed == expect, "" if parsed == expect else f"parsed {parsed}")
         alt = alternative(cfg, w, toks)
         res = {k: P.compare_tensor(alt[k], ref[k], tol=1e-9) for k in ref}
@@ -461,6 +558,23 @@ def selftest(cases, workdir, timeout):
                 check(f"L{l}: k, v are layer {s}'s", all(np.array_equal(ref[f"layers.{l}.{n}"], ref[f"layers.{s}.{n}"])
                                                           for n in "kv"))
         check("the tokens cross the window several times", T >= 3 * tc["sliding_window"])
+        if moe_shape(tc):
+            E, K, _ = moe_shape(tc)
+            for l in range(tc["num_hidden_layers"]):
+                lg, ex, wt = (ref[f"layers.{l}.{n}"] for n in ("router", "experts", "expert_weights"))
+                pr = np.sort(np.exp(lg - lg.max(-1, keepdims=True)) / np.exp(lg - lg.max(-1, keepdims=True))
+                             .sum(-1, keepdims=True), -1)[:, ::-1]
+                gap = min((pr[:, K - 1] - pr[:, K]).min(), (-np.diff(wt, axis=-1)).min())
+                check(f"L{l}: no near-tie in the top-{K} choice nor in the order of the final weights "
+                      f"(smallest gap {gap:.1e})", gap > 1e-4)
+                check(f"L{l}: the routing varies ({len(np.unique(ex))}/{E} experts chosen, "
+                      f"{len({tuple(sorted(r)) for r in ex})} distinct pairs)", len(np.unique(ex)) == E)
+            # per_expert_scale reorders a pair somewhere: an engine ordering by probability fails
+            flips = sum(int((np.argsort(-np.take_along_axis(ref[f"layers.{l}.router"], ref[f"layers.{l}.experts"]
+                                                            .astype(np.int64), -1), -1)[:, 0] != 0).sum())
+                        for l in range(tc["num_hidden_layers"]))
+            check(f"the order by final weight differs from the order by probability ({flips} token-layers)",
+                  flips > 0)
         raw = reference(cfg, w, toks, frozenset(["no soft-cap"]))["logits"]
         check(f"the soft-cap matters (max |logit| {np.abs(raw).max():.0f} before it)",
               np.abs(raw).max() > 1.5 * tc["final_logit_softcapping"])
