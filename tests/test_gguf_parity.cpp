@@ -451,7 +451,7 @@ INSTANTIATE_TEST_SUITE_P(Types, GgufGptOss, ::testing::Values(GgmlType::F32, Ggm
 // bools, shared_kv_layers, the per-layer embeddings (per_layer_token_embd, per_layer_model_proj,
 // blk.N.inp_gate / proj / post_norm), layer_output_scale, and rope_freqs (1 for the quarter
 // of the global pairs that turn, 1e30 for the rest). Its dump equals the Hugging Face twin's.
-nlohmann::json gemma4_json(bool k_eq_v) {
+nlohmann::json gemma4_json(bool k_eq_v, bool experts = false) {
   nlohmann::json j = {{"model_type", "gemma4_text"}, {"vocab_size", 320}, {"hidden_size", 256},
                       {"intermediate_size", 128}, {"num_hidden_layers", 5}, {"num_attention_heads", 4},
                       {"num_key_value_heads", 2}, {"head_dim", 64}, {"global_head_dim", 128},
@@ -460,6 +460,12 @@ nlohmann::json gemma4_json(bool k_eq_v) {
                       {"sliding_window", 4}, {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-6},
                       {"final_logit_softcapping", 30.0}, {"tie_word_embeddings", true},
                       {"hidden_activation", "gelu_pytorch_tanh"}};
+  if (experts) {  // the 26B-A4B's: 4 experts of 64, 2 per token, beside the dense MLP
+    j["enable_moe_block"] = true;
+    j["num_experts"] = 4;
+    j["top_k_experts"] = 2;
+    j["moe_intermediate_size"] = 64;
+  }
   if (k_eq_v) {
     j["attention_k_eq_v"] = true;
     j["num_global_key_value_heads"] = 1;
@@ -471,12 +477,13 @@ nlohmann::json gemma4_json(bool k_eq_v) {
   return j;
 }
 
-class GgufGemma4 : public ::testing::TestWithParam<std::tuple<GgmlType, bool>> {};
+class GgufGemma4 : public ::testing::TestWithParam<std::tuple<GgmlType, int>> {};  // variant 0: PLE, shared; 1: V = K; 2: + experts
 
 TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
-  const auto [type, k_eq_v] = GetParam();
-  const ModelConfig c = parse_config(gemma4_json(k_eq_v), "gemma4");
-  const std::string dir = test::temp_dir(std::string("gguf-gemma4-") + ggml_type_info(type).name + (k_eq_v ? "-keqv" : ""));
+  const auto [type, variant] = GetParam();
+  const bool k_eq_v = variant > 0, experts = variant == 2;
+  const ModelConfig c = parse_config(gemma4_json(k_eq_v, experts), "gemma4");
+  const std::string dir = test::temp_dir(std::string("gguf-gemma4-") + ggml_type_info(type).name + std::to_string(variant));
   const std::string gguf = test::write_gguf_model_pair(c, type, 17, dir);
   {
     const auto f = GgufFile::open(gguf);
@@ -489,6 +496,13 @@ TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
     EXPECT_EQ(f.find("per_layer_token_embd.weight") != nullptr, !k_eq_v);
     EXPECT_EQ(f.find("blk.3.attn_k.weight") == nullptr, !k_eq_v);  // a KV-shared layer has none
     EXPECT_TRUE(f.find("blk.4.layer_output_scale.weight"));
+    EXPECT_EQ(f.find("blk.2.ffn_gate_up_exps.weight") != nullptr, experts);
+    if (experts) {
+      EXPECT_EQ(f.find("blk.2.ffn_gate_up_exps.weight")->shape(), (std::vector<int64_t>{4, 128, 256}));
+      EXPECT_EQ(f.find("blk.2.ffn_down_exps.weight")->shape(), (std::vector<int64_t>{4, 256, 64}));
+      EXPECT_TRUE(f.find("blk.2.ffn_gate_inp.scale") && f.find("blk.2.ffn_down_exps.scale") &&
+                  f.find("blk.2.post_ffw_norm_2.weight"));
+    }
   }
   const auto g = load_model(gguf), h = load_model(dir + "/hf");
   ASSERT_EQ(g->config.model_type, "gemma4_text");
@@ -502,18 +516,23 @@ TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
     EXPECT_EQ(rope_inv_freq(g->config, l, 16), rope_inv_freq(h->config, l, 16)) << l;
   }
   EXPECT_EQ(g->config.ple_dim, k_eq_v ? 0 : 32);
+  EXPECT_EQ(g->config.experts.count, experts ? 4 : 0);
   const std::string a = dir + "/gguf.safetensors", b = dir + "/hf.safetensors";
   ASSERT_EQ(dump(gguf, a), "");
   ASSERT_EQ(dump(dir + "/hf", b), "");
   EXPECT_EQ(compare_dumps(a, b, 1e-5), "") << ggml_type_info(type).name;
 }
 
+std::string gemma4_case_name(const ::testing::TestParamInfo<std::tuple<GgmlType, int>>& i) {
+  static const char* const kNames[] = {"_ple_shared", "_k_eq_v", "_experts"};
+  return std::string(ggml_type_info(std::get<0>(i.param)).name) + kNames[std::get<1>(i.param)];
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, GgufGemma4,
-                         ::testing::Values(std::make_tuple(GgmlType::F32, false), std::make_tuple(GgmlType::Q8_0, false),
-                                           std::make_tuple(GgmlType::F32, true)),
-                         [](const auto& i) {
-                           return std::string(ggml_type_info(std::get<0>(i.param)).name) + (std::get<1>(i.param) ? "_k_eq_v" : "_ple_shared");
-                         });
+                         ::testing::Values(std::make_tuple(GgmlType::F32, 0), std::make_tuple(GgmlType::Q8_0, 0),
+                                           std::make_tuple(GgmlType::F32, 1), std::make_tuple(GgmlType::F32, 2),
+                                           std::make_tuple(GgmlType::Q8_0, 2)),
+                         gemma4_case_name);
 
 // A GPT-OSS file whose tensors do not fit its metadata: each refused naming the file and the
 // tensor. The file is written whole, then one header field or value is changed in place.
@@ -766,7 +785,11 @@ TEST(GgufFamilyBadInput, ClearErrorsNamingTheKeyOrTensor) {
       {"gpt-oss", {"no expert count", "'gpt-oss.expert_count'", [](test::GgufWriter& g) { g.remove("gpt-oss.expert_count"); }}},
       {"gemma4", {"no window pattern", "'gemma4.attention.sliding_window_pattern' must list 2 bools",
                   [](test::GgufWriter& g) { g.remove("gemma4.attention.sliding_window_pattern"); }}},
-      {"gemma4", {"experts (26B-A4B)", "mixture of experts", [](test::GgufWriter& g) { g.set_u32("gemma4.expert_count", 8); }}},
+      {"gemma4", {"more experts per token than experts", "top_k_experts 9 is more than the 8 experts",
+                  [](test::GgufWriter& g) {
+                    g.set_u32("gemma4.expert_count", 8), g.set_u32("gemma4.expert_used_count", 9);
+                    g.set_u32("gemma4.expert_feed_forward_length", 8);
+                  }}},
       {"gemma4", {"head_count_kv of the wrong length", "'gemma4.attention.head_count_kv' must be a number or list 2",
                   [](test::GgufWriter& g) { g.set_i32s("gemma4.attention.head_count_kv", {1, 1, 1}); }}},
       {"gemma4", {"other KV heads on a global layer that has its own V", "'gemma4.attention.head_count_kv'[1] is 2, but a global",

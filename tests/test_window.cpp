@@ -282,13 +282,14 @@ TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
   }
 }
 
-// The released E2B and 31B text configs give the parameter counts computed from their
+// The released E2B, 26B-A4B and 31B text configs give the parameter counts computed from their
 // definition (each layer's own head size, KV heads and MLP width; shared layers' k/v left
 // out; E2B's per-layer embeddings): 31B's is the 30.7B of its model card.
 TEST(Gemma4, PresetsHaveTheReleasedShapes) {
   const ModelConfig e2b = preset_config("gemma4-e2b");
   EXPECT_EQ(parameter_counts(e2b).total(), 4628569379);
   EXPECT_EQ(parameter_counts(preset_config("gemma4-31b")).total(), 30697345340);
+  EXPECT_EQ(parameter_counts(preset_config("gemma4-26b-a4b")).total(), 25233141790);  // its card's 25.2B
   for (int l = 15; l < 35; ++l)  // E2B's shared layers read layer 14 (global) or 13 (local)
     EXPECT_EQ(e2b.layer(l).kv_source, e2b.layer(l).window ? 13 : 14) << l;
   EXPECT_EQ(e2b.layer(14).kv_source, -1);

@@ -26,7 +26,10 @@
 //     entering the block, softmax over all experts, the top k renormalised × a per-expert
 //     scale; experts gelu_tanh(gate)·up on pre_feedforward_layernorm_2(r); the dense branch
 //     normed by post_feedforward_layernorm_1, the experts' by _2, summed, then
-//     post_feedforward_layernorm. A GGUF file with experts is refused for now.
+//     post_feedforward_layernorm. In GGUF: expert_count, expert_used_count,
+//     expert_feed_forward_length; ffn_gate_inp.weight / .scale, ffn_gate_up_exps (E, 2·I_e, C),
+//     ffn_down_exps (E, C, I_e) and .scale (the per-expert scale), pre_ffw_norm_2,
+//     post_ffw_norm_1 / _2.
 //
 // In GGUF (general.architecture "gemma4", as llama.cpp's converter writes it) the same model
 // with llama.cpp's names: attention.key_length / key_length_swa (the global and local head
@@ -261,9 +264,6 @@ std::vector<int> gguf_per_layer(const GgufFile& f, const std::string& key, int L
 ModelConfig gemma4_gguf_config(const GgufFile& f) {
   const std::string a = "gemma4.", where = "GGUF file '" + f.path() + "'";
   const int L = checked_layers(gguf_positive(f, a + "block_count"), where + ": metadata '" + a + "block_count'");
-  if (f.find_key(a + "expert_count"))
-    throw Error(where + ": this Gemma 4 model has a mixture of experts (the 26B-A4B), which attnviz does not run "
-                "yet\n  HINT: the dense Gemma 4 models (E2B, E4B, 31B) open.", ErrorKind::Usage);
   // Which layers are local: one bool per layer (true = sliding window).
   const std::string pk = a + "attention.sliding_window_pattern";
   const GgufValue* pattern = f.find_key(pk);
@@ -349,6 +349,12 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
   if (f.find_key(a + "final_logit_softcapping"))
     j["final_logit_softcapping"] = gguf_positive_float(f, a + "final_logit_softcapping", 0.f);
   if (k_eq_v) j["num_global_key_value_heads"] = kv[static_cast<size_t>(first_global)];
+  if (f.find_key(a + "expert_count")) {  // the 26B-A4B: experts beside the dense MLP
+    j["enable_moe_block"] = true;
+    j["num_experts"] = gguf_positive(f, a + "expert_count");
+    j["top_k_experts"] = gguf_positive(f, a + "expert_used_count");
+    j["moe_intermediate_size"] = gguf_positive(f, a + "expert_feed_forward_length");
+  }
   if (const GgufTensorInfo* t = f.find("per_layer_token_embd.weight")) j["vocab_size_per_layer_input"] = t->shape()[0];
   ModelConfig c = parse_gemma4_text(j, where);
   for (int l = 0; l < L; ++l)  // the per-layer KV heads the file gives must be the ones the model has
@@ -369,6 +375,14 @@ std::string gemma4_gguf_name(Slot s, int layer) {
     case Slot::PleProj: return p + "proj.weight";
     case Slot::PlePostNorm: return p + "post_norm.weight";
     case Slot::LayerScalar: return p + "layer_output_scale.weight";
+    case Slot::Router: return p + "ffn_gate_inp.weight";  // (E, C), F32 as llama.cpp keeps it
+    case Slot::RouterScale: return p + "ffn_gate_inp.scale";
+    case Slot::ExpertScale: return p + "ffn_down_exps.scale";
+    case Slot::ExpGateUpHalves: return p + "ffn_gate_up_exps.weight";  // (E, 2·I_e, C): gate rows, then up
+    case Slot::ExpDownRows: return p + "ffn_down_exps.weight";         // (E, C, I_e)
+    case Slot::Norm2Experts: return p + "pre_ffw_norm_2.weight";
+    case Slot::PostMlpNormDense: return p + "post_ffw_norm_1.weight";
+    case Slot::PostMlpNormExperts: return p + "post_ffw_norm_2.weight";
     default: return "";
   }
 }

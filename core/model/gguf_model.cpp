@@ -506,6 +506,19 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   for (const DecoderTensor& t : list) {
     const std::string name = gguf_tensor_name(c, t.slot, t.layer);
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
+    if (t.slot == Slot::ExpGateUpHalves || t.slot == Slot::ExpDownRows) {  // (E, out, in): Gemma 4's experts
+      LayerWeights& lw = w.layers[static_cast<size_t>(t.layer)];
+      std::vector<Weight> st =
+          s.stacked_w(name, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1]), static_cast<int>(t.shape[2]));
+      if (t.slot == Slot::ExpDownRows) {
+        lw.ex_down = std::move(st);
+        continue;
+      }
+      const int Ie = c.experts.width;  // gate | up rows: each expert's first I_e output columns, then the next I_e
+      lw.ex_gate.clear(), lw.ex_up.clear();
+      for (const Weight& gu : st) lw.ex_gate.push_back(gu.columns(0, Ie)), lw.ex_up.push_back(gu.columns(Ie, Ie));
+      continue;
+    }
     if (t.slot == Slot::ExpGate || t.slot == Slot::ExpUp || t.slot == Slot::ExpDown) {  // (E, out, in): GPT-OSS's experts
       LayerWeights& lw = w.layers[static_cast<size_t>(t.layer)];
       auto& dst = t.slot == Slot::ExpGate ? lw.ex_gate : t.slot == Slot::ExpUp ? lw.ex_up : lw.ex_down;

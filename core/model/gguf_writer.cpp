@@ -668,10 +668,12 @@ struct GptOssTwin {
 // bool per layer for the windows, the shared layers' count, the per-layer embeddings' width,
 // and rope_freqs: 1 for the pairs the global layers turn, 1e30 for the others.
 void write_gemma4_metadata(const ModelConfig& c, const std::string& a, GgufWriter& g) {
-  if (c.experts.gemma)
-    throw Error("a Gemma 4 model with experts is not written as GGUF yet (attnviz does not read such files yet either)",
-                ErrorKind::Usage);
   const int L = c.n_layer;
+  if (c.experts.gemma) {
+    g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
+    g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
+    g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.experts.width));
+  }
   int g0 = L - 1, l0 = -1, W = 0, shared = 0;  // a global and a local layer, the window, the shared layers
   for (int l = L - 1; l >= 0; --l) {
     const LayerSpec s = c.layer(l);
@@ -916,6 +918,11 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
       const std::string name = gguf_tensor_name(c, t.slot, t.layer);
       const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
       if (experts.write(t, name)) continue;
+      if (t.slot == Slot::ExpGateUpHalves || t.slot == Slot::ExpDownRows) {  // Gemma 4's (E, out, in), as Hugging Face's
+        const float sd = t.slot == Slot::ExpDownRows ? 1.f / std::sqrt(static_cast<float>(t.shape[2])) : s_in;
+        w.to_hf(t.name, t.shape, w.weight_shaped(name, t.shape, sd));
+        continue;
+      }
       if (t.shape.size() == 3) {  // a convolution kernel (channels, 1, K): float32 (channels, K), as llama.cpp keeps it
         std::normal_distribution<float> normal(0.f, 0.4f);
         std::vector<float> v(static_cast<size_t>(rows * t.shape[2]));
@@ -941,7 +948,8 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
           w.to_hf(t.name, t.shape, v);
           continue;
         }
-        auto v = w.vector(name, rows, t.slot == Slot::LayerScalar ? 1.f : 0.f);  // Gemma 4's scalars near 1
+        const bool scale = t.slot == Slot::LayerScalar || t.slot == Slot::RouterScale || t.slot == Slot::ExpertScale;
+        auto v = w.vector(name, rows, scale ? 1.f : 0.f);  // Gemma 4's scales near 1
         if (permuted && (t.slot == Slot::Bq || t.slot == Slot::Bk))
           v = hf_rows(v, t.slot == Slot::Bq ? c.n_head : c.n_kv_head, static_cast<int>(d), 1);
         w.to_hf(t.name, t.shape, grouped_value_heads(c, t.slot, v, 1));

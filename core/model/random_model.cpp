@@ -148,14 +148,20 @@ constexpr ConfigPreset kConfigPresets[] = {
       "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 20,
       "use_double_wide_mlp": true, "attention_k_eq_v": false, "enable_moe_block": false})"},
     // A small Gemma 4 with every part of the family at once (local and global head sizes,
-    // V = K, KV sharing with double-wide MLPs, per-layer embeddings): for trying it out and
-    // for llama.cpp cross-checks (scripts/llama_logits.py).
+    // V = K, KV sharing with double-wide MLPs, per-layer embeddings, experts beside the MLP):
+    // for trying it out and for llama.cpp cross-checks (scripts/llama_logits.py).
     {"gemma4-small", R"({"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 6,
+      "enable_moe_block": true, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 128,
       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "global_head_dim": 128,
       "attention_k_eq_v": true, "num_global_key_value_heads": 1, "vocab_size": 512, "vocab_size_per_layer_input": 512,
       "hidden_size_per_layer_input": 32, "num_kv_shared_layers": 2, "max_position_embeddings": 4096, "sliding_window": 8,
       "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
                       "sliding_attention", "full_attention"]})", "gemma4-e2b"},
+    {"gemma4-26b-a4b", R"({"hidden_size": 2816, "intermediate_size": 2112, "num_hidden_layers": 30,
+      "num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2, "attention_k_eq_v": true,
+      "max_position_embeddings": 262144, "sliding_window": 1024, "layer_types": null, "hidden_size_per_layer_input": 0,
+      "num_kv_shared_layers": 0, "use_double_wide_mlp": false, "enable_moe_block": true, "num_experts": 128,
+      "top_k_experts": 8, "moe_intermediate_size": 704})", "gemma4-e2b"},
     {"gemma4-31b", R"({"hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 60,
       "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4, "attention_k_eq_v": true,
       "max_position_embeddings": 262144, "sliding_window": 1024, "layer_types": null,
