@@ -39,8 +39,9 @@ void ExpertsPanel::draw_content(FrameContext& ctx) {
       mean_w[static_cast<size_t>(e)] += wt;
     }
   ImGui::TextWrapped("layer %d: each token goes to %d of %d experts (the router's %d largest logits, a softmax over "
-                     "those). Rows are tokens, columns experts; bars: the share of tokens that chose each expert.",
-                     s.layer, K, E, K);
+                     "those%s). Rows are tokens, columns experts; bars: the share of tokens that chose each expert.",
+                     s.layer, K, E, K,
+                     c.experts.gemma ? ", times each expert's learned scale; beside the dense MLP, whose output is added" : "");
   const float fs = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float label_w = fs * 5.f, bars_h = fs * 3.f;
