@@ -812,6 +812,10 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     g.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(rs.mscale / own));
   }
   if (c.attn_temp_beta != 0.f) g.set_f32(a + "attention.temperature_scale", c.attn_temp_beta);
+  if (arch == "qwen3vl") {  // multi-axis RoPE's sections (llama.cpp requires them; one text position on every axis)
+    const int half = c.rotary() / 2, third = half / 3;
+    g.set_i32s(a + "rope.dimension_sections", {half - 2 * third, third, third, 0});
+  }
   if (arch == "gpt-oss") {
     g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
     g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
