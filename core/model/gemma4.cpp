@@ -431,7 +431,7 @@ std::vector<DecoderTensor> gemma4_tensors(const ModelConfig& c, const std::strin
       add("per_layer_projection.weight", {C, P}, Slot::PleProj);
       add("post_per_layer_input_norm.weight", {C}, Slot::PlePostNorm);
     }
-    add("layer_scalar", {1}, Slot::LayerScalar);
+    out.push_back({p + "layer_scalar", {1}, i, Slot::LayerScalar, /*optional=*/true});  // some checkpoints leave it out: 1
   }
   out.push_back({prefix + "norm.weight", {C}, -1, Slot::NormF});
   if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, C}, -1, Slot::LmHead});

@@ -505,6 +505,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   };
   for (const DecoderTensor& t : list) {
     const std::string name = gguf_tensor_name(c, t.slot, t.layer);
+    if (t.optional && !f.find(name)) continue;  // its default stands (LayerWeights)
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     if (t.slot == Slot::ExpGateUpHalves || t.slot == Slot::ExpDownRows) {  // (E, out, in): Gemma 4's experts
       LayerWeights& lw = w.layers[static_cast<size_t>(t.layer)];

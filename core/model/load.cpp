@@ -143,6 +143,7 @@ void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mod
                 ") and tie_word_embeddings is false");
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (const DecoderTensor& t : decoder_tensors(c, prefix, lm_head)) {
+    if (t.optional && !f.find(t.name)) continue;  // its default stands (LayerWeights)
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     Vec v;
     Weight m;

@@ -224,6 +224,7 @@ struct DecoderTensor {
   std::vector<int64_t> shape;
   int layer;
   Slot slot;
+  bool optional = false;  // may be absent from a file (Gemma 4's layer_scalar: then 1)
 };
 bool slot_is_norm(Slot s);
 // Every tensor a llama-family model `c` has, in file order. `prefix` is where the text

@@ -220,7 +220,11 @@ def build_weights(cfg, seed):
             for n, mean in (("pre_feedforward_layernorm_2", 1.0), ("post_feedforward_layernorm_1", 1.0),
                             ("post_feedforward_layernorm_2", 1.5)):
                 w[p + n + ".weight"] = r(C, sd=0.3, mean=mean)
-        w[p + "layer_scalar"] = 0.5 + torch.rand(1, generator=g, dtype=torch.float32)
+        scalar = 0.5 + torch.rand(1, generator=g, dtype=torch.float32)
+        # Checkpoints may leave a layer's scalar out (it is then 1): here the global layers of
+        # the attention_k_eq_v models have none.
+        if not (tc.get("attention_k_eq_v") and types[l] == FULL):
+            w[p + "layer_scalar"] = scalar
     w = {pre + k: v for k, v in w.items()}
     if cfg["model_type"] == "gemma4":  # multimodal parts: present, to be ignored
         w["model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"] = r(8, 8)
@@ -360,7 +364,7 @@ def reference(cfg, w, toks, m=frozenset()):
             y = P.gelu_tanh(gin @ W[p + "per_layer_input_gate.weight"].T) * ple[:, l]
             y = y @ W[p + "per_layer_projection.weight"].T
             x = x + norm(y, p + "post_per_layer_input_norm")
-        s = W[p + "layer_scalar"]
+        s = W.get(p + "layer_scalar", 1.0)  # absent: 1
         x = x_in + s * (x - x_in) if "layer_scalar on the branches only" in m else x * s
     logits = norm(x, "norm") @ W["embed_tokens.weight"].T
     cap = tc.get("final_logit_softcapping")
@@ -453,7 +457,7 @@ def alternative(cfg, w, toks):
             gt = gl(x2 @ W[p + "per_layer_input_gate.weight"].T)
             x2 = x2 + nrm(torch.einsum("tp,cp->tc", gt * ple[:, l], W[p + "per_layer_projection.weight"]),
                           p + "post_per_layer_input_norm.weight")
-        x = x2 * W[p + "layer_scalar"]
+        x = x2 * W.get(p + "layer_scalar", 1.0)
     cap = tc["final_logit_softcapping"]
     out["logits"] = torch.tanh(nrm(x, "norm.weight") @ W["embed_tokens.weight"].T / cap) * cap
     return {k: v.numpy() for k, v in out.items()}
