@@ -282,7 +282,7 @@ TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
   }
 }
 
-// The released E2B, 26B-A4B and 31B text configs give the parameter counts computed from their
+// The released E2B, E4B, 12B, 26B-A4B and 31B text configs give the parameter counts computed from their
 // definition (each layer's own head size, KV heads and MLP width; shared layers' k/v left
 // out; E2B's per-layer embeddings): 31B's is the 30.7B of its model card.
 TEST(Gemma4, PresetsHaveTheReleasedShapes) {
@@ -290,6 +290,12 @@ TEST(Gemma4, PresetsHaveTheReleasedShapes) {
   EXPECT_EQ(parameter_counts(e2b).total(), 4628569379);
   EXPECT_EQ(parameter_counts(preset_config("gemma4-31b")).total(), 30697345340);
   EXPECT_EQ(parameter_counts(preset_config("gemma4-26b-a4b")).total(), 25233141790);  // its card's 25.2B
+  EXPECT_EQ(parameter_counts(preset_config("gemma4-e4b")).total(), 7463013418);
+  EXPECT_EQ(parameter_counts(preset_config("gemma4-12b")).total(), 11907350320);
+  const ModelConfig e4b = preset_config("gemma4-e4b");
+  for (int l = 24; l < 42; ++l)  // E4B's shared layers read layer 23 (global) or 22 (local)
+    EXPECT_EQ(e4b.layer(l).kv_source, e4b.layer(l).window ? 22 : 23) << l;
+  EXPECT_EQ(e4b.layer(23).kv_source, -1);
   for (int l = 15; l < 35; ++l)  // E2B's shared layers read layer 14 (global) or 13 (local)
     EXPECT_EQ(e2b.layer(l).kv_source, e2b.layer(l).window ? 13 : 14) << l;
   EXPECT_EQ(e2b.layer(14).kv_source, -1);
