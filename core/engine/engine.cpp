@@ -37,7 +37,7 @@ namespace {
 // head size (Gemma 4's global layers are wider): an upper bound.
 double trace_bytes(const ModelConfig& c, int64_t T, bool compact, bool all_logits) {
   int kv = c.n_kv_head, d = c.head_size;
-  for (int l = 0; l < c.n_layer && c.per_layer_attention(); ++l)
+  for (int l = 0; l < c.n_layer; ++l)
     kv = std::max(kv, c.kv_heads_at(l)), d = std::max(d, c.head_size_at(l));
   return Trace::estimate_bytes(c.n_layer, c.n_head, kv, d, c.n_embd, c.vocab_size, T, compact, all_logits);
 }
