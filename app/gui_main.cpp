@@ -73,7 +73,12 @@ void glfw_error(int code, const char* msg) { std::fprintf(stderr, "attnviz: GLFW
 // a frame is not lost; the mouse, scroll, focus and monitor events go straight to ImGui's
 // GLFW backend, which handles quick clicks itself.
 attnviz::ui::InputQueue g_input;
+// Paths dropped on the window (and --drop's), handed to the App at the next frame.
+std::vector<std::string> g_dropped;
 void install_input_callbacks(GLFWwindow* win) {
+  glfwSetDropCallback(win, [](GLFWwindow*, int count, const char** paths) {
+    for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
+  });
   glfwSetKeyCallback(win, [](GLFWwindow*, int key, int scancode, int action, int mods) {
     attnviz::ui::InputEvent e;
     e.key = key, e.scancode = scancode, e.action = action, e.mods = mods;
@@ -121,6 +126,7 @@ struct ShotOptions {
   int wait_s = 300;  // seconds to wait for the first result
   std::string size;  // --size WxH: the window size (default kWidth x kHeight)
   bool headless = false;  // --headless: no window; an offscreen framebuffer through EGL
+  std::string drop;       // --drop PATH: dropped on the window at the first frame
 };
 
 void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
@@ -179,6 +185,13 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
                "no window and no display server: draw offscreen through EGL (a GPU's driver, or Mesa's llvmpipe); "
                "needs --screenshot")
       ->needs(cli.get_option("--screenshot"));
+  cli.add_flag("--browser", opt.browser,
+               "open File > Open model... (the model browser: the models in the Ollama, Hugging Face, LM Studio and "
+               "llama.cpp stores; also Ctrl+O)");
+  cli.add_option("--drop", shot.drop,
+                 "open PATH as if it were dropped on the window (a .gguf file or a model folder): loaded off the UI thread "
+                 "while the model given by --model stays on screen")
+      ->type_name("PATH");
   cli.add_option("--wait", shot.wait_s, "seconds to wait for the first result before a screenshot (default 300)")->check(CLI::PositiveNumber);
 }
 
@@ -296,6 +309,10 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     if (win) ImGui_ImplGlfw_NewFrame();
     if (screenshot) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover from where Xvfb put the pointer
     ImGui::NewFrame();
+    if (!g_dropped.empty()) {
+      app.drop(g_dropped);
+      g_dropped.clear();
+    }
     app.frame();
     ImGui::Render();
     if (app.posted_this_frame() && app.wait_result(app.fresh_result_wait_ms(kFreshResultWaitMinMs, kFreshResultWaitMaxMs)))
@@ -345,6 +362,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.screenshot = !shot.path.empty();
+  if (!shot.drop.empty()) g_dropped.push_back(shot.drop);
 
   int width = kWidth, height = kHeight;
   if (!shot.size.empty()) std::sscanf(shot.size.c_str(), "%dx%d", &width, &height);

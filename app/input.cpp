@@ -114,23 +114,18 @@ std::string render_chat_file(const std::string& model_path, const std::string& m
     mc.template_text = read_regular_file(o.template_file, kMaxTemplateBytes, "chat template", /*allow_nul=*/false);
     mc.where = "'" + excerpt(o.template_file, kPathExcerptBytes) + "'";
   }
-  if (mc.template_text.empty())
-    throw Error("model '" + excerpt(model_path, kPathExcerptBytes) +
-                "' has no chat template (no tokenizer.chat_template, chat_template.jinja or tokenizer_config.json's "
-                "chat_template)\n  HINT: `attnviz-cli chat --template FILE.jinja --messages FILE.json` renders with a template "
-                "of your choice; pass its text with --text.");
+  const std::string hint =
+      "`attnviz-cli chat --template FILE.jinja --messages FILE.json` renders with a template of your choice; pass its "
+      "text with --text.";
+  if (mc.template_text.empty()) render_model_chat(mc, model_path, {}, {}, hint);  // throws: no template
   const nlohmann::ordered_json messages = read_json_file_ordered(messages_file, "chat messages");
   check_chat_messages(messages, excerpt(messages_file, kPathExcerptBytes));
   ChatRenderOptions r;
   r.add_generation_prompt = o.add_generation_prompt;
-  r.bos_token = o.bos ? o.bos : mc.bos;
-  r.eos_token = o.eos ? o.eos : mc.eos;
+  r.bos_token = o.bos;
+  r.eos_token = o.eos;
   r.date = o.date;
-  try {
-    return render_chat_template(mc.template_text, messages, r);
-  } catch (const Error& e) {
-    throw Error("the chat template of " + mc.where + ": " + e.what());
-  }
+  return render_model_chat(mc, model_path, messages, r, hint);
 }
 
 }  // namespace attnviz

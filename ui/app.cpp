@@ -26,7 +26,9 @@
 #include "ui/importance_panel.h"
 #include "ui/lens_panel.h"
 #include "ui/lesson_panel.h"
+#include "ui/model_browser_panel.h"
 #include "ui/model_panel.h"
+#include "ui/store_listing.h"
 #include "ui/next_token_panel.h"
 #include "ui/patching_panel.h"
 #include "ui/status_bar.h"
@@ -111,11 +113,15 @@ App::App(const AppOptions& opt) : opt_(opt) {
   circuits_ = std::make_unique<CircuitsPanel>();
   experts_ = std::make_unique<ExpertsPanel>();
   scan_ = std::make_unique<HeadScanPanel>(opt.screenshot ? std::string() : config_dir());  // screenshots keep no scans
+  browser_ = std::make_unique<ModelBrowserPanel>(loader_);
   panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
              training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
-             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get(), experts_.get()};
+             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get(), experts_.get(),
+             browser_.get()};
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
+  *browser_->p_open() = false;  // a dialog: open only when asked for
+  if (opt.browser) browser_->open_now();
   if (opt.text_view || opt.text_view_attribution) *text_view_->p_open() = true;
   text_view_->set_attribution(opt.text_view_attribution);
   if (opt.lens) *lens_->p_open() = true;
@@ -187,7 +193,8 @@ bool App::settled() const {
          (!importance_->open() || importance_->idle()) && (!lens_->open() || lens_->idle()) &&
          (!attribution_->open() || attribution_->idle()) && !other_worker_.busy() &&
          (!patching_->open() || patching_->idle()) && (!text_view_->open() || text_view_->settled()) &&
-         (!why_->open() || why_->idle()) && (!circuits_->open() || circuits_->idle()) && (!scan_->open() || scan_->idle());
+         (!why_->open() || why_->idle()) && (!circuits_->open() || circuits_->idle()) && (!scan_->open() || scan_->idle()) &&
+         !loader_.busy() && state_.open_request.empty() && (!browser_->open() || browser_->idle());
 }
 
 void App::after_present(double ui_ms, double draw_ms) {
@@ -205,7 +212,8 @@ bool App::animating() const {
          (attribution_->open() && !attribution_->idle()) || heatmap_->refining() || other_worker_.busy() ||
          (text_view_->open() && !text_view_->settled()) ||
          (patching_->open() && !patching_->idle()) || (why_->open() && !why_->idle()) ||
-         (circuits_->open() && !circuits_->idle()) || (scan_->open() && !scan_->idle());
+         (circuits_->open() && !circuits_->idle()) || (scan_->open() && !scan_->idle()) || loader_.busy() ||
+         (browser_->open() && !browser_->idle());
 }
 
 int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
@@ -238,7 +246,10 @@ void App::post_if_changed() {
   r.f32_weights = opt_.f32_weights;
   r.text = state_.text;
   r.block_size = state_.block_size;
-  if ((r.model = training_->shown_model())) r.model_spec = r.model->name;  // the weights as they learn
+  // The model the loader opened, handed over loaded; dropped once another is chosen.
+  if (opened_model_ && state_.model_spec != opened_spec_) opened_model_.reset(), opened_spec_.clear();
+  if (opened_model_) r.model = opened_model_;
+  if (auto trained = training_->shown_model()) r.model = trained, r.model_spec = trained->name;  // the weights as they learn
   r.ablation = state_.ablation;
   if (r != posted_) {
     posted_this_frame_ = true;
@@ -364,6 +375,8 @@ void App::place_floating(bool force) {
   scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
   // The Experts over the right column's lower half (head importance, GQA): the heatmap stays in view.
   experts_->place(ImVec2(std::round(d.x * 0.71f), std::round(d.y * 0.47f)), ImVec2(d.x - std::round(d.x * 0.71f), std::round(d.y * 0.5f)), force);
+  // The model browser in the middle, as a dialog.
+  browser_->place(ImVec2(std::round(d.x * 0.16f), std::round(d.y * 0.08f)), ImVec2(std::round(d.x * 0.68f), std::round(d.y * 0.8f)), force);
 }
 
 void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
@@ -400,10 +413,8 @@ void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
 void App::menu_bar() {
   if (!ImGui::BeginMainMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
-    if (ImGui::MenuItem("Open model directory…")) {
-      *text_->p_open() = true;
-      text_->focus_text();
-    }
+    if (ImGui::MenuItem("Open model…", "Ctrl+O")) browser_->open_now();
+    recent_menu();
     if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit_ = true;
     ImGui::EndMenu();
   }
@@ -488,6 +499,7 @@ void App::shortcuts() {
   if (pressed(GLFW_KEY_F5)) force_layout_ = true;
   if (pressed(GLFW_KEY_F3)) *lesson_->p_open() = !lesson_->open();
   if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
+  if (io.KeyCtrl && pressed(GLFW_KEY_O)) browser_->open_now();
   if (!snap_->model) return;
   const ModelDims dims = ModelDims::of(snap_->model->config);
   // The capped tab exists only on a layer that soft-caps its scores.
@@ -529,7 +541,8 @@ void App::frame() {
   snap_ = worker_.latest();
   const Snapshot& snap = *snap_;
   fall_back_from_saved_model(snap);
-  if (snap.model && !snap.request.model) good_model_ = snap.model->name;  // loaded from its spec, not in training
+  // Loaded from its spec or by the loader, not in training.
+  if (snap.model && (!snap.request.model || snap.request.model == opened_model_)) good_model_ = snap.model->name;
   model_failed_ = !snap.model && !snap.error.empty();
   if (snap.model) {
     clamp_selection(state_, ModelDims::of(snap.model->config));
@@ -559,6 +572,7 @@ void App::frame() {
   }
   shortcuts();
   menu_bar();
+  open_requested_model();
   // Training or the lesson opened or closed: the left column changes (see layout()).
   if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
       text_view_->open() != laid_out_text_view_ || lens_->open() != laid_out_lens_ ||
@@ -597,8 +611,50 @@ void App::frame() {
   shown_request_ = snap.request_serial;
 
   state_.end_frame();
+  open_requested_model();  // one a panel asked for this frame starts now, not a frame later
   post_if_changed();
   if (key_this_frame_) typing_->posted(posted_serial_);
+}
+
+void App::open_requested_model() {
+  if (!state_.open_request.empty()) {
+    const std::string spec = std::move(state_.open_request);
+    state_.open_request.clear();
+    loader_.start(spec, opt_.f32_weights ? WeightsMode::F32 : WeightsMode::Stored);
+    notice_ = "loading " + spec + "…";
+  }
+  std::optional<ModelLoader::Result> r = loader_.take();
+  if (!r) return;
+  if (!r->model) {
+    notice_ = "could not open " + r->spec + " (see File \xE2\x86\x92 Open model)";
+    browser_->set_error(r->spec, r->error);
+    *browser_->p_open() = true;
+    return;
+  }
+  state_.model_spec = opened_spec_ = r->spec;
+  opened_model_ = std::move(r->model);
+  remember_model(state_.recent_models, r->spec);
+  browser_->set_error("", "");
+  *browser_->p_open() = false;  // opened: the dialog closes
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.0f", r->ms);
+  notice_ = "opened " + r->spec + " (loaded in " + ms + " ms)";
+}
+
+void App::drop(const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  std::string why;
+  if (openable_path(paths[0], &why)) state_.open_request = paths[0];
+  else notice_ = "dropped " + why;
+}
+
+void App::recent_menu() {
+  if (!ImGui::BeginMenu("Recent models", !state_.recent_models.empty())) return;
+  for (const std::string& spec : state_.recent_models)
+    if (ImGui::MenuItem(spec.c_str(), nullptr, spec == state_.model_spec)) state_.open_request = spec;
+  ImGui::Separator();
+  if (ImGui::MenuItem("Clear the list")) state_.recent_models.clear();
+  ImGui::EndMenu();
 }
 
 std::string App::sidecar_json(float sx, float sy) const {
@@ -628,6 +684,15 @@ std::string App::sidecar_json(float sx, float sy) const {
     if (p->window_rect().z > 0) j["windows"][p->title()] = rect(p->window_rect());
   j["windows"]["status bar"] = rect(ImVec4(status_pos_.x, status_pos_.y, status_size_.x, status_size_.y));
   if (lens_->open()) j["lens"] = {{"rows", lens_->rows_shown()}, {"error", lens_->error()}};
+  j["recent_models"] = state_.recent_models;
+  j["notice"] = notice_;
+  if (browser_->open()) {
+    nlohmann::json models = nlohmann::json::array();
+    if (auto list = browser_->models())
+      for (const StoredModel& m : *list)
+        models.push_back({{"source", m.source}, {"name", m.name}, {"opens", m.opens}, {"reason", m.reason}});
+    j["browser"] = {{"models", models}};
+  }
   if (text_view_->open()) j["text_view"] = text_view_->sidecar();
   if (attribution_->open()) {
     const AttributionJob::Status st = attribution_->status();

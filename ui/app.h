@@ -12,6 +12,7 @@
 
 #include "ui/app_state.h"
 #include "ui/fonts.h"
+#include "ui/model_loader.h"
 #include "ui/panel.h"
 #include "ui/settings.h"
 #include "ui/typing_probe.h"
@@ -39,6 +40,7 @@ class WhyScorePanel;
 class CircuitsPanel;
 class ExpertsPanel;
 class HeadScanPanel;
+class ModelBrowserPanel;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -70,6 +72,7 @@ struct AppOptions {
   bool experts = false;      // open the Experts panel (a model with experts: GPT-OSS)
   bool scan = false;         // open the Head scan panel and scan `scan_corpus`
   std::string scan_corpus;   // "" the shipped corpus
+  bool browser = false;      // open File → Open model… (the model browser)
   Ablation ablation;         // heads switched off at the start
 };
 
@@ -85,6 +88,10 @@ class App {
   void before_frame(float content_scale);
   // The UI of one frame (between ImGui::NewFrame and ImGui::Render).
   void frame();
+  // Files or folders dropped on the window (GLFW's drop callback, or --drop): the first is
+  // opened off the UI thread when it is a .gguf file or a model folder; otherwise the status
+  // bar says what it is.
+  void drop(const std::vector<std::string>& paths);
 
   // True once the worker has answered the first request (a trace or an error).
   bool first_answer() const;
@@ -128,6 +135,11 @@ class App {
   void shortcuts();
   void help_window();
   void post_if_changed();
+  // Starts loading state_.open_request (if any) on the loader, and takes the loader's result:
+  // the model it loaded becomes the one shown (the worker gets it, loaded), or its error is
+  // shown in the model browser.
+  void open_requested_model();
+  void recent_menu();
   // Panels that no other window overlaps draw no background of their own (last frame's
   // rectangles; ui/window_backgrounds.h).
   void set_panel_backgrounds();
@@ -213,6 +225,11 @@ class App {
   std::unique_ptr<CircuitsPanel> circuits_;
   std::unique_ptr<ExpertsPanel> experts_;
   std::unique_ptr<HeadScanPanel> scan_;
+  ModelLoader loader_;  // before the browser, which refers to it
+  std::unique_ptr<ModelBrowserPanel> browser_;
+  // The last model the loader gave: handed to the worker (Request::model) while state_.model_spec names it.
+  std::shared_ptr<const Model> opened_model_;
+  std::string opened_spec_;
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

@@ -209,6 +209,13 @@ int64_t kv_cache_bytes(int64_t seq, int64_t kv_heads, int64_t head_size, int64_t
   return 2 * n_layer * kv_tensor_bytes(seq, kv_heads, head_size, bytes_per_value);
 }
 
+void remember_model(std::vector<std::string>& recent, const std::string& spec) {
+  if (spec.empty()) return;
+  recent.erase(std::remove(recent.begin(), recent.end(), spec), recent.end());
+  recent.insert(recent.begin(), spec);
+  if (recent.size() > kMaxRecentModels) recent.resize(kMaxRecentModels);
+}
+
 std::string format_bytes(int64_t bytes) {
   char buf[64];
   const double b = static_cast<double>(bytes);

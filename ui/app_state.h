@@ -70,6 +70,12 @@ struct AppState {
   Colormap probs_colormap = Colormap::Viridis;
   bool presentation = false;  // large fonts, high-contrast theme
 
+  // --- models
+  std::vector<std::string> recent_models;  // File → Recent models: newest first (remember_model)
+  // A model to open off the UI thread (the App's ModelLoader), set by the model browser,
+  // the text panel, a dropped file or a recent model; the App clears it. "" for none.
+  std::string open_request;
+
   // The guided lesson's row i and key j, outlined in the heatmap while the lesson is open.
   struct LessonFocus {
     bool active = false;
@@ -81,6 +87,10 @@ struct AppState {
 // change, or when loading settings). block_size 0 or out of range becomes n_ctx. The head
 // is clamped to the selected layer's heads (a layer without any keeps it).
 void clamp_selection(AppState& s, const ModelDims& m);
+
+// Puts `spec` first in the recent models (once), keeping at most kMaxRecentModels.
+constexpr size_t kMaxRecentModels = 10;
+void remember_model(std::vector<std::string>& recent, const std::string& spec);
 
 // Keyboard navigation; wraps around.
 void step_layer(AppState& s, const ModelDims& m, int delta);

@@ -43,6 +43,7 @@ std::string settings_to_json(const AppState& s, const PanelVisibility& panels) {
   j["probs_colormap"] = colormap_name(s.probs_colormap);
   j["presentation"] = s.presentation;
   j["panels"] = panels;
+  j["recent_models"] = s.recent_models;
   return j.dump(2);
 }
 
@@ -84,6 +85,14 @@ bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& p
   str("probs_colormap", name);
   for (int i = 0; i < kColormapCount; ++i)
     if (name == colormap_name(static_cast<Colormap>(i))) s.probs_colormap = static_cast<Colormap>(i);
+  if (j.contains("recent_models") && j["recent_models"].is_array()) {
+    // Strings only, oldest last, as remember_model keeps them (duplicates and the excess dropped).
+    std::vector<std::string> recent;
+    const auto& list = j["recent_models"];
+    for (auto it = list.rbegin(); it != list.rend(); ++it)
+      if (it->is_string()) remember_model(recent, it->get<std::string>());
+    s.recent_models = std::move(recent);
+  }
   if (j.contains("panels") && j["panels"].is_object())
     for (auto it = j["panels"].begin(); it != j["panels"].end(); ++it)
       if (it.value().is_boolean()) panels[it.key()] = it.value().get<bool>();

@@ -33,10 +33,10 @@ void TextPanel::draw_content(FrameContext& ctx) {
   if (ImGui::BeginCombo("model", current.c_str())) {
     for (const auto& n : builtins_) {
       const std::string spec = "builtin:" + n;
-      if (ImGui::Selectable(spec.c_str(), s.model_spec == spec)) s.model_spec = spec;
+      if (ImGui::Selectable(spec.c_str(), s.model_spec == spec)) s.open_request = spec;
     }
     if (!random_dir_.empty() && ImGui::Selectable("random tiny (generated)", s.model_spec == random_dir_))
-      s.model_spec = random_dir_;
+      s.open_request = random_dir_;
     if (builtins_.empty()) ImGui::TextDisabled("no built-in models found");
     ImGui::EndCombo();
   }
@@ -44,7 +44,8 @@ void TextPanel::draw_content(FrameContext& ctx) {
                                               ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::PopItemWidth();
   ImGui::SameLine();
-  if ((ImGui::Button("open") || enter) && !path_.empty()) s.model_spec = path_;
+  // Loaded off the UI thread (the App's ModelLoader): the model shown stays until it is ready.
+  if ((ImGui::Button("open") || enter) && !path_.empty()) s.open_request = path_;
 
   // --- backend
   ImGui::TextUnformatted("backend");

@@ -102,4 +102,20 @@ void check_chat_messages(const nlohmann::ordered_json& messages, const std::stri
   }
 }
 
+std::string render_model_chat(const ModelChat& mc, const std::string& model_label, const nlohmann::ordered_json& messages,
+                              ChatRenderOptions r, const std::string& hint) {
+  if (mc.template_text.empty())
+    throw Error("model '" + excerpt(model_label, kPathExcerptBytes) +
+                    "' has no chat template (no tokenizer.chat_template, chat_template.jinja or tokenizer_config.json's "
+                    "chat_template)" + (hint.empty() ? "" : "\n  HINT: " + hint),
+                ErrorKind::Data);
+  if (!r.bos_token) r.bos_token = mc.bos;
+  if (!r.eos_token) r.eos_token = mc.eos;
+  try {
+    return render_chat_template(mc.template_text, messages, r);
+  } catch (const Error& e) {
+    throw Error("the chat template of " + mc.where + ": " + e.what(), e.kind);
+  }
+}
+
 }  // namespace attnviz

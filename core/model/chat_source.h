@@ -20,6 +20,14 @@ struct ModelChat {
 // when a file that is there cannot be read (not JSON, a template that is not a string).
 ModelChat read_model_chat(const std::string& path);
 
+struct ChatRenderOptions;  // core/chat/jinja.h
+
+// `messages` rendered through mc's template with `r` (BOS/EOS from mc where r has none).
+// Throws a data Error: no template ("model `model_label` has no chat template ..." then
+// `hint`), or the template's own error prefixed with where it was read.
+std::string render_model_chat(const ModelChat& mc, const std::string& model_label, const nlohmann::ordered_json& messages,
+                              ChatRenderOptions r, const std::string& hint);
+
 // Checks that `messages` is what a chat template takes: a JSON list of objects, each with
 // a string "role" and a "content" that is a string, a list of parts or null (tool calls).
 // Throws a data Error naming `where` and the first message that is not.

@@ -57,8 +57,13 @@ class GgufTensors {
  public:
   // `warnings` gets one line per tensor holding NaN or infinite values (as for safetensors).
   // In WeightsMode::Stored, matrices stay in the file's mapping (stored(), table(), linear_w()).
-  GgufTensors(const GgufFile& f, std::vector<std::string>* warnings, WeightsMode mode)
-      : f_(f), warnings_(warnings), mode_(mode) {}
+  // `progress` (LoadOptions::progress; may be empty) hears of each tensor read.
+  GgufTensors(const GgufFile& f, std::vector<std::string>* warnings, WeightsMode mode,
+              std::function<void(uint64_t, uint64_t)> progress = {})
+      : f_(f), warnings_(warnings), mode_(mode), progress_(std::move(progress)) {
+    if (progress_)
+      for (const auto& t : f_.tensors()) total_ += t.nbytes;
+  }
 
   bool has(const std::string& name) const { return f_.find(name) != nullptr; }
 
@@ -79,6 +84,10 @@ class GgufTensors {
     if (t->shape() != shape)
       throw Error("GGUF file '" + f_.path() + "': tensor '" + name + "' has shape " + shape_str_of(t->shape()) +
                   ", expected " + shape_str_of(shape) + " from the metadata");
+    if (progress_) {  // every read goes through here once per tensor
+      done_ += t->nbytes;
+      progress_(std::min(done_, total_), total_);
+    }
     return *t;
   }
   Mat mat(const std::string& name, int rows, int cols) const {  // stored (rows, cols), kept as is
@@ -184,6 +193,9 @@ class GgufTensors {
   const GgufFile& f_;
   std::vector<std::string>* warnings_;
   WeightsMode mode_;
+  std::function<void(uint64_t, uint64_t)> progress_;
+  uint64_t total_ = 0;         // bytes of the file's tensors
+  mutable uint64_t done_ = 0;  // of those started
 };
 
 
@@ -569,19 +581,24 @@ std::string gguf_supported_archs() {
   return known;
 }
 
-void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
+ModelConfig gguf_model_config(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
   if (!gguf_arch_supported(arch))
     throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
                 "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " +
                 gguf_supported_archs() + ".");
-  m.config = arch == "qwen35"   ? qwen35_gguf_config(f)
-             : arch == "lfm2"   ? lfm2_gguf_config(f)
-             : arch == "gemma4" ? gemma4_gguf_config(f)
-                                : gguf_config(f, arch);
-  if (!std::isfinite(m.config.norm_eps) || !(m.config.norm_eps > 0.f))
+  ModelConfig c = arch == "qwen35"   ? qwen35_gguf_config(f)
+                  : arch == "lfm2"   ? lfm2_gguf_config(f)
+                  : arch == "gemma4" ? gemma4_gguf_config(f)
+                                     : gguf_config(f, arch);
+  if (!std::isfinite(c.norm_eps) || !(c.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
-                std::to_string(m.config.norm_eps));
+                std::to_string(c.norm_eps));
+  return c;
+}
+
+void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
+  m.config = gguf_model_config(f);
   // Refuse before reading when the weights cannot fit: in place, the file's tensors (they
   // are all read); as float32, 4 bytes a parameter.
   double tensor_bytes = 0;
@@ -591,7 +608,7 @@ void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt) {
                "the model in '" + excerpt(f.path(), kPathExcerptBytes) + "'" + (f32 ? " as float32" : ""),
                f32 ? "drop --weights f32 to use the weights as the file stores them, or use a smaller model."
                    : "use a smaller model or a smaller quantization, or free memory.");
-  const GgufTensors s(f, &m.warnings, opt.weights);
+  const GgufTensors s(f, &m.warnings, opt.weights, opt.progress);
   if (m.config.arch == Arch::Gpt2) load_gpt2(m.config, s, m.weights);
   else load_llama(m.config, s, m.weights, f);
   m.format = "gguf";

@@ -31,6 +31,11 @@ class GgufFile;
 // or the estimate when the weights would not fit in memory.
 void load_gguf_model(const GgufFile& f, Model& m, const LoadOptions& opt = {});
 
+// The hyper-parameters load_gguf_model reads from `f` (opened in full: its arrays and
+// tensor infos are needed). Of the tensors' data it reads only the small RoPE factor
+// tensors (rope_freqs, rope_factors_*), no weight. Throws as load_gguf_model.
+ModelConfig gguf_model_config(const GgufFile& f);
+
 // Whether load_gguf_model reads GGUF files of general.architecture `arch`, and the list of
 // those it reads ("llama, mistral, ..."), for messages.
 bool gguf_arch_supported(const std::string& arch);

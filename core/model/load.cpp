@@ -26,9 +26,13 @@ namespace {
 // Fetches tensors by Hugging Face name, checking shapes, and remembers which were used.
 class TensorSource {
  public:
+  // `progress` (LoadOptions::progress; may be null or empty) hears of each tensor read.
   TensorSource(const SafetensorsSet& f, std::string prefix, std::vector<std::string>* warnings = nullptr,
-               WeightsMode mode = WeightsMode::F32)
-      : f_(f), prefix_(std::move(prefix)), warnings_(warnings), mode_(mode) {}
+               WeightsMode mode = WeightsMode::F32, const LoadOptions* progress = nullptr)
+      : f_(f), prefix_(std::move(prefix)), warnings_(warnings), mode_(mode), opt_(progress) {
+    if (opt_ && opt_->progress)
+      for (const auto& t : f_.tensors()) total_ += t.end - t.begin;
+  }
 
   // Reads `name` (prefix added) with exactly `shape`, as float32, into out (numel floats).
   void get_into(const std::string& name, const std::vector<int64_t>& shape, float* out) {
@@ -41,6 +45,7 @@ class TensorSource {
       throw Error(f_.path() + ": tensor '" + full + "' has shape " + shape_str_of(t->shape) + ", expected " +
                   shape_str_of(shape) + " from config.json");
     used_.insert(full);
+    started(*t);
     f_.read_f32_into(*t, out);
     if (warnings_) warn_if_not_finite(full, out, t->numel(), *warnings_);
   }
@@ -65,6 +70,7 @@ class TensorSource {
         (t->dtype == DType::F16 || t->dtype == DType::BF16)) {
       const std::string full = prefix_ + name;
       used_.insert(full);
+      started(*t);
       const SafetensorsFile& file = f_.file_of(*t);
       const GgmlType type = t->dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16;
       Weight w;
@@ -99,11 +105,20 @@ class TensorSource {
   WeightsMode mode_;
   std::set<std::string> used_;
   std::set<std::shared_ptr<const MappedFile>> files_;
+  const LoadOptions* opt_;
+  uint64_t total_ = 0, done_ = 0;  // bytes of the set's tensors; of those started
+
+  void started(const TensorInfo& t) {
+    if (!opt_ || !opt_->progress) return;
+    done_ += t.end - t.begin;
+    opt_->progress(std::min(done_, total_), total_);
+  }
 };
 
-void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings) {
+void load_gpt2(const ModelConfig& c, const SafetensorsSet& f, ModelWeights& w, std::vector<std::string>& warnings,
+               const LoadOptions& opt) {
   const std::string prefix = f.find("transformer.wte.weight") ? "transformer." : "";
-  TensorSource s(f, prefix, &warnings);
+  TensorSource s(f, prefix, &warnings, WeightsMode::F32, &opt);
   const int C = c.n_embd;
   w.tok_emb = s.mat("wte.weight", c.vocab_size, C);
   w.pos_emb = s.mat("wpe.weight", c.n_ctx, C);
@@ -130,9 +145,9 @@ void text_model_names(const SafetensorsSet& f, std::string& prefix, std::string&
   }
 }
 
-void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mode, Model& model) {
+void load_decoder(const ModelConfig& c, const SafetensorsSet& f, WeightsMode mode, Model& model, const LoadOptions& opt) {
   ModelWeights& w = model.weights;
-  TensorSource s(f, "", &model.warnings, mode);
+  TensorSource s(f, "", &model.warnings, mode, &opt);
   const int C = c.n_embd;
   checked_dim(c.n_head, c.head_size, "query width");
   checked_dim(c.n_kv_head, c.head_size, "key/value width");
@@ -177,7 +192,28 @@ bool is_dir(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// The config.json of the model directory `dir` (resolve_model_dir's answer that is not a
+// GGUF file), parsed.
+ModelConfig dir_config(const std::string& dir) {
+  if (!is_dir(dir))
+    throw Error("model directory '" + dir + "' does not exist\n  HINT: pass a folder holding config.json and "
+                "model.safetensors, a FILE.gguf, or builtin:NAME (attnviz-cli info --list shows them).");
+  const std::string cfg_path = dir + "/config.json";
+  struct stat st {};
+  if (stat(cfg_path.c_str(), &st) != 0)
+    throw Error("'" + excerpt(cfg_path, kPathExcerptBytes) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
+  // Read without blocking (a FIFO is refused), bounded, and with no NUL: the JSON parser
+  // would stop at a NUL and silently accept whatever follows it.
+  return parse_config(read_json_file(cfg_path, "config.json"), cfg_path);
+}
+
 }  // namespace
+
+ModelConfig read_model_config(const std::string& spec) {
+  const std::string dir = resolve_model_dir(spec);
+  if (!is_dir(dir) && looks_like_gguf(dir)) return gguf_model_config(GgufFile::open(dir));
+  return dir_config(dir);
+}
 
 std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptions& opt) {
   auto m = std::make_shared<Model>();
@@ -187,16 +223,7 @@ std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptio
     load_gguf_model(GgufFile::open(m->dir), *m, opt);
     return m;
   }
-  if (!is_dir(m->dir))
-    throw Error("model directory '" + m->dir + "' does not exist\n  HINT: pass a folder holding config.json and "
-                "model.safetensors, a FILE.gguf, or builtin:NAME (attnviz-cli info --list shows them).");
-  const std::string cfg_path = m->dir + "/config.json";
-  struct stat st {};
-  if (stat(cfg_path.c_str(), &st) != 0)
-    throw Error("'" + excerpt(cfg_path, kPathExcerptBytes) + "' not found\n  HINT: a model directory needs config.json and model.safetensors.");
-  // Read without blocking (a FIFO is refused), bounded, and with no NUL: the JSON parser
-  // would stop at a NUL and silently accept whatever follows it.
-  m->config = parse_config(read_json_file(cfg_path, "config.json"), cfg_path);
+  m->config = dir_config(m->dir);
   // Refuse before reading when the weights cannot fit: float32 ones take 4 bytes a
   // parameter, F16/BF16 matrices kept in place (not gpt2's, whose layout is transposed) 2.
   // First from config.json's sizes (at least 2 bytes a parameter), then from the tensors.
@@ -214,8 +241,8 @@ std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptio
   check_memory(bytes, "the model in '" + excerpt(m->dir, kPathExcerptBytes) + "'",
                "use a smaller model, or free memory.");
   m->set_stored_types(types);
-  if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings);
-  else load_decoder(m->config, f, in_place ? WeightsMode::Stored : WeightsMode::F32, *m);
+  if (m->config.arch == Arch::Gpt2) load_gpt2(m->config, f, m->weights, m->warnings, opt);
+  else load_decoder(m->config, f, in_place ? WeightsMode::Stored : WeightsMode::F32, *m, opt);
   m->tokenizer = load_tokenizer(m->dir);
   if (m->tokenizer) check_tokenizer_fits(*m->tokenizer, m->config.vocab_size, tokenizer_file_in(m->dir));
   return m;

@@ -197,8 +197,17 @@ std::vector<WeightSpan> weight_spans(const ModelWeights& w, bool one_token_pass 
 enum class WeightsMode { Stored, F32 };
 struct LoadOptions {
   WeightsMode weights = WeightsMode::Stored;
+  // Called before each tensor is read, with the bytes of the tensors started so far (this
+  // one included) and of all the file's tensors: the GUI's loader shows it and stops a
+  // cancelled load by throwing from it (the exception leaves load_model as it is). Empty:
+  // not called.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 std::shared_ptr<const Model> load_model(const std::string& spec, const LoadOptions& opt = {});
+// The config load_model would read for `spec` (config.json, or a GGUF file's metadata:
+// gguf_model_config), without reading a weight: what the GUI's model browser describes
+// before a model is opened. Throws as load_model.
+ModelConfig read_model_config(const std::string& spec);
 
 // Where one tensor of a llama-family checkpoint goes (decoder_tensors).
 enum class Slot {
