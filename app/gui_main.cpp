@@ -49,6 +49,8 @@
 #include "app/offscreen.h"
 #endif
 #include "core/engine/threads.h"
+#include "core/json_reader.h"
+#include "core/limits.h"
 #include "ui/app.h"
 #include "ui/input_queue.h"
 
@@ -127,6 +129,7 @@ struct ShotOptions {
   std::string size;  // --size WxH: the window size (default kWidth x kHeight)
   bool headless = false;  // --headless: no window; an offscreen framebuffer through EGL
   std::string drop;       // --drop PATH: dropped on the window at the first frame
+  std::string chat;       // --chat FILE.json: the chat mode's turns
 };
 
 void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot) {
@@ -185,6 +188,11 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
                "no window and no display server: draw offscreen through EGL (a GPU's driver, or Mesa's llvmpipe); "
                "needs --screenshot")
       ->needs(cli.get_option("--screenshot"));
+  cli.add_option("--chat", shot.chat,
+                 "start in chat mode with these turns: FILE.json, a list of {\"role\", \"content\"} messages rendered "
+                 "with the model's chat template (as attnviz-cli's --chat)")
+      ->type_name("FILE.json")
+      ->excludes(cli.get_option("--text"));
   cli.add_flag("--browser", opt.browser,
                "open File > Open model... (the model browser: the models in the Ollama, Hugging Face, LM Studio and "
                "llama.cpp stores; also Ctrl+O)");
@@ -351,6 +359,15 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", "attnviz " ATTNVIZ_VERSION);
   CLI11_PARSE(cli, argc, argv);
   opt.text_given = cli.count("--text") > 0;
+  if (!shot.chat.empty()) {
+    try {
+      opt.chat = attnviz::ui::chat_turns_of(attnviz::read_json_file_ordered(shot.chat, "chat messages"),
+                                            attnviz::excerpt(shot.chat, attnviz::kPathExcerptBytes));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
+    }
+  }
   opt.scan = cli.count("--scan") > 0;
   if (opt.scan_corpus == "shipped") opt.scan_corpus.clear();
   try {  // checked for form here; heads the model does not have are dropped once it is loaded

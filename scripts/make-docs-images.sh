@@ -211,3 +211,48 @@ if wanted head-scan.png; then
   shot head-scan.png --model builtin:fortunes-en --text "the moon is the moon" --layer 1 --head 2 --scan
   made head-scan.png
 fi
+if wanted model-browser.png; then
+  # File → Open model over stores made here in a scratch HOME: three Ollama models (small
+  # random GGUF files of real architectures) and a manifest whose blob is gone, a Hugging
+  # Face snapshot, and an LM Studio file.
+  home="$work/home"
+  mkdir -p "$home/.ollama/models/blobs" "$home/.lmstudio/models/acme/tiny-GGUF"
+  ollama() {  # ollama NAME TAG FILE: FILE as the blob of NAME:TAG
+    local d; d=$(sha256sum "$3" | cut -c1-64)
+    cp "$3" "$home/.ollama/models/blobs/sha256-$d"
+    mkdir -p "$home/.ollama/models/manifests/registry.ollama.ai/library/$1"
+    printf '{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":1}]}' \
+      "$d" > "$home/.ollama/models/manifests/registry.ollama.ai/library/$1/$2"
+  }
+  "$cli" random --preset gemma3-1b --layers 2 --embd 128 --heads 4 --vocab 300 --gguf Q4_K --out "$work/s1" >/dev/null
+  "$cli" random --preset qwen2.5-0.5b --layers 2 --embd 128 --heads 4 --vocab 300 --gguf Q8_0 --out "$work/s2" >/dev/null
+  "$cli" random --preset llama-small --layers 2 --embd 128 --heads 4 --vocab 300 --gguf F16 --out "$work/s3" >/dev/null
+  "$cli" random --preset smollm2-135m --layers 3 --vocab 300 --out "$work/s4" >/dev/null
+  ollama gemma3 1b "$work/s1/model.gguf"
+  ollama qwen2.5 0.5b "$work/s2/model.gguf"
+  ollama llama3.2 latest "$work/s3/model.gguf"
+  printf '{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":1}]}' \
+    "$(printf 'f%.0s' $(seq 64))" > "$home/.ollama/models/manifests/registry.ollama.ai/library/llava/latest"
+  hub="$XDG_CACHE_HOME/huggingface/hub/models--HuggingFaceTB--SmolLM2-135M"
+  mkdir -p "$hub/refs" "$hub/snapshots"
+  printf '%s' "$(printf 'c%.0s' $(seq 40))" > "$hub/refs/main"
+  cp -r "$work/s4" "$hub/snapshots/$(printf 'c%.0s' $(seq 40))"
+  cp "$work/s2/model.gguf" "$home/.lmstudio/models/acme/tiny-GGUF/tiny-Q8_0.gguf"
+  HOME="$home" shot model-browser.png --model builtin:fortunes-en --text "the cat sat on the mat" --browser
+  made model-browser.png
+fi
+if wanted chat.png; then
+  # Chat mode: a random model with the qwen3-12k tokenizer and Qwen2.5's chat template
+  # (../shared/chat-templates), four turns and the generation prompt.
+  "$cli" random --preset tiny --layers 2 --vocab 12288 --tokenizer tests/data/tokenizers/qwen3-12k.tokenizer.json \
+    --out "$work/chat" >/dev/null
+  cp ../shared/chat-templates/qwen2.5.jinja "$work/chat/chat_template.jinja"
+  cat > "$work/chat.json" <<'JSON'
+[{"role": "system", "content": "You are brief."},
+ {"role": "user", "content": "Where did the cat sit?"},
+ {"role": "assistant", "content": "On the mat."},
+ {"role": "user", "content": "And then?"}]
+JSON
+  shot chat.png --model "$work/chat" --chat "$work/chat.json" --layer 1 --head 3
+  made chat.png
+fi

@@ -81,6 +81,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   }
   if (fs::exists(rnd / "config.json")) random_dir_ = rnd.string();
 
+  if (!opt.chat.empty()) state_.chat = true, state_.chat_turns = opt.chat;
   if (opt.text_given) state_.text = opt.text;
   else if (state_.text.empty() || opt.screenshot) state_.text = default_text(state_.model_spec);
   if (!opt.other.empty()) state_.other_text = opt.other;
@@ -246,6 +247,7 @@ void App::post_if_changed() {
   r.f32_weights = opt_.f32_weights;
   r.text = state_.text;
   r.block_size = state_.block_size;
+  r.add_special = !state_.chat;  // a chat template writes its special tokens itself
   // The model the loader opened, handed over loaded; dropped once another is chosen.
   if (opened_model_ && state_.model_spec != opened_spec_) opened_model_.reset(), opened_spec_.clear();
   if (opened_model_) r.model = opened_model_;
@@ -555,8 +557,10 @@ void App::frame() {
   const Trace& trace = snap.trace && snap.model && snap.trace->layers.size() == static_cast<size_t>(snap.model->config.n_layer)
                            ? *snap.trace
                            : empty_trace_;
+  update_chat(snap);
   FrameContext ctx{snap, trace, snap.model.get(), state_, fonts_.fonts(), scale_, -1.0, notice_};
   ctx.head_score_cache = &head_scores_;
+  if (state_.chat && chat_rendered_) ctx.chat = &chat_view_;
   ctx.frame_ms = last_frame_ms_;
   const auto now = std::chrono::steady_clock::now();
   if (!worker_.busy()) busy_since_.reset();
@@ -641,6 +645,47 @@ void App::open_requested_model() {
   notice_ = "opened " + r->spec + " (loaded in " + ms + " ms)";
 }
 
+void App::update_chat(const Snapshot& snap) {
+  if (!state_.chat) {
+    chat_rendered_ = false;
+    return;
+  }
+  const Model* m = snap.model.get();
+  if (!m) return;
+  bool changed = !chat_rendered_ || state_.chat_turns != chat_rendered_turns_ || state_.chat_generation_prompt != chat_rendered_prompt_;
+  if (m != chat_model_) {
+    chat_model_ = m;
+    chat_source_ = ModelChat();
+    chat_source_error_.clear();
+    try {
+      chat_source_ = read_model_chat(m->dir);
+    } catch (const std::exception& e) {
+      chat_source_error_ = e.what();
+    }
+    changed = true;
+  }
+  if (changed) {
+    if (chat_source_error_.empty()) {
+      chat_view_.rendering = render_chat(chat_source_, m->name, state_.chat_turns, state_.chat_generation_prompt);
+    } else {
+      chat_view_.rendering = ChatRendering();
+      chat_view_.rendering.error = chat_source_error_;
+    }
+    chat_rendered_turns_ = state_.chat_turns;
+    chat_rendered_prompt_ = state_.chat_generation_prompt;
+    chat_rendered_ = true;
+    if (chat_view_.rendering.error.empty()) state_.text = chat_view_.rendering.text;
+    chat_marked_serial_ = 0;
+  }
+  // The marks of the tokens shown, when they come from the current rendering.
+  if (snap.trace_serial != chat_marked_serial_) {
+    chat_marked_serial_ = snap.trace_serial;
+    const ChatRendering& r = chat_view_.rendering;
+    const bool of_this = r.error.empty() && snap.trace_text.compare(0, r.text.size(), r.text) == 0;
+    chat_view_.marks = of_this ? chat_marks(chat_spans(snap.labels, r, state_.chat_turns.size()), state_.chat_turns) : ChatMarks();
+  }
+}
+
 void App::drop(const std::vector<std::string>& paths) {
   if (paths.empty()) return;
   std::string why;
@@ -686,6 +731,16 @@ std::string App::sidecar_json(float sx, float sy) const {
   if (lens_->open()) j["lens"] = {{"rows", lens_->rows_shown()}, {"error", lens_->error()}};
   j["recent_models"] = state_.recent_models;
   j["notice"] = notice_;
+  if (state_.chat && chat_rendered_) {  // chat mode: the rendering, and each span's first token in the window
+    const ChatView& c = chat_view_;
+    nlohmann::json spans = nlohmann::json::array();
+    const size_t all = snap.all_ids.size(), T = snap.trace ? static_cast<size_t>(snap.trace->T()) : 0;
+    for (size_t k = 0; k < c.marks.span.size(); ++k)
+      if (c.marks.begins(k))
+        spans.push_back({{"role", c.marks.role_of(k)}, {"token", static_cast<int64_t>(k) - static_cast<int64_t>(all - T)},
+                         {"label", k < snap.labels.size() ? snap.labels[k].text : std::string()}});
+    j["chat"] = {{"text", c.rendering.text}, {"error", c.rendering.error}, {"spans", spans}};
+  }
   if (browser_->open()) {
     nlohmann::json models = nlohmann::json::array();
     if (auto list = browser_->models())

@@ -73,6 +73,7 @@ struct AppOptions {
   bool scan = false;         // open the Head scan panel and scan `scan_corpus`
   std::string scan_corpus;   // "" the shipped corpus
   bool browser = false;      // open File → Open model… (the model browser)
+  std::vector<ChatTurn> chat;  // --chat FILE.json: chat mode with these turns (empty: as saved)
   Ablation ablation;         // heads switched off at the start
 };
 
@@ -140,6 +141,10 @@ class App {
   // shown in the model browser.
   void open_requested_model();
   void recent_menu();
+  // Chat mode: renders the turns through the model's template when they, the switch or the
+  // model change (the text becomes the rendering; a reply generated for the old turns is
+  // dropped), and marks the shown tokens' turns when the trace changes.
+  void update_chat(const Snapshot& snap);
   // Panels that no other window overlaps draw no background of their own (last frame's
   // rectangles; ui/window_backgrounds.h).
   void set_panel_backgrounds();
@@ -230,6 +235,14 @@ class App {
   // The last model the loader gave: handed to the worker (Request::model) while state_.model_spec names it.
   std::shared_ptr<const Model> opened_model_;
   std::string opened_spec_;
+  // Chat mode (update_chat): the model's template (read once per model) and the last rendering.
+  const Model* chat_model_ = nullptr;
+  ModelChat chat_source_;
+  std::string chat_source_error_;
+  std::vector<ChatTurn> chat_rendered_turns_;
+  bool chat_rendered_prompt_ = false, chat_rendered_ = false;
+  ChatView chat_view_;
+  uint64_t chat_marked_serial_ = 0;  // the trace the marks are of
   std::vector<Panel*> panels_;  // all of the above, in drawing order
 };
 

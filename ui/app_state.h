@@ -15,6 +15,7 @@
 #include "core/model/model.h"
 #include "core/engine/trace.h"
 #include "core/tokenize/labels.h"
+#include "ui/chat.h"
 
 namespace attnviz::ui {
 
@@ -69,6 +70,12 @@ struct AppState {
   float cell_px = 0.f;  // heatmap zoom: pixels per cell; 0 = fit the panel
   Colormap probs_colormap = Colormap::Viridis;
   bool presentation = false;  // large fonts, high-contrast theme
+
+  // --- chat mode (the text panel's Chat tab, ui/chat.h): `text` is then the turns rendered
+  // through the model's chat template, followed by the reply generated so far
+  bool chat = false;
+  std::vector<ChatTurn> chat_turns;
+  bool chat_generation_prompt = true;  // end with the template's generation prompt (the assistant's turn)
 
   // --- models
   std::vector<std::string> recent_models;  // File → Recent models: newest first (remember_model)

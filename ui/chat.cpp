@@ -83,4 +83,18 @@ ChatSpans chat_spans(const std::vector<TokenLabel>& labels, const ChatRendering&
   return s;
 }
 
+const std::string& ChatMarks::role_of(size_t k) const {
+  static const std::string none;
+  if (k >= span.size() || span[k] < 0 || static_cast<size_t>(span[k]) >= roles.size()) return none;
+  return roles[static_cast<size_t>(span[k])];
+}
+
+ChatMarks chat_marks(const ChatSpans& spans, const std::vector<ChatTurn>& turns) {
+  ChatMarks m;
+  m.span = spans.span_of_token;
+  for (const ChatTurn& t : turns) m.roles.push_back(t.role);
+  m.roles.push_back("assistant");  // the generation prompt opens the assistant's turn
+  return m;
+}
+
 }  // namespace attnviz::ui

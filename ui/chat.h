@@ -46,6 +46,25 @@ struct ChatSpans {
 };
 ChatSpans chat_spans(const std::vector<TokenLabel>& labels, const ChatRendering& r, size_t n_turns);
 
+// What the token strip and the heatmap mark in chat mode, per token of the whole text
+// (window position t is token dropped + t).
+struct ChatMarks {
+  std::vector<int> span;           // (all tokens) ChatSpans::span_of_token
+  std::vector<std::string> roles;  // (turns + 1) each span's role; the last is "assistant" (generation prompt, reply)
+  bool active() const { return !span.empty(); }
+  // Token k's role ("" before the first turn, or past the marks).
+  const std::string& role_of(size_t k) const;
+  // Whether token k begins its span (a turn, or the generation prompt).
+  bool begins(size_t k) const { return k < span.size() && span[k] >= 0 && (k == 0 || span[k] != span[k - 1]); }
+};
+ChatMarks chat_marks(const ChatSpans& spans, const std::vector<ChatTurn>& turns);
+
+// What a frame in chat mode has: the rendering of the turns, and the marks of the tokens shown.
+struct ChatView {
+  ChatRendering rendering;
+  ChatMarks marks;
+};
+
 // The turns as the messages JSON a template reads ([{"role", "content"}, ...]).
 nlohmann::ordered_json chat_messages(const std::vector<ChatTurn>& turns);
 // The turns of a messages JSON (check_chat_messages's form; a content that is not a string

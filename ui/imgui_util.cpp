@@ -28,6 +28,13 @@ void draw_ablated_mark(ImDrawList* dl, ImVec2 a, ImVec2 b, float thickness) {
   dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y), red, thickness);
 }
 
+ImU32 role_color(const std::string& role, uint8_t alpha) {
+  if (role == "system") return IM_COL32(190, 140, 255, alpha);
+  if (role == "user") return IM_COL32(90, 170, 255, alpha);
+  if (role == "assistant") return IM_COL32(110, 220, 130, alpha);
+  return IM_COL32(200, 200, 200, alpha);
+}
+
 void help_marker(const char* text) {
   ImGui::SameLine();
   ImGui::TextDisabled("(?)");

@@ -38,6 +38,10 @@ void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int wi
 // "(?)" with a wrapped tooltip.
 void help_marker(const char* text);
 
+// The colour of a chat role in the token strip, the heatmap and the chat editor: system
+// violet, user blue, assistant green, any other grey.
+ImU32 role_color(const std::string& role, uint8_t alpha = 255);
+
 // The mark of an ablated head on its box [a, b]: a red frame and a red cross.
 void draw_ablated_mark(ImDrawList* dl, ImVec2 a, ImVec2 b, float thickness);
 

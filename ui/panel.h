@@ -51,6 +51,7 @@ struct FrameContext {
   bool stale() const { return busy_s >= kStaleAfterS; }
   bool has_trace() const { return trace.T() > 0 && model != nullptr; }
   HeadScoreCache* head_score_cache = nullptr;  // the App's (null: each call computes)
+  const ChatView* chat = nullptr;  // chat mode: the rendered turns and the tokens' marks (null otherwise)
   // score_heads(trace), through the cache.
   const std::vector<HeadScore>& head_scores() const;
   mutable HeadScoreCache own_scores{};  // used when head_score_cache is null

@@ -44,6 +44,8 @@ std::string settings_to_json(const AppState& s, const PanelVisibility& panels) {
   j["presentation"] = s.presentation;
   j["panels"] = panels;
   j["recent_models"] = s.recent_models;
+  j["chat"] = {{"on", s.chat}, {"generation_prompt", s.chat_generation_prompt}, {"turns", nlohmann::json::array()}};
+  for (const ChatTurn& t : s.chat_turns) j["chat"]["turns"].push_back({{"role", t.role}, {"content", t.content}});
   return j.dump(2);
 }
 
@@ -92,6 +94,18 @@ bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& p
     for (auto it = list.rbegin(); it != list.rend(); ++it)
       if (it->is_string()) remember_model(recent, it->get<std::string>());
     s.recent_models = std::move(recent);
+  }
+  if (j.contains("chat") && j["chat"].is_object()) {  // the chat mode's turns (strings only; others dropped)
+    const nlohmann::json& c = j["chat"];
+    if (c.contains("on") && c["on"].is_boolean()) s.chat = c["on"].get<bool>();
+    if (c.contains("generation_prompt") && c["generation_prompt"].is_boolean())
+      s.chat_generation_prompt = c["generation_prompt"].get<bool>();
+    if (c.contains("turns") && c["turns"].is_array()) {
+      s.chat_turns.clear();
+      for (const auto& t : c["turns"])
+        if (t.is_object() && t.contains("role") && t["role"].is_string() && t.contains("content") && t["content"].is_string())
+          s.chat_turns.push_back(ChatTurn{t["role"].get<std::string>(), t["content"].get<std::string>()});
+    }
   }
   if (j.contains("panels") && j["panels"].is_object())
     for (auto it = j["panels"].begin(); it != j["panels"].end(); ++it)

@@ -4,6 +4,7 @@
 
 #include "core/model/paths.h"
 #include "ui/app_state.h"
+#include "ui/chat_editor.h"
 #include "ui/imgui_util.h"
 
 namespace attnviz::ui {
@@ -61,9 +62,19 @@ void TextPanel::draw_content(FrameContext& ctx) {
     ImGui::PopStyleColor();
   }
 
-  // --- text
-  ImGui::TextUnformatted("text (each keystroke recomputes):");
-  const std::string sample = ctx.model ? sample_text(ctx.model->dir) : std::string();
+  // --- text, or the chat rendered through the model's template
+  if (ImGui::RadioButton("text", !s.chat)) s.chat = false;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("chat", s.chat)) {
+    if (!s.chat && s.chat_turns.empty()) s.chat_turns.push_back(ChatTurn{"user", s.text});  // the text becomes the first turn
+    s.chat = true;
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Chat: turns rendered through the model's own chat template (turn markers and special\n"
+                      "tokens included), as the model reads them in a chat application.");
+  ImGui::SameLine();
+  ImGui::TextDisabled(s.chat ? "(the turns re-render on each edit)" : "(each keystroke recomputes)");
+  const std::string sample = ctx.model && !s.chat ? sample_text(ctx.model->dir) : std::string();
   if (!sample.empty()) {
     ImGui::SameLine();
     if (ImGui::SmallButton("sample")) s.text = sample;
@@ -76,7 +87,9 @@ void TextPanel::draw_content(FrameContext& ctx) {
   const float other_h = ImGui::GetFrameHeightWithSpacing();  // the other prompt's line under the text
   const float err_h = other_h + (snap.error.empty() ? 0.f : fs * 4.5f) +
                       (snap.skipped.empty() ? 0.f : fs * (snap.showing_sample ? 3.8f : 2.6f));
-  ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, std::max(fs * 3.f, ImGui::GetContentRegionAvail().y - err_h)));
+  const ImVec2 box(-1, std::max(fs * 3.f, ImGui::GetContentRegionAvail().y - err_h));
+  if (s.chat) draw_chat_editor(ctx, box);
+  else ImGui::InputTextMultiline("##text", &s.text, box);
   // Prompt B, run through the same model for the Compare prompts and Activation patching panels.
   ImGui::SetNextItemWidth(-1);
   ImGui::InputTextWithHint("##other", "other prompt (B), to compare and patch with the text", &s.other_text);

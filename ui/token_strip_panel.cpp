@@ -19,7 +19,10 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   // A model with local layers: a second bracket over the chips, the keys the hovered query
   // sees on the selected layer.
   const bool local = ctx.model && ctx.model->config.any_local();
-  const float seen_h = local ? fs * 1.5f : 0.f;
+  // Chat mode: each turn's role over its first chip.
+  const bool chat = ctx.chat && ctx.chat->marks.active();
+  const float chat_h = chat ? fs * 1.2f : 0.f;
+  const float seen_h = (local ? fs * 1.5f : 0.f) + chat_h;
   // A linear-attention layer selected: its β and decay under the bracket, per token.
   const bool writes = ctx.state.layer < static_cast<int>(tr.layers.size()) &&
                       tr.layers[static_cast<size_t>(ctx.state.layer)].mixer == Mixer::GatedDeltaNet &&
@@ -32,7 +35,7 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   const ImVec2 origin = top + ImVec2(0, seen_h);
   const ChipsDrawn chips = draw_chips(ctx, w, origin, chip_h);
   if (chips.win_x0 >= 0) draw_bracket(ctx, chips, origin.y + chip_h + fs * 1.35f);
-  if (local && chips.win_x0 >= 0) draw_seen(ctx, origin.y - fs * 0.2f);
+  if (local && chips.win_x0 >= 0) draw_seen(ctx, origin.y - chat_h - fs * 0.2f);
   if (writes) draw_memory_writes(ctx, origin.y + chip_h + fs * 2.3f, writes_h);
   ImGui::SetCursorScreenPos(top);
   ImGui::Dummy(ImVec2(chips.end_x - origin.x, strip_h));
@@ -121,6 +124,7 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
   float x = origin.x;
   float win_x0 = -1.f, win_x1 = -1.f;
   const int ht = s.hovered_token;
+  const bool chat = ctx.chat && ctx.chat->marks.active();
   // Very long texts: the oldest dropped tokens collapse into one "+N" chip.
   const int max_dropped_chips = 64;
   const int first = std::max(0, w.dropped - max_dropped_chips);
@@ -150,6 +154,16 @@ TokenStripPanel::ChipsDrawn TokenStripPanel::draw_chips(FrameContext& ctx, const
     if (b.x < view_x0 || a.x > view_x1) {
       x = b.x + gap;
       continue;
+    }
+    if (chat) {  // the turn's colour along the chip's top; its role over the turn's first chip
+      const std::string& role = ctx.chat->marks.role_of(static_cast<size_t>(k));
+      if (!role.empty()) {
+        dl->AddRectFilled(ImVec2(a.x, a.y - fs * 0.25f), ImVec2(b.x + gap, a.y - fs * 0.05f), role_color(role));
+        if (ctx.chat->marks.begins(static_cast<size_t>(k))) {
+          dl->AddLine(ImVec2(a.x - gap * 0.5f, a.y - fs * 1.2f), ImVec2(a.x - gap * 0.5f, b.y), role_color(role), 2.f);
+          dl->AddText(ImVec2(a.x + 2.f, a.y - fs * 1.25f), role_color(role), role.c_str());
+        }
+      }
     }
     if (in_window) {
       dl->AddRectFilled(a, b, chip_color(id), 4.f);

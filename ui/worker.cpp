@@ -210,10 +210,11 @@ void Worker::handle(const Request& r, uint64_t serial) {
     next.showing_sample = false;
     std::vector<int> ids;
     try {
-      ids = model.tokenizer ? model.tokenizer->encode_incremental(r.text, true, encode_cache_) : encode_text(model, r.text);
+      if (r.add_special != cache_add_special_) encode_cache_ = EncodeCache(), cache_add_special_ = r.add_special;
+      ids = model.tokenizer ? model.tokenizer->encode_incremental(r.text, r.add_special, encode_cache_) : encode_text(model, r.text);
     } catch (const Error&) {
       if (!model.tokenizer) throw;
-      ids = encode_known(*model.tokenizer, r.text, next);  // characters it has no token for are left out
+      ids = encode_known(*model.tokenizer, r.text, r.add_special, next);  // characters it has no token for are left out
     }
     std::string ran_text = r.text;
     if (ids.empty() && !next.skipped.empty() && model.tokenizer) {
@@ -305,7 +306,7 @@ void Worker::compare_with_clean(const std::vector<int>& ids, Snapshot& next) {
   next.clean_logits.assign(last, last + V);
 }
 
-std::vector<int> Worker::encode_known(const Tokenizer& tok, const std::string& text, Snapshot& next) {
+std::vector<int> Worker::encode_known(const Tokenizer& tok, const std::string& text, bool add_special, Snapshot& next) {
   std::string known;
   for (const std::string& ch : utf8_split(text)) {
     try {
@@ -317,7 +318,7 @@ std::vector<int> Worker::encode_known(const Tokenizer& tok, const std::string& t
     }
   }
   encode_cache_ = EncodeCache();  // the cache holds the last text that encoded whole
-  return tok.encode_with(known, true);
+  return tok.encode_with(known, add_special);
 }
 
 void Worker::run_known_prefix(const std::string& text, Snapshot& next) {

@@ -27,13 +27,16 @@ struct Request {
   bool f32_weights = false;     // --weights f32: every matrix converted on load (LoadOptions)
   std::string text;
   int block_size = 0;           // 0 or out of range: the model's context
+  // Whether the tokenizer adds its special tokens (BOS): not for a chat template's output,
+  // which writes them itself (apply_chat_template's encode).
+  bool add_special = true;
   // A model already in memory (the Training panel's weights as they learn): used instead of
   // loading model_spec, which then only names it.
   std::shared_ptr<const Model> model;
   Ablation ablation;            // heads whose output is replaced (none: the plain model)
   bool operator==(const Request& o) const {
     return model_spec == o.model_spec && backend == o.backend && f32_weights == o.f32_weights && text == o.text &&
-           block_size == o.block_size &&
+           block_size == o.block_size && add_special == o.add_special &&
            model == o.model && ablation == o.ablation;
   }
   bool operator!=(const Request& o) const { return !(*this == o); }
@@ -105,7 +108,7 @@ class Worker {
   void run_known_prefix(const std::string& text, Snapshot& next);
   // The ids of `text` with the characters the tokenizer cannot encode left out (they go to
   // next.skipped); throws when the text is not valid UTF-8.
-  std::vector<int> encode_known(const Tokenizer& tok, const std::string& text, Snapshot& next);
+  std::vector<int> encode_known(const Tokenizer& tok, const std::string& text, bool add_special, Snapshot& next);
   // The loss of the published trace, and with an ablation the clean run beside it.
   void compare_with_clean(const std::vector<int>& ids, Snapshot& next);
 
@@ -129,6 +132,7 @@ class Worker {
   std::string backend_note_;
   bool random_weights_ = false;
   EncodeCache encode_cache_;  // the last text's tokens, for incremental re-tokenization
+  bool cache_add_special_ = true;  // the add_special encode_cache_ was filled with
   double load_ms_ = 0.0;
   uint64_t trace_serial_ = 0;
   std::string load_error_;
