@@ -231,6 +231,7 @@ if wanted model-browser.png; then
   ollama gemma3 1b "$work/s1/model.gguf"
   ollama qwen2.5 0.5b "$work/s2/model.gguf"
   ollama llama3.2 latest "$work/s3/model.gguf"
+  mkdir -p "$home/.ollama/models/manifests/registry.ollama.ai/library/llava"
   printf '{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":1}]}' \
     "$(printf 'f%.0s' $(seq 64))" > "$home/.ollama/models/manifests/registry.ollama.ai/library/llava/latest"
   hub="$XDG_CACHE_HOME/huggingface/hub/models--HuggingFaceTB--SmolLM2-135M"

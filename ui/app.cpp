@@ -340,7 +340,8 @@ void App::layout(bool force) {
     place_floating(force);
     return;
   }
-  const float text_share = state_.presentation ? 0.38f : 0.30f;  // big fonts need more room for the text box
+  // Big fonts need more room for the text box, and the chat editor's turns more still.
+  const float text_share = state_.chat ? 0.5f : state_.presentation ? 0.38f : 0.30f;
   text_->place(ImVec2(0, top), ImVec2(lw, std::round(body * text_share)), force);
   next_->place(ImVec2(0, top + std::round(body * text_share)), ImVec2(lw, std::round(body * (0.70f - text_share))), force);
   // The bottom left: the model, and beside it (a tab's width to the right) the head statistics.
@@ -581,7 +582,7 @@ void App::frame() {
   if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
       text_view_->open() != laid_out_text_view_ || lens_->open() != laid_out_lens_ ||
       attribution_->open() != laid_out_attribution_ || compare_->open() != laid_out_compare_ ||
-      patching_->open() != laid_out_patching_) {
+      patching_->open() != laid_out_patching_ || state_.chat != laid_out_chat_) {
     force_layout_ = true;
     laid_out_training_ = training_->open();
     laid_out_lesson_ = lesson_->open();
@@ -590,6 +591,7 @@ void App::frame() {
     laid_out_attribution_ = attribution_->open();
     laid_out_compare_ = compare_->open();
     laid_out_patching_ = patching_->open();
+    laid_out_chat_ = state_.chat;
   }
   if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   // Prompt B's newest answer, once there is a prompt B.

@@ -206,7 +206,7 @@ class App {
   float last_w_ = 0.f, last_h_ = 0.f;
   bool laid_out_training_ = false, laid_out_lesson_ = false;  // open at the last layout
   bool laid_out_text_view_ = false, laid_out_lens_ = false, laid_out_attribution_ = false;
-  bool laid_out_compare_ = false, laid_out_patching_ = false;
+  bool laid_out_compare_ = false, laid_out_patching_ = false, laid_out_chat_ = false;
   ImVec2 status_pos_{0, 0}, status_size_{0, 0};                 // the status bar, placed by layout()
   int last_head_ = -1;  // the KV group follows the selected head when it changes
 

@@ -539,6 +539,7 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
                        mouse.x < m.vp0.x + shown.x && mouse.y < m.vp0.y + shown.y;
   draw_highlights(ctx, m, hovered);
   dl->PopClipRect();
+  if (ctx.chat && ctx.chat->marks.active()) draw_chat_turns(ctx, m, shown);
   draw_axis_labels(ctx, m);
   sink_rect_ = ImVec4(0, 0, 0, 0);
   if (m.sink_w > 0.f) draw_sink_column(ctx, m);
@@ -725,7 +726,6 @@ void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, boo
     }
   }
   if (m.square && !rollout_) draw_window_band(ctx, m);
-  if (ctx.chat && ctx.chat->marks.active()) draw_chat_turns(ctx, m);
   if (s.lesson.active && s.lesson.row >= 0 && s.lesson.row < m.rows) {  // the guided lesson's row i and cell (i, j)
     const ImU32 lc = IM_COL32(80, 220, 255, 255);
     const float y = m.p0.y + static_cast<float>(s.lesson.row) * m.cell;
@@ -751,31 +751,44 @@ void HeatmapPanel::draw_highlights(FrameContext& ctx, const MatrixLayout& m, boo
   cell_tooltip(ctx, i, j);
 }
 
-void HeatmapPanel::draw_chat_turns(const FrameContext& ctx, const MatrixLayout& m) const {
+void HeatmapPanel::draw_chat_turns(const FrameContext& ctx, const MatrixLayout& m, ImVec2 shown) const {
   const ChatMarks& marks = ctx.chat->marks;
   const size_t all = ctx.snap.all_ids.size();
   if (marks.span.size() != all || m.rows <= 0 || static_cast<size_t>(m.rows) > all) return;
   const size_t dropped = all - static_cast<size_t>(m.rows);  // window position t is token dropped + t
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize(), bar = std::max(3.f, fs * 0.22f);
-  dl->PushClipRect(ImVec2(m.vp0.x - m.sink_w - bar - 2.f, m.vp0.y - bar - 2.f), m.vp0 + m.vp, true);
-  for (int t = m.vis.r0; t < m.vis.r1 && t < m.rows; ++t) {
-    const std::string& role = marks.role_of(dropped + static_cast<size_t>(t));
-    if (role.empty()) continue;
-    const ImU32 c = role_color(role), line = role_color(role, 200);  // the query's turn, beside the row
-    const float y0 = m.p0.y + static_cast<float>(t) * m.cell;
-    const float xl = m.vp0.x - m.sink_w - bar - 1.f;
-    dl->AddRectFilled(ImVec2(xl, y0), ImVec2(xl + bar, y0 + m.cell), c);
-    if (marks.begins(dropped + static_cast<size_t>(t))) dl->AddLine(ImVec2(m.p0.x, y0), ImVec2(m.p0.x + m.img.x, y0), line, 1.5f);
-  }
-  for (int t = m.vis.c0; m.square && t < m.vis.c1 && t < m.cols; ++t) {  // the keys: over the columns
-    const std::string& role = marks.role_of(dropped + static_cast<size_t>(t));
-    if (role.empty()) continue;
-    const float x0 = m.p0.x + static_cast<float>(t) * m.cell;
-    dl->AddRectFilled(ImVec2(x0, m.vp0.y - bar - 1.f), ImVec2(x0 + m.cell, m.vp0.y - 1.f), role_color(role));
-    if (marks.begins(dropped + static_cast<size_t>(t)))
-      dl->AddLine(ImVec2(x0, m.p0.y), ImVec2(x0, m.p0.y + m.img.y), role_color(role, 200), 1.5f);
-  }
+  const float xl = m.vp0.x - m.sink_w - bar - 1.f, yt = m.vp0.y - bar - 1.f;  // the bars, outside the matrix
+  const auto role = [&](int t) -> const std::string& { return marks.role_of(dropped + static_cast<size_t>(t)); };
+  const auto begins = [&](int t) { return marks.begins(dropped + static_cast<size_t>(t)); };
+  // Where each turn begins: lines across the matrix (its rows as queries, its columns as keys).
+  dl->PushClipRect(m.vp0, m.vp0 + shown, true);
+  for (int t = m.vis.r0; t < m.vis.r1 && t < m.rows; ++t)
+    if (begins(t) && !role(t).empty()) {
+      const float y0 = m.p0.y + static_cast<float>(t) * m.cell;
+      dl->AddLine(ImVec2(m.p0.x, y0), ImVec2(m.p0.x + m.img.x, y0), role_color(role(t), 200), 1.5f);
+    }
+  for (int t = m.vis.c0; m.square && t < m.vis.c1 && t < m.cols; ++t)
+    if (begins(t) && !role(t).empty()) {
+      const float x0 = m.p0.x + static_cast<float>(t) * m.cell;
+      dl->AddLine(ImVec2(x0, m.p0.y), ImVec2(x0, m.p0.y + m.img.y), role_color(role(t), 200), 1.5f);
+    }
+  dl->PopClipRect();
+  // Each token's role: a bar beside its row, and over its column.
+  dl->PushClipRect(ImVec2(xl, m.vp0.y), ImVec2(xl + bar, m.vp0.y + shown.y), true);
+  for (int t = m.vis.r0; t < m.vis.r1 && t < m.rows; ++t)
+    if (!role(t).empty()) {
+      const float y0 = m.p0.y + static_cast<float>(t) * m.cell;
+      dl->AddRectFilled(ImVec2(xl, y0), ImVec2(xl + bar, y0 + m.cell), role_color(role(t)));
+    }
+  dl->PopClipRect();
+  if (!m.square) return;
+  dl->PushClipRect(ImVec2(m.vp0.x, yt), ImVec2(m.vp0.x + shown.x, yt + bar), true);
+  for (int t = m.vis.c0; t < m.vis.c1 && t < m.cols; ++t)
+    if (!role(t).empty()) {
+      const float x0 = m.p0.x + static_cast<float>(t) * m.cell;
+      dl->AddRectFilled(ImVec2(x0, yt), ImVec2(x0 + m.cell, yt + bar), role_color(role(t)));
+    }
   dl->PopClipRect();
 }
 

@@ -91,7 +91,7 @@ class HeatmapPanel : public Panel {
   void draw_window_band(const FrameContext& ctx, const MatrixLayout& m) const;
   // Chat mode: each turn's role as a coloured bar beside the rows (and over the columns of a
   // (T, T) stage), and a line where each turn begins.
-  void draw_chat_turns(const FrameContext& ctx, const MatrixLayout& m) const;
+  void draw_chat_turns(const FrameContext& ctx, const MatrixLayout& m, ImVec2 shown) const;  // shown: the viewport's drawn part
   void cell_tooltip(const FrameContext& ctx, int i, int j) const;
 
   struct Key {
