@@ -52,7 +52,7 @@
 #include "core/json_reader.h"
 #include "core/limits.h"
 #include "ui/app.h"
-#include "ui/input_queue.h"
+#include "ui/state/input_queue.h"
 
 namespace {
 

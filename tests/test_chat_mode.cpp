@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "ui/chat.h"
-#include "ui/settings.h"
+#include "ui/state/chat.h"
+#include "ui/state/settings.h"
 
 using namespace attnviz;
 using namespace attnviz::ui;

@@ -15,9 +15,9 @@
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "test_util.h"
-#include "ui/app_state.h"
-#include "ui/patch_job.h"
-#include "ui/worker.h"
+#include "ui/state/app_state.h"
+#include "ui/jobs/patch_job.h"
+#include "ui/state/worker.h"
 
 namespace attnviz::ui {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "ui/heatmap_view.h"
+#include "ui/state/heatmap_view.h"
 
 namespace attnviz::ui {
 namespace {

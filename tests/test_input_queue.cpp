@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "ui/input_queue.h"
+#include "ui/state/input_queue.h"
 
 namespace attnviz::ui {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "test_util.h"
-#include "ui/lens_job.h"
+#include "ui/jobs/lens_job.h"
 
 namespace attnviz::ui {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/model/config.h"
 #include "core/model/model.h"
 #include "tests/test_util.h"
-#include "ui/lesson.h"
+#include "ui/state/lesson.h"
 
 namespace attnviz::ui {
 namespace {

@@ -16,10 +16,10 @@
 #include "core/model/model.h"
 #include "core/model/random_model.h"
 #include "test_util.h"
-#include "ui/app_state.h"
-#include "ui/model_loader.h"
-#include "ui/settings.h"
-#include "ui/store_listing.h"
+#include "ui/state/app_state.h"
+#include "ui/jobs/model_loader.h"
+#include "ui/state/settings.h"
+#include "ui/jobs/store_listing.h"
 
 using namespace attnviz;
 using namespace attnviz::ui;

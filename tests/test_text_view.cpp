@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/export/painter.h"
 #include "test_util.h"
-#include "ui/text_view.h"
+#include "ui/state/text_view.h"
 
 namespace attnviz::ui {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "tests/test_util.h"
-#include "ui/training_state.h"
+#include "ui/state/training_state.h"
 
 namespace attnviz::ui {
 namespace {

@@ -12,13 +12,13 @@
 #include "core/model/model.h"
 #include "core/engine/importance.h"
 #include "core/model/random_model.h"
-#include "ui/window_backgrounds.h"
+#include "ui/state/window_backgrounds.h"
 #include "test_util.h"
-#include "ui/app_state.h"
-#include "ui/importance_job.h"
-#include "ui/settings.h"
-#include "ui/typing_probe.h"
-#include "ui/worker.h"
+#include "ui/state/app_state.h"
+#include "ui/jobs/importance_job.h"
+#include "ui/state/settings.h"
+#include "ui/state/typing_probe.h"
+#include "ui/state/worker.h"
 
 using namespace attnviz;
 using namespace attnviz::ui;

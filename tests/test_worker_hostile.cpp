@@ -10,7 +10,7 @@
 
 #include "core/model/random_model.h"
 #include "tests/test_util.h"
-#include "ui/worker.h"
+#include "ui/state/worker.h"
 
 namespace attnviz::ui {
 namespace {

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "ui/app_state.h"
-#include "ui/fonts.h"
-#include "ui/model_loader.h"
-#include "ui/panel.h"
-#include "ui/settings.h"
-#include "ui/typing_probe.h"
-#include "ui/worker.h"
+#include "ui/state/app_state.h"
+#include "ui/draw/fonts.h"
+#include "ui/jobs/model_loader.h"
+#include "ui/panels/panel.h"
+#include "ui/state/settings.h"
+#include "ui/state/typing_probe.h"
+#include "ui/state/worker.h"
 
 namespace attnviz::ui {
 
