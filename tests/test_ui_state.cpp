@@ -587,3 +587,25 @@ TEST(WindowBackgrounds, OnlyWhereSomethingLiesUnder) {
 
 }  // namespace
 }  // namespace attnviz::ui
+
+TEST(UiState, GemmaFourSharedLayersKeepNoKvCache) {
+  // Gemma 4 E2B as released (its config.json): 35 layers, every fifth global (4, 9, …, 34),
+  // the others sliding over 512 tokens; head_dim 256, global_head_dim 512; one KV head; the
+  // last 20 layers (15–34) read the K and V of an earlier layer and keep none.
+  const ModelConfig c = preset_config("gemma4-e2b");
+  for (int64_t T : {100, 1000, 32768}) {
+    int64_t want = 0, unshared = 0;
+    for (int l = 0; l < 35; ++l) {
+      const bool global = l % 5 == 4;
+      const int64_t entries = global ? T : std::min<int64_t>(T, 512), d = global ? 512 : 256;
+      const int64_t layer = 2 * entries * 1 * d * 4;  // K and V, float32
+      unshared += layer;
+      if (l < 15) want += layer;
+    }
+    EXPECT_EQ(kv_cache_bytes_layers(c, T, -1), want) << T;
+    EXPECT_EQ(kv_cache_bytes_layers(c, T, -1, 4, /*shared_keep_own*/ true), unshared) << T;
+  }
+  EXPECT_EQ(layer_kind(c.layer(14)), "global");
+  EXPECT_EQ(layer_kind(c.layer(15)), "local W=512, K and V of layer 13");
+  EXPECT_EQ(layer_kind(c.layer(34)), "global, K and V of layer 14");
+}

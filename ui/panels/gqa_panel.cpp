@@ -13,10 +13,20 @@ void GqaPanel::draw_content(FrameContext& ctx) {
     draw_memory(ctx);
     ImGui::Separator();
   }
-  ImGui::Text("n_head = %d query heads \xC2\xB7 n_kv_head = %d \xC2\xB7 group size = %d", c.n_head, c.n_kv_head, c.group_size());
+  // The selected layer's heads (Gemma 4's global layers have fewer KV heads and larger ones).
+  const int l = std::clamp(ctx.state.layer, 0, c.n_layer - 1);
+  const int KV = c.kv_heads_at(l), G = c.n_head / KV;
+  if (c.per_layer_attention())
+    ImGui::Text("layer %d: n_head = %d \xC2\xB7 n_kv_head = %d \xC2\xB7 group size = %d \xC2\xB7 head size %d", l, c.n_head, KV, G,
+                c.head_size_at(l));
+  else
+    ImGui::Text("n_head = %d query heads \xC2\xB7 n_kv_head = %d \xC2\xB7 group size = %d", c.n_head, KV, G);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped("query head h reads KV head h / (n_head / n_kv_head) = h / %d  (%s)", c.group_size(),
-                     c.n_kv_head == c.n_head ? "MHA: one KV head each" : c.n_kv_head == 1 ? "MQA: one KV head for all" : "GQA");
+  ImGui::TextWrapped("query head h reads KV head h / (n_head / n_kv_head) = h / %d  (%s)", G,
+                     KV == c.n_head ? "MHA: one KV head each" : KV == 1 ? "MQA: one KV head for all" : "GQA");
+  if (const int src = c.layer(l).kv_source; src >= 0)
+    ImGui::TextWrapped("layer %d keeps no K and V of its own: it reads layer %d's (KV sharing), so it adds nothing to "
+                       "the cache", l, src);
   ImGui::PopStyleColor();
   draw_diagram(ctx);
   ImGui::Separator();
@@ -30,7 +40,8 @@ void GqaPanel::draw_content(FrameContext& ctx) {
 void GqaPanel::draw_diagram(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
-  const int H = c.n_head, KV = c.n_kv_head;
+  const int l = std::clamp(s.layer, 0, c.n_layer - 1);
+  const int H = c.n_head, KV = c.kv_heads_at(l);
   const float fs = ImGui::GetFontSize();
   const float width = ImGui::GetContentRegionAvail().x;
   const float box_h = fs * 1.4f, drop = fs * 2.6f;
@@ -41,7 +52,7 @@ void GqaPanel::draw_diagram(FrameContext& ctx) {
   dl->AddText(o - ImVec2(fs * 3.f, -box_h - drop + box_h * 0.85f), ImGui::GetColorU32(ImGuiCol_TextDisabled), "K,V");
   const float kw = static_cast<float>(H) * qw / static_cast<float>(KV);
   for (int h = 0; h < H; ++h) {  // query heads, top row
-    const int g = c.kv_head_of(h);
+    const int g = c.kv_head_of(l, h);
     const ImVec2 a = o + ImVec2(static_cast<float>(h) * qw + 1, 0), b = a + ImVec2(qw - 2, box_h);
     const ImVec2 k = o + ImVec2((static_cast<float>(g) + 0.5f) * kw, box_h + drop);
     dl->AddLine(ImVec2(0.5f * (a.x + b.x), b.y), k, group_color(g, KV, 0.8f), std::max(1.f, ctx.scale * 1.5f));
@@ -55,7 +66,7 @@ void GqaPanel::draw_diagram(FrameContext& ctx) {
       s.head = h;
       s.kv_group = g;
     }
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("query head %d \xE2\x86\x92 KV head %d = %d / %d", h, g, h, c.group_size());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("query head %d \xE2\x86\x92 KV head %d = %d / %d", h, g, h, H / KV);
     ImGui::PopID();
   }
   for (int g = 0; g < KV; ++g) {  // KV heads, bottom row
@@ -130,8 +141,10 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   if (c.any_linear()) return draw_state_vs_cache(ctx);
   const int T = ctx.trace.T(), L = c.n_layer, d = c.head_size, H = c.n_head, KV = c.n_kv_head;
-  const bool local = c.any_local();
-  int n_local = 0, W = 0;
+  // Per layer: windows, and Gemma 4's per-layer KV heads, head sizes and shared layers.
+  const bool local = c.any_local(), per_layer = c.per_layer_attention();
+  int n_local = 0, W = 0, n_shared = 0;
+  for (int l = 0; l < L; ++l) n_shared += c.layer(l).kv_source >= 0;
   for (int l = 0; l < L; ++l)
     if (c.layer(l).window > 0) ++n_local, W = std::max(W, c.layer(l).window);
   if (local)  // a local layer never reads a key older than its window again: it keeps W of them
@@ -140,7 +153,11 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
   else
     ImGui::Text("KV cache = 2 (K and V) \xC3\x97 L \xC3\x97 T \xC3\x97 n_kv_head \xC3\x97 d \xC3\x97 4 B (float32)");
   // Bytes with every layer's window (only T entries each when the model has no local layer).
-  auto bytes = [&](int64_t t, int kv) { return local ? kv_cache_bytes_layers(c, t, kv) : kv_cache_bytes(t, kv, d, L); };
+  auto bytes = [&](int64_t t, int kv) {
+    return local || per_layer ? kv_cache_bytes_layers(c, t, kv) : kv_cache_bytes(t, kv, d, L);
+  };
+  if (per_layer)
+    ImGui::TextWrapped("each layer with its own n_kv_head and d%s", n_shared ? "; a shared layer keeps none" : "");
   if (ImGui::BeginTable("kvmem", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupColumn("layout");
     ImGui::TableSetupColumn(("now, T = " + std::to_string(T)).c_str());
@@ -150,17 +167,27 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
       const char* name;
       int kv;
     };
-    const Row rows[] = {{"MHA", H}, {"this model", KV}, {"MQA", 1}};
+    const Row rows[] = {{"MHA", H}, {"this model", per_layer ? -1 : KV}, {"MQA", 1}};
     for (const Row& r : rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::Text("%s (%d KV head%s)", r.name, r.kv, r.kv == 1 ? "" : "s");
+      if (r.kv < 0) ImGui::Text("%s (its KV heads)", r.name);
+      else ImGui::Text("%s (%d KV head%s)", r.name, r.kv, r.kv == 1 ? "" : "s");
       ImGui::TableNextColumn();
       ImGui::Text("%s", format_bytes(bytes(T, r.kv)).c_str());
       ImGui::TableNextColumn();
       ImGui::Text("%s", format_bytes(bytes(c.n_ctx, r.kv)).c_str());
     }
-    if (local) {  // what the windows save: the same heads with every layer global
+    if (n_shared) {  // what the sharing saves: every layer keeping its own K and V
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("this model, no KV sharing");
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", format_bytes(kv_cache_bytes_layers(c, T, -1, 4, true)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", format_bytes(kv_cache_bytes_layers(c, c.n_ctx, -1, 4, true)).c_str());
+    }
+    if (local && !per_layer) {  // what the windows save: the same heads with every layer global
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextDisabled("this model, no windows");
@@ -171,7 +198,9 @@ void GqaPanel::draw_memory(FrameContext& ctx) {
     }
     ImGui::EndTable();
   }
-  if (local)
+  if (per_layer)
+    ImGui::TextDisabled("%d of %d layers keep K and V (%d read another layer's)", L - n_shared, L, n_shared);
+  else if (local)
     ImGui::TextDisabled("= 2 \xC3\x97 (%d global \xC3\x97 %d + %d local \xC3\x97 min(%d, W=%d) = %lld) \xC3\x97 %d \xC3\x97 %d "
                         "\xC3\x97 4 B now", L - n_local, T, n_local, T, W,
                         static_cast<long long>(kv_cache_bytes_layers(c, T, 1, 1) / 2 / d), KV, d);
@@ -195,7 +224,8 @@ void GqaPanel::draw_group(FrameContext& ctx) {
                        s.layer, layer_kind(c.layer(s.layer)).c_str());
     return;
   }
-  const std::vector<int> hs = query_heads_of(s.kv_group, c.n_head, c.n_kv_head);
+  const int KV = c.kv_heads_at(s.layer);  // the layer's own (Gemma 4's global layers have fewer)
+  const std::vector<int> hs = query_heads_of(std::min(s.kv_group, KV - 1), c.n_head, KV);
   ImGui::Text("KV group %d, layer %d: query heads", s.kv_group, s.layer);
   for (int h : hs) {
     ImGui::SameLine();

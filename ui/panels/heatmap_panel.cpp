@@ -70,6 +70,9 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
                         c.linear.k_heads);
   else if (mixer == Mixer::ShortConv)
     ImGui::TextDisabled("short convolution: no heads");
+  else if (const int src = c.layer(s.layer).kv_source; src >= 0)  // Gemma 4's KV sharing: no K, V of its own
+    ImGui::TextDisabled("reads KV head %d of %d: the K and V of layer %d (shared)", c.kv_head_of(s.layer, s.head),
+                        c.kv_heads_at(s.layer), src);
   else
     ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.layer, s.head), c.kv_heads_at(s.layer));
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced

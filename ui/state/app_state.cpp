@@ -92,16 +92,21 @@ std::string layer_kind(const LayerSpec& spec) {
   if (spec.mixer == Mixer::ShortConv) return "short convolution";
   std::string s = spec.window > 0 ? "local W=" + std::to_string(spec.window) : "global";
   if (!spec.rope) s += " no RoPE";
+  if (spec.kv_source >= 0) s += ", K and V of layer " + std::to_string(spec.kv_source);
   return s;
 }
 
 int64_t kv_entries(int64_t T, int window) { return window > 0 ? std::min<int64_t>(T, window) : T; }
 
-int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value) {
+int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value,
+                              bool shared_keep_own) {
   int64_t b = 0;
-  for (int l = 0; l < c.n_layer; ++l)
-    if (c.layer(l).mixer == Mixer::Softmax)
-      b += 2 * kv_tensor_bytes(kv_entries(T, c.layer(l).window), kv_heads, c.head_size, bytes_per_value);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerSpec spec = c.layer(l);
+    if (spec.mixer != Mixer::Softmax || (spec.kv_source >= 0 && !shared_keep_own)) continue;
+    b += 2 * kv_tensor_bytes(kv_entries(T, spec.window), kv_heads < 0 ? c.kv_heads_at(l) : kv_heads, c.head_size_at(l),
+                             bytes_per_value);
+  }
   return b;
 }
 

@@ -154,15 +154,19 @@ struct SeenKeys {
 SeenKeys seen_keys(int i, int window);
 // Key j of row i hidden by the window alone (j ≤ i but before the window's first key).
 inline bool outside_window(int64_t i, int64_t j, int window) { return j <= i && j < window_first(i, window); }
-// "local W=512" or "global", plus " no RoPE" for a layer without positional encoding;
+// "local W=512" or "global", plus " no RoPE" for a layer without positional encoding and
+// ", K and V of layer 13" for one that reads another layer's (Gemma 4's KV sharing);
 // "linear attention" or "short convolution" for a hybrid's other layers.
 std::string layer_kind(const LayerSpec& spec);
 // Entries of one layer's KV cache over T tokens: T on a global layer, min(T, W) on a local
 // one (its keys before i − W + 1 are never read again).
 int64_t kv_entries(int64_t T, int window);
 // The whole KV cache in bytes, layer by layer (local layers keep min(T, W) entries; a
-// hybrid's linear and convolution layers keep none).
-int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value = 4);
+// hybrid's linear and convolution layers keep none; nor does a layer that reads another
+// layer's K and V, Gemma 4's shared layers, unless `shared_keep_own`). `kv_heads` heads of
+// each layer's head size on every layer; −1: each layer's own (ModelConfig::kv_heads_at).
+int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value = 4,
+                              bool shared_keep_own = false);
 // What a hybrid's other layers keep instead, the same for any T: per gated-delta-rule layer
 // Hv memories of dk × dv plus the convolution's last K − 1 inputs (K − 1) × (2·Hk·dk + Hv·dv);
 // per short-convolution layer its last K − 1 inputs, (K − 1) × C. 0 for a transformer.
