@@ -609,3 +609,19 @@ TEST(UiState, GemmaFourSharedLayersKeepNoKvCache) {
   EXPECT_EQ(layer_kind(c.layer(15)), "local W=512, K and V of layer 13");
   EXPECT_EQ(layer_kind(c.layer(34)), "global, K and V of layer 14");
 }
+
+TEST(UiState, ScaledTabNamesTheScaleWhereItIsNotOneOverRootD) {
+  // A llama: 1/√d on every layer; Gemma 4: 1 (QK-norm sets the size); another scale on one layer.
+  const ModelConfig llama = preset_config("tiny");
+  EXPECT_TRUE(scale_is_inv_sqrt_d(llama, 0));
+  EXPECT_EQ(stage_title(Stage::Scaled, llama, 0), stage_label(Stage::Scaled));
+  const ModelConfig g4 = preset_config("gemma4-e2b");
+  EXPECT_FALSE(scale_is_inv_sqrt_d(g4, 0));
+  EXPECT_EQ(stage_title(Stage::Scaled, g4, 0), "scaled \xC3\x97" "1");
+  EXPECT_EQ(stage_title(Stage::Probs, g4, 0), stage_label(Stage::Probs));
+  ModelConfig custom = llama;
+  custom.layer_specs.assign(static_cast<size_t>(custom.n_layer), custom.layer(0));
+  custom.layer_specs[1].scale = 0.0625f;
+  EXPECT_TRUE(scale_is_inv_sqrt_d(custom, 0));
+  EXPECT_EQ(stage_title(Stage::Scaled, custom, 1), "scaled \xC3\x97" "0.0625");
+}

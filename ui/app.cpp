@@ -438,8 +438,10 @@ void App::menu_bar() {
   // Where we are, on the right of the menu bar.
   const Snapshot& snap = *snap_;
   char where[160];
-  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head,
-                heatmap_->showing_rollout() ? "rollout" : stage_label(state_.stage));
+  const std::string stage = heatmap_->showing_rollout() ? std::string("rollout")
+                            : snap.model ? stage_title(state_.stage, snap.model->config, state_.layer)
+                                         : std::string(stage_label(state_.stage));
+  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head, stage.c_str());
   ImGui::SameLine(ImGui::GetWindowWidth() - ImGui::CalcTextSize(where).x - ImGui::GetFontSize() * (snap.random_weights ? 9.f : 1.f));
   ImGui::TextUnformatted(where);
   if (snap.random_weights) {

@@ -16,6 +16,9 @@
 namespace attnviz::ui {
 
 namespace {
+// The tab's name (stage_title), its ImGui ID the stage's label whatever the layer.
+std::string tab_label(Stage st, const ModelConfig& c, int l) { return stage_title(st, c, l) + "###" + stage_label(st); }
+
 const char* stage_explanation(Stage s) {
   switch (s) {
     case Stage::Scores: return "q_i \xC2\xB7 k_j for every pair: how well token j's key answers token i's query (before scaling; the future is not hidden yet)";
@@ -130,7 +133,7 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
     for (Stage st : stage_tab_order()) {
       if (lt ? !lt->has(st) : st == Stage::Implicit) continue;  // capped: only where the layer soft-caps
       const ImGuiTabItemFlags f = pending && st == s.stage ? ImGuiTabItemFlags_SetSelected : 0;
-      if (ImGui::BeginTabItem(stage_label(st), nullptr, f)) {
+      if (ImGui::BeginTabItem(tab_label(st, ctx.model->config, s.layer).c_str(), nullptr, f)) {
         selected = st;
         ImGui::EndTabItem();
       }
@@ -153,7 +156,7 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
   if (ctx.state.presentation) {  // what is shown, large enough to read from the back of a room
     char caption[160];
     std::snprintf(caption, sizeof caption, "layer %d \xC2\xB7 head %d \xC2\xB7 %s%s", ctx.state.layer, ctx.state.head,
-                  rollout_ ? "rollout" : stage_label(ctx.state.stage),
+                  rollout_ ? "rollout" : stage_title(ctx.state.stage, ctx.model->config, ctx.state.layer).c_str(),
                   ctx.state.ablation.has(ctx.state.layer, ctx.state.head) ? " (ablated)" : "");
     if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
     ImGui::TextUnformatted(caption);
@@ -187,6 +190,12 @@ void HeatmapPanel::draw_content(FrameContext& ctx) {
       ImGui::TextDisabled("softmax of each row over the tokens and this head's learned sink (the \"sink\" column, "
                           "then dropped): how much token i (row) attends to token j (column); a row sums to 1 \xE2\x88\x92 "
                           "its sink");
+    else if (!rollout_ && ctx.state.stage == Stage::Scaled && !scale_is_inv_sqrt_d(mc, ctx.state.layer))
+      ImGui::TextDisabled("scores \xC3\x97 %.5g, this model's own scale (1/\xE2\x88\x9A" "d would be %.5g): Gemma's "
+                          "query_pre_attn_scalar^\xE2\x88\x92\xC2\xBD, Granite's attention_multiplier, or 1 where "
+                          "QK-norm sets the scores' size (Gemma 4)",
+                          static_cast<double>(mc.layer(ctx.state.layer).scale),
+                          1.0 / std::sqrt(static_cast<double>(mc.head_size_at(ctx.state.layer))));
     else
       ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
     ImGui::PopTextWrapPos();

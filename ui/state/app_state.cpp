@@ -87,6 +87,18 @@ SeenKeys seen_keys(int i, int window) {
   return k;
 }
 
+bool scale_is_inv_sqrt_d(const ModelConfig& c, int l) {
+  const double want = 1.0 / std::sqrt(static_cast<double>(c.head_size_at(l)));
+  return std::abs(static_cast<double>(c.layer(l).scale) - want) <= 1e-4 * want;
+}
+
+std::string stage_title(Stage st, const ModelConfig& c, int l) {
+  if (st != Stage::Scaled || l < 0 || l >= c.n_layer || scale_is_inv_sqrt_d(c, l)) return stage_label(st);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "scaled \xC3\x97%.4g", static_cast<double>(c.layer(l).scale));
+  return buf;
+}
+
 std::string layer_kind(const LayerSpec& spec) {
   if (spec.mixer == Mixer::GatedDeltaNet) return "linear attention";
   if (spec.mixer == Mixer::ShortConv) return "short convolution";

@@ -154,6 +154,11 @@ struct SeenKeys {
 SeenKeys seen_keys(int i, int window);
 // Key j of row i hidden by the window alone (j ≤ i but before the window's first key).
 inline bool outside_window(int64_t i, int64_t j, int window) { return j <= i && j < window_first(i, window); }
+// Whether layer l scales its scores by 1/√d (most models); Gemma 2/3's query_pre_attn_scalar,
+// Granite's attention_multiplier and Gemma 4's 1 (QK-norm sets the scores' size) do not.
+bool scale_is_inv_sqrt_d(const ModelConfig& c, int l);
+// A stage's name on layer l: stage_label, but "scaled ×0.0625" where the scale is not 1/√d.
+std::string stage_title(Stage st, const ModelConfig& c, int l);
 // "local W=512" or "global", plus " no RoPE" for a layer without positional encoding and
 // ", K and V of layer 13" for one that reads another layer's (Gemma 4's KV sharing);
 // "linear attention" or "short convolution" for a hybrid's other layers.
