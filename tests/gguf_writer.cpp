@@ -33,7 +33,8 @@ GgufTokenizerData small_byte_level_tokenizer(int vocab) {
 }
 
 std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& dir,
-                                  bool with_hf, bool with_tokenizer, const GgufTokenizerData* tokenizer) {
+                                  bool with_hf, bool with_tokenizer, const GgufTokenizerData* tokenizer,
+                                  bool split_gate_up) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   GgufTokenizerData small;
@@ -42,7 +43,7 @@ std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t 
     tokenizer = &small;
   }
   const std::string path = dir + "/model.gguf";
-  write_gguf_model(c, type, seed, path, tokenizer, with_hf ? dir + "/hf" : "");
+  write_gguf_model(c, type, seed, path, tokenizer, with_hf ? dir + "/hf" : "", split_gate_up);
   // The same tokenizer as the Hugging Face tokenizer.json it stands for.
   if (with_hf && tokenizer) std::ofstream(dir + "/hf/tokenizer.json") << gguf_tokenizer_json(*tokenizer, "test").dump() << "\n";
   return path;

@@ -32,6 +32,6 @@ GgufTokenizerData small_byte_level_tokenizer(int vocab);
 // names and layout. Returns DIR/model.gguf.
 std::string write_gguf_model_pair(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& dir,
                                   bool with_hf = true, bool with_tokenizer = true,
-                                  const GgufTokenizerData* tokenizer = nullptr);
+                                  const GgufTokenizerData* tokenizer = nullptr, bool split_gate_up = false);
 
 }  // namespace attnviz::test

@@ -477,14 +477,15 @@ nlohmann::json gemma4_json(bool k_eq_v, bool experts = false) {
   return j;
 }
 
-class GgufGemma4 : public ::testing::TestWithParam<std::tuple<GgmlType, int>> {};  // variant 0: PLE, shared; 1: V = K; 2: + experts
+// variant 0: PLE, shared; 1: V = K; 2: + experts; 3: + experts with gate and up apart
+class GgufGemma4 : public ::testing::TestWithParam<std::tuple<GgmlType, int>> {};
 
 TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
   const auto [type, variant] = GetParam();
-  const bool k_eq_v = variant > 0, experts = variant == 2;
+  const bool k_eq_v = variant > 0, experts = variant >= 2, split = variant == 3;
   const ModelConfig c = parse_config(gemma4_json(k_eq_v, experts), "gemma4");
   const std::string dir = test::temp_dir(std::string("gguf-gemma4-") + ggml_type_info(type).name + std::to_string(variant));
-  const std::string gguf = test::write_gguf_model_pair(c, type, 17, dir);
+  const std::string gguf = test::write_gguf_model_pair(c, type, 17, dir, true, true, nullptr, split);
   {
     const auto f = GgufFile::open(gguf);
     EXPECT_EQ(f.get_string("general.architecture"), "gemma4");
@@ -496,9 +497,15 @@ TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
     EXPECT_EQ(f.find("per_layer_token_embd.weight") != nullptr, !k_eq_v);
     EXPECT_EQ(f.find("blk.3.attn_k.weight") == nullptr, !k_eq_v);  // a KV-shared layer has none
     EXPECT_TRUE(f.find("blk.4.layer_output_scale.weight"));
-    EXPECT_EQ(f.find("blk.2.ffn_gate_up_exps.weight") != nullptr, experts);
-    if (experts) {
+    EXPECT_EQ(f.find("blk.2.ffn_gate_up_exps.weight") != nullptr, experts && !split);
+    EXPECT_EQ(f.find("blk.2.ffn_gate_exps.weight") != nullptr, split);
+    if (split) {
+      EXPECT_EQ(f.find("blk.2.ffn_gate_exps.weight")->shape(), (std::vector<int64_t>{4, 64, 256}));
+      EXPECT_EQ(f.find("blk.2.ffn_up_exps.weight")->shape(), (std::vector<int64_t>{4, 64, 256}));
+    } else if (experts) {
       EXPECT_EQ(f.find("blk.2.ffn_gate_up_exps.weight")->shape(), (std::vector<int64_t>{4, 128, 256}));
+    }
+    if (experts) {
       EXPECT_EQ(f.find("blk.2.ffn_down_exps.weight")->shape(), (std::vector<int64_t>{4, 256, 64}));
       EXPECT_TRUE(f.find("blk.2.ffn_gate_inp.scale") && f.find("blk.2.ffn_down_exps.scale") &&
                   f.find("blk.2.post_ffw_norm_2.weight"));
@@ -524,14 +531,14 @@ TEST_P(GgufGemma4, DumpEqualsTheHuggingFaceModel) {
 }
 
 std::string gemma4_case_name(const ::testing::TestParamInfo<std::tuple<GgmlType, int>>& i) {
-  static const char* const kNames[] = {"_ple_shared", "_k_eq_v", "_experts"};
+  static const char* const kNames[] = {"_ple_shared", "_k_eq_v", "_experts", "_experts_split"};
   return std::string(ggml_type_info(std::get<0>(i.param)).name) + kNames[std::get<1>(i.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GgufGemma4,
                          ::testing::Values(std::make_tuple(GgmlType::F32, 0), std::make_tuple(GgmlType::Q8_0, 0),
                                            std::make_tuple(GgmlType::F32, 1), std::make_tuple(GgmlType::F32, 2),
-                                           std::make_tuple(GgmlType::Q8_0, 2)),
+                                           std::make_tuple(GgmlType::Q8_0, 2), std::make_tuple(GgmlType::Q8_0, 3)),
                          gemma4_case_name);
 
 // A GPT-OSS file whose tensors do not fit its metadata: each refused naming the file and the

@@ -521,6 +521,14 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
     const int rows = static_cast<int>(t.shape[0]), cols = t.shape.size() > 1 ? static_cast<int>(t.shape[1]) : 0;
     if (t.slot == Slot::ExpGateUpHalves || t.slot == Slot::ExpDownRows) {  // (E, out, in): Gemma 4's experts
       LayerWeights& lw = w.layers[static_cast<size_t>(t.layer)];
+      const std::string p = "blk." + std::to_string(t.layer) + ".";
+      if (t.slot == Slot::ExpGateUpHalves && !f.find(name) && f.find(p + "ffn_gate_exps.weight")) {
+        // gate and up apart, (E, I_e, C) each, as another converter may write them
+        const int E = static_cast<int>(t.shape[0]), Ie = c.experts.width, Cin = static_cast<int>(t.shape[2]);
+        lw.ex_gate = s.stacked_w(p + "ffn_gate_exps.weight", E, Ie, Cin);
+        lw.ex_up = s.stacked_w(p + "ffn_up_exps.weight", E, Ie, Cin);
+        continue;
+      }
       std::vector<Weight> st =
           s.stacked_w(name, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1]), static_cast<int>(t.shape[2]));
       if (t.slot == Slot::ExpDownRows) {

@@ -876,7 +876,7 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
 }  // namespace
 
 void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& path,
-                      const GgufTokenizerData* tokenizer, const std::string& hf_dir) {
+                      const GgufTokenizerData* tokenizer, const std::string& hf_dir, bool split_gate_up) {
   const bool with_hf = !hf_dir.empty();
   PairWriter w{type, std::mt19937_64(seed), {}, {}, with_hf};
   GgufWriter& g = w.gguf;
@@ -922,6 +922,22 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
       const std::string name = gguf_tensor_name(c, t.slot, t.layer);
       const int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 0;
       if (experts.write(t, name)) continue;
+      if (t.slot == Slot::ExpGateUpHalves && split_gate_up) {  // gate and up apart; the twin's gate_up_proj joins them
+        const int64_t E = t.shape[0], Ie = t.shape[1] / 2, Cin = t.shape[2];
+        const std::string p = "blk." + std::to_string(t.layer) + ".";
+        const std::vector<float> gate = w.weight_shaped(p + "ffn_gate_exps.weight", {E, Ie, Cin}, s_in);
+        const std::vector<float> up = w.weight_shaped(p + "ffn_up_exps.weight", {E, Ie, Cin}, s_in);
+        if (with_hf) {
+          std::vector<float> joined(static_cast<size_t>(E * 2 * Ie * Cin));
+          for (int64_t e = 0; e < E; ++e) {  // expert e: its I_e gate rows, then its I_e up rows
+            const int64_t n = Ie * Cin;
+            std::copy_n(gate.begin() + e * n, n, joined.begin() + e * 2 * n);
+            std::copy_n(up.begin() + e * n, n, joined.begin() + e * 2 * n + n);
+          }
+          w.to_hf(t.name, t.shape, joined);
+        }
+        continue;
+      }
       if (t.slot == Slot::ExpGateUpHalves || t.slot == Slot::ExpDownRows) {  // Gemma 4's (E, out, in), as Hugging Face's
         const float sd = t.slot == Slot::ExpDownRows ? 1.f / std::sqrt(static_cast<float>(t.shape[2])) : s_in;
         w.to_hf(t.name, t.shape, w.weight_shaped(name, t.shape, sd));

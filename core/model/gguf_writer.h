@@ -104,8 +104,11 @@ std::string gguf_arch_of(const ModelConfig& c);
 // 1-D norms and biases as F32. `tokenizer` goes into the metadata when not null. With
 // `hf_dir`, the same weights after dequantization are also written there as config.json +
 // model.safetensors (float32) in Hugging Face's names and layout (the loaders' twin).
+// `split_gate_up`: Gemma 4's experts as ffn_gate_exps and ffn_up_exps, (E, I_e, C) each,
+// instead of the fused ffn_gate_up_exps (E, 2·I_e, C), the other form a converter may write.
 void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const std::string& path,
-                      const GgufTokenizerData* tokenizer = nullptr, const std::string& hf_dir = "");
+                      const GgufTokenizerData* tokenizer = nullptr, const std::string& hf_dir = "",
+                      bool split_gate_up = false);
 
 // The tokenizer of a random model (write_random_model's character tokenizer: "\n", the
 // printable ASCII characters, then "<id>" placeholders up to `vocab`, at the same ids) as
