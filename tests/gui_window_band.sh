@@ -45,7 +45,7 @@ check "gemma2 capped tab" xrun "$app" --model "$work/gemma2" --text "$text" --la
 check "capped shown" grep -q '"stage": "capped"' "$work/capped.png.json"
 
 # The lesson's step 10 (the crop beside a real window) on a global layer moves to a local one.
-check "lesson window step" env ATTNVIZ_LESSON_STEP=10 xvfb-run -a -s "-screen 0 1920x1200x24" "$app" \
+check "lesson window step" env ATTNVIZ_LESSON_STEP=11 xvfb-run -a -s "-screen 0 1920x1200x24" "$app" \
   --model "$work/gemma3" --text "$text" --layer 1 --block-size 16 --screenshot "$work/lesson.png"
 check "lesson moved to local layer 0" grep -q '"layer": 0' "$work/lesson.png.json"
 finish

@@ -35,7 +35,7 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
   ASSERT_FALSE(en.empty());
   ASSERT_FALSE(zh.empty());
   const Lesson a = load_lesson(en), b = load_lesson(zh);
-  ASSERT_EQ(a.steps.size(), 12u);
+  ASSERT_EQ(a.steps.size(), 13u);
   ASSERT_EQ(a.steps.size(), b.steps.size());
   const Trace& tr = run().trace;
   const ModelConfig& c = run().model->config;
@@ -45,15 +45,22 @@ TEST(Lesson, BothLanguagesHaveTheSameStepsAndFillEveryPlaceholder) {
     EXPECT_EQ(a.steps[k].stage, b.steps[k].stage) << a.steps[k].id;
     EXPECT_EQ(a.steps[k].show, b.steps[k].show) << a.steps[k].id;
     for (const Lesson* l : {&a, &b}) {  // walk every step: no placeholder left unfilled
-      const std::string text = fill_placeholders(l->steps[k].title + l->steps[k].body, n);
+      const std::string text = fill_placeholders(l->steps[k].title + l->steps[k].body + l->steps[k].body_sink, n);
       EXPECT_EQ(text.find('{'), std::string::npos) << l->language << " " << l->steps[k].id << ": " << text;
     }
   }
-  // The twelve steps, in the order a class meets them: the block_size crop, then a real
-  // sliding window beside it; the KV cache, then a memory that does not grow.
-  const char* want[] = {"qk",  "dot",    "scale",        "mask",     "exp",   "softmax", "weighted_v",
-                        "gqa", "window", "local_window", "kv_cache", "memory"};
-  for (size_t k = 0; k < 12; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
+  // The thirteen steps, in the order a class meets them: the softmax, then where a row's
+  // weight goes when nothing matches; the block_size crop, then a real sliding window beside
+  // it; the KV cache, then a memory that does not grow.
+  const char* want[] = {"qk",  "dot",        "scale",  "mask",         "exp",      "softmax", "sink",
+                        "weighted_v", "gqa", "window", "local_window", "kv_cache", "memory"};
+  for (size_t k = 0; k < 13; ++k) EXPECT_EQ(a.steps[k].id, want[k]);
+  // The softmax and sink steps say it otherwise where the head has a learned sink.
+  EXPECT_FALSE(a.steps[5].body_sink.empty());
+  EXPECT_FALSE(b.steps[6].body_sink.empty());
+  EXPECT_EQ(a.steps[6].body_for(false), a.steps[6].body);
+  EXPECT_EQ(a.steps[6].body_for(true), a.steps[6].body_sink);
+  EXPECT_EQ(a.steps[7].body_for(true), a.steps[7].body);  // no variant: the one body
   EXPECT_NE(fill_placeholders("{score} and {shared_heads}", n).find(", "), std::string::npos);
 }
 
@@ -90,6 +97,42 @@ TEST(Lesson, RowNumbersMatchTheRecordedTrace) {
   EXPECT_EQ(n.kv_cache_floats, 2LL * c.n_layer * tr.T() * c.n_kv_head * c.head_size);
   EXPECT_THROW(row_numbers(tr, c, 0, 0, 3, 4), Error);  // the key after the row is masked
   EXPECT_THROW(row_numbers(tr, c, 2, 0, 3, 1), Error);  // no layer 2
+}
+
+// GPT-OSS's learned sinks: the lesson's row adds the head's sink logit to the softmax, so its
+// weights equal the engine's probs (1e-5) and sum with the sink weight to 1, and the sink
+// weight equals the recorded `sink` (1e-5); the first key's weight is the row's first weight.
+TEST(Lesson, RowNumbersIncludeALearnedSink) {
+  const nlohmann::json j = {{"model_type", "gpt_oss"}, {"vocab_size", 128}, {"hidden_size", 64},
+                            {"intermediate_size", 32}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                            {"num_key_value_heads", 2}, {"head_dim", 16}, {"num_local_experts", 4},
+                            {"num_experts_per_tok", 2}, {"sliding_window", 4},
+                            {"layer_types", {"sliding_attention", "full_attention"}}, {"max_position_embeddings", 64},
+                            {"rms_norm_eps", 1e-5}, {"rope_theta", 150000}, {"attention_bias", true},
+                            {"tie_word_embeddings", false}};
+  const ModelConfig c = parse_config(j, "gpt_oss");
+  ASSERT_TRUE(c.attn_sinks);
+  std::shared_ptr<const Model> model = load_model(test::make_model_dir(c, 9, "lesson-sink"));
+  Engine engine{model, make_cpu_backend()};
+  const Trace& tr = engine.run_text("the cat sat on");
+  for (int layer : {0, 1})
+    for (int head : {0, 3})
+      for (int i : {0, 3, tr.T() - 1}) {
+        const RowNumbers n = row_numbers(tr, c, layer, head, i, i);
+        const LayerTrace& lt = tr.layers[static_cast<size_t>(layer)];
+        ASSERT_TRUE(n.has_sink);
+        EXPECT_DOUBLE_EQ(n.sink_logit, lt.sinks[static_cast<size_t>(head)]);
+        const float recorded = lt.sink.data[static_cast<size_t>(head * lt.sink.dim(1) + i)];  // (H, T)
+        EXPECT_NEAR(n.sink_weight, recorded, 1e-5) << layer << "," << head << "," << i;
+        double sum = n.sink_weight;
+        for (int jj = 0; jj <= i; ++jj) {
+          EXPECT_NEAR(n.weights[static_cast<size_t>(jj)], lt.probs.at(head, i, jj), 1e-5);
+          sum += n.weights[static_cast<size_t>(jj)];
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-9);
+        EXPECT_DOUBLE_EQ(n.first_weight, n.weights[static_cast<size_t>(n.first_key)]);
+      }
+  EXPECT_FALSE(row_numbers(run().trace, run().model->config, 1, 2, 4, 1).has_sink);  // a llama has none
 }
 
 // A local layer (a mistral-style model, every layer a window of 3 keys): row i's numbers

@@ -16,7 +16,7 @@ LessonPanel::LessonPanel() : Panel("Guided lesson", false) {
       const Lesson l = load_lesson(f);
       names_.push_back(l.language);
       font_text_ += l.language;
-      for (const LessonStep& s : l.steps) font_text_ += s.title + s.body;
+      for (const LessonStep& s : l.steps) font_text_ += s.title + s.body + s.body_sink;
     } catch (const std::exception&) {
       names_.push_back(f);
     }
@@ -150,7 +150,7 @@ void LessonPanel::draw_content(FrameContext& ctx) {
   if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
   ImGui::TextWrapped("%s", fill_placeholders(step.title, n).c_str());
   if (ctx.fonts.big) ImGui::PopFont();
-  ImGui::TextWrapped("%s", fill_placeholders(step.body, n).c_str());
+  ImGui::TextWrapped("%s", fill_placeholders(step.body_for(n.has_sink), n).c_str());
   ImGui::Separator();
   draw_numbers(step, n, ctx);
 }
@@ -228,7 +228,25 @@ void LessonPanel::draw_numbers(const LessonStep& step, const RowNumbers& n, Fram
       }
       ImGui::EndTable();
     }
-    ImGui::Text("row max %.4f   \xCE\xA3 exp = %.4f   \xCE\xA3 weights = 1", n.row_max, n.row_sum);
+    if (n.has_sink)
+      ImGui::Text("row max %.4f   \xCE\xA3 exp (sink included) = %.4f   \xCE\xA3 weights = 1 \xE2\x88\x92 %.4f (the sink)",
+                  n.row_max, n.row_sum, n.sink_weight);
+    else
+      ImGui::Text("row max %.4f   \xCE\xA3 exp = %.4f   \xCE\xA3 weights = 1", n.row_max, n.row_sum);
+  } else if (k == "sink") {
+    // Where row i's weight goes when no key matches: a learned sink (GPT-OSS), else the first key.
+    const float w = ImGui::GetContentRegionAvail().x * 0.6f, h = ImGui::GetFontSize();
+    auto bar = [&](const char* label, double v, ImU32 col) {
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + w * static_cast<float>(std::clamp(v, 0.0, 1.0)), p.y + h), col);
+      ImGui::Dummy(ImVec2(w, h));
+      ImGui::SameLine();
+      ImGui::Text("%s %.4f", label, v);
+    };
+    if (n.has_sink) bar("learned sink", n.sink_weight, IM_COL32(240, 160, 60, 255));
+    bar(("key " + std::to_string(n.first_key) + " '" + tok(n.first_key) + "'").c_str(), n.first_weight, IM_COL32(90, 170, 255, 255));
+    bar(n.has_sink ? "all the tokens" : "the other keys", n.has_sink ? 1.0 - n.sink_weight : 1.0 - n.first_weight,
+        IM_COL32(150, 150, 150, 255));
   } else if (k == "weighted_v") {
     ImGui::TextColored(hi, "out_%d = [%s]", n.i, list(n.out_i, 6).c_str());
   } else if (k == "gqa") {

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& lesson_show_kinds() {
   static const std::vector<std::string> k = {"qk",         "dot", "scale",  "mask",     "exp", "softmax",
-                                             "weighted_v", "gqa", "window", "local_window", "kv_cache", "memory", "none"};
+                                             "weighted_v", "sink", "gqa", "window", "local_window", "kv_cache", "memory",
+                                             "none"};
   return k;
 }
 
@@ -60,7 +61,11 @@ const std::vector<std::string>& lesson_placeholders() {
                                              "layer_kv_bytes",
                                              "a_row_sum",
                                              "a_row_min",
-                                             "a_negative"};
+                                             "a_negative",
+                                             "first_weight",
+                                             "sink_logit",
+                                             "sink_weight",
+                                             "tokens_weight"};
   return p;
 }
 
@@ -115,6 +120,10 @@ std::string placeholder_value(const std::string& name, const RowNumbers& n) {
   if (name == "a_row_sum") return num(n.a_row_sum);
   if (name == "a_row_min") return num(n.a_row_min);
   if (name == "a_negative") return std::to_string(n.a_negative);
+  if (name == "first_weight") return num(n.first_weight);
+  if (name == "sink_logit") return num(n.sink_logit);
+  if (name == "sink_weight") return num(n.sink_weight);
+  if (name == "tokens_weight") return num(1.0 - n.sink_weight);
   return "";
 }
 
@@ -154,13 +163,14 @@ Lesson load_lesson(const std::string& path) {
     const std::string at = where + " (" + st.id + ")";
     st.title = field("title");
     st.body = field("body");
+    if (s.contains("body_sink")) st.body_sink = field("body_sink");
     const std::string stage = s.value("stage", std::string("probs"));
     if (!stage_from_name(stage, &st.stage))
       throw Error(at + ": unknown stage '" + excerpt(stage, 40) + "' (q, k, v, scores, scaled, masked, probs, out)");
     st.show = s.value("show", std::string("none"));
     if (std::find(kinds.begin(), kinds.end(), st.show) == kinds.end())
       throw Error(at + ": unknown \"show\" '" + excerpt(st.show, 40) + "'");
-    for (const std::string& p : placeholders_in(st.title + st.body))
+    for (const std::string& p : placeholders_in(st.title + st.body + st.body_sink))
       if (std::find(known.begin(), known.end(), p) == known.end())
         throw Error(at + ": unknown placeholder {" + excerpt(p, 40) + "}");
     for (const LessonStep& prev : l.steps)
@@ -204,8 +214,9 @@ RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int hea
     throw Error("lesson: layer " + std::to_string(layer) + " is a " + layer_kind(c.layer(layer)) +
                 " layer; the steps explain softmax attention (choose a full-attention layer)");
   RowNumbers n;
-  n.layer = layer, n.head = head, n.i = i, n.j = j, n.d = c.head_size;
-  n.n_head = c.n_head, n.n_kv_head = c.n_kv_head, n.group = c.n_head / c.n_kv_head;
+  // The layer's own head size and KV heads (Gemma 4's global layers have larger, fewer ones).
+  n.layer = layer, n.head = head, n.i = i, n.j = j, n.d = c.head_size_at(layer);
+  n.n_head = c.n_head, n.n_kv_head = c.kv_heads_at(layer), n.group = c.n_head / n.n_kv_head;
   n.kv_head = head / n.group;
   for (int h = 0; h < c.n_head; ++h)
     if (h / n.group == n.kv_head) n.shared_heads.push_back(h);
@@ -233,16 +244,25 @@ RowNumbers row_numbers(const Trace& tr, const ModelConfig& c, int layer, int hea
   }
   n.masked_count = n.T - 1 - i;
   n.row_max = *std::max_element(n.scaled_row.begin(), n.scaled_row.end());
+  // GPT-OSS: the head's learned sink is one more logit in the softmax, then dropped.
+  n.has_sink = static_cast<size_t>(head) < lt.sinks.size();
+  if (n.has_sink) {
+    n.sink_logit = lt.sinks[static_cast<size_t>(head)];
+    n.row_max = std::max(n.row_max, n.sink_logit);
+  }
   for (double s : n.scaled_row) n.exp_row.push_back(s == -inf ? 0.0 : std::exp(s - n.row_max));
   for (double e : n.exp_row) n.row_sum += e;
+  if (n.has_sink) n.row_sum += std::exp(n.sink_logit - n.row_max);
   for (double e : n.exp_row) n.weights.push_back(e / n.row_sum);
+  if (n.has_sink) n.sink_weight = std::exp(n.sink_logit - n.row_max) / n.row_sum;
+  n.first_weight = n.weights[static_cast<size_t>(n.first_key)];
   n.out_i.assign(static_cast<size_t>(n.d), 0.0);
   for (int jj = 0; jj <= i; ++jj)
     for (int x = 0; x < n.d; ++x)
       n.out_i[static_cast<size_t>(x)] += n.weights[static_cast<size_t>(jj)] * lt.v.at(n.kv_head, jj, x);
   int n_softmax = 0;  // a hybrid's other layers keep no K and V
   for (int l = 0; l < n.n_layer; ++l) n_softmax += c.layer(l).mixer == Mixer::Softmax;
-  n.layer_kv_floats = 2LL * n.T * c.n_kv_head * n.d;
+  n.layer_kv_floats = 2LL * n.T * n.n_kv_head * n.d;
   n.kv_cache_floats = n_softmax * n.layer_kv_floats;
   n.kv_layers = n_softmax;
   // Memory that does not grow: the first layer whose state is fixed, and on a linear-attention

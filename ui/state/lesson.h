@@ -23,6 +23,8 @@ namespace attnviz::ui {
 
 struct LessonStep {
   std::string id, title, body;
+  std::string body_sink;  // optional: the body on a layer with learned sinks (GPT-OSS), else `body`
+  const std::string& body_for(bool has_sink) const { return has_sink && !body_sink.empty() ? body_sink : body; }
   Stage stage = Stage::Probs;
   std::string show;  // which numbers the panel draws
 };
@@ -69,6 +71,11 @@ struct RowNumbers {
   std::vector<double> exp_row;     // (i + 1) exp(scaled − row_max), 0 outside the window
   double row_sum = 0.0;            // Σ exp_row
   std::vector<double> weights;     // (i + 1) exp_row / row_sum
+  // The head's learned sink (GPT-OSS): one more logit in the softmax, then dropped, so the
+  // row's weights sum to 1 − sink_weight; row_max and row_sum include it.
+  bool has_sink = false;
+  double sink_logit = 0.0, sink_weight = 0.0;
+  double first_weight = 0.0;       // the weight of the first key row i sees (where heads without a sink park theirs)
   std::vector<double> out_i;       // (d) Σ_j weights_j · v_j
   long long kv_cache_floats = 0;   // K and V of every softmax layer for the window: 2·L·T·KV·d
   long long layer_kv_floats = 0;   // K and V of one softmax layer for the window: 2·T·KV·d
