@@ -78,6 +78,14 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
                         c.kv_heads_at(s.layer), src);
   else
     ImGui::TextDisabled("reads KV head %d of %d", c.kv_head_of(s.layer, s.head), c.kv_heads_at(s.layer));
+  if (mixer == Mixer::Softmax && c.per_layer_attention()) {  // Gemma 4: each layer's head size, and V = K
+    ImGui::SameLine();
+    ImGui::TextDisabled("\xC2\xB7 d = %d%s", c.head_size_at(s.layer), c.layer(s.layer).v_from_k ? " \xC2\xB7 V = K" : "");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("this layer's head size%s", c.layer(s.layer).v_from_k
+                                                       ? "; V is the raw key projection (attention_k_eq_v): no v_proj"
+                                                       : "");
+  }
   if (s.ablation.has(s.layer, s.head)) {  // its pattern is drawn, but its output is replaced
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.95f, 0.35f, 0.35f, 1.f), "ablated (%s)", ablation_mode_name(s.ablation.mode));
