@@ -60,13 +60,16 @@ TEST(UiModelLoader, ProgressCountsEveryTensorByteOnce) {
   const uint64_t total = safetensors_data_bytes(dir + "/model.safetensors");
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].second, total);
-    if (i) EXPECT_GT(calls[i].first, calls[i - 1].first) << "call " << i;
+    if (i) {
+      EXPECT_GT(calls[i].first, calls[i - 1].first) << "call " << i;
+    }
   }
   EXPECT_EQ(calls.back().first, total);  // every tensor of this model is used
   // The same in a GGUF file: the tensor bytes the file lists.
   const std::string gguf = write_random_gguf(c, 3, test::temp_dir("progress-gguf"), GgmlType::Q8_0);
   uint64_t listed = 0;
-  for (const auto& t : GgufFile::open(gguf).tensors()) listed += t.nbytes;
+  const GgufFile file = GgufFile::open(gguf);  // kept: tensors() refers into it
+  for (const auto& t : file.tensors()) listed += t.nbytes;
   calls.clear();
   load_model(gguf, opt);
   ASSERT_FALSE(calls.empty());
