@@ -46,7 +46,7 @@ void ModelBrowserPanel::select(const StoredModel& m) {
 
 void ModelBrowserPanel::draw_content(FrameContext& ctx) {
   const float fs = ImGui::GetFontSize();
-  draw_loading(ctx);
+  draw_loading();
 
   // --- the stores
   ImGui::SetNextItemWidth(fs * 18.f);
@@ -71,7 +71,7 @@ void ModelBrowserPanel::draw_content(FrameContext& ctx) {
   draw_files(ctx);
 }
 
-void ModelBrowserPanel::draw_loading(FrameContext& ctx) {
+void ModelBrowserPanel::draw_loading() {
   const ModelLoader::Progress p = loader_.progress();
   if (p.running) {
     ImGui::Text("Loading %s (%.1f s)", p.spec.c_str(), p.seconds);
@@ -90,7 +90,6 @@ void ModelBrowserPanel::draw_loading(FrameContext& ctx) {
     ImGui::PopStyleColor();
     ImGui::Separator();
   }
-  (void)ctx;
 }
 
 void ModelBrowserPanel::draw_table(FrameContext& ctx, const std::vector<StoredModel>& models) {

@@ -36,7 +36,7 @@ class ModelBrowserPanel final : public Panel {
   void draw_table(FrameContext& ctx, const std::vector<StoredModel>& models);
   void draw_selected(FrameContext& ctx);
   void draw_files(FrameContext& ctx);
-  void draw_loading(FrameContext& ctx);
+  void draw_loading();  // the load in progress (with Cancel) and the last open that failed
   void select(const StoredModel& m);
   void request_open(FrameContext& ctx, const std::string& spec);
 
