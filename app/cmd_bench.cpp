@@ -11,6 +11,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "core/engine/int8_product.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
 #include "core/engine/threads.h"
@@ -85,7 +86,7 @@ double resident_bytes(const std::vector<WeightSpan>& spans) {
 
 struct BenchOptions {
   InputOptions in;
-  int length = 0, reps = 5;
+  int length = 0, reps = 5, appends = 0;  // appends: timed appends (0: reps)
   std::string matrices = "keep";  // what ARCHITECTURE.md pins: every matrix recorded
   bool last_logits = false;
   bool json = false;
@@ -125,7 +126,7 @@ void run_bench(const BenchOptions& o, Io& io) {
     if (engine.backend().last_device_ms() >= 0) device.push_back(engine.backend().last_device_ms());
   }
   if (o.length > 1)
-    for (int r = 0; r < o.reps; ++r) {
+    for (int r = 0; r < (o.appends > 0 ? o.appends : o.reps); ++r) {
       engine.run(prefix);
       const auto t0 = clock::now();
       engine.run(ids);  // one new row through the KV cache
@@ -180,6 +181,8 @@ void run_bench(const BenchOptions& o, Io& io) {
                             {"weights_types", engine.model().held_tensor_counts()},
                             {"weights_resident_mb", resident_bytes(weight_spans(engine.model().weights)) / 1e6},
                             {"stored_kernel", stored_kernel_name()},
+                            {"arith", engine.trace().arith},
+                            {"int8_kernel", int8_kernel_name()},
                             {"weights_read_median_ms", median(weight_read)}};
   if (!device.empty()) j["device_median_ms"] = median(device);
 #ifdef ATTNVIZ_HAS_GPU
@@ -199,6 +202,7 @@ void run_bench(const BenchOptions& o, Io& io) {
          << (blas_kernels().empty() ? "" : " (" + blas_kernels() + ")") << "\n"
          << "weights: " << engine.model().held_types_str()
          << (engine.model().weights.any_stored() ? std::string(", read in place (") + stored_kernel_name() + " kernels)" : "")
+         << (engine.trace().arith == "int8" ? std::string(", int8 products (") + int8_kernel_name() + " kernels)" : "")
          << "\n"
          << "full forward + recording: median " << med << " ms, min " << j["min_ms"].get<double>() << " ms ("
          << j["gflops_per_s"].get<double>() << " GFLOP/s)\n"
@@ -220,6 +224,7 @@ Action add_bench_command(CLI::App& app, Io& io) {
   auto* cmd = add_model_command(app, "bench", "Time the full forward with recording, and appending one token", o->in, kModelOnly);
   cmd->add_option("--length", o->length, "tokens T")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->reps, "timed repetitions (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--appends", o->appends, "timed appends of one token (default: --reps)")->check(CLI::PositiveNumber);
   cmd->add_option("--matrices", o->matrices,
                   "keep (default): store every head's (T, T) matrices; recompute: a compact trace, heads "
                   "recomputed on request; auto: as the GUI, compact above 256 MB of matrices")

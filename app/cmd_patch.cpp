@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "core/engine/int8_product.h"
 #include "core/engine/patch.h"
 #include "core/error.h"
 
@@ -29,8 +30,10 @@ void run_patch(const PatchOptions& o, Io& io) {
     throw Error("give the two prompts as --text A --other B, or as --tokens … --other-tokens …", ErrorKind::Usage);
   if (o.in.backend != "cpu")
     throw Error("activation patching runs on the CPU backend only\n  HINT: run with --backend cpu.");
+  if (!o.in.arith.empty()) parse_arith(o.in.arith, "--arith");
   const auto model = load_model(o.in.model, load_options(o.in.weights));
   const Model& m = *model;
+  apply_arith(o.in.arith, m, io.err);
   for (const std::string& w : m.warnings) io.err << "warning: " << w << "\n";
   PatchRequest req;
   req.kind = o.heads ? PatchKind::Heads : PatchKind::Resid;

@@ -40,6 +40,7 @@ Action add_scan_command(CLI::App& app, Io& io);
 struct InputOptions {
   std::string model, text, tokens, chat, backend = "cpu";  // chat: --chat FILE.json
   std::string weights = "stored";  // --weights stored|f32 (LoadOptions)
+  std::string arith;  // --arith f32|int8 (int8_product.h); empty: the process's (ATTNVIZ_ARITH, else f32)
   int block_size = 0;
   std::string ablate, ablate_mode = "zero";  // --ablate L:H,... and --ablate-mode, when registered
   CLI::Option* text_opt = nullptr;
@@ -75,6 +76,10 @@ std::string render_chat_file(const std::string& model_path, const std::string& m
 // --weights stored|f32 as LoadOptions (a usage Error for anything else), and the option itself.
 LoadOptions load_options(const std::string& weights);
 void add_weights_option(CLI::App* cmd, std::string& weights);
+// --arith f32|int8: sets the process's arithmetic (set_arith) for the products with `m`'s
+// quantized matrices, with a note on `err` when the model has none it changes. Empty: as is.
+void add_arith_option(CLI::App* cmd, std::string& arith);
+void apply_arith(const std::string& arith, const Model& m, std::ostream& err);
 
 // --position I, --target TOKEN | --target-ids A[,B] (heads --dla, patch): where a logit is
 // read and of which token (or difference of two).

@@ -142,6 +142,10 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
                  "layer's matrix A, which is what a softmax stage becomes on such a layer)")
       ->check(CLI::IsMember({"q", "k", "v", "scores", "scaled", "capped", "masked", "probs", "out", "implicit"}));
   cli.add_option("--backend", opt.backend, "cpu or gpu (falls back to cpu, and says why)")->check(CLI::IsMember({"cpu", "gpu"}));
+  cli.add_option("--arith", opt.arith,
+                 "products with quantized weights: f32 (each weight decoded to float32, exact) or int8 (the activations "
+                 "quantized to int8 per block, integer dot products, as llama.cpp); also in the Compute menu")
+      ->check(CLI::IsMember({"f32", "int8"}));
   cli.add_option("--block-size", opt.block_size, "context window (1 … model context)")->check(CLI::PositiveNumber);
   cli.add_option_function<std::string>(
          "--weights", [&opt](const std::string& w) { opt.f32_weights = w == "f32"; },

@@ -3,6 +3,7 @@
 
 #include "app/commands.h"
 #include "core/chat/jinja.h"
+#include "core/engine/int8_product.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/limits.h"
@@ -46,6 +47,22 @@ void add_weights_option(CLI::App* cmd, std::string& weights) {
                   "matrix converted to float32 on load)");
 }
 
+void add_arith_option(CLI::App* cmd, std::string& arith) {
+  cmd->add_option("--arith", arith,
+                  "products with quantized weights: f32 (default: each weight decoded to float32, exact) or int8 (the "
+                  "activations quantized to int8 per block, integer dot products: faster, llama.cpp's arithmetic)");
+}
+
+void apply_arith(const std::string& arith, const Model& m, std::ostream& err) {
+  if (arith.empty()) return;
+  const Arith a = parse_arith(arith, "--arith");
+  set_arith(a);
+  if (a == Arith::Int8 && arith_for(m.weights, a) != Arith::Int8)
+    err << "note: --arith int8 changes nothing for " << m.name
+        << ": none of its matrices is stored as Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, the types "
+           "with integer products (float32 products throughout)\n";
+}
+
 void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
   cmd->add_option("--model", o.model, "model directory (config.json + model.safetensors), FILE.gguf, builtin:NAME, ollama:NAME[:TAG] or hf:ORG/NAME[@REV]")->required();
   if (with_input) {
@@ -62,6 +79,7 @@ void add_input_options(CLI::App* cmd, InputOptions& o, bool with_input) {
                   "context window: only the last N tokens are seen (default: the model's context)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   add_weights_option(cmd, o.weights);
+  add_arith_option(cmd, o.arith);
 }
 
 void add_ablation_options(CLI::App* cmd, InputOptions& o) {
@@ -81,7 +99,9 @@ CLI::App* add_model_command(CLI::App& app, const std::string& name, const std::s
 }
 
 Engine open_engine(const InputOptions& o, std::ostream& err) {
+  if (!o.arith.empty()) parse_arith(o.arith, "--arith");  // a usage error before the model loads
   auto model = load_model(o.model, load_options(o.weights));
+  apply_arith(o.arith, *model, err);
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
   if (!note.empty()) err << "note: " << note << "\n";

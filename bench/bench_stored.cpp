@@ -4,6 +4,9 @@
 //                 the weight bytes read (the matrix's size in its type).
 //   Full/TYPE     y (512, 4096) = x (512, 4096) · Wᵀ: a full pass. GFLOP/s = 2·M·N·K / time.
 //   *_gemm_bt_f32 the same products with a float32 matrix through gemm_bt (core/engine/ops.h).
+//   Int8Matvec/TYPE, Int8Full/TYPE  the same in the int8 arithmetic (core/engine/int8_product.h:
+//                 the activations quantized per block, integer dot products; the label
+//                 names the int8 kernel family, ATTNVIZ_INT8_KERNEL=portable forces that one).
 //   ReadBandwidth summing a float array of the Q4_K matrix's size and of 512 MiB on the
 //                 team: the memory speed the matvec is up against.
 // The kernel family is the CPU's best unless ATTNVIZ_STORED_KERNEL says (avx512, avx2,
@@ -14,6 +17,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/int8_product.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
 #include "core/model/gguf_quant.h"
@@ -117,7 +122,16 @@ void f32_rows(benchmark::State& st, int64_t M) {
             [&](const float* x, int64_t m, float* y) { gemm_bt(x, m, kCols, kCols, w, kRows, kCols, y, kRows); });
 }
 
+void int8_rows(benchmark::State& st, GgmlType t, int64_t M) {
+  const StoredRows& w = weights(t);
+  if (const char* k = std::getenv("ATTNVIZ_INT8_KERNEL")) set_int8_kernel(k);
+  time_rows(st, M, w.bytes(), int8_kernel_name(),
+            [&](const float* x, int64_t m, float* y) { int8_product(x, m, kCols, w, y, kRows, 0, kRows); });
+}
+
 void BM_Matvec(benchmark::State& st, GgmlType t) { stored_rows(st, t, 1); }
+void BM_Int8Matvec(benchmark::State& st, GgmlType t) { int8_rows(st, t, 1); }
+void BM_Int8Full(benchmark::State& st, GgmlType t) { int8_rows(st, t, kFullM); }
 void BM_Full(benchmark::State& st, GgmlType t) { stored_rows(st, t, kFullM); }
 void BM_Matvec_gemm_bt_f32(benchmark::State& st) { f32_rows(st, 1); }
 void BM_Full_gemm_bt_f32(benchmark::State& st) { f32_rows(st, kFullM); }
@@ -156,6 +170,14 @@ STORED_CASES(BM_Matvec, UseRealTime()->Unit(benchmark::kMicrosecond));
 BENCHMARK(BM_Matvec_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMicrosecond);
 STORED_CASES(BM_Full, UseRealTime()->Unit(benchmark::kMillisecond));
 BENCHMARK(BM_Full_gemm_bt_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
+#define INT8_CASES(BM, ...)                                 \
+  BENCHMARK_CAPTURE(BM, Q4_K, GgmlType::Q4_K)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q6_K, GgmlType::Q6_K)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q8_0, GgmlType::Q8_0)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q4_0, GgmlType::Q4_0)->__VA_ARGS__; \
+  BENCHMARK_CAPTURE(BM, Q5_0, GgmlType::Q5_0)->__VA_ARGS__
+INT8_CASES(BM_Int8Matvec, UseRealTime()->Unit(benchmark::kMicrosecond));
+INT8_CASES(BM_Int8Full, UseRealTime()->Unit(benchmark::kMillisecond));
 BENCHMARK(BM_ReadBandwidth)
     ->Arg(kQ4KBytes)
     ->Arg(int64_t{512} << 20)

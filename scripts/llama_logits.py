@@ -9,12 +9,14 @@ says) with --top-logits K on a seeded prompt of --prompt-tokens ids, then
 logits after the prompt beside attnviz's values for the same ids.
 
     /usr/bin/python3 scripts/llama_logits.py --cli build/app/attnviz-cli FILE.gguf [--top 5]
-        [--prompt-tokens 32] [--threads 2] [--tolerance 0.01]
+        [--prompt-tokens 32] [--threads 2] [--tolerance 0.01] [--arith f32|int8]
 
 Exits 1 when an id differs in rank or a value differs by more than --tolerance (absolute).
 llama.cpp multiplies quantized weights by an 8-bit copy of the activations, attnviz by the
-float32 ones: compare F32 files for a tight bound (0.002 was enough for every family so
-far), quantized ones for the order and a looser one.
+float32 ones (attnviz's default, --arith f32): compare F32 files for a tight bound (0.002 was
+enough for every family so far), quantized ones for the order and a looser one. With
+--arith int8 attnviz quantizes the activations as well (core/engine/int8_product.h), so the
+difference says how close the two integer arithmetics come.
 """
 import argparse
 import json
@@ -48,6 +50,7 @@ def main():
     p.add_argument("--prompt-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tolerance", type=float, default=0.01)
+    p.add_argument("--arith", default="f32", choices=["f32", "int8"], help="attnviz's arithmetic")
     a = p.parse_args()
     peer = os.path.join(HERE, "..", "bench", "llama_peer", "llama_peer.mjs")
     out = subprocess.run(["node", peer, "--model", a.model, "--threads", str(a.threads), "--prompt-tokens",
@@ -57,7 +60,8 @@ def main():
     ids = ",".join(str(i) for i in ref["prompt_ids"])
     with tempfile.TemporaryDirectory() as tmp:
         dump = os.path.join(tmp, "logits.safetensors")
-        subprocess.run([a.cli, "dump", "--model", a.model, "--tokens", ids, "--stages", "logits", "--out", dump],
+        subprocess.run([a.cli, "dump", "--model", a.model, "--tokens", ids, "--stages", "logits", "--out", dump,
+                        "--arith", a.arith],
                        capture_output=True, text=True, check=True)
         mine = last_logits(dump)
     order = list(np.argsort(-mine)[: a.top])

@@ -57,8 +57,9 @@ llama: attnviz against llama.cpp on the same GGUF file, 2 threads each. For ever
 qwen3.5-0.8b and lfm2-350m when named) and type
 (--types, default Q4_K,Q8_0,F16) it writes the file with `attnviz-cli random --gguf TYPE`
 (random weights, character tokenizer), runs `attnviz-cli bench --model FILE --length 512
---matrices auto --last-logits --json` with OMP_NUM_THREADS=2 (the default weights, and
-again with `--weights f32` when bench accepts that flag), then
+--matrices auto --last-logits --json` with OMP_NUM_THREADS=2 (the default weights, again
+with `--weights f32` when bench accepts that flag, and with `--arith int8` when it accepts
+that one), then
 bench/llama_peer/llama_peer.mjs on the same file (node-llama-cpp's prebuilt CPU llama.cpp,
 2 threads, a 512-token prompt, then one more token), and deletes the file unless
 --keep-models. Goals: attnviz's append <= 1.25 x llama.cpp's decode of one token after the
@@ -174,6 +175,8 @@ def main(argv):
                     "each after its row)")
     ap.add_argument("--max-load", type=float, help="llama section: before each measurement wait (up to 10 minutes) "
                     "until the 1-minute load average is at most this (the cores are shared)")
+    ap.add_argument("--skip-f32-weights", action="store_true",
+                    help="llama section: leave out the `--weights f32` runs (their columns show —)")
     ap.add_argument("--node", default="node", help="llama section: the Node.js binary (default: node on PATH)")
     a = ap.parse_args(argv)
     cli = os.path.join(os.path.abspath(a.build), "app", "attnviz-cli")
@@ -384,7 +387,8 @@ def llama_table(a, cli, work, raw, t_start):
     if not os.path.isdir(os.path.join(peer_dir, "node_modules", "node-llama-cpp")):
         sys.exit("perf_table.py: the llama.cpp peer is not installed\n  HINT: cd bench/llama_peer && "
                  "NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional   (Node 20+; nothing else needs it)")
-    has_weights_flag = "--weights" in run([cli, "bench", "--help"])
+    bench_help = run([cli, "bench", "--help"])
+    has_weights_flag, has_arith = "--weights" in bench_help, "--arith" in bench_help
     env = dict(os.environ, OMP_NUM_THREADS="2")
     rows, peer_build = [], None
     for shape in shapes:
@@ -414,44 +418,57 @@ def llama_table(a, cli, work, raw, t_start):
                     peer = {"error": "llama.cpp: " + str(e).splitlines()[-1][:160]}
                 print(f"  llama {shape} {typ}: llama.cpp done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
                 f32 = None
-                if has_weights_flag:
+                if has_weights_flag and a.skip_f32_weights:
+                    f32 = {"error": "--weights f32 not run"}
+                elif has_weights_flag:
                     load.append(wait_for_quiet(a.max_load))
                     f32 = attnviz_llama_run(cli, path, reps, ["--weights", "f32"], env, f32_mb)
+                int8 = None
+                if has_arith:
+                    load.append(wait_for_quiet(a.max_load))
+                    int8 = attnviz_llama_run(cli, path, reps, ["--arith", "int8"], env, None)
                 load.append(os.getloadavg()[0])
             finally:
                 if not a.keep_models:
                     shutil.rmtree(d, ignore_errors=True)
-            for who, j in (("attnviz", ours), ("llama.cpp", peer), ("attnviz --weights f32", f32)):
+            for who, j in (("attnviz", ours), ("llama.cpp", peer), ("attnviz --weights f32", f32),
+                           ("attnviz --arith int8", int8)):
                 if j is not None:
                     raw.append({"table": "llama", "shape": shape, "type": typ, "who": who, "load_avg": load, **j})
-            rows.append((shape, typ, size_mb, ours, peer, f32, reps, load))
+            rows.append((shape, typ, size_mb, ours, peer, f32, int8, reps, load))
             print(f"  llama {shape} {typ}: done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
     print(f"\nattnviz against llama.cpp on the same GGUF file (random weights), 2 threads each, T = {LLAMA_T}: "
           "attnviz `bench --matrices auto --last-logits` (OMP_NUM_THREADS=2); llama.cpp through "
           f"bench/llama_peer ({peer_build or '?'}; CPU, no mmap, no flash attention). "
           "append = one token through the KV cache (attnviz: the 512th after 511; llama.cpp: the 513th after "
           "512, logits + greedy pick); full = the whole 512-token pass with the last row's logits (llama.cpp: "
-          "pp512). Goals: append / decode <= 1.25, full / pp512 <= 1.5 (✗ = not met). load avg: the 1-minute "
+          "pp512). Goals: append / decode <= 1.25, full / pp512 <= 1.5; with --arith int8 (the int8 columns), "
+          "append / decode <= 1.0 and full / pp512 <= 1.2 (✗ = not met). load avg: the 1-minute "
           f"load average around the row's runs ({os.cpu_count()} logical CPUs; above that the runs shared the cores).")
     if not has_weights_flag:
         print("This build's bench has no --weights flag: its default path converts the weights to float32, so the "
               "default columns are the float32 path and the f32 columns repeat them.")
     print("\n| shape | type | file MB | attnviz append ms | llama.cpp decode ms | append / decode | attnviz full ms "
           "| llama.cpp pp512 ms | full / pp512 | f32 append ms | f32 full ms | f32 append / decode | f32 full / pp512 "
+          "| int8 append ms | int8 append / decode | int8 full ms | int8 full / pp512 "
           "| peak RSS MB: attnviz / f32 / llama.cpp | reps | load avg |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
-    for shape, typ, size_mb, ours, peer, f32, reps, load in rows:
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    for shape, typ, size_mb, ours, peer, f32, int8, reps, load in rows:
         if f32 is None:
             f32 = ours
         g = lambda j, k: None if "error" in j else j[k]  # noqa: E731
         dec, pp = g(peer, "decode_median_ms"), g(peer, "pp_median_ms")
         rss = " / ".join("—" if "error" in j else f"{j['peak_rss_mb']:.0f}" for j in (ours, f32, peer))
-        notes = "; ".join(dict.fromkeys(j["error"] for j in (ours, f32, peer) if "error" in j))
+        if int8 is None:
+            int8 = {"error": "this build has no --arith"}
+        notes = "; ".join(dict.fromkeys(j["error"] for j in (ours, f32, peer, int8) if "error" in j))
         print(f"| {shape} | {typ} | {size_mb:.0f} | {fmt_ms(g(ours, 'append_median_ms'))} | {fmt_ms(dec)} "
               f"| {fmt_ratio(g(ours, 'append_median_ms'), dec, 1.25)} | {fmt_ms(g(ours, 'median_ms'))} | {fmt_ms(pp)} "
               f"| {fmt_ratio(g(ours, 'median_ms'), pp, 1.5)} | {fmt_ms(g(f32, 'append_median_ms'))} "
               f"| {fmt_ms(g(f32, 'median_ms'))} | {fmt_ratio(g(f32, 'append_median_ms'), dec, 1.25)} "
-              f"| {fmt_ratio(g(f32, 'median_ms'), pp, 1.5)} | {rss} | {reps}{' (' + notes + ')' if notes else ''} "
+              f"| {fmt_ratio(g(f32, 'median_ms'), pp, 1.5)} | {fmt_ms(g(int8, 'append_median_ms'))} "
+              f"| {fmt_ratio(g(int8, 'append_median_ms'), dec, 1.0)} | {fmt_ms(g(int8, 'median_ms'))} "
+              f"| {fmt_ratio(g(int8, 'median_ms'), pp, 1.2)} | {rss} | {reps}{' (' + notes + ')' if notes else ''} "
               f"| {min(load):.1f}–{max(load):.1f} |")
 
 if __name__ == "__main__":

@@ -89,6 +89,8 @@ App::App(const AppOptions& opt) : opt_(opt) {
   if (opt.head >= 0) state_.head = opt.head;
   stage_from_name(opt.stage, &state_.stage);  // "" or an unknown name keeps the saved tab
   if (!opt.backend.empty()) state_.backend = opt.backend;
+  if (!opt.arith.empty()) state_.arith = opt.arith;
+  if (state_.arith != "f32" && state_.arith != "int8") state_.arith = "f32";
   if (opt.block_size > 0) state_.block_size = opt.block_size;
   if (opt.presentation) state_.presentation = true;
   if (!opt.ablation.empty()) state_.ablation = opt.ablation;
@@ -245,6 +247,7 @@ void App::post_if_changed() {
   r.model_spec = state_.model_spec;
   r.backend = state_.backend;
   r.f32_weights = opt_.f32_weights;
+  r.arith = state_.arith;
   r.text = state_.text;
   r.block_size = state_.block_size;
   r.add_special = !state_.chat;  // a chat template writes its special tokens itself
@@ -428,6 +431,24 @@ void App::menu_bar() {
     ImGui::MenuItem("Presentation mode", "F2", &state_.presentation);
     if (ImGui::MenuItem("Show all panels while presenting", "F4", &show_secondary_, state_.presentation)) force_layout_ = true;
     if (ImGui::MenuItem("Reset layout", "F5")) force_layout_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Compute")) {
+    ImGui::TextDisabled("backend");
+    if (ImGui::MenuItem("CPU", nullptr, state_.backend == "cpu")) state_.backend = "cpu";
+    if (ImGui::MenuItem("GPU (OpenGL compute)", nullptr, state_.backend == "gpu")) state_.backend = "gpu";
+    ImGui::Separator();
+    ImGui::TextDisabled("products with quantized weights (CPU)");
+    if (ImGui::MenuItem("float32: exact", nullptr, state_.arith == "f32")) state_.arith = "f32";
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Each weight decoded to float32 and multiplied by the float32 activations: what the\n"
+                        "model's definition computes (and PyTorch), up to the order of additions.");
+    if (ImGui::MenuItem("int8: llama.cpp's arithmetic", nullptr, state_.arith == "int8")) state_.arith = "int8";
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The activations rounded to 8 bits per block of 32 or 256 values, then integer dot\n"
+                        "products with the weights' integers, as llama.cpp and Ollama compute: faster typing\n"
+                        "into quantized files; every recorded matrix shows what this arithmetic computed.\n"
+                        "Float32, F16 and BF16 weights are unaffected.");
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
@@ -811,6 +832,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   j["frame_ms"] = ImGui::GetIO().Framerate > 0.f ? 1000.0 / ImGui::GetIO().Framerate : 0.0;  // ImGui's running average
   j["error"] = snap.error;
   j["backend"] = snap.backend_name;
+  j["arith"] = snap.trace ? snap.trace->arith : std::string();
   j["layer"] = state_.layer;
   j["head"] = state_.head;
   j["stage"] = stage_name(state_.stage);

@@ -49,6 +49,7 @@ struct AppOptions {
   int layer = -1, head = -1;  // -1: keep the saved selection
   std::string stage;         // "probs", "scores", ...; "" keeps
   std::string backend;       // "" keeps
+  std::string arith;         // "f32" or "int8"; "" keeps
   bool f32_weights = false;  // --weights f32: convert every matrix to float32 on load
   int block_size = 0;        // 0 keeps
   bool presentation = false;

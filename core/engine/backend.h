@@ -63,6 +63,9 @@ class Backend {
   // Whether forward honours Trace::compact (records no (T, T) matrices; they are
   // recomputed from q and k on request, Trace::attention_rows). Both backends do.
   virtual bool can_compact() const { return false; }
+  // Whether its products with stored weights are stored_product's, and so follow the
+  // process's arithmetic (int8_product.h): the CPU's.
+  virtual bool uses_stored_products() const { return false; }
   // Whether forward honours Trace::all_logits = false (the last row's logits and every
   // row's loss). The CPU's does; the GPU's writes every row's logits.
   virtual bool can_last_logits() const { return false; }

@@ -429,6 +429,7 @@ class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
   bool can_compact() const override { return true; }
+  bool uses_stored_products() const override { return true; }
   bool can_last_logits() const override { return true; }
 
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/engine/ops.h"
+#include "core/engine/int8_product.h"
 #include "core/engine/stored_product.h"
 #include "core/error.h"
 #include "core/limits.h"
@@ -224,6 +225,10 @@ const Trace& Engine::run(const std::vector<int>& ids) {
   tr.compact = compact;
   tr.all_logits = all_logits;
   tr.summaries = summaries_;
+  // The products' arithmetic (set_arith) may have changed since the cache was computed.
+  const char* ar = arith_name(backend_->uses_stored_products() ? arith_for(model_->weights, arith()) : Arith::F32);
+  if (tr.arith != ar) cache_valid_ = false;
+  tr.arith = ar;
 
   last_from_layer_ = 0;
   if (stale_from_layer_ < model_->config.n_layer) {  // the ablation changed since the last run

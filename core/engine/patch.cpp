@@ -8,6 +8,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/lens.h"
 #include "core/engine/ops.h"
+#include "core/engine/int8_product.h"
 #include "core/engine/stored_product.h"
 #include "core/error.h"
 
@@ -22,6 +23,7 @@ Trace clean_run(const Model& m, Backend& backend, const std::vector<int>& window
   Trace tr;
   tr.model = m.name;
   tr.backend = backend.name();
+  tr.arith = arith_name(backend.uses_stored_products() ? arith_for(m.weights, arith()) : Arith::F32);
   tr.block_size = static_cast<int>(window.size());
   tr.compact = true;
   tr.all_logits = false;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "core/engine/int8_product.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_kernels.h"
 
@@ -30,6 +31,8 @@ constexpr int64_t kSplitWeights = int64_t{1} << 18;
 
 // ---------------------------------------------------------------- the kernel family
 
+}  // namespace
+
 bool cpu_supports(const char* name) {
   if (std::strcmp(name, "portable") == 0) return true;
 #if defined(__x86_64__)
@@ -43,6 +46,8 @@ bool cpu_supports(const char* name) {
 #endif
   return false;
 }
+
+namespace {
 
 // The family called `name` when this CPU can run it, else nullptr.
 const Kernels* family(const char* name) {
@@ -165,17 +170,35 @@ void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
 
 }  // namespace
 
-void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
-                    int64_t n) {
-  if (n < 0) n = w.rows - r0;
-  if (M <= 0 || n <= 0) return;
+namespace {
+
+// The checks both entry points share; false when there is nothing to compute.
+bool product_needed(int64_t M, const StoredRows& w, float* y, int64_t ldy, int64_t n) {
+  if (M <= 0 || n <= 0) return false;
   if (!ggml_type_info(w.type).supported())
     throw std::logic_error("stored_product: " + w.origin + ": type " + ggml_type_info(w.type).name +
                            " cannot be used in place");
   if (w.cols == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.f);
-    return;
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
+                    int64_t n) {
+  if (n < 0) n = w.rows - r0;
+  if (!product_needed(M, w, y, ldy, n)) return;
+  if (uses_int8(arith(), w)) return int8_product(x, M, ldx, w, y, ldy, r0, n);
+  stored_product_f32(x, M, ldx, w, y, ldy, r0, n);
+}
+
+void stored_product_f32(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy,
+                        int64_t r0, int64_t n) {
+  if (n < 0) n = w.rows - r0;
+  if (!product_needed(M, w, y, ldy, n)) return;
   const Kernels& k = kernels();
   if (M <= stored::kMatvecRows)
     product_matvec(k, x, M, ldx, w, y, ldy, r0, n);

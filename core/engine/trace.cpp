@@ -391,7 +391,7 @@ void copy_rows(Tensor& dst, const Tensor& src, int64_t r) {
 // copy_changed names every field: one added to Trace or LayerTrace must be copied there
 // too (then update these sizes, those of 64-bit libstdc++).
 #if defined(__GLIBCXX__)
-static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 1192 && sizeof(Trace) == 408),
+static_assert(sizeof(void*) != 8 || (sizeof(LayerTrace) == 1192 && sizeof(Trace) == 440),
               "a field was added to LayerTrace or Trace: copy it in copy_changed");
 #endif
 
@@ -456,6 +456,7 @@ void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer
   else dst.logits = src.logits;  // the last rows only
   dst.model = src.model;
   dst.backend = src.backend;
+  dst.arith = src.arith;
   dst.block_size = src.block_size;
   dst.dropped = src.dropped;
   dst.tokens = src.tokens;

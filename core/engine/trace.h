@@ -166,6 +166,7 @@ struct LayerTrace {
 struct Trace {
   std::string model;    // the model's name as given (directory or builtin:NAME)
   std::string backend;  // "cpu" or "gpu"
+  std::string arith = "f32";  // the quantized products' arithmetic (int8_product.h): "f32" or "int8"
   int block_size = 0;   // context window used
   int dropped = 0;      // tokens that fell out of the window (before tokens[0])
   std::vector<int> tokens;  // (T) the ids in the window

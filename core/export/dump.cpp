@@ -182,6 +182,7 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
   if (!sel.empty()) w.set_metadata("selection", sel.to_string());
   w.set_metadata("model", tr.model);
   w.set_metadata("backend", tr.backend);
+  w.set_metadata("arith", tr.arith);
   w.set_metadata("block_size", std::to_string(tr.block_size));
   w.set_metadata("dropped", std::to_string(tr.dropped));
   if (!tr.ablation.empty()) {  // the heads this run replaced, "L:H,..." and zero|mean

@@ -80,6 +80,15 @@ bool ModelWeights::any_stored() const {
   return any;
 }
 
+std::vector<GgmlType> ModelWeights::stored_types() const {
+  std::vector<GgmlType> types;
+  each_matrix(const_cast<ModelWeights&>(*this), [&](Weight& m, bool) {
+    if (m.is_stored() && std::find(types.begin(), types.end(), m.stored.type) == types.end())
+      types.push_back(m.stored.type);
+  });
+  return types;
+}
+
 void ModelWeights::to_f32() {
   each_matrix(*this, [](Weight& m, bool table) {
     if (!m.is_stored()) return;

@@ -127,6 +127,7 @@ struct ModelWeights {
   Vec ple_norm;
   const Weight& unembedding() const { return lm_head.empty() ? tok_emb : lm_head; }  // (V, C)
   bool any_stored() const;  // some matrix is used where its file stores it
+  std::vector<GgmlType> stored_types() const;  // the types of those matrices, each once
   // Every stored matrix decoded to float32 (what the trainer and `--weights f32` need).
   void to_f32();
 };

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <utility>
 
+#include "core/engine/int8_product.h"
 #include "core/engine/stored_product.h"
 #include "core/limits.h"
 #include "ui/draw/fonts.h"
@@ -61,6 +62,17 @@ void draw_model_panel(FrameContext& ctx) {
                       "inside each product (%s kernels); activations and every recorded matrix are float32. "
                       "attnviz-cli --weights f32 converts them instead.",
                       stored_kernel_name());
+  if (m.weights.any_stored()) {  // the arithmetic of the last run's products (Compute menu)
+    const bool int8 = ctx.snap.trace && ctx.snap.trace->arith == "int8";
+    ImGui::TextWrapped("products: %s", int8 ? "int8, llama.cpp's arithmetic (activations rounded to 8 bits per block)"
+                                            : "float32, exact");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(int8 ? "Integer dot products with the quantized weights (%s kernels) when appending, float32\n"
+                               "products of the same rounded activations on a full pass. Compute menu: float32."
+                             : "Each weight decoded to float32 (%s kernels). Compute menu: int8, llama.cpp's "
+                               "arithmetic, faster typing.",
+                        int8 ? int8_kernel_name() : stored_kernel_name());
+  }
   ImGui::Text("head_size = n_embd / n_head = %d / %d = %d", c.n_embd, c.n_head, c.n_embd / std::max(1, c.n_head));
   if (c.head_size != c.n_embd / std::max(1, c.n_head)) ImGui::TextDisabled("(this config sets head_dim = %d)", c.head_size);
 

@@ -47,6 +47,10 @@ void status_line(FrameContext& ctx) {
     ImGui::Text("dropped 0");
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   ImGui::Text("backend %s", snap.backend_name.empty() ? "…" : snap.backend_name.c_str());
+  if (ctx.model && ctx.model->weights.any_stored()) {  // which arithmetic multiplied the stored weights
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s products", tr.arith.c_str());
+  }
   ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
   if (snap.random_weights) {
     ImGui::TextColored(ImVec4(1.f, 0.6f, 0.2f, 1.f), "random weights");

@@ -39,6 +39,7 @@ struct AppState {
   // --- what runs
   std::string model_spec;       // directory or builtin:NAME
   std::string backend = "cpu";  // "cpu" or "gpu"
+  std::string arith = "f32";    // products with quantized weights: "f32" or "int8" (int8_product.h)
   std::string text;             // everything typed
   std::string other_text;       // prompt B, the other prompt (Compare and Patching panels); "" = none
   int block_size = 0;           // 1 … n_ctx; 0 = the model's context

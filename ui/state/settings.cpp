@@ -31,6 +31,7 @@ std::string settings_to_json(const AppState& s, const PanelVisibility& panels) {
   nlohmann::json j;
   j["model"] = s.model_spec;
   j["backend"] = s.backend;
+  j["arith"] = s.arith;
   j["text"] = s.text;
   j["block_size"] = s.block_size;
   j["layer"] = s.layer;
@@ -70,6 +71,7 @@ bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& p
   };
   str("model", s.model_spec);
   str("backend", s.backend);
+  str("arith", s.arith);
   str("text", s.text);
   num("block_size", s.block_size);
   num("layer", s.layer);

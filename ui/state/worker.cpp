@@ -7,6 +7,7 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/importance.h"
+#include "core/engine/int8_product.h"
 #include "core/error.h"
 #include "core/model/paths.h"
 #include "core/model/safetensors.h"
@@ -269,6 +270,9 @@ bool Worker::run_forward(const Request& r, uint64_t serial, const std::vector<in
                                       [&c](const auto& lh) { return lh.first >= c.n_layer || lh.second >= c.n_head; }),
                        ablation.heads.end());
   engine_->set_ablation(ablation);
+  // The process's arithmetic: this thread runs every product of the GUI's models (the engine
+  // recomputes its window when it changed).
+  set_arith(r.arith == "int8" ? Arith::Int8 : Arith::F32);
   const auto t0 = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);

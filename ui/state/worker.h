@@ -25,6 +25,7 @@ struct Request {
   std::string model_spec;       // directory or builtin:NAME
   std::string backend = "cpu";  // "cpu" or "gpu"
   bool f32_weights = false;     // --weights f32: every matrix converted on load (LoadOptions)
+  std::string arith = "f32";    // products with quantized weights (set_arith before each run)
   std::string text;
   int block_size = 0;           // 0 or out of range: the model's context
   // Whether the tokenizer adds its special tokens (BOS): not for a chat template's output,
@@ -35,7 +36,8 @@ struct Request {
   std::shared_ptr<const Model> model;
   Ablation ablation;            // heads whose output is replaced (none: the plain model)
   bool operator==(const Request& o) const {
-    return model_spec == o.model_spec && backend == o.backend && f32_weights == o.f32_weights && text == o.text &&
+    return model_spec == o.model_spec && backend == o.backend && f32_weights == o.f32_weights && arith == o.arith &&
+           text == o.text &&
            block_size == o.block_size && add_special == o.add_special &&
            model == o.model && ablation == o.ablation;
   }

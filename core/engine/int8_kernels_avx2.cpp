@@ -1,0 +1,255 @@
+// The int8 arithmetic's AVX2 kernels (int8_kernels.h): 32 weights at a time unpacked into
+// bytes, multiplied by the activation's bytes with maddubs (unsigned × signed byte pairs
+// summed into int16) and madd (int16 pairs summed into int32, times 1 or an integer scale).
+// Compiled with -mavx2 -mfma -mf16c (core/CMakeLists.txt); int8_product.cpp calls it only when
+// the CPU has all three.
+//
+// maddubs saturates at ±32767: each pair here stays below it. The weight byte is unsigned
+// (the 4- and 5-bit types: n ≤ 31, Q4_0's and Q5_0's offset kept as a min) or, for Q8_0 and
+// Q6_K, made so by moving its sign onto the activation (|w| ≤ 128, 32), and |q| ≤ 127: at
+// most 2·128·127 = 32512. The int32 sums of a 256-element super-block stay below 2^25.
+#if defined(__x86_64__)
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "int8_kernels_avx2.cpp is compiled with -mavx2 -mfma -mf16c (core/CMakeLists.txt)"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/engine/int8_kernels.h"
+
+namespace attnviz::int8 {
+namespace {
+
+inline uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline float h2f(const uint8_t* p) { return _cvtsh_ss(u16(p)); }
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i bytes(int8_t v) { return _mm256_set1_epi8(v); }
+
+// 16 bytes of nibbles as 32 bytes: the low nibbles (elements 0…15) in the low half, the high
+// ones (elements 16…31) in the high half.
+inline __m256i nibbles(const uint8_t* p) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), bytes(15));
+}
+
+// Bit j of h as byte j: 0xFF where set, 0 where clear.
+inline __m256i bit_bytes(uint32_t h) {
+  const __m256i spread = _mm256_shuffle_epi8(  // byte j ← byte j / 8 of h
+      _mm256_set1_epi32(static_cast<int32_t>(h)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));  // bit j mod 8
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// Σ u·s over each 4 bytes (int32 lane k: bytes 4k … 4k + 3): u unsigned, s signed.
+inline __m256i dot_us(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+// The same times an int16 scale per int16 lane (lanes 0…7: bytes 0…15, lanes 8…15: 16…31).
+inline __m256i dot_us_scaled(__m256i u, __m256i s, __m256i scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
+}
+
+inline float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// --- the 32-element types: one block is d·w + m for 32 bytes w.
+
+struct Unpacked32 {
+  __m256i w;     // unsigned bytes, or |w| for Q8_0
+  __m256i sign;  // Q8_0: w itself (its sign goes onto the activation)
+  float d, m;
+};
+
+// Q4_0 and Q5_0 are taken unsigned, with their offset (8 or 16) as a min of −8·d or −16·d:
+// no sign to move, the same arithmetic as Q4_1 and Q5_1. Only Q8_0 moves its sign.
+template <GgmlType T>
+inline Unpacked32 unpack32(const uint8_t* b) {
+  Unpacked32 u;
+  u.d = h2f(b);
+  u.m = 0.f;
+  if constexpr (T == GgmlType::Q8_0) {
+    u.sign = load32(b + 2);
+    u.w = _mm256_sign_epi8(u.sign, u.sign);
+  } else if constexpr (T == GgmlType::Q4_0) {
+    u.m = -8.f * u.d;
+    u.w = nibbles(b + 2);
+  } else if constexpr (T == GgmlType::Q4_1) {
+    u.m = h2f(b + 2);
+    u.w = nibbles(b + 4);
+  } else if constexpr (T == GgmlType::Q5_0) {
+    u.m = -16.f * u.d;
+    const uint32_t qh = static_cast<uint32_t>(u16(b + 2)) | (static_cast<uint32_t>(u16(b + 4)) << 16);
+    u.w = _mm256_or_si256(nibbles(b + 6), _mm256_and_si256(bit_bytes(qh), bytes(16)));
+  } else {  // Q5_1
+    u.m = h2f(b + 2);
+    const uint32_t qh = static_cast<uint32_t>(u16(b + 4)) | (static_cast<uint32_t>(u16(b + 6)) << 16);
+    u.w = _mm256_or_si256(nibbles(b + 8), _mm256_and_si256(bit_bytes(qh), bytes(16)));
+  }
+  return u;
+}
+
+template <GgmlType T>
+constexpr bool kSigned32 = T == GgmlType::Q8_0;
+
+template <GgmlType T, int BB, int M>
+void matvec32(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  const int64_t K = x.K, nb = K / 32;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m256 acc[M][2];
+    float macc[M];
+    for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps(), macc[i] = 0.f;
+#pragma GCC unroll 2
+    for (int64_t b = 0; b < nb; ++b) {
+      const Unpacked32 u = unpack32<T>(row + b * BB);
+      for (int i = 0; i < M; ++i) {
+        __m256i q = load32(x.q + i * K + b * 32);
+        if constexpr (kSigned32<T>) q = _mm256_sign_epi8(q, u.sign);
+        const float dx = x.d[i * nb + b];
+        __m256& a = acc[i][b & 1];
+        a = _mm256_fmadd_ps(_mm256_set1_ps(u.d * dx), _mm256_cvtepi32_ps(dot_us(u.w, q)), a);
+        if constexpr (!kSigned32<T>) macc[i] += u.m * x.dsums[i * nb + b];
+      }
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + macc[i];
+  }
+}
+
+// --- the super-block types.
+
+inline void scale_min_k4(const uint8_t* q, int i, int* sc, int* m) {
+  if (i < 4) {
+    *sc = q[i] & 63, *m = q[i + 4] & 63;
+  } else {
+    *sc = (q[i + 4] & 0xF) | ((q[i - 4] >> 6) << 4);
+    *m = (q[i + 4] >> 4) | ((q[i] >> 6) << 4);
+  }
+}
+
+// Q4_K (144 bytes) and Q5_K (176): (d·sc_j)·n − dmin·m_j over sub-block j of 32.
+template <bool kFive, int M>
+void matvec_q45k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  constexpr int BB = kFive ? 176 : 144, QS = kFive ? 48 : 16;
+  const int64_t K = x.K, nb = K / 256, ng = K / 32;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m256 acc[M];
+    float macc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps(), macc[i] = 0.f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * BB;
+      const float d = h2f(blk), dmin = h2f(blk + 2);
+      int sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) scale_min_k4(blk + 4, j, &sc[j], &mn[j]);
+      __m256i isum[M];
+      for (int i = 0; i < M; ++i) isum[i] = _mm256_setzero_si256();
+      __m256i hv = _mm256_setzero_si256();
+      if constexpr (kFive) hv = load32(blk + 16);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = load32(blk + QS + 32 * c);
+        __m256i lo = _mm256_and_si256(v, bytes(15));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(15));
+        if constexpr (kFive) {
+          const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hv, s0), bytes(1)), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hv, s1), bytes(1)), 4));
+        }
+        const __m256i s_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
+        const __m256i s_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
+        for (int i = 0; i < M; ++i) {
+          const int8_t* q = x.q + i * K + b * 256 + 64 * c;
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(dot_us_scaled(lo, load32(q), s_lo),
+                                                               dot_us_scaled(hi, load32(q + 32), s_hi)));
+        }
+      }
+      for (int i = 0; i < M; ++i) {
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+        const int32_t* sums = x.sums + i * ng + 8 * b;
+        int32_t ms = 0;
+        for (int j = 0; j < 8; ++j) ms += mn[j] * sums[j];
+        macc[i] -= dmin * dx * static_cast<float>(ms);
+      }
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = hsum(acc[i]) + macc[i];
+  }
+}
+
+// Q6_K (210 bytes): d·sc_g·(n6 − 32) over groups g of 16.
+template <int M>
+void matvec_q6k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  const int64_t K = x.K, nb = K / 256;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m256 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * 210;
+      const float d = h2f(blk + 208);
+      __m256i isum[M];
+      for (int i = 0; i < M; ++i) isum[i] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i a = load32(blk + 64 * h), c = load32(blk + 64 * h + 32), hh = load32(blk + 128 + 32 * h);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h);
+        __m256i w[4];  // elements 128h + 32k + l, l < 32, as n6 − 32
+        w[0] = _mm256_or_si256(_mm256_and_si256(a, bytes(15)), _mm256_slli_epi16(_mm256_and_si256(hh, bytes(3)), 4));
+        w[1] = _mm256_or_si256(_mm256_and_si256(c, bytes(15)), _mm256_slli_epi16(_mm256_and_si256(hh, bytes(12)), 2));
+        w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), bytes(15)), _mm256_and_si256(hh, bytes(48)));
+        w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), bytes(15)),
+                               _mm256_and_si256(_mm256_srli_epi16(hh, 2), bytes(48)));
+        for (int k = 0; k < 4; ++k) {
+          const __m256i s = _mm256_sub_epi8(w[k], bytes(32));
+          const __m256i mag = _mm256_sign_epi8(s, s);
+          const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+          for (int i = 0; i < M; ++i) {
+            const __m256i q = _mm256_sign_epi8(load32(x.q + i * K + b * 256 + 128 * h + 32 * k), s);
+            isum[i] = _mm256_add_epi32(isum[i], dot_us_scaled(mag, q, scale));
+          }
+        }
+      }
+      for (int i = 0; i < M; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d[i * nb + b]), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = hsum(acc[i]);
+  }
+}
+
+template <int M>
+void matvec_m(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  switch (type) {
+    case GgmlType::Q8_0: return matvec32<GgmlType::Q8_0, 34, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q4_0: return matvec32<GgmlType::Q4_0, 18, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q4_1: return matvec32<GgmlType::Q4_1, 20, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_0: return matvec32<GgmlType::Q5_0, 22, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_1: return matvec32<GgmlType::Q5_1, 24, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q4_K: return matvec_q45k<false, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_K: return matvec_q45k<true, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q6_K: return matvec_q6k<M>(rows, rb, n, x, y, ldy);
+    default: return;
+  }
+}
+
+void matvec_avx2(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const ActRows& x, int M, float* y,
+                 int64_t ldy) {
+  switch (M) {
+    case 1: return matvec_m<1>(type, rows, rb, n, x, y, ldy);
+    case 2: return matvec_m<2>(type, rows, rb, n, x, y, ldy);
+    case 3: return matvec_m<3>(type, rows, rb, n, x, y, ldy);
+    default: return matvec_m<4>(type, rows, rb, n, x, y, ldy);
+  }
+}
+
+const Kernels kAvx2 = {"avx2", matvec_avx2};
+
+}  // namespace
+
+const Kernels& avx2_kernels() { return kAvx2; }
+
+}  // namespace attnviz::int8
+#endif  // __x86_64__

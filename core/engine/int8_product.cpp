@@ -1,0 +1,173 @@
+#include "core/engine/int8_product.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/aligned.h"
+#include "core/engine/int8_kernels.h"
+#include "core/engine/stored_product.h"
+#include "core/error.h"
+#include "core/limits.h"
+
+namespace attnviz {
+
+namespace int8 {
+namespace {
+
+Arith initial_arith() {
+  const char* env = std::getenv("ATTNVIZ_ARITH");
+  if (env && std::strcmp(env, "int8") == 0) return Arith::Int8;
+  if (env && *env && std::strcmp(env, "f32") != 0)
+    std::fprintf(stderr, "attnviz: ATTNVIZ_ARITH=%s is not f32 or int8; using f32\n", env);
+  return Arith::F32;
+}
+
+std::atomic<Arith>& arith_setting() {
+  static std::atomic<Arith> a{initial_arith()};
+  return a;
+}
+
+const Kernels* family(const char* name) {
+  if (!cpu_supports(name)) return nullptr;
+#if defined(__x86_64__)
+  if (std::strcmp(name, "avx2") == 0) return &avx2_kernels();
+#endif
+  if (std::strcmp(name, "portable") == 0) return &portable_kernels();
+  return nullptr;
+}
+
+const Kernels* best_family() {
+  if (const Kernels* k = family("avx2")) return k;
+  return &portable_kernels();
+}
+
+const Kernels* initial_family() {
+  const Kernels* k = best_family();
+#if defined(__x86_64__)
+  if (k == &portable_kernels())
+    std::fprintf(stderr, "attnviz: this CPU has no AVX2 (with FMA and F16C): int8 products run portable C++ kernels\n");
+#endif
+  return k;
+}
+
+std::atomic<const Kernels*> g_forced{nullptr};
+
+const Kernels& kernels() {
+  if (const Kernels* k = g_forced.load(std::memory_order_relaxed)) return *k;
+  static const Kernels* const first = initial_family();
+  return *first;
+}
+
+// Products smaller than this many weights stay on the calling thread (as stored_product's).
+constexpr int64_t kSplitWeights = int64_t{1} << 18;
+
+// The quantized activations of one product, kept by the calling thread for the next.
+struct ActBuf {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sums;
+  std::vector<float> dsums;
+};
+
+}  // namespace
+}  // namespace int8
+
+const char* arith_name(Arith a) { return a == Arith::Int8 ? "int8" : "f32"; }
+
+Arith parse_arith(const std::string& s, const std::string& what) {
+  if (s == "f32") return Arith::F32;
+  if (s == "int8") return Arith::Int8;
+  throw Error(what + ": '" + excerpt(s, 20) + "' is not f32 or int8", ErrorKind::Usage);
+}
+
+Arith arith() { return int8::arith_setting().load(std::memory_order_relaxed); }
+void set_arith(Arith a) { int8::arith_setting().store(a, std::memory_order_relaxed); }
+
+bool uses_int8(Arith a, const StoredRows& w) { return a == Arith::Int8 && int8::supported(w.type) && !w.empty(); }
+
+Arith arith_for(const ModelWeights& w, Arith a) {
+  if (a != Arith::Int8) return Arith::F32;
+  for (GgmlType t : w.stored_types())
+    if (int8::supported(t)) return Arith::Int8;
+  return Arith::F32;
+}
+
+void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
+                  int64_t n) {
+  const int8::Kernels& k = int8::kernels();
+  const int64_t K = w.cols, rb = w.row_bytes;
+  const int B = int8::act_block(w.type);
+  thread_local int8::ActBuf mine;
+  int8::ActBuf& buf = mine;  // the calling thread's, named so that the team's threads use it too
+  buf.q.resize(static_cast<size_t>(M * K));
+  buf.d.resize(static_cast<size_t>(M * (K / B)));
+  buf.sums.resize(static_cast<size_t>(M * (K / 32)));
+  buf.dsums.resize(static_cast<size_t>(M * (K / 32)));
+  const bool split = n * K >= int8::kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
+  const int team = split ? omp_get_max_threads() : 1;
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1 && M > 1)
+  for (int64_t i = 0; i < M; ++i)
+    int8::quantize_row(x + i * ldx, K, B, buf.q.data() + i * K, buf.d.data() + i * (K / B),
+                       buf.sums.data() + i * (K / 32), buf.dsums.data() + i * (K / 32));
+  const uint8_t* rows = w.data + r0 * rb;
+  // Rows [a, b) of the product for the M ≤ kRows activation rows.
+  auto run = [&](int64_t a, int64_t b) {
+    for (int64_t i = 0; i < M; i += int8::kRows) {
+      int8::ActRows xr;
+      xr.q = buf.q.data() + i * K;
+      xr.d = buf.d.data() + i * (K / B);
+      xr.sums = buf.sums.data() + i * (K / 32);
+      xr.dsums = buf.dsums.data() + i * (K / 32);
+      xr.K = K;
+      xr.B = B;
+      k.matvec(w.type, rows + a * rb, rb, b - a, xr, static_cast<int>(std::min<int64_t>(int8::kRows, M - i)),
+               y + i * ldy + a, ldy);
+    }
+  };
+  if (M > int8::kRows) {
+    // Many rows (a full pass): the same arithmetic through float32 products. Each activation
+    // is replaced by its int8 value d·q (rounded once to float32), and the products
+    // with the weights' values run as stored_product_f32's panels do (decoded weights, the
+    // BLAS product). That equals the integer sums up to float rounding. On CPUs whose integer
+    // multiply-adds are no faster than their float ones (AVX2 without VNNI: one maddubs and
+    // one madd per 32 products, on one pipe on AMD Zen 1 and 2) this keeps full passes at
+    // float32's speed; the integer kernels pay off where the weights' bytes are the cost
+    // (appending a token). Measured: docs/performance.md.
+    thread_local FloatBuf xs_mine;
+    FloatBuf& xs = xs_mine;
+    xs.resize(static_cast<size_t>(M * K));
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k2 = 0; k2 < K; ++k2)
+        xs[static_cast<size_t>(i * K + k2)] =
+            buf.d[static_cast<size_t>(i * (K / B) + k2 / B)] * static_cast<float>(buf.q[static_cast<size_t>(i * K + k2)]);
+    return stored_product_f32(xs.data(), M, K, w, y, ldy, r0, n);
+  }
+  // Appending: the rows split into one contiguous range per thread, the integer kernels.
+  if (team <= 1) return run(0, n);
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
+    const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
+    if (a < b) run(a, b);
+  }
+}
+
+const char* int8_kernel_name() { return int8::kernels().name; }
+
+bool set_int8_kernel(const char* name) {
+  if (!name) return false;
+  const int8::Kernels* k = *name ? int8::family(name) : int8::best_family();
+  if (!k) return false;
+  int8::g_forced.store(k, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace attnviz
