@@ -1,8 +1,10 @@
 // The int8 arithmetic (core/engine/int8_product.h) against independent computations:
 //   - the activation quantizer against its rule (d = max|x| / 127, |x − d·q| ≤ d / 2, the
 //     sums of q);
-//   - int8_product, for every type with int8 kernels, every int8 kernel family this CPU runs,
-//     few and many rows of x, odd shapes, offsets, strides, one and two threads, against a
+//   - int8_product (one to four rows of x: the integer kernels) and stored_product in int8
+//     mode (more rows: float32 products of the rounded activations), for every type with int8
+//     kernels, every int8 kernel family this CPU runs, odd shapes, offsets, strides, one and
+//     two threads, against a
 //     double-precision loop over the same quantized activations and the weights
 //     dequantize() gives: exact up to float rounding (tolerance below);
 //   - against the float32 product: within the bound the activation's rounding allows,
@@ -93,7 +95,12 @@ void check_case(GgmlType t, int64_t M, int64_t K, int64_t rows, int64_t r0, int6
   const std::vector<float> x = random_x(M, K, ldx, seed + 1);
   std::vector<float> y(static_cast<size_t>(M * ldy), -7.f);
   omp_set_num_threads(threads);
-  int8_product(x.data(), M, ldx, m.w, y.data(), ldy, r0, n);
+  if (M <= kInt8Rows) {
+    int8_product(x.data(), M, ldx, m.w, y.data(), ldy, r0, n);
+  } else {  // many rows: stored_product's float32 products of the rounded activations
+    ArithScope s(Arith::Int8);
+    stored_product(x.data(), M, ldx, m.w, y.data(), ldy, r0, n);
+  }
   omp_set_num_threads(2);
 
   const int B = int8::act_block(t);

@@ -65,6 +65,15 @@ int thumb_keep(const float* old, int bucket_old, int n_old, int old_T, int from,
   // New bucket rows made of kept rows only: all of them when nothing old is replaced.
   const int rows_kept = old_T <= from ? std::min(n, (from + bucket - 1) / bucket) : from / bucket;
   if (old_T <= from) from = std::min(from, rows_kept * bucket);
+  if (f == 1) {  // the same buckets (typing without crossing a doubling): rows copied, as the loop below would
+    const int cols = std::min(n_old, n);
+    for (int I = 0; I < std::min(rows_kept, n_old); ++I) {
+      const float* src = old + static_cast<int64_t>(I) * n_old;
+      float* dst = out + static_cast<int64_t>(I) * n;
+      for (int b = 0; b < cols; ++b) dst[b] = std::max(0.f, src[b]);
+    }
+    return std::min(from, rows_kept * bucket);
+  }
   for (int I = 0; I < rows_kept; ++I)
     for (int a = I * f; a < std::min((I + 1) * f, n_old); ++a)
       for (int b = 0; b < n_old && b / f < n; ++b) {

@@ -9,7 +9,8 @@
 // value is q = round(x / d_b) (half away from zero), so |q| ≤ 127 and x ≈ d_b·q. A block of
 // zeros has d_b = 0 and q = 0. sums[g] is the sum of q over values [32g, 32g + 32), and
 // dsums[g] that sum times its block's d: what the weight types with a min or an offset need
-// (Σ (d·n + m)·x = d·Σ n·x + m·Σ x).
+// (Σ (d·n + m)·x = d·Σ n·x + m·Σ x); sums16[h] is the sum over values [16h, 16h + 16) (Q6_K's
+// offset, whose scales change every 16 values).
 //
 // Exactness: the integer sums are exact (int32, no saturation for any type's range: see
 // int8_kernels_avx2.cpp); the float work per block is d_w·d_x·(integer sum) and, for types
@@ -36,13 +37,15 @@ struct ActRows {
   const float* d = nullptr;
   const int32_t* sums = nullptr;
   const float* dsums = nullptr;
+  const int16_t* sums16 = nullptr;  // row i at sums16 + i·(K / 16)
   int64_t K = 0;
   int B = 32;
 };
 
 // Quantizes x (K values) with block B into q[K], d[K / B], sums[K / 32] and, when not null,
-// dsums[K / 32] (the rule above).
-void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums = nullptr);
+// dsums[K / 32] and sums16[K / 16] (the rule above).
+void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums = nullptr,
+                  int16_t* sums16 = nullptr);
 
 struct Kernels {
   const char* name;  // "portable", "avx2"

@@ -5,9 +5,9 @@
 // the CPU has all three.
 //
 // maddubs saturates at ±32767: each pair here stays below it. The weight byte is unsigned
-// (the 4- and 5-bit types: n ≤ 31, Q4_0's and Q5_0's offset kept as a min) or, for Q8_0 and
-// Q6_K, made so by moving its sign onto the activation (|w| ≤ 128, 32), and |q| ≤ 127: at
-// most 2·128·127 = 32512. The int32 sums of a 256-element super-block stay below 2^25.
+// (the 4-, 5- and 6-bit types: n ≤ 63, Q4_0's, Q5_0's and Q6_K's offsets kept apart) or, for
+// Q8_0, made so by moving its sign onto the activation (|w| ≤ 128), and |q| ≤ 127: at most
+// 2·128·127 = 32512. The int32 sums of a 256-element super-block stay below 2^25.
 #if defined(__x86_64__)
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "int8_kernels_avx2.cpp is compiled with -mavx2 -mfma -mf16c (core/CMakeLists.txt)"
@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/engine/int8_kernels.h"
 
@@ -102,7 +103,7 @@ void matvec32(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& 
   const int64_t K = x.K, nb = K / 32;
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = rows + r * row_bytes;
-    __m256 acc[M][2];
+    __m256 acc[M][2];  // even and odd blocks: two chains of multiply-adds per row
     float macc[M];
     for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps(), macc[i] = 0.f;
 #pragma GCC unroll 2
@@ -123,30 +124,44 @@ void matvec32(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& 
 
 // --- the super-block types.
 
-inline void scale_min_k4(const uint8_t* q, int i, int* sc, int* m) {
-  if (i < 4) {
-    *sc = q[i] & 63, *m = q[i + 4] & 63;
-  } else {
-    *sc = (q[i + 4] & 0xF) | ((q[i - 4] >> 6) << 4);
-    *m = (q[i + 4] >> 4) | ((q[i] >> 6) << 4);
-  }
+// The eight six-bit scales and mins of a Q4_K / Q5_K super-block (12 bytes at q), as eight
+// bytes each: scales j < 4 are the low six bits of q[j], mins those of q[4 + j]; scales
+// j ≥ 4 take their low four bits from q[4 + j] and their top two from q[j − 4]'s top two,
+// mins the high four of q[4 + j] and the top two of q[j]. Done on 32-bit words, four at once.
+inline void scales_mins_k4(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, q, 4);
+  std::memcpy(&w1, q + 4, 4);
+  std::memcpy(&w2, q + 8, 4);
+  const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+  const uint32_t s_lo = w0 & lo6, m_lo = w1 & lo6;
+  const uint32_t s_hi = (w2 & lo4) | (((w0 >> 6) & lo2) << 4);
+  const uint32_t m_hi = ((w2 >> 4) & lo4) | (((w1 >> 6) & lo2) << 4);
+  *sc = s_lo | (static_cast<uint64_t>(s_hi) << 32);
+  *mn = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
+
+// Lane pattern for _mm256_shuffle_epi8 that repeats int16 lane j of each 128-bit half.
+inline __m256i pick16(int j) { return _mm256_set1_epi16(static_cast<int16_t>(((2 * j + 1) << 8) | (2 * j))); }
 
 // Q4_K (144 bytes) and Q5_K (176): (d·sc_j)·n − dmin·m_j over sub-block j of 32.
 template <bool kFive, int M>
 void matvec_q45k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
   constexpr int BB = kFive ? 176 : 144, QS = kFive ? 48 : 16;
   const int64_t K = x.K, nb = K / 256, ng = K / 32;
+  const __m256i pick[8] = {pick16(0), pick16(1), pick16(2), pick16(3), pick16(4), pick16(5), pick16(6), pick16(7)};
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = rows + r * row_bytes;
     __m256 acc[M];
-    float macc[M];
-    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps(), macc[i] = 0.f;
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * BB;
       const float d = h2f(blk), dmin = h2f(blk + 2);
-      int sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) scale_min_k4(blk + 4, j, &sc[j], &mn[j]);
+      uint64_t sc8, mn8;
+      scales_mins_k4(blk + 4, &sc8, &mn8);
+      // The eight scales as int16 in both halves; the eight mins as int32.
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+      const __m256i mn32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8)));
       __m256i isum[M];
       for (int i = 0; i < M; ++i) isum[i] = _mm256_setzero_si256();
       __m256i hv = _mm256_setzero_si256();
@@ -160,8 +175,8 @@ void matvec_q45k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRow
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hv, s0), bytes(1)), 4));
           hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hv, s1), bytes(1)), 4));
         }
-        const __m256i s_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
-        const __m256i s_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
+        const __m256i s_lo = _mm256_shuffle_epi8(sc16, pick[2 * c]);
+        const __m256i s_hi = _mm256_shuffle_epi8(sc16, pick[2 * c + 1]);
         for (int i = 0; i < M; ++i) {
           const int8_t* q = x.q + i * K + b * 256 + 64 * c;
           isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(dot_us_scaled(lo, load32(q), s_lo),
@@ -171,20 +186,27 @@ void matvec_q45k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRow
       for (int i = 0; i < M; ++i) {
         const float dx = x.d[i * nb + b];
         acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum[i]), acc[i]);
-        const int32_t* sums = x.sums + i * ng + 8 * b;
-        int32_t ms = 0;
-        for (int j = 0; j < 8; ++j) ms += mn[j] * sums[j];
-        macc[i] -= dmin * dx * static_cast<float>(ms);
+        // − dmin·m_j·Σq_j, lane j: added to the same lanes (only their total matters).
+        const __m256i ms = _mm256_mullo_epi32(mn32, load32(x.sums + i * ng + 8 * b));
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * dx), _mm256_cvtepi32_ps(ms), acc[i]);
       }
     }
-    for (int i = 0; i < M; ++i) y[i * ldy + r] = hsum(acc[i]) + macc[i];
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = hsum(acc[i]);
   }
 }
 
-// Q6_K (210 bytes): d·sc_g·(n6 − 32) over groups g of 16.
+// Q6_K (210 bytes): d·sc_g·(n6 − 32) over groups g of 16. n6 (0…63) is taken unsigned; the
+// offset is −32·Σ_g sc_g·(Σq over group g), from the activation's sums16, once per super-block.
 template <int M>
 void matvec_q6k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
   const int64_t K = x.K, nb = K / 256;
+  // Within a half's eight scales (int16, in both 128-bit halves): chunk k's pattern repeats
+  // scale 2k in the low half (its first 16 values) and 2k + 1 in the high half.
+  __m256i pick[4];
+  for (int k = 0; k < 4; ++k) {
+    const int16_t lo = static_cast<int16_t>(((4 * k + 1) << 8) | (4 * k)), hi = static_cast<int16_t>(((4 * k + 3) << 8) | (4 * k + 2));
+    pick[k] = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+  }
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = rows + r * row_bytes;
     __m256 acc[M];
@@ -192,25 +214,25 @@ void matvec_q6k(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * 210;
       const float d = h2f(blk + 208);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
       __m256i isum[M];
-      for (int i = 0; i < M; ++i) isum[i] = _mm256_setzero_si256();
+      for (int i = 0; i < M; ++i)  // the offset: −32·Σ_g sc_g·sums16_g
+        isum[i] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(x.sums16 + i * (K / 16) + 16 * b)), 5),
+        isum[i] = _mm256_sub_epi32(_mm256_setzero_si256(), isum[i]);
       for (int h = 0; h < 2; ++h) {
         const __m256i a = load32(blk + 64 * h), c = load32(blk + 64 * h + 32), hh = load32(blk + 128 + 32 * h);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h);
-        __m256i w[4];  // elements 128h + 32k + l, l < 32, as n6 − 32
+        const __m256i half = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)  // scales 8h … 8h + 7
+                                    : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+        __m256i w[4];  // elements 128h + 32k + l, l < 32, as n6
         w[0] = _mm256_or_si256(_mm256_and_si256(a, bytes(15)), _mm256_slli_epi16(_mm256_and_si256(hh, bytes(3)), 4));
         w[1] = _mm256_or_si256(_mm256_and_si256(c, bytes(15)), _mm256_slli_epi16(_mm256_and_si256(hh, bytes(12)), 2));
         w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), bytes(15)), _mm256_and_si256(hh, bytes(48)));
         w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), bytes(15)),
                                _mm256_and_si256(_mm256_srli_epi16(hh, 2), bytes(48)));
         for (int k = 0; k < 4; ++k) {
-          const __m256i s = _mm256_sub_epi8(w[k], bytes(32));
-          const __m256i mag = _mm256_sign_epi8(s, s);
-          const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
-          for (int i = 0; i < M; ++i) {
-            const __m256i q = _mm256_sign_epi8(load32(x.q + i * K + b * 256 + 128 * h + 32 * k), s);
-            isum[i] = _mm256_add_epi32(isum[i], dot_us_scaled(mag, q, scale));
-          }
+          const __m256i scale = _mm256_shuffle_epi8(half, pick[k]);
+          for (int i = 0; i < M; ++i)
+            isum[i] = _mm256_add_epi32(isum[i], dot_us_scaled(w[k], load32(x.q + i * K + b * 256 + 128 * h + 32 * k), scale));
         }
       }
       for (int i = 0; i < M; ++i)

@@ -30,7 +30,8 @@ int act_block(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ? 256 : 32;
 }
 
-void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums) {
+void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums,
+                  int16_t* sums16) {
   for (int64_t b = 0; b < K / B; ++b) {
     const float* xb = x + b * B;
     float amax = 0.f;
@@ -48,6 +49,12 @@ void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t
     sums[g] = s;
     if (dsums) dsums[g] = d[g * 32 / B] * static_cast<float>(s);
   }
+  if (sums16)
+    for (int64_t h = 0; h < K / 16; ++h) {
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += q[h * 16 + j];
+      sums16[h] = static_cast<int16_t>(s);  // |s| ≤ 16·127
+    }
 }
 
 namespace {

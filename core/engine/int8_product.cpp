@@ -11,7 +11,7 @@
 
 #include "core/aligned.h"
 #include "core/engine/int8_kernels.h"
-#include "core/engine/stored_product.h"
+#include "core/engine/cpu_features.h"
 #include "core/error.h"
 #include "core/limits.h"
 
@@ -73,6 +73,7 @@ struct ActBuf {
   std::vector<float> d;
   std::vector<int32_t> sums;
   std::vector<float> dsums;
+  std::vector<int16_t> sums16;
 };
 
 }  // namespace
@@ -109,12 +110,14 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
   buf.d.resize(static_cast<size_t>(M * (K / B)));
   buf.sums.resize(static_cast<size_t>(M * (K / 32)));
   buf.dsums.resize(static_cast<size_t>(M * (K / 32)));
+  buf.sums16.resize(static_cast<size_t>(M * (K / 16)));
   const bool split = n * K >= int8::kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
   const int team = split ? omp_get_max_threads() : 1;
 #pragma omp parallel for num_threads(team) schedule(static) if (team > 1 && M > 1)
   for (int64_t i = 0; i < M; ++i)
     int8::quantize_row(x + i * ldx, K, B, buf.q.data() + i * K, buf.d.data() + i * (K / B),
-                       buf.sums.data() + i * (K / 32), buf.dsums.data() + i * (K / 32));
+                       buf.sums.data() + i * (K / 32), buf.dsums.data() + i * (K / 32),
+                       buf.sums16.data() + i * (K / 16));
   const uint8_t* rows = w.data + r0 * rb;
   // Rows [a, b) of the product for the M ≤ kRows activation rows.
   auto run = [&](int64_t a, int64_t b) {
@@ -124,31 +127,13 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
       xr.d = buf.d.data() + i * (K / B);
       xr.sums = buf.sums.data() + i * (K / 32);
       xr.dsums = buf.dsums.data() + i * (K / 32);
+      xr.sums16 = buf.sums16.data() + i * (K / 16);
       xr.K = K;
       xr.B = B;
       k.matvec(w.type, rows + a * rb, rb, b - a, xr, static_cast<int>(std::min<int64_t>(int8::kRows, M - i)),
                y + i * ldy + a, ldy);
     }
   };
-  if (M > int8::kRows) {
-    // Many rows (a full pass): the same arithmetic through float32 products. Each activation
-    // is replaced by its int8 value d·q (rounded once to float32), and the products
-    // with the weights' values run as stored_product_f32's panels do (decoded weights, the
-    // BLAS product). That equals the integer sums up to float rounding. On CPUs whose integer
-    // multiply-adds are no faster than their float ones (AVX2 without VNNI: one maddubs and
-    // one madd per 32 products, on one pipe on AMD Zen 1 and 2) this keeps full passes at
-    // float32's speed; the integer kernels pay off where the weights' bytes are the cost
-    // (appending a token). Measured: docs/performance.md.
-    thread_local FloatBuf xs_mine;
-    FloatBuf& xs = xs_mine;
-    xs.resize(static_cast<size_t>(M * K));
-#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t k2 = 0; k2 < K; ++k2)
-        xs[static_cast<size_t>(i * K + k2)] =
-            buf.d[static_cast<size_t>(i * (K / B) + k2 / B)] * static_cast<float>(buf.q[static_cast<size_t>(i * K + k2)]);
-    return stored_product_f32(xs.data(), M, K, w, y, ldy, r0, n);
-  }
   // Appending: the rows split into one contiguous range per thread, the integer kernels.
   if (team <= 1) return run(0, n);
 #pragma omp parallel num_threads(team)
@@ -157,6 +142,25 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
     const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
     if (a < b) run(a, b);
+  }
+}
+
+void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w, FloatBuf& out) {
+  const int64_t K = w.cols;
+  const int B = int8::act_block(w.type);
+  out.resize(static_cast<size_t>(M * K));
+  const bool split = M * K >= int8::kSplitWeights / 8 && !omp_in_parallel() && omp_get_max_threads() > 1;
+#pragma omp parallel if (split)
+  {
+    std::vector<int8_t> q(static_cast<size_t>(K));
+    std::vector<float> d(static_cast<size_t>(K / B));
+    std::vector<int32_t> sums(static_cast<size_t>(K / 32));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < M; ++i) {
+      int8::quantize_row(x + i * ldx, K, B, q.data(), d.data(), sums.data());
+      float* o = out.data() + i * K;
+      for (int64_t k = 0; k < K; ++k) o[k] = d[static_cast<size_t>(k / B)] * static_cast<float>(q[static_cast<size_t>(k)]);
+    }
   }
 }
 

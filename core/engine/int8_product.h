@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/aligned.h"
+#include "core/engine/int8_kernels.h"
 #include "core/model/model.h"
 #include "core/model/stored_rows.h"
 
@@ -32,10 +34,20 @@ bool uses_int8(Arith a, const StoredRows& w);
 // matrix is stored in a type with int8 kernels, else f32.
 Arith arith_for(const ModelWeights& w, Arith a);
 
-// y (M, n) = x (M, K) · W[r0 : r0 + n]ᵀ in int8 arithmetic (w.type one int8::supported
-// takes). Runs on the calling thread's OpenMP team, like stored_product.
+// The most rows of x int8_product takes (appending: a few tokens at a time). stored_product
+// multiplies more rows in the same arithmetic through float32 products of the rounded
+// activations (int8_round_rows).
+constexpr int64_t kInt8Rows = int8::kRows;
+
+// y (M, n) = x (M, K) · W[r0 : r0 + n]ᵀ in int8 arithmetic with the integer kernels, for
+// 1 ≤ M ≤ kInt8Rows (w.type one int8::supported takes). Runs on the calling thread's OpenMP
+// team, like stored_product.
 void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
                   int64_t n);
+
+// x (M, K) with each value replaced by its int8 value d·q (the block rule of
+// int8_kernels.h for w's type) into out (M, K), rows K apart.
+void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w, FloatBuf& out);
 
 // The int8 kernel family this process runs: "avx2" or "portable".
 const char* int8_kernel_name();

@@ -1,9 +1,6 @@
 #include "core/engine/stored_product.h"
 
 #include <omp.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "core/engine/cpu_features.h"
 #include "core/engine/int8_product.h"
 #include "core/engine/ops.h"
 #include "core/engine/stored_kernels.h"
@@ -30,24 +28,6 @@ using stored::Kernels;
 constexpr int64_t kSplitWeights = int64_t{1} << 18;
 
 // ---------------------------------------------------------------- the kernel family
-
-}  // namespace
-
-bool cpu_supports(const char* name) {
-  if (std::strcmp(name, "portable") == 0) return true;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-  if (std::strcmp(name, "avx2") == 0) return avx2;
-  if (std::strcmp(name, "avx512") == 0) return avx2 && __builtin_cpu_supports("avx512f");
-#endif
-  return false;
-}
-
-namespace {
 
 // The family called `name` when this CPU can run it, else nullptr.
 const Kernels* family(const char* name) {
@@ -191,14 +171,21 @@ void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w,
                     int64_t n) {
   if (n < 0) n = w.rows - r0;
   if (!product_needed(M, w, y, ldy, n)) return;
-  if (uses_int8(arith(), w)) return int8_product(x, M, ldx, w, y, ldy, r0, n);
-  stored_product_f32(x, M, ldx, w, y, ldy, r0, n);
-}
-
-void stored_product_f32(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy,
-                        int64_t r0, int64_t n) {
-  if (n < 0) n = w.rows - r0;
-  if (!product_needed(M, w, y, ldy, n)) return;
+  if (uses_int8(arith(), w)) {
+    if (M <= kInt8Rows) return int8_product(x, M, ldx, w, y, ldy, r0, n);
+    // Many rows (a full pass): the int8 arithmetic through float32 products. Each activation
+    // is replaced by its int8 value d·q (rounded once to float32), and the products with the
+    // weights' values run as the float32 panels do (decoded weights, the BLAS product): the
+    // integer sums up to float rounding. On CPUs whose integer multiply-adds are no faster
+    // than their float ones (AVX2 without VNNI: one maddubs and one madd per 32 products, on
+    // one pipe on AMD Zen 1 and 2) this keeps full passes at float32's speed; the integer
+    // kernels pay off where the weights' bytes are the cost (appending a token). Measured:
+    // docs/performance.md.
+    thread_local FloatBuf rounded_mine;
+    FloatBuf& rounded = rounded_mine;  // (M, K)
+    int8_round_rows(x, M, ldx, w, rounded);
+    return product_panels(kernels(), rounded.data(), M, w.cols, w, y, ldy, r0, n);
+  }
   const Kernels& k = kernels();
   if (M <= stored::kMatvecRows)
     product_matvec(k, x, M, ldx, w, y, ldy, r0, n);

@@ -24,11 +24,6 @@ namespace attnviz {
 void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy,
                     int64_t r0 = 0, int64_t n = -1);
 
-// The same in float32 arithmetic whatever the process's choice (int8_product.h): int8_product
-// calls it for many rows, on activations already rounded to their int8 values.
-void stored_product_f32(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy,
-                        int64_t r0 = 0, int64_t n = -1);
-
 // y = x · W (+ b) for a linear layer's Weight (model.h): float32 through ops.h's linear, or
 // read where the file stores it (stored_product; llama's q/k rows reordered back to Hugging
 // Face's order through row_of_col).
@@ -38,10 +33,6 @@ void linear_bt(const Mat& x, const Weight& wt, Eigen::Ref<Mat> y, Eigen::Index r
 
 // The kernel family this process runs: "avx512", "avx2" or "portable".
 const char* stored_kernel_name();
-
-// Whether this CPU runs the kernel family `name` ("avx512", "avx2", "portable"): the
-// stored-weight kernels and the int8 ones (int8_product.h) ask the same question.
-bool cpu_supports(const char* name);
 
 // Forces a kernel family (tests compare all three on one CPU): "avx512", "avx2",
 // "portable", or "" for the CPU's best. Returns false, changing nothing, when the CPU

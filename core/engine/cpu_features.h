@@ -1,0 +1,11 @@
+// What this CPU runs, asked once by each kernel family's chooser (stored_product.cpp,
+// int8_product.cpp).
+#pragma once
+
+namespace attnviz {
+
+// Whether this CPU runs the kernel family `name`: "portable" (always), "avx2" (AVX2, FMA and
+// F16C), "avx512" (those and AVX-512F). False for any other name.
+bool cpu_supports(const char* name);
+
+}  // namespace attnviz
