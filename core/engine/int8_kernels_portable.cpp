@@ -150,37 +150,43 @@ void unpack256(GgmlType type, const uint8_t* b, Block256& o) {
     }
 }
 
+// The loop both block sizes share: each weight row's blocks unpacked once (unpack(bytes,
+// blk)) and dotted with the M activation rows (dot(blk, i, b): block b's term for row i).
+template <class Block, class Unpack, class Dot>
+void each_row(const uint8_t* rows, int64_t row_bytes, int64_t n, int64_t blocks, int block_bytes, int M, float* y,
+              int64_t ldy, Unpack&& unpack, Dot&& dot) {
+  Block blk;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    float acc[kRows] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      unpack(row + b * block_bytes, blk);
+      for (int i = 0; i < M; ++i) acc[i] += dot(blk, i, b);
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = acc[i];
+  }
+}
+
 void matvec_portable(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, int M,
                      float* y, int64_t ldy) {
   const int64_t K = x.K;
   const GgmlTypeInfo& info = ggml_type_info(type);
   const int64_t blocks = K / info.block_elems;
-  if (act_block(type) == 32) {
-    Block32 blk;
-    for (int64_t r = 0; r < n; ++r) {
-      const uint8_t* row = rows + r * row_bytes;
-      float acc[kRows] = {};
-      for (int64_t b = 0; b < blocks; ++b) {
-        unpack32(type, row + b * info.block_bytes, blk);
-        for (int i = 0; i < M; ++i) {
+  if (act_block(type) == 32)
+    return each_row<Block32>(
+        rows, row_bytes, n, blocks, info.block_bytes, M, y, ldy,
+        [type](const uint8_t* b, Block32& blk) { unpack32(type, b, blk); },
+        [&x, K](const Block32& blk, int i, int64_t b) {
           const int8_t* q = x.q + i * K + b * 32;
           int32_t s = 0;
           for (int j = 0; j < 32; ++j) s += blk.w[j] * q[j];
           const float dx = x.d[i * (K / 32) + b];
-          acc[i] += blk.d * dx * static_cast<float>(s) + blk.m * dx * static_cast<float>(x.sums[i * (K / 32) + b]);
-        }
-      }
-      for (int i = 0; i < M; ++i) y[i * ldy + r] = acc[i];
-    }
-    return;
-  }
-  Block256 blk;
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* row = rows + r * row_bytes;
-    float acc[kRows] = {};
-    for (int64_t b = 0; b < blocks; ++b) {
-      unpack256(type, row + b * info.block_bytes, blk);
-      for (int i = 0; i < M; ++i) {
+          return blk.d * dx * static_cast<float>(s) + blk.m * dx * static_cast<float>(x.sums[i * (K / 32) + b]);
+        });
+  each_row<Block256>(
+      rows, row_bytes, n, blocks, info.block_bytes, M, y, ldy,
+      [type](const uint8_t* b, Block256& blk) { unpack256(type, b, blk); },
+      [&x, K](const Block256& blk, int i, int64_t b) {
         const int8_t* q = x.q + i * K + b * 256;
         const int32_t* sums = x.sums + i * (K / 32) + b * 8;
         int32_t s = 0, ms = 0;
@@ -191,11 +197,8 @@ void matvec_portable(GgmlType type, const uint8_t* rows, int64_t row_bytes, int6
         }
         for (int j = 0; j < 8; ++j) ms += blk.mins[j] * sums[j];
         const float dx = x.d[i * (K / 256) + b];
-        acc[i] += blk.d * dx * static_cast<float>(s) - blk.dmin * dx * static_cast<float>(ms);
-      }
-    }
-    for (int i = 0; i < M; ++i) y[i * ldy + r] = acc[i];
-  }
+        return blk.d * dx * static_cast<float>(s) - blk.dmin * dx * static_cast<float>(ms);
+      });
 }
 
 const Kernels kPortable = {"portable", matvec_portable};

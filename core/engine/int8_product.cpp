@@ -11,6 +11,7 @@
 
 #include "core/aligned.h"
 #include "core/engine/int8_kernels.h"
+#include "core/engine/row_ranges.h"
 #include "core/engine/cpu_features.h"
 #include "core/error.h"
 #include "core/limits.h"
@@ -134,15 +135,7 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
                y + i * ldy + a, ldy);
     }
   };
-  // Appending: the rows split into one contiguous range per thread, the integer kernels.
-  if (team <= 1) return run(0, n);
-#pragma omp parallel num_threads(team)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
-    const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
-    if (a < b) run(a, b);
-  }
+  for_row_ranges(n, team, run);  // one contiguous range of weight rows per thread
 }
 
 void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w, FloatBuf& out) {

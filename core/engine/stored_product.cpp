@@ -15,6 +15,7 @@
 #include "core/engine/cpu_features.h"
 #include "core/engine/int8_product.h"
 #include "core/engine/ops.h"
+#include "core/engine/row_ranges.h"
 #include "core/engine/stored_kernels.h"
 
 namespace attnviz {
@@ -79,17 +80,7 @@ void product_matvec(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
       k.matvec(w.type, rows + a * rb, rb, b - a, K, x + i * ldx, ldx,
                static_cast<int>(std::min<int64_t>(stored::kMatvecRows, M - i)), y + i * ldy + a, ldy);
   };
-  const int team = (n * K >= kSplitWeights && !omp_in_parallel()) ? omp_get_max_threads() : 1;
-  if (team <= 1) return run(0, n);
-#pragma omp parallel num_threads(team)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    // Ranges of whole 16-row steps: each thread's outputs start on a 64-byte line of y of
-    // their own (when y's rows do).
-    const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
-    const int64_t a = std::min(n, t * per), b = std::min(n, a + per);
-    if (a < b) run(a, b);
-  }
+  for_row_ranges(n, (n * K >= kSplitWeights && !omp_in_parallel()) ? omp_get_max_threads() : 1, run);
 }
 
 // Many rows of x: panels of P weight rows decoded into a per-thread float32 buffer (P, K)
