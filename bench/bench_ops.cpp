@@ -147,6 +147,27 @@ void BM_Swiglu(benchmark::State& st) {
 }
 BENCHMARK(BM_Swiglu)->ArgNames({"T", "I"})->Args({256, 172})->Args({256, 2048})->Unit(benchmark::kMicrosecond);
 
+// One KV head's keys (T, d) transposed for scores_rows, as every append does for every layer:
+// keys_transposed against Eigen's transpose assignment of the same matrix.
+void BM_KeysTransposed(benchmark::State& st) {
+  const Mat K = Mat::Random(st.range(0), st.range(1));
+  Mat out;
+  for (auto _ : st) {
+    keys_transposed(K, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_KeysTransposed)->ArgNames({"T", "d"})->Args({512, 128})->Args({2048, 64})->Unit(benchmark::kMicrosecond);
+void BM_KeysTransposedEigen(benchmark::State& st) {
+  const Mat K = Mat::Random(st.range(0), st.range(1));
+  Mat out;
+  for (auto _ : st) {
+    out = K.transpose();
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_KeysTransposedEigen)->ArgNames({"T", "d"})->Args({512, 128})->Args({2048, 64})->Unit(benchmark::kMicrosecond);
+
 void BM_Rope(benchmark::State& st) {
   const int T = static_cast<int>(st.range(0)), heads = static_cast<int>(st.range(1)), d = static_cast<int>(st.range(2));
   Mat x = random_mat(T, heads * d, 1);
