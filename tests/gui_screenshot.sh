@@ -100,6 +100,11 @@ check "gguf model made" "$build/tests/gguf_make_model" tiny Q4_K "$work/gguf" --
 check "gguf model runs" xrun "$app" --screenshot "$work/gguf.png" --frames 3 --model "$work/gguf/model.gguf" --text "the theater"
 check "gguf text encoded" grep -q '"T": 7' "$work/gguf.png.json"
 check "gguf pixels" "$checker" "$work/gguf.png"
+# The arithmetic of its quantized products: float32 unless asked (--arith, or the Compute menu).
+check "gguf: f32 products by default" grep -q '"arith": "f32"' "$work/gguf.png.json"
+check "gguf --arith int8 runs" xrun "$app" --screenshot "$work/gguf-int8.png" --frames 3 --model "$work/gguf/model.gguf" \
+  --text "the theater" --arith int8
+check "gguf: int8 products said" grep -q '"arith": "int8"' "$work/gguf-int8.png.json"
 
 # Typing: 12 keys, one at a time, each shown before the next; the final text is the
 # start plus every key, and each key has its keystroke-to-frame time.
