@@ -39,7 +39,6 @@ struct ActRows {
   const float* dsums = nullptr;
   const int16_t* sums16 = nullptr;  // row i at sums16 + i·(K / 16)
   int64_t K = 0;
-  int B = 32;
 };
 
 // Quantizes x (K values) with block B into q[K], d[K / B], sums[K / 32] and, when not null,

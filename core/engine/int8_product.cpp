@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,35 +108,29 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
   const int B = int8::act_block(w.type);
   thread_local int8::ActBuf mine;
   int8::ActBuf& buf = mine;  // the calling thread's, named so that the team's threads use it too
+  assert(M >= 1 && M <= int8::kRows);
   buf.q.resize(static_cast<size_t>(M * K));
   buf.d.resize(static_cast<size_t>(M * (K / B)));
   buf.sums.resize(static_cast<size_t>(M * (K / 32)));
   buf.dsums.resize(static_cast<size_t>(M * (K / 32)));
   buf.sums16.resize(static_cast<size_t>(M * (K / 16)));
-  const bool split = n * K >= int8::kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
-  const int team = split ? omp_get_max_threads() : 1;
-#pragma omp parallel for num_threads(team) schedule(static) if (team > 1 && M > 1)
-  for (int64_t i = 0; i < M; ++i)
+  for (int64_t i = 0; i < M; ++i)  // at most kRows rows: on the calling thread
     int8::quantize_row(x + i * ldx, K, B, buf.q.data() + i * K, buf.d.data() + i * (K / B),
                        buf.sums.data() + i * (K / 32), buf.dsums.data() + i * (K / 32),
                        buf.sums16.data() + i * (K / 16));
+  int8::ActRows xr;
+  xr.q = buf.q.data();
+  xr.d = buf.d.data();
+  xr.sums = buf.sums.data();
+  xr.dsums = buf.dsums.data();
+  xr.sums16 = buf.sums16.data();
+  xr.K = K;
   const uint8_t* rows = w.data + r0 * rb;
-  // Rows [a, b) of the product for the M ≤ kRows activation rows.
-  auto run = [&](int64_t a, int64_t b) {
-    for (int64_t i = 0; i < M; i += int8::kRows) {
-      int8::ActRows xr;
-      xr.q = buf.q.data() + i * K;
-      xr.d = buf.d.data() + i * (K / B);
-      xr.sums = buf.sums.data() + i * (K / 32);
-      xr.dsums = buf.dsums.data() + i * (K / 32);
-      xr.sums16 = buf.sums16.data() + i * (K / 16);
-      xr.K = K;
-      xr.B = B;
-      k.matvec(w.type, rows + a * rb, rb, b - a, xr, static_cast<int>(std::min<int64_t>(int8::kRows, M - i)),
-               y + i * ldy + a, ldy);
-    }
-  };
-  for_row_ranges(n, team, run);  // one contiguous range of weight rows per thread
+  const bool split = n * K >= int8::kSplitWeights && !omp_in_parallel() && omp_get_max_threads() > 1;
+  // One contiguous range of weight rows per thread, all M activation rows at once.
+  for_row_ranges(n, split ? omp_get_max_threads() : 1, [&](int64_t a, int64_t b) {
+    k.matvec(w.type, rows + a * rb, rb, b - a, xr, static_cast<int>(M), y + a, ldy);
+  });
 }
 
 void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w, FloatBuf& out) {

@@ -141,27 +141,17 @@ void product_panels(const Kernels& k, const float* x, int64_t M, int64_t ldx, co
 
 }  // namespace
 
-namespace {
-
-// The checks both entry points share; false when there is nothing to compute.
-bool product_needed(int64_t M, const StoredRows& w, float* y, int64_t ldy, int64_t n) {
-  if (M <= 0 || n <= 0) return false;
+void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
+                    int64_t n) {
+  if (n < 0) n = w.rows - r0;
+  if (M <= 0 || n <= 0) return;
   if (!ggml_type_info(w.type).supported())
     throw std::logic_error("stored_product: " + w.origin + ": type " + ggml_type_info(w.type).name +
                            " cannot be used in place");
   if (w.cols == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.f);
-    return false;
+    return;
   }
-  return true;
-}
-
-}  // namespace
-
-void stored_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, float* y, int64_t ldy, int64_t r0,
-                    int64_t n) {
-  if (n < 0) n = w.rows - r0;
-  if (!product_needed(M, w, y, ldy, n)) return;
   if (uses_int8(arith(), w)) {
     if (M <= kInt8Rows) return int8_product(x, M, ldx, w, y, ldy, r0, n);
     // Many rows (a full pass): the int8 arithmetic through float32 products. Each activation
