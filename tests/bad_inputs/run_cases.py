@@ -38,6 +38,7 @@ Values anywhere in config/header/args may be {"repeat": S, "times": N} (a long s
 """
 import argparse
 import json
+import re
 import os
 import resource
 import shutil
@@ -313,12 +314,18 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--cases", default=os.path.join(HERE, "cases.json"))
     ap.add_argument("--only", default="", help="run only cases whose name contains this")
+    ap.add_argument("--shard", default="1/1", metavar="K/N",
+                    help="run the K-th of N interleaved parts of the catalogue (cases K, K + N, ... counted from 1)")
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("ATTNVIZ_BAD_INPUTS_TIMEOUT", 60)))
     ap.add_argument("--max-rss-mb", type=int, default=int(os.environ.get("ATTNVIZ_BAD_INPUTS_MAX_RSS_MB", 1024)))
     ap.add_argument("--worker-manifest", default="",
                     help="make the model-input cases' files and write what the GUI worker opens to this JSON file")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
+    m = re.fullmatch(r"([0-9]+)/([0-9]+)", a.shard)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        ap.error("--shard takes K/N with 1 <= K <= N, not %r" % a.shard)
+    shard, shards = int(m.group(1)) - 1, int(m.group(2))
     cases = json.load(open(a.cases))
     names = [c["name"] for c in cases]
     dup = {n for n in names if names.count(n) > 1}
@@ -350,8 +357,8 @@ def main():
     failed = 0
     ran = 0
     t_all = time.monotonic()
-    for c in cases:
-        if a.only not in c["name"]:
+    for i, c in enumerate(cases):
+        if a.only not in c["name"] or i % shards != shard:
             continue
         ran += 1
         errors, stderr, elapsed, rss = run_case(c, a.cli, a.workdir, bases, a.max_rss_mb, a.timeout)
@@ -361,7 +368,8 @@ def main():
         elif a.verbose:
             print("ok   %-40s exit %d  %.2f s  %.0f MB  %s" % (c["name"], c["exit"], elapsed, rss,
                                                                stderr.strip().splitlines()[0][:100] if stderr.strip() else ""))
-    print("%d of %d bad-input cases passed in %.1f s" % (ran - failed, ran, time.monotonic() - t_all))
+    print("%d of %d bad-input cases passed in %.1f s%s" % (ran - failed, ran, time.monotonic() - t_all,
+                                                            " (part %s)" % a.shard if shards > 1 else ""))
     if ran == 0:
         sys.exit("no case matched")
     sys.exit(1 if failed else 0)
