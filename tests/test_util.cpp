@@ -42,6 +42,35 @@ std::string temp_dir(const std::string& tag) {
   return p.string();
 }
 
+ModelConfig small_qwen35() {
+  ModelConfig c = preset_config("qwen3.5-0.8b");
+  c.n_layer = 4, c.n_embd = 64, c.n_head = 4, c.n_kv_head = 2, c.head_size = 16, c.rotary_dim = 4;
+  c.n_inner = 96, c.vocab_size = 60, c.n_ctx = 640;
+  c.linear = LinearAttnDims{2, 4, 8, 12, 4};
+  c.layer_specs.resize(4);
+  for (int l = 0; l < 4; ++l) {
+    c.layer_specs[static_cast<size_t>(l)].mixer = l == 3 ? Mixer::Softmax : Mixer::GatedDeltaNet;
+    c.layer_specs[static_cast<size_t>(l)].rope = l == 3;
+    c.layer_specs[static_cast<size_t>(l)].scale = 1.f / std::sqrt(l == 3 ? 16.f : 8.f);
+  }
+  return c;
+}
+
+ModelConfig small_lfm2() {
+  ModelConfig c = preset_config("lfm2-350m");
+  c.n_layer = 5, c.n_embd = 48, c.n_head = 4, c.n_kv_head = 2, c.head_size = 12;
+  c.n_inner = 80, c.vocab_size = 60, c.n_ctx = 640;
+  c.short_conv_bias = true;
+  c.layer_specs.resize(5);
+  for (int l = 0; l < 5; ++l) {
+    const bool attn = l == 2 || l == 4;
+    c.layer_specs[static_cast<size_t>(l)].mixer = attn ? Mixer::Softmax : Mixer::ShortConv;
+    c.layer_specs[static_cast<size_t>(l)].rope = attn;
+    c.layer_specs[static_cast<size_t>(l)].scale = 1.f / std::sqrt(12.f);
+  }
+  return c;
+}
+
 ModelConfig small_config(const std::string& arch, int layers, int embd, int heads, int kv_heads, int vocab, int ctx) {
   ModelConfig c = preset_config(arch == "gpt2" ? "tiny-gpt2" : "tiny");
   c.n_layer = layers;

@@ -16,6 +16,12 @@ std::string temp_dir(const std::string& tag);
 
 // A random model config: `arch` "gpt2" or "llama", with the given sizes.
 ModelConfig small_config(const std::string& arch, int layers, int embd, int heads, int kv_heads, int vocab, int ctx);
+// The qwen3.5-0.8b preset's layout, shrunk: 4 layers (3 linear, then 1 full), GQA in both
+// kinds, vocabulary 60, context 640.
+ModelConfig small_qwen35();
+// The lfm2-350m preset's layout, shrunk: conv, conv, attention, conv, attention; biases on;
+// vocabulary 60, context 640.
+ModelConfig small_lfm2();
 
 // Writes a random model for `c` and returns its directory.
 std::string make_model_dir(const ModelConfig& c, uint64_t seed, const std::string& tag);

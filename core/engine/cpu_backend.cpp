@@ -10,6 +10,7 @@
 #include "core/engine/backend.h"
 #include "core/error.h"
 #include "core/engine/delta_rule.h"
+#include "core/engine/delta_trace.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
 #include "core/engine/experts.h"
@@ -96,89 +97,6 @@ void attend_head(int h, int p, const std::vector<Mat>& kt, const std::vector<std
   }
   if (ablate) ablate_head_output(*ablate, O.data(), T, d, static_cast<int>(lt.out.ld()), p, source);
   att.middleCols(h * d, d) = O.bottomRows(n);
-}
-
-// Re-lays out the trace's tensors for T tokens, keeping rows [0, p), in parallel over the
-// tensors (each moves in place inside its own buffer, see Tensor::resize_keep) when
-// there is enough to move to pay for waking the threads. A compact trace frees its (T, T)
-// matrices.
-void resize_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
-  const int64_t H = c.n_head;
-  struct Job {
-    Tensor* t;
-    std::vector<int64_t> shape;
-    int64_t keep_cols;
-  };
-  std::vector<Job> jobs;
-  double bytes = 0;
-  // A small (heads, T) tensor: rows [0, p) of each head kept, the rest 0.
-  auto keep_head_rows = [&](Tensor& t, int64_t heads) {
-    Tensor fresh{{heads, T}, FloatBuf(static_cast<size_t>(heads * T), 0.f)};
-    if (p > 0 && t.shape.size() == 2 && t.dim(0) == heads && t.dim(1) >= p)
-      for (int64_t h = 0; h < heads; ++h)
-        std::copy(t.data.begin() + h * t.dim(1), t.data.begin() + h * t.dim(1) + p, fresh.data.begin() + h * T);
-    t = std::move(fresh);
-  };
-  for (size_t l = 0; l < tr.layers.size(); ++l) {
-    LayerTrace& lt = tr.layers[l];
-    lt.compact = tr.compact;
-    lt.mixer = c.layer(static_cast<int>(l)).mixer;
-    if (c.experts.count) {  // GPT-OSS: the router's logits and each token's chosen experts
-      jobs.push_back({&lt.router, {T, c.experts.count}, c.experts.count});
-      jobs.push_back({&lt.experts, {T, c.experts.top_k}, c.experts.top_k});
-      jobs.push_back({&lt.expert_weights, {T, c.experts.top_k}, c.experts.top_k});
-    }
-    if (c.attn_sinks && lt.mixer == Mixer::Softmax) keep_head_rows(lt.sink, H);
-    else lt.sink = Tensor{};
-    if (lt.mixer == Mixer::ShortConv) {  // only what enters the layer (its convolution reads it back)
-      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-      for (Tensor* t : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate, &lt.beta,
-                        &lt.decay, &lt.implicit})
-        *t = Tensor{};
-      continue;
-    }
-    if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g, A and the memory's snapshots
-      const LinearAttnDims& ld = c.linear;
-      const int64_t Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
-      jobs.push_back({&lt.q, {Hv, T, dk}, dk});
-      jobs.push_back({&lt.k, {Hv, T, dk}, dk});
-      jobs.push_back({&lt.v, {Hv, T, dv}, dv});
-      jobs.push_back({&lt.out, {Hv, T, dv}, dv});
-      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-      if (lt.compact)  // A's rows are swept from q, k, β and g when asked for (Stage::Implicit)
-        lt.implicit = Tensor{};
-      else
-        jobs.push_back({&lt.implicit, {Hv, T, T}, p});
-      keep_head_rows(lt.beta, Hv);  // (Hv, T)
-      keep_head_rows(lt.decay, Hv);
-      lt.state_snaps.resize(static_cast<size_t>(T / kStateEvery * Hv * dk * dv));  // the first ones stay
-      for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.gate}) *t = Tensor{};  // thumbs: gated_delta_layer
-      bytes += ((lt.compact ? 0.0 : Hv * T * T) + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
-      continue;
-    }
-    const int64_t KV = c.kv_heads_at(static_cast<int>(l)), d = c.head_size_at(static_cast<int>(l));  // Gemma 4's differ by layer
-    if (c.attn_gate) jobs.push_back({&lt.gate, {H, T, d}, d});
-    jobs.push_back({&lt.q, {H, T, d}, d});
-    jobs.push_back({&lt.k, {KV, T, d}, d});
-    jobs.push_back({&lt.v, {KV, T, d}, d});
-    jobs.push_back({&lt.out, {H, T, d}, d});
-    jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
-    if (tr.summaries) jobs.push_back({&lt.row_stats, {H, T, kRowStats}, kRowStats});
-    else lt.row_stats = Tensor{};
-    for (Tensor* t : {&lt.scores, &lt.probs}) {
-      if (lt.compact)
-        *t = Tensor{};
-      else
-        jobs.push_back({t, {H, T, T}, p});
-    }
-    bytes += (lt.compact ? 0.0 : 2.0 * H * T * T + 2.0 * (H + KV) * T * d) * sizeof(float);
-  }
-  jobs.push_back({&tr.final_hidden, {T, c.n_embd}, c.n_embd});
-  jobs.push_back({&tr.final_resid, {T, c.n_embd}, c.n_embd});
-  if (tr.all_logits) jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
-  const int threads = bytes > 64e6 ? max_threads : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].t->resize_keep(std::move(jobs[i].shape), p, jobs[i].keep_cols);
 }
 
 // Small passes run on one thread: waking the other threads for every matrix product costs
@@ -318,14 +236,9 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
   linear(hin, lw.lin_a, Vec(), a);  // (n, Hv)
   const float q_scale = 1.f / std::sqrt(static_cast<float>(dk));
   const int64_t per_state = static_cast<int64_t>(dk) * dv, snaps = T / kStateEvery;
-  const bool append = p > 0 && lt.state_rows == p && lt.state_final.size() == static_cast<size_t>(Hv * per_state);
   std::vector<float> final_state(static_cast<size_t>(Hv * per_state));
   Mat att(n, Hv * dv);  // (n, Hv·dv) the gated norm's output
-  const Tensor old_thumbs = std::move(lt.thumbs);
-  const int old_bucket = lt.thumb_bucket, old_n = old_thumbs.shape.empty() ? 0 : static_cast<int>(old_thumbs.dim(1));
-  lt.thumb_bucket = summaries ? thumb_bucket(T) : 0;
-  const int tn = summaries ? thumb_cells(T, lt.thumb_bucket) : 0;
-  lt.thumbs = summaries ? Tensor{{Hv, tn, tn}, FloatBuf(static_cast<size_t>(Hv * tn * tn))} : Tensor{};
+  const DeltaThumbs old_thumbs = delta_thumbs_begin(lt, Hv, T, old_T, summaries);
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < Hv; ++j) {
     const int kh = ld.key_head(j);  // value head j reads key head kh
@@ -344,19 +257,8 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
       beta[t] = 1.f / (1.f + std::exp(-b(t - p, j)));
       g[t] = neg_a * softplus(a(t - p, j) + lw.lin_dt_bias[j]);
     }
-    // The memory before row p: the last pass's end (an append), or the snapshot after the
-    // first m·kStateEvery ≤ p rows (zeros for m = 0) and the rows from there to p replayed.
     float* S = final_state.data() + static_cast<int64_t>(j) * per_state;
-    int from = p;
-    if (append) {
-      std::copy_n(lt.state_final.data() + static_cast<int64_t>(j) * per_state, per_state, S);
-    } else {
-      const int m = p / kStateEvery;
-      from = m * kStateEvery;
-      if (m > 0) std::copy_n(lt.state_snaps.data() + ((m - 1) * Hv + j) * per_state, per_state, S);
-      else std::fill_n(S, per_state, 0.f);
-      delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, from, p, dk, dv, S, nullptr, 0);
-    }
+    delta_state_before(ld, lt, j, p, S);
     for (int t = p; t < T;) {  // rows [p, T), a snapshot at each multiple of kStateEvery
       const int end = std::min<int>(T, (t / kStateEvery + 1) * kStateEvery);
       delta_rule_head(qj, kj, ldk, vj, ldv, beta, g, t, end, dk, dv, S, oj, lt.out.ld());
@@ -364,24 +266,7 @@ void gated_delta_layer(const ModelConfig& c, const LayerWeights& lw, const Mat& 
         std::copy_n(S, per_state, lt.state_snaps.data() + ((end / kStateEvery - 1) * Hv + j) * per_state);
       t = end;
     }
-    if (!lt.compact)
-      delta_rule_rows(qj, kj, ldk, beta, g, T, dk, p, T, lt.implicit.head(j) + p * lt.implicit.ld(), lt.implicit.ld());
-    if (summaries) {  // |A| into the thumbnail: rows [redo, T), stored or swept block by block
-      float* thumb = lt.thumbs.head(j);
-      const int redo = thumb_keep(old_n ? old_thumbs.head(j) : nullptr, old_bucket, old_n, old_T, p, lt.thumb_bucket, tn, thumb);
-      constexpr int kRows = 64;
-      std::vector<float> rows(static_cast<size_t>(kRows) * T);
-      for (int r0 = redo; r0 < T; r0 += kRows) {
-        const int r1 = std::min(T, r0 + kRows);
-        if (lt.compact || r0 < p) delta_rule_rows(qj, kj, ldk, beta, g, T, dk, r0, r1, rows.data(), T);
-        for (int t = r0; t < r1; ++t) {
-          const float* a = !lt.compact && r0 >= p ? lt.implicit.head(j) + t * lt.implicit.ld() : rows.data() + (t - r0) * T;
-          float* m = rows.data() + (t - r0) * T;
-          for (int s = 0; s <= t; ++s) m[s] = std::fabs(a[s]);
-          thumb_add_row(m, t, lt.thumb_bucket, tn, thumb);
-        }
-      }
-    }
+    delta_head_rows(j, p, T, summaries, old_thumbs, lt);
     for (int t = p; t < T; ++t) {  // RMSNorm(o)·w ⊙ silu(z), the norm's weight as stored
       const float* o = oj + t * lt.out.ld();
       double ss = 0;
@@ -448,7 +333,7 @@ class CpuBackend : public Backend {
     tr.tokens = window;
     tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
-    resize_trace(c, T, p, omp_get_max_threads(), tr);
+    layout_trace(c, T, p, omp_get_max_threads(), tr);
 
     Mat x(n, C);  // (n, C) residual stream of the new rows
     for (int r = 0; r < n; ++r) {

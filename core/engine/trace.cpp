@@ -469,4 +469,83 @@ void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer
   dst.summaries = src.summaries;
 }
 
+void layout_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr) {
+  const int64_t H = c.n_head;
+  struct Job {
+    Tensor* t;
+    std::vector<int64_t> shape;
+    int64_t keep_cols;
+  };
+  std::vector<Job> jobs;
+  double bytes = 0;
+  // A small (heads, T) tensor: rows [0, p) of each head kept, the rest 0.
+  auto keep_head_rows = [&](Tensor& t, int64_t heads) {
+    Tensor fresh{{heads, T}, FloatBuf(static_cast<size_t>(heads * T), 0.f)};
+    if (p > 0 && t.shape.size() == 2 && t.dim(0) == heads && t.dim(1) >= p)
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy(t.data.begin() + h * t.dim(1), t.data.begin() + h * t.dim(1) + p, fresh.data.begin() + h * T);
+    t = std::move(fresh);
+  };
+  for (size_t l = 0; l < tr.layers.size(); ++l) {
+    LayerTrace& lt = tr.layers[l];
+    lt.compact = tr.compact;
+    lt.mixer = c.layer(static_cast<int>(l)).mixer;
+    if (c.experts.count) {  // GPT-OSS: the router's logits and each token's chosen experts
+      jobs.push_back({&lt.router, {T, c.experts.count}, c.experts.count});
+      jobs.push_back({&lt.experts, {T, c.experts.top_k}, c.experts.top_k});
+      jobs.push_back({&lt.expert_weights, {T, c.experts.top_k}, c.experts.top_k});
+    }
+    if (c.attn_sinks && lt.mixer == Mixer::Softmax) keep_head_rows(lt.sink, H);
+    else lt.sink = Tensor{};
+    if (lt.mixer == Mixer::ShortConv) {  // only what enters the layer (its convolution reads it back)
+      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
+      for (Tensor* t : {&lt.q, &lt.k, &lt.v, &lt.out, &lt.scores, &lt.probs, &lt.row_stats, &lt.thumbs, &lt.gate, &lt.beta,
+                        &lt.decay, &lt.implicit})
+        *t = Tensor{};
+      continue;
+    }
+    if (lt.mixer == Mixer::GatedDeltaNet) {  // q, k, v, out, β, g, A and the memory's snapshots
+      const LinearAttnDims& ld = c.linear;
+      const int64_t Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
+      jobs.push_back({&lt.q, {Hv, T, dk}, dk});
+      jobs.push_back({&lt.k, {Hv, T, dk}, dk});
+      jobs.push_back({&lt.v, {Hv, T, dv}, dv});
+      jobs.push_back({&lt.out, {Hv, T, dv}, dv});
+      jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
+      if (lt.compact)  // A's rows are swept from q, k, β and g when asked for (Stage::Implicit)
+        lt.implicit = Tensor{};
+      else
+        jobs.push_back({&lt.implicit, {Hv, T, T}, p});
+      keep_head_rows(lt.beta, Hv);  // (Hv, T)
+      keep_head_rows(lt.decay, Hv);
+      lt.state_snaps.resize(static_cast<size_t>(T / kStateEvery * Hv * dk * dv));  // the first ones stay
+      for (Tensor* t : {&lt.scores, &lt.probs, &lt.row_stats, &lt.gate}) *t = Tensor{};  // thumbs: gated_delta_layer
+      bytes += ((lt.compact ? 0.0 : Hv * T * T) + 2.0 * Hv * T * (dk + dv)) * sizeof(float);
+      continue;
+    }
+    const int64_t KV = c.kv_heads_at(static_cast<int>(l)), d = c.head_size_at(static_cast<int>(l));  // Gemma 4's differ by layer
+    if (c.attn_gate) jobs.push_back({&lt.gate, {H, T, d}, d});
+    jobs.push_back({&lt.q, {H, T, d}, d});
+    jobs.push_back({&lt.k, {KV, T, d}, d});
+    jobs.push_back({&lt.v, {KV, T, d}, d});
+    jobs.push_back({&lt.out, {H, T, d}, d});
+    jobs.push_back({&lt.resid, {T, c.n_embd}, c.n_embd});
+    if (tr.summaries) jobs.push_back({&lt.row_stats, {H, T, kRowStats}, kRowStats});
+    else lt.row_stats = Tensor{};
+    for (Tensor* t : {&lt.scores, &lt.probs}) {
+      if (lt.compact)
+        *t = Tensor{};
+      else
+        jobs.push_back({t, {H, T, T}, p});
+    }
+    bytes += (lt.compact ? 0.0 : 2.0 * H * T * T + 2.0 * (H + KV) * T * d) * sizeof(float);
+  }
+  jobs.push_back({&tr.final_hidden, {T, c.n_embd}, c.n_embd});
+  jobs.push_back({&tr.final_resid, {T, c.n_embd}, c.n_embd});
+  if (tr.all_logits) jobs.push_back({&tr.logits, {T, c.vocab_size}, c.vocab_size});
+  const int threads = bytes > 64e6 ? max_threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].t->resize_keep(std::move(jobs[i].shape), p, jobs[i].keep_cols);
+}
+
 }  // namespace attnviz

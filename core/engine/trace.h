@@ -223,4 +223,12 @@ void reserve_trace_rows(Trace& t, int64_t need, int64_t grant);
 // keeps a second trace up to date with it.
 void copy_changed(Trace& dst, const Trace& src, int64_t from_row, int from_layer);
 
+// Lays out the trace's tensors for T tokens of model c, keeping rows [0, p): every layer's
+// by its kind (softmax: q, k, v, out, scores, probs, row_stats, gate; gated delta rule: q, k,
+// v, out, β, g, A, the memory's snapshots; short convolution: only what enters it), in
+// parallel over the tensors (each moves in place inside its own buffer, see
+// Tensor::resize_keep) on up to max_threads threads when there is enough to move to pay for
+// waking them. A compact trace frees its (T, T) matrices. Both backends call it first.
+void layout_trace(const ModelConfig& c, int T, int p, int max_threads, Trace& tr);
+
 }  // namespace attnviz
