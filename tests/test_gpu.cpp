@@ -473,6 +473,19 @@ ModelConfig granite_multipliers() {  // attention, embedding, residual multiplie
     "residual_multiplier": 0.3, "logits_scaling": 4.0, "tie_word_embeddings": true})");
 }
 
+// The hybrids: Qwen3.5 (3 gated-delta-rule layers, then a gated full layer with partial
+// RoPE and (1 + w) QK-norm) and LFM2 (short convolutions with biases beside attention).
+ModelConfig qwen35_hybrid() {
+  ModelConfig c = test::small_qwen35();
+  c.n_ctx = 24;
+  return c;
+}
+ModelConfig lfm2_conv() {
+  ModelConfig c = test::small_lfm2();
+  c.n_ctx = 24;
+  return c;
+}
+
 std::shared_ptr<const Model> model_for(const ModelConfig& c, const char* tag) {
   return load_model(test::make_model_dir(c, 1234, tag));
 }
@@ -540,12 +553,15 @@ TEST_P(GpuForward, KvCacheAppendsAndEditsMatchAFullRecompute) {
 // computed from the probs rows it reads back) and row losses match the CPU backend's,
 // through appends, an edit and a window past 64 tokens (the thumbnails' cells merge 2 × 2).
 // Its kept traces (every row's logits) now carry the same summaries.
+// The hybrids (Qwen3.5's gated delta rule, whose thumbnails pool |A|; LFM2's convolutions,
+// which record none) as well as llama.
 TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
   std::string why;
   auto gpu = gpu_backend(&why);
   REQUIRE_GPU(gpu, why);
-  ModelConfig cfg = test::small_config("llama", 2, 36, 6, 2, 23, 160);
-  const auto model = model_for(cfg, "compact");
+  for (const ModelConfig& cfg : {test::small_config("llama", 2, 36, 6, 2, 23, 160), test::small_qwen35(), test::small_lfm2()}) {
+  SCOPED_TRACE(cfg.model_type);
+  const auto model = model_for(cfg, ("compact-" + cfg.model_type).c_str());
   auto summaries_match = [](const Trace& a, const Trace& b) -> std::string {
     for (size_t l = 0; l < a.layers.size(); ++l) {
       const LayerTrace &x = a.layers[l], &y = b.layers[l];
@@ -555,6 +571,7 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
       // row_stats (H, T, kRowStats), rows ld() apart (room to grow may differ); NaN where a
       // row has no induction target, in both.
       if (x.row_stats.shape != y.row_stats.shape) return "layer " + std::to_string(l) + ": row_stats shapes differ";
+      if (x.row_stats.shape.empty()) continue;  // a linear or convolution layer: none
       for (int64_t h = 0; h < x.row_stats.dim(0); ++h)
         for (int64_t i = 0; i < x.row_stats.dim(1); ++i)
           for (int k = 0; k < kRowStats; ++k) {
@@ -580,9 +597,12 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
       const Trace& tc = c.run(ids);
       EXPECT_EQ(tg.compact, compact) << what;
       for (const LayerTrace& lt : tg.layers) {
+        if (lt.mixer == Mixer::ShortConv) continue;  // records no attention
         EXPECT_EQ(lt.compact, compact) << what;
-        EXPECT_EQ(lt.probs.data.empty(), compact) << what;
-        EXPECT_FALSE(lt.row_stats.data.empty()) << what;
+        const Tensor& matrix = lt.mixer == Mixer::Softmax ? lt.probs : lt.implicit;
+        EXPECT_EQ(matrix.data.empty(), compact) << what;
+        if (lt.mixer == Mixer::Softmax) EXPECT_FALSE(lt.row_stats.data.empty()) << what;
+        else EXPECT_FALSE(lt.thumbs.data.empty()) << what;
       }
       EXPECT_EQ(test::compare_traces(tg, tc, kTol), "") << what;  // with the logits held: every row, or the last
       EXPECT_EQ(summaries_match(tg, tc), "") << what;
@@ -599,6 +619,7 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
     }
     ids[30] = (ids[30] + 1) % cfg.vocab_size;
     check("edit at 30");
+  }
   }
 }
 
@@ -637,6 +658,15 @@ TEST_P(GpuForward, AblatedHeadsMatchTheCpuWhileTyping) {
   const int L = model->config.n_layer, H = model->config.n_head;
   const std::vector<std::pair<int, int>> heads = {{0, H - 1}, {L - 1, 0}};
   Engine g(model, std::move(gpu));
+  if (model->config.any_linear()) {  // a hybrid: refused by both backends, as a usage error
+    g.set_ablation(Ablation{AblationMode::Zero, heads});
+    Engine c(model, make_cpu_backend());
+    c.set_ablation(Ablation{AblationMode::Zero, heads});
+    const auto ids = random_ids(7, V, 11);
+    EXPECT_THROW(g.run(ids), Error);
+    EXPECT_THROW(c.run(ids), Error);
+    return;
+  }
   for (AblationMode mode : {AblationMode::Zero, AblationMode::Mean}) {
     const Ablation a{mode, heads};
     g.set_ablation(a);
@@ -659,8 +689,45 @@ INSTANTIATE_TEST_SUITE_P(RandomModels, GpuForward,
                                            ForwardCase{"phi3_longrope", phi3_longrope},
                                            ForwardCase{"smollm3_no_rope", smollm3_no_rope},
                                            ForwardCase{"olmo2_post_norm", olmo2_post_norm},
-                                           ForwardCase{"granite_multipliers", granite_multipliers}),
+                                           ForwardCase{"granite_multipliers", granite_multipliers},
+                                           ForwardCase{"qwen35_hybrid", qwen35_hybrid},
+                                           ForwardCase{"lfm2_conv", lfm2_conv}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// The hybrids' memory on the GPU: typing past the memory's snapshot at kStateEvery (256)
+// rows, then edits after, at and before it (the GPU continues from the trace's snapshot
+// replayed on the host) and one at the start, each trace against a fresh CPU pass.
+TEST(GpuForward, HybridsTypedPastTheMemorysSnapshotMatchTheCpu) {
+  std::string why;
+  auto probe = gpu_backend(&why);
+  REQUIRE_GPU(probe, why);
+  for (const ModelConfig& cfg : {test::small_qwen35(), test::small_lfm2()}) {
+    SCOPED_TRACE(cfg.model_type);
+    const auto model = model_for(cfg, ("snap-" + cfg.model_type).c_str());
+    Engine g(model, make_gl_backend());
+    std::vector<int> ids = random_ids(250, cfg.vocab_size, 4);
+    auto check = [&](const std::string& what, int from) {
+      Trace want;
+      make_cpu_backend()->forward(*model, ids, 0, want);
+      EXPECT_EQ(test::compare_traces(g.run(ids), want, kTol), "") << what;
+      EXPECT_EQ(g.last_recomputed_from(), from) << what;
+    };
+    check("250 tokens", 0);
+    for (int i = 250; i < 258; ++i) {
+      ids.push_back((i * 7 + 3) % cfg.vocab_size);
+      check("typed " + std::to_string(i + 1), i);
+    }
+    for (int at : {257, 256, 255, 100, 0}) {
+      ids[static_cast<size_t>(at)] = (ids[static_cast<size_t>(at)] + 1) % cfg.vocab_size;
+      check("edit at " + std::to_string(at), at);
+    }
+    if (cfg.model_type != "lfm2") {
+      const LayerTrace& lt = g.trace().layers[0];  // a linear layer: one snapshot of Hv memories
+      EXPECT_EQ(lt.state_snaps.size(), static_cast<size_t>(cfg.linear.v_heads * cfg.linear.k_dim * cfg.linear.v_dim));
+      EXPECT_EQ(lt.state_rows, 258);
+    }
+  }
+}
 
 TEST(GpuForward, TheTestModelsHaveTheFeaturesTheyStandFor) {
   // Guards the cases above: a config key misread would quietly test plain llama.
@@ -689,6 +756,16 @@ TEST(GpuForward, TheTestModelsHaveTheFeaturesTheyStandFor) {
   EXPECT_NE(gr.logit_scale, 1.f);
   EXPECT_NE(gr.emb_scale, 1.f);
   EXPECT_FLOAT_EQ(gr.layer(0).scale, 0.2f);
+  const ModelConfig q35 = qwen35_hybrid();
+  EXPECT_EQ(q35.layer(0).mixer, Mixer::GatedDeltaNet);
+  EXPECT_EQ(q35.layer(3).mixer, Mixer::Softmax);
+  EXPECT_TRUE(q35.attn_gate);
+  EXPECT_GT(q35.linear.group(), 1);
+  EXPECT_LT(q35.rotary(), q35.head_size);
+  const ModelConfig lfm = lfm2_conv();
+  EXPECT_EQ(lfm.layer(0).mixer, Mixer::ShortConv);
+  EXPECT_EQ(lfm.layer(2).mixer, Mixer::Softmax);
+  EXPECT_TRUE(lfm.short_conv_bias);
 }
 
 TEST(GpuForward, LongropeCrossingItsOriginalContextRecomputesEveryRow) {

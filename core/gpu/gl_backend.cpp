@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/engine/delta_rule.h"
+#include "core/engine/delta_trace.h"
 #include "core/engine/head_summary.h"
 #include "core/engine/importance.h"
 #include "core/error.h"
@@ -51,6 +53,16 @@ using DevLinear = std::vector<DevPart>;
 // one (Gemma, OLMo 2), else W_o, b_o and W_down, b_down (compact ones: the product's alpha).
 struct DevLayer {
   DevLinear wqkv, wo, w_in, w_down;
+  DevLinear w_gate;  // Qwen3.5's full layers: the output gate's projection (C, H·d), else empty
+  // A gated-delta-rule layer (Mixer::GatedDeltaNet): in_proj_qkv (C, Ch), in_proj_z (C, Hv·dv),
+  // in_proj_b | in_proj_a (C, 2·Hv), out_proj (Hv·dv, C); the convolution's taps (Ch, K),
+  // −exp(A_log) and dt_bias (Hv), the gated norm's weight (dv).
+  DevLinear lin_qkv, lin_z, lin_ba, lin_out;
+  GlBuffer lin_conv, lin_neg_a, lin_dt_bias, lin_norm;
+  // A short-convolution layer (Mixer::ShortConv): in_proj (C, 3C) B | C | x, out_proj (C, C),
+  // the taps (C, K), each with its bias where the file has one.
+  DevLinear sc_in, sc_out;
+  GlBuffer sc_in_b, sc_taps, sc_taps_b, sc_out_b;
   GlBuffer norm1_w, norm1_b, bqkv, bo, norm2_w, norm2_b, b_in, b_down;
   GlBuffer q_norm, k_norm;          // (d) per head or (H·d), (KV·d) whole; QK-norm
   GlBuffer post_attn, post_mlp;     // (C) norms of the branch outputs before their adds
@@ -136,17 +148,8 @@ class GlBackend : public Backend {
   // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
   // and the residual stream into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
-    if (m.config.any_linear())
-      throw Error("the GPU backend does not run linear-attention (gated delta rule) layers yet, and this " +
-                      m.config.model_type + " model has some\n  HINT: use --backend cpu.",
-                  ErrorKind::Usage);
-    if (m.config.attn_sinks || m.config.experts.count)
-      throw Error("the GPU backend does not run attention sinks or experts (GPT-OSS) yet\n  HINT: use --backend cpu.",
-                  ErrorKind::Usage);
-    if (m.config.per_layer_attention())
-      throw Error("the GPU backend does not run layers of different head sizes, shared keys and values or per-layer "
-                  "embeddings (Gemma 4) yet\n  HINT: use --backend cpu.",
-                  ErrorKind::Usage);
+    if (const std::string why = gl_backend_refusal(m.config); !why.empty())
+      throw Error(why + "\n  HINT: use --backend cpu.", ErrorKind::Usage);
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();
@@ -161,6 +164,10 @@ class GlBackend : public Backend {
     if (!tr.all_logits && p > 0 && !holds_row(tr, p - 1, c.vocab_size)) --p;
     const int n = T - p;
     check_request(c, T, p, tr);
+    if (c.any_linear() && !ablation_.empty())
+      throw Error("head ablation does not cover layers other than softmax attention yet; this " + c.model_type +
+                      " model has some\n  HINT: run it without --ablate.",
+                  ErrorKind::Usage);
     if (ablation_.source && !ablation_.empty())
       throw Error("activation patching (head outputs from another run) runs on the CPU backend only\n"
                   "  HINT: run with --backend cpu.");
@@ -173,6 +180,7 @@ class GlBackend : public Backend {
     tr.tokens = window;
     tr.ablation = ablation_;
     tr.layers.resize(c.n_layer);
+    layout_trace(c, T, p, 1, tr);
 
     k_->timer_begin();
     embed(c, n, p);
@@ -186,7 +194,7 @@ class GlBackend : public Backend {
       layer_step(c, l, T, p, tr.compact, tr.summaries ? &targets : nullptr, old_T, lt);
       k_->timer_end();
       const auto t_read = std::chrono::steady_clock::now();
-      read_back_layer(c, l, T, p, lt);
+      read_back_layer(c, l, T, p, tr.summaries, old_T, lt);
       read_resid(c, T, p, l + 1 < c.n_layer ? tr.layers[l + 1].resid : tr.final_resid);  // what leaves layer l
       read_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_read).count();
       k_->timer_begin();
@@ -226,13 +234,33 @@ class GlBackend : public Backend {
     const int T = static_cast<int>(window.size()), n = T - p, C = c.n_embd, I = c.n_inner;
     const int ld = (c.n_head + 2 * c.n_kv_head) * c.head_size;
     ensure_model(m);
-    ensure_capacity(T, ld, c.n_layer);
-    for (int l = 0; l < c.n_layer && p > 0; ++l) sync_cache(l, c, p, tr.layers[l]);
+    ensure_capacity(c, T, ld);
+    for (int l = 0; l < c.n_layer && p > 0; ++l)
+      if (c.layer(l).mixer == Mixer::Softmax) sync_cache(l, c, p, tr.layers[l]);
 
     const long long lim = k_->limit();
     x_.ensure(sizeof(float) * n * C, lim, "the residual stream");
     h_.ensure(sizeof(float) * n * C, lim, "normalised activations");
-    att_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "attention outputs");
+    const LinearAttnDims& la = c.linear;
+    att_.ensure(sizeof(float) * n * std::max({c.n_head * c.head_size, la.value_width(), C}), lim, "attention outputs");
+    if (c.attn_gate) {
+      gate_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "the output gates");
+      gated_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "the gated attention outputs");
+    }
+    if (c.any_linear()) {  // the convolutions' rows (K − 1 before the new ones), the recurrence's inputs and outputs
+      const int K = std::max(la.conv_kernel, c.short_conv_kernel), hist = std::min(p, K - 1);
+      const int Ch = std::max(la.conv_channels(), 3 * C);
+      hist_.ensure(sizeof(float) * std::max(hist, 1) * C, lim, "the convolution's earlier rows");
+      hist_norm_.ensure(sizeof(float) * std::max(hist, 1) * C, lim, "the convolution's earlier rows");
+      mix_.ensure(sizeof(float) * (hist + n) * Ch, lim, "the convolution's input");
+      conv_.ensure(sizeof(float) * (hist + n) * std::max(la.conv_channels(), C), lim, "the convolution's output");
+      if (la.v_heads) {
+        z_.ensure(sizeof(float) * n * la.value_width(), lim, "the gated norm's gates");
+        bg_.ensure(sizeof(float) * n * 2 * la.v_heads, lim, "the write strengths and decays");
+        o_.ensure(sizeof(float) * n * la.value_width(), lim, "the linear layers' outputs");
+        state_.ensure(sizeof(float) * la.v_heads * la.k_dim * la.v_dim, lim, "the linear layers' memory");
+      }
+    }
     mlp_.ensure(sizeof(float) * n * mlp_width(c), lim, "MLP activations");
     if (gated_mlp(c)) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
     ids_.ensure(sizeof(int) * n, lim, "token ids");
@@ -272,25 +300,34 @@ class GlBackend : public Backend {
     return r->table;
   }
 
-  // Layer l on the device for the new rows [p, T), as CpuBackend::run_layers does: q|k|v
-  // of norm1(x) (or of x, OLMo 2) into the cache, QK-norm, RoPE of the layer's kind,
-  // attention under the layer's rule into the trace's scores and probs, x += attention · Wo
-  // (post-normed for Gemma / OLMo 2), x += MLP(norm2(x)) (likewise).
+  // Layer l on the device for the new rows [p, T), as CpuBackend::run_layers does: the
+  // layer's mixer (softmax attention, the gated delta rule or the short convolution) and
+  // x += its branch, then x += MLP(norm2(x)) (post-normed for Gemma / OLMo 2).
   void layer_step(const ModelConfig& c, int l, int T, int p, bool compact, const std::vector<std::vector<int>>* targets,
                   int old_T, LayerTrace& lt) {
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, I = c.n_inner, n = T - p;
-    const int ld = (H + 2 * KV) * d, mlp_w = mlp_width(c);
+    const int n = T - p, C = c.n_embd;
     const LayerSpec spec = c.layer(l);
     DevLayer& w = layers_[l];
+    lt.scale = spec.scale, lt.softcap = spec.softcap, lt.window = spec.window;
+    if (w.has_norm1) k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
+    const GlBuffer& hin = w.has_norm1 ? h_ : x_;  // (n, C) what the mixer reads
+    if (spec.mixer == Mixer::GatedDeltaNet) delta_step(c, w, hin, T, p, lt);
+    else if (spec.mixer == Mixer::ShortConv) short_conv_step(c, w, hin, T, p, lt);
+    else attention_step(c, l, spec, w, hin, T, p, compact, targets, old_T, lt);
+    mlp_step(c, w, n);
+  }
+
+  // Softmax attention for the new rows: q|k|v of hin into the cache, QK-norm, RoPE of the
+  // layer's kind, attention under the layer's rule into the trace's scores and probs, the
+  // output gate (Qwen3.5), x += attention · Wo.
+  void attention_step(const ModelConfig& c, int l, const LayerSpec& spec, DevLayer& w, const GlBuffer& hin, int T,
+                      int p, bool compact, const std::vector<std::vector<int>>* targets, int old_T, LayerTrace& lt) {
+    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, n = T - p;
+    const int ld = (H + 2 * KV) * d;
     GlBuffer& qkv = caches_[l];
-    const GlBuffer* hin = &x_;  // (n, C) what the projections read
-    if (w.has_norm1) {
-      k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
-      hin = &h_;
-    }
     GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
     g.M = n, g.K = C;
-    g.a = {hin, 0, C, 0}, g.c = {&qkv, p * ld, ld, 0};
+    g.a = {&hin, 0, C, 0}, g.c = {&qkv, p * ld, ld, 0};
     if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
     linear(g, w.wqkv);
     if (c.qk_norm == QkNorm::PerHead) {  // q heads at columns [0, H·d), k heads at [H·d, (H+KV)·d)
@@ -312,39 +349,49 @@ class GlBackend : public Backend {
       }
     }
 
-    lt.q.resize_keep({H, T, d}, p, d);
-    lt.k.resize_keep({KV, T, d}, p, d);
-    lt.v.resize_keep({KV, T, d}, p, d);
-    lt.out.resize_keep({H, T, d}, p, d);
-    lt.compact = compact;
-    for (Tensor* t : {&lt.scores, &lt.probs}) {
-      if (compact) *t = Tensor{};
-      else t->resize_keep({H, T, T}, p, p);
-    }
+    lt.compact = compact;  // q, k, v, out, scores and probs laid out by layout_trace
     GlSummaryArgs sum;  // row_stats and thumbnails, as the CPU backend keeps them
     sum.old_thumbs = std::move(lt.thumbs);
     sum.old_bucket = lt.thumb_bucket, sum.old_T = old_T;
     if (targets) {
       sum.targets = targets;
-      lt.row_stats.resize_keep({H, T, kRowStats}, p, kRowStats);
       lt.thumb_bucket = thumb_bucket(T);
       const int tn = thumb_cells(T, lt.thumb_bucket);
       lt.thumbs = Tensor{{H, tn, tn}, FloatBuf(static_cast<size_t>(H) * tn * tn, 0.f)};
     } else {
-      lt.row_stats = Tensor{}, lt.thumbs = Tensor{};
+      lt.thumbs = Tensor{};
       lt.thumb_bucket = 0;
     }
     gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt, sum);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
+    if (!w.w_gate.empty()) {  // Qwen3.5: att ⊙ σ(hin · W_gate), att and σ(gate) kept for the trace
+      GemmArgs gg;
+      gg.M = n, gg.K = C;
+      gg.a = {&hin, 0, C, 0}, gg.c = {&gate_, 0, H * d, 0};
+      linear(gg, w.w_gate);
+      k_->gate_mul(gate_, n, H * d, att_, gated_);
+    }
+    branch_out(c, w, w.wo, w.w_gate.empty() ? att_ : gated_, H * d, w.has_bo ? &w.bo : nullptr, n);
+  }
 
-    GemmArgs o;  // x += att · Wo (+ bo), or into h_ (n, C) and x += post_attn_norm(h_)
-    o.M = n, o.K = H * d;
-    o.a = {&att_, 0, H * d, 0}, o.c = {w.has_post_attn ? &h_ : &x_, 0, C, 0};
-    if (w.has_bo) o.bias = {&w.bo, 0, 0, 0};
+  // x += the branch's output in · W (+ b), or with a post-norm x += post_attn_norm(in · W + b)
+  // (Gemma, OLMo 2): in (n, K).
+  void branch_out(const ModelConfig& c, DevLayer& w, const DevLinear& W, const GlBuffer& in, int K, const GlBuffer* b,
+                  int n) {
+    const int C = c.n_embd;
+    GemmArgs o;
+    o.M = n, o.K = K;
+    o.a = {&in, 0, K, 0}, o.c = {w.has_post_attn ? &h_ : &x_, 0, C, 0};
+    if (b) o.bias = {b, 0, 0, 0};
     o.accumulate = !w.has_post_attn;
-    linear(o, w.wo);
+    linear(o, W);
     if (w.has_post_attn) k_->norm(h_, n, C, w.post_attn, nullptr, c.norm_eps, x_, true);
+  }
+
+  // x += MLP(norm2(x)): fc and GELU (gpt2) or gate|up and SwiGLU / GeGLU, then down.
+  void mlp_step(const ModelConfig& c, DevLayer& w, int n) {
+    const int C = c.n_embd, I = c.n_inner, mlp_w = mlp_width(c);
     const GlBuffer* hm = &x_;  // (n, C) what the MLP reads
     if (w.has_norm2) {
       k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
@@ -367,6 +414,73 @@ class GlBackend : public Backend {
     if (w.has_post_mlp) k_->norm(h_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
   }
 
+  // mix_ rows [0, hist + n) = (norm1 of the layer's input) · W for the hist = min(p, K − 1)
+  // rows before p (their input read back from the trace's resid, as the CPU backend does)
+  // and the new rows (hin): what a causal convolution of K taps reads. Width N.
+  int conv_input(const ModelConfig& c, DevLayer& w, const DevLinear& W, const GlBuffer* b, int N, int K,
+                 const GlBuffer& hin, int T, int p, const LayerTrace& lt) {
+    const int C = c.n_embd, n = T - p, hist = std::min(p, K - 1);
+    GemmArgs g;
+    g.K = C;
+    if (b) g.bias = {b, 0, 0, 0};
+    if (hist > 0) {
+      hist_.upload(lt.resid.data.data() + static_cast<size_t>(p - hist) * C, sizeof(float) * hist * C);
+      if (w.has_norm1)  // normed into hist_norm_
+        k_->norm(hist_, hist, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, hist_norm_);
+      g.M = hist;
+      g.a = {w.has_norm1 ? &hist_norm_ : &hist_, 0, C, 0}, g.c = {&mix_, 0, N, 0};
+      linear(g, W);
+    }
+    g.M = n;
+    g.a = {&hin, 0, C, 0}, g.c = {&mix_, hist * N, N, 0};
+    linear(g, W);
+    return hist;
+  }
+
+  // A gated-delta-rule layer for the new rows, as gated_delta_layer (cpu_backend.cpp): q|k|v
+  // through the convolution and SiLU, q and k L2-normalised, β and g, the recurrence from the
+  // memory before p (delta_state_before, uploaded), x += out_proj(RMSNorm(o) ⊙ silu(z)).
+  // q, k, v, β, g, o, the memory and its snapshots are read back in read_back_delta.
+  void delta_step(const ModelConfig& c, DevLayer& w, const GlBuffer& hin, int T, int p, LayerTrace& lt) {
+    const LinearAttnDims& ld = c.linear;
+    const int n = T - p, C = c.n_embd, Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
+    const int hist = conv_input(c, w, w.lin_qkv, nullptr, Ch, ld.conv_kernel, hin, T, p, lt);
+    k_->causal_conv(mix_, Ch, 0, hist, n, Ch, w.lin_conv, ld.conv_kernel, nullptr, /*silu=*/true, conv_);
+    k_->l2_heads(conv_, n, Ch, 0, ld.k_heads, dk, 1.f / std::sqrt(static_cast<float>(dk)));  // q
+    k_->l2_heads(conv_, n, Ch, ld.key_width(), ld.k_heads, dk, 1.f);                         // k
+    GemmArgs g;
+    g.M = n, g.K = C;
+    g.a = {&hin, 0, C, 0}, g.c = {&bg_, 0, 2 * Hv, 0};
+    linear(g, w.lin_ba);  // b | a
+    k_->delta_gates(bg_, n, Hv, w.lin_neg_a, w.lin_dt_bias);
+    g.c = {&z_, 0, ld.value_width(), 0};
+    linear(g, w.lin_z);
+    // the memory before row p, per value head (an append: the last pass's end)
+    const size_t per_state = static_cast<size_t>(dk) * dv;
+    std::vector<float>& S = gather_;
+    S.resize(per_state * Hv);
+#pragma omp parallel for schedule(static) if (!delta_continues(ld, lt, p))
+    for (int j = 0; j < Hv; ++j) delta_state_before(ld, lt, j, p, S.data() + j * per_state);
+    state_.upload(S.data(), sizeof(float) * S.size());
+    const int slots = T / kStateEvery - p / kStateEvery;
+    if (slots > 0) snaps_.ensure(sizeof(float) * slots * per_state * Hv, k_->limit(), "the memory's snapshots");
+    k_->delta_rule(conv_, ld, bg_, n, p, state_, o_, snaps_, kStateEvery);
+    k_->gated_rms(o_, z_, n, Hv, dv, w.lin_norm, c.norm_eps, att_);
+    branch_out(c, w, w.lin_out, att_, ld.value_width(), nullptr, n);
+  }
+
+  // An LFM2 short-convolution layer for the new rows, as short_conv_layer (cpu_backend.cpp):
+  // B | C | x = in_proj(h) (its K − 1 rows before p again), u = B ⊙ x, y = C ⊙ conv(u),
+  // x += out_proj(y). Records nothing.
+  void short_conv_step(const ModelConfig& c, DevLayer& w, const GlBuffer& hin, int T, int p, const LayerTrace& lt) {
+    const int n = T - p, C = c.n_embd, K = c.short_conv_kernel;
+    const int hist = conv_input(c, w, w.sc_in, w.sc_in_b.id() ? &w.sc_in_b : nullptr, 3 * C, K, hin, T, p, lt);
+    k_->mul(mix_, 3 * C, 0, mix_, 3 * C, 2 * C, hist + n, C, conv_);  // u = B ⊙ x (hist + n, C)
+    k_->causal_conv(conv_, C, 0, hist, n, C, w.sc_taps, K, w.sc_taps_b.id() ? &w.sc_taps_b : nullptr, false, att_);
+    k_->mul(mix_, 3 * C, hist * 3 * C + C, att_, C, 0, n, C, conv_);  // y = C ⊙ conv(u) (n, C)
+    branch_out(c, w, w.sc_out, conv_, C, w.sc_out_b.id() ? &w.sc_out_b : nullptr, n);
+  }
+
   // C = A · W (+ bias) (+ C) with W a DevLinear: one product per part, into its columns.
   void linear(const GemmArgs& base, const DevLinear& parts) {
     for (const DevPart& part : parts) {
@@ -379,9 +493,13 @@ class GlBackend : public Backend {
     }
   }
 
-  // Reads q, k, v (from the cache rows [p, T)) and the head outputs of the new rows back
-  // into the trace's (heads, T, d) layout, and records the rows' hashes.
-  void read_back_layer(const ModelConfig& c, int l, int T, int p, LayerTrace& lt) {
+  // Reads what layer l recorded for the new rows back into the trace: a softmax layer's q,
+  // k, v (from the cache rows [p, T)), head outputs and gates, recording the rows' hashes; a
+  // gated-delta-rule layer's (read_back_delta); nothing for a short convolution.
+  void read_back_layer(const ModelConfig& c, int l, int T, int p, bool summaries, int old_T, LayerTrace& lt) {
+    const Mixer mixer = c.layer(l).mixer;
+    if (mixer == Mixer::GatedDeltaNet) return read_back_delta(c, T, p, summaries, old_T, lt);
+    if (mixer == Mixer::ShortConv) return;
     const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, n = T - p, ld = (H + 2 * KV) * d;
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(n) * std::max(ld, H * d));
@@ -393,15 +511,62 @@ class GlBackend : public Backend {
       for (int hh = 0; hh < H + 2 * KV; ++hh) {
         Tensor& dst = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
-        std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * d, row + hh * d, sizeof(float) * d);
+        std::memcpy(dst.head(head) + static_cast<size_t>(p + r) * dst.ld(), row + hh * d, sizeof(float) * d);
       }
     }
     valid_rows_[l] = T;
     att_.read(rows.data(), sizeof(float) * n * H * d);
+    scatter_rows(rows.data(), n, H * d, 0, H, d, p, lt.out);
+    if (c.attn_gate) {  // (n, H·d) σ(gate)
+      gate_.read(rows.data(), sizeof(float) * n * H * d);
+      scatter_rows(rows.data(), n, H * d, 0, H, d, p, lt.gate);
+    }
+  }
+
+  // Rows (n, width) of heads × d values from column col0 into the rows [p, p + n) of t's
+  // heads head0, head0 + 1, ….
+  static void scatter_rows(const float* rows, int n, int width, int col0, int heads, int d, int p, Tensor& t,
+                           int head0 = 0) {
     for (int r = 0; r < n; ++r)
-      for (int hh = 0; hh < H; ++hh)
-        std::memcpy(lt.out.head(hh) + static_cast<size_t>(p + r) * d, rows.data() + (static_cast<size_t>(r) * H + hh) * d,
+      for (int hh = 0; hh < heads; ++hh)
+        std::memcpy(t.head(head0 + hh) + static_cast<size_t>(p + r) * t.ld(), rows + static_cast<size_t>(r) * width + col0 + hh * d,
                     sizeof(float) * d);
+  }
+
+  // A gated-delta-rule layer's new rows back into the trace: q and k (as each value head
+  // reads its key head), v, β, g and o; the memory after row T − 1 and the snapshots
+  // taken in [p, T); then, on the host as the CPU backend does, A's new rows and the
+  // thumbnails (delta_head_rows).
+  void read_back_delta(const ModelConfig& c, int T, int p, bool summaries, int old_T, LayerTrace& lt) {
+    const LinearAttnDims& ld = c.linear;
+    const int n = T - p, Ch = ld.conv_channels(), Hv = ld.v_heads, dk = ld.k_dim, dv = ld.v_dim;
+    std::vector<float>& rows = gather_;
+    rows.resize(static_cast<size_t>(n) * std::max(Ch, 2 * Hv));
+    conv_.read(rows.data(), sizeof(float) * n * Ch);  // q | k | v, q and k normalised
+    for (int j = 0; j < Hv; ++j) {
+      const int kh = ld.key_head(j);
+      scatter_rows(rows.data(), n, Ch, kh * dk, 1, dk, p, lt.q, j);
+      scatter_rows(rows.data(), n, Ch, ld.key_width() + kh * dk, 1, dk, p, lt.k, j);
+      scatter_rows(rows.data(), n, Ch, 2 * ld.key_width() + j * dv, 1, dv, p, lt.v, j);
+    }
+    bg_.read(rows.data(), sizeof(float) * n * 2 * Hv);  // β | g
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < Hv; ++j) {
+        lt.beta.data[static_cast<size_t>(j) * T + p + r] = rows[static_cast<size_t>(r) * 2 * Hv + j];
+        lt.decay.data[static_cast<size_t>(j) * T + p + r] = rows[static_cast<size_t>(r) * 2 * Hv + Hv + j];
+      }
+    rows.resize(static_cast<size_t>(n) * ld.value_width());
+    o_.read(rows.data(), sizeof(float) * rows.size());
+    scatter_rows(rows.data(), n, ld.value_width(), 0, Hv, dv, p, lt.out);
+    const size_t per_layer = static_cast<size_t>(Hv) * dk * dv;
+    lt.state_final.resize(per_layer);
+    state_.read(lt.state_final.data(), sizeof(float) * per_layer);
+    lt.state_rows = T;
+    if (const int slots = T / kStateEvery - p / kStateEvery; slots > 0)
+      snaps_.read(lt.state_snaps.data() + static_cast<size_t>(p / kStateEvery) * per_layer, sizeof(float) * slots * per_layer);
+    const DeltaThumbs old = delta_thumbs_begin(lt, Hv, T, old_T, summaries);
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < Hv; ++j) delta_head_rows(j, p, T, summaries, old, lt);
   }
 
   // The residual stream of the new rows (x_, (n, C)) into `t` (T, C) rows [p, T); rows
@@ -418,6 +583,9 @@ class GlBackend : public Backend {
     const int n = T - p, C = c.n_embd, V = c.vocab_size;
     const long long lim = k_->limit();
     k_->norm(x_, n, C, normf_w_, c.arch == Arch::Gpt2 ? &normf_b_ : nullptr, c.norm_eps, h_);
+    k_->timer_end();  // the final hidden state (n, C), as the CPU backend records it (layout_trace sized it)
+    h_.read(tr.final_hidden.data.data() + static_cast<size_t>(p) * C, sizeof(float) * static_cast<size_t>(n) * C);
+    k_->timer_begin();
     // Every row's logits into the trace (tr.all_logits), or only the last row's and every
     // row's loss (a row's block read back, its losses taken, and dropped): see
     // Trace::all_logits. forward() made sure row p − 1's loss can be had (held, or p = 0).
@@ -473,7 +641,15 @@ class GlBackend : public Backend {
       return t.shape.size() == 3 && t.dim(0) == heads && t.dim(1) >= p && t.dim(2) == c.head_size;
     };
     bool good = static_cast<int>(tr.layers.size()) == c.n_layer && static_cast<int>(tr.tokens.size()) >= p;
-    for (const auto& l : tr.layers) good = good && ok(l.q, c.n_head) && ok(l.k, c.n_kv_head) && ok(l.v, c.n_kv_head);
+    for (int l = 0; l < c.n_layer && good; ++l) {
+      const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
+      const Mixer mixer = c.layer(l).mixer;
+      if (mixer == Mixer::Softmax) good = ok(lt.q, c.n_head) && ok(lt.k, c.n_kv_head) && ok(lt.v, c.n_kv_head);
+      else good = lt.resid.shape.size() == 2 && lt.resid.dim(0) >= p;  // what a convolution reads again
+      if (mixer == Mixer::GatedDeltaNet)  // what a replay from a snapshot reads
+        good = good && lt.q.shape.size() == 3 && lt.q.dim(0) == c.linear.v_heads && lt.q.dim(1) >= p &&
+               lt.beta.shape.size() == 2 && lt.beta.dim(1) >= p;
+    }
     if (!good)
       throw Error("GPU backend: asked to reuse " + std::to_string(p) +
                   " cached rows, but the trace does not hold them for this model (internal error)");
@@ -578,12 +754,32 @@ class GlBackend : public Backend {
       for (const GlWeight& w : *t) add(w);
     for (const GlBuffer* b : {&pos_, &normf_w_, &normf_b_}) addb(*b);
     for (const DevLayer& l : layers_) {
-      for (const DevLinear* lin : {&l.wqkv, &l.wo, &l.w_in, &l.w_down})
+      for (const DevLinear* lin :
+           {&l.wqkv, &l.wo, &l.w_in, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_ba, &l.lin_out, &l.sc_in, &l.sc_out})
         for (const DevPart& part : *lin) add(part.w);
       for (const GlBuffer* b : {&l.norm1_w, &l.norm1_b, &l.bqkv, &l.bo, &l.norm2_w, &l.norm2_b, &l.b_in, &l.b_down,
-                                &l.q_norm, &l.k_norm, &l.post_attn, &l.post_mlp})
+                                &l.q_norm, &l.k_norm, &l.post_attn, &l.post_mlp, &l.lin_conv, &l.lin_neg_a,
+                                &l.lin_dt_bias, &l.lin_norm, &l.sc_in_b, &l.sc_taps, &l.sc_taps_b, &l.sc_out_b})
         addb(*b);
     }
+  }
+
+  // A softmax layer's projections: q|k|v (+ bias), the output projection (× the residual
+  // multiplier rs_attn) and Qwen3.5's output gate.
+  void put_attention(const LayerWeights& lw, float rs_attn, DevLayer& dl) {
+    dl.wqkv = put_linear({&lw.wq, &lw.wk, &lw.wv}, 1.f, "the q|k|v projection");
+    const int nq = out_cols(lw.wq), nk = out_cols(lw.wk), nv = out_cols(lw.wv);
+    dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
+    if (dl.has_bqkv) {
+      Vec b = Vec::Zero(nq + nk + nv);
+      if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
+      if (lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
+      if (lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
+      put(dl.bqkv, b, "the q|k|v bias");
+    }
+    dl.wo = put_linear({&lw.wo}, rs_attn, "the output projection");
+    if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, Vec(lw.bo * rs_attn), "the output projection bias");
+    if (!lw.w_gate.empty()) dl.w_gate = put_linear({&lw.w_gate}, 1.f, "the output gate");
   }
 
   void ensure_model(const Model& m) {
@@ -611,25 +807,33 @@ class GlBackend : public Backend {
       DevLayer& dl = layers_[l];
       if ((dl.has_norm1 = lw.norm1_w.size() > 0)) put(dl.norm1_w, lw.norm1_w, "a norm");
       if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
-      if (c.qk_norm != QkNorm::None) {
+      const Mixer mixer = c.layer(l).mixer;
+      if (c.qk_norm != QkNorm::None && mixer == Mixer::Softmax) {
         put(dl.q_norm, lw.q_norm, "the QK-norm");
         put(dl.k_norm, lw.k_norm, "the QK-norm");
       }
       if ((dl.has_post_attn = lw.post_attn_norm.size() > 0)) put(dl.post_attn, Vec(lw.post_attn_norm * rs), "a norm");
       if ((dl.has_post_mlp = lw.post_mlp_norm.size() > 0)) put(dl.post_mlp, Vec(lw.post_mlp_norm * rs), "a norm");
       const float rs_attn = dl.has_post_attn ? 1.f : rs, rs_mlp = dl.has_post_mlp ? 1.f : rs;
-      dl.wqkv = put_linear({&lw.wq, &lw.wk, &lw.wv}, 1.f, "the q|k|v projection");
-      const int nq = out_cols(lw.wq), nk = out_cols(lw.wk), nv = out_cols(lw.wv);
-      dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
-      if (dl.has_bqkv) {
-        Vec b = Vec::Zero(nq + nk + nv);
-        if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
-        if (lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
-        if (lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
-        put(dl.bqkv, b, "the q|k|v bias");
+      if (mixer == Mixer::GatedDeltaNet) {
+        dl.lin_qkv = put_linear({&lw.lin_qkv}, 1.f, "the linear layer's q|k|v projection");
+        dl.lin_z = put_linear({&lw.lin_z}, 1.f, "the linear layer's z projection");
+        dl.lin_ba = put_linear({&lw.lin_b, &lw.lin_a}, 1.f, "the linear layer's b|a projection");
+        dl.lin_out = put_linear({&lw.lin_out}, rs_attn, "the linear layer's output projection");
+        put(dl.lin_conv, lw.lin_conv, "the convolution's taps");
+        put(dl.lin_neg_a, lw.lin_decay_rate, "the decay rates");
+        put(dl.lin_dt_bias, lw.lin_dt_bias, "the decay biases");
+        put(dl.lin_norm, lw.lin_norm, "the gated norm");
+      } else if (mixer == Mixer::ShortConv) {
+        dl.sc_in = put_linear({&lw.sc_in}, 1.f, "the convolution's input projection");
+        if (lw.sc_in_b.size()) put(dl.sc_in_b, lw.sc_in_b, "the convolution's input bias");
+        put(dl.sc_taps, lw.sc_taps, "the convolution's taps");
+        if (lw.sc_taps_b.size()) put(dl.sc_taps_b, lw.sc_taps_b, "the convolution's bias");
+        dl.sc_out = put_linear({&lw.sc_out}, rs_attn, "the convolution's output projection");
+        if (lw.sc_out_b.size()) put(dl.sc_out_b, Vec(lw.sc_out_b * rs_attn), "the convolution's output bias");
+      } else {
+        put_attention(lw, rs_attn, dl);
       }
-      dl.wo = put_linear({&lw.wo}, rs_attn, "the output projection");
-      if ((dl.has_bo = lw.bo.size() > 0)) put(dl.bo, Vec(lw.bo * rs_attn), "the output projection bias");
       if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
       if (!gated_mlp(c)) {
@@ -655,14 +859,18 @@ class GlBackend : public Backend {
     model_fp_ = fp;
   }
 
-  // The KV cache (q|k|v rows, q kept for the old queries' new columns) holds tcap_ rows.
-  void ensure_capacity(int T, int ld, int L) {
+  // The KV cache (q|k|v rows, q kept for the old queries' new columns) holds tcap_ rows, for
+  // the softmax layers (the others keep their memory in the trace).
+  void ensure_capacity(const ModelConfig& c, int T, int ld) {
+    const int L = c.n_layer;
     if (T <= tcap_ && static_cast<int>(caches_.size()) == L) return;
     tcap_ = std::max(T, std::max(64, 2 * tcap_));
     tcap_ = std::min(tcap_, std::max(T, static_cast<int>(k_->limit() / (sizeof(float) * ld))));
     caches_.clear();
     caches_.resize(L);
-    for (auto& b : caches_) b.ensure(sizeof(float) * static_cast<size_t>(tcap_) * ld, k_->limit(), "the KV cache");
+    for (int l = 0; l < L; ++l)
+      if (c.layer(l).mixer == Mixer::Softmax)
+        caches_[l].ensure(sizeof(float) * static_cast<size_t>(tcap_) * ld, k_->limit(), "the KV cache");
     hashes_.assign(L, std::vector<uint64_t>(static_cast<size_t>(tcap_), 0));
     valid_rows_.assign(L, 0);
   }
@@ -684,7 +892,7 @@ class GlBackend : public Backend {
       for (int hh = 0; hh < H + 2 * KV; ++hh) {
         const Tensor& src = hh < H ? lt.q : hh < H + KV ? lt.k : lt.v;
         const int head = hh < H ? hh : hh < H + KV ? hh - H : hh - H - KV;
-        std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * d, sizeof(float) * d);
+        std::memcpy(row + hh * d, src.head(head) + static_cast<size_t>(t) * src.ld(), sizeof(float) * d);
       }
       fresh[static_cast<size_t>(t)] = hash_row(row, ld);
       if (valid && fresh[static_cast<size_t>(t)] != hashes[t]) ++differ;
@@ -726,6 +934,10 @@ class GlBackend : public Backend {
 
   // activations of the new rows
   GlBuffer x_, h_, att_, mlp_, act_, ids_, logits_;
+  GlBuffer gate_, gated_;  // (n, H·d) Qwen3.5's output gates (σ applied) and att ⊙ gate
+  // the hybrids' layers: the K − 1 rows before the new ones (their input, and normed), the
+  // convolution's input (hist + n rows) and output, z, β | g, o, the memory and its snapshots
+  GlBuffer hist_, hist_norm_, mix_, conv_, z_, bg_, o_, state_, snaps_;
   GlAttentionScratch scratch_;
 };
 

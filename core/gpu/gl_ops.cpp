@@ -320,6 +320,76 @@ GlProgram& GlKernels::wprog(const char* file, GlWType t, const std::string& defi
   return it->second;
 }
 
+GlProgram& GlKernels::prog(const char* file, const std::string& defines) {
+  const std::string key = std::string(file) + " " + defines;
+  auto it = wprogs_.find(key);
+  if (it == wprogs_.end()) it = wprogs_.emplace(key, GlProgram(src_, file, defines)).first;
+  return it->second;
+}
+
+void GlKernels::causal_conv(const GlBuffer& x, int ldx, int col0, int hist, int n, int Ch, const GlBuffer& w, int K,
+                            const GlBuffer* bias, bool silu, GlBuffer& out) {
+  GlProgram& p = prog("causal_conv.comp");
+  p.use();
+  p.set("n", n), p.set("Ch", Ch), p.set("K", K), p.set("hist", hist), p.set("ldx", ldx), p.set("col0", col0);
+  p.set("has_bias", bias ? 1 : 0), p.set("act_silu", silu ? 1 : 0);
+  bind(0, x), bind(1, w), bind(2, bias ? *bias : dummy_), bind(3, out);
+  dispatch(p, groups(Ch, 64), static_cast<unsigned>(n), 1);
+}
+
+void GlKernels::l2_heads(GlBuffer& x, int n, int ld, int col0, int heads, int d, float scale) {
+  GlProgram& p = prog("l2_heads.comp");
+  p.use();
+  p.set("ld", ld), p.set("col0", col0), p.set("d", d), p.set("scale", scale);
+  bind(0, x);
+  dispatch(p, static_cast<unsigned>(n), static_cast<unsigned>(heads), 1);
+}
+
+void GlKernels::delta_gates(GlBuffer& bg, int n, int Hv, const GlBuffer& neg_a, const GlBuffer& dt_bias) {
+  GlProgram& p = prog("delta_gates.comp");
+  p.use();
+  p.set("n", n), p.set("Hv", Hv);
+  bind(0, bg), bind(1, neg_a), bind(2, dt_bias);
+  dispatch(p, groups(Hv, 64), static_cast<unsigned>(n), 1);
+}
+
+void GlKernels::delta_rule(const GlBuffer& conv, const LinearAttnDims& ld, const GlBuffer& bg, int n, int pos0,
+                           GlBuffer& state, GlBuffer& o, GlBuffer& snaps, int snap_every) {
+  GlProgram& p = prog("delta_rule.comp", "#define DK " + std::to_string(ld.k_dim) + "\n");
+  p.use();
+  p.set("n", n), p.set("ldc", ld.conv_channels()), p.set("Hv", ld.v_heads), p.set("Hk", ld.k_heads);
+  p.set("dv", ld.v_dim), p.set("group", ld.v_tiled ? 1 : ld.group()), p.set("tiled", ld.v_tiled ? 1 : 0);
+  p.set("pos0", pos0), p.set("snap_every", snap_every), p.set("snap0", pos0 / snap_every);
+  bind(0, conv), bind(1, bg), bind(2, state), bind(3, o), bind(4, snaps.id() ? snaps : dummy_);
+  dispatch(p, groups(ld.v_dim, 64), static_cast<unsigned>(ld.v_heads), 1);
+}
+
+void GlKernels::gated_rms(const GlBuffer& o, const GlBuffer& z, int n, int heads, int d, const GlBuffer& w, float eps,
+                          GlBuffer& y) {
+  GlProgram& p = prog("gated_rms.comp");
+  p.use();
+  p.set("heads", heads), p.set("d", d), p.set("eps", eps);
+  bind(0, o), bind(1, z), bind(2, w), bind(3, y);
+  dispatch(p, static_cast<unsigned>(n), static_cast<unsigned>(heads), 1);
+}
+
+void GlKernels::gate_mul(GlBuffer& gate, int n, int cols, const GlBuffer& att, GlBuffer& y) {
+  GlProgram& p = prog("gate_mul.comp");
+  p.use();
+  p.set("n", n), p.set("cols", cols);
+  bind(0, gate), bind(1, att), bind(2, y);
+  dispatch(p, groups(cols, 64), static_cast<unsigned>(n), 1);
+}
+
+void GlKernels::mul(const GlBuffer& a, int lda, int ca, const GlBuffer& b, int ldb, int cb, int rows, int cols,
+                    GlBuffer& out) {
+  GlProgram& p = prog("mul.comp");
+  p.use();
+  p.set("rows", rows), p.set("cols", cols), p.set("lda", lda), p.set("ca", ca), p.set("ldb", ldb), p.set("cb", cb);
+  bind(0, a), bind(1, b), bind(2, out);
+  dispatch(p, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
 void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlWeight& tok, int v0, int vn, const GlBuffer* pos,
                       int pos0, GlBuffer& x, float scale) {
   if (tok.type == GlWType::F32) return embed(ids, n, C, tok.buf, v0, vn, pos, pos0, x, scale);

@@ -145,6 +145,33 @@ class GlKernels {
   // gu (rows, 2·I) = gate | up.
   void swiglu(const GlBuffer& gu, int rows, int I, GlBuffer& y, bool geglu = false);
 
+  // The hybrids' layers (Qwen3.5's gated delta rule, LFM2's short convolution), each as its
+  // core/engine counterpart computes it.
+  // out (n, Ch) = act(causal depthwise convolution) of the n new rows, x holding `hist` rows
+  // before them (columns [col0, col0 + Ch), rows ldx apart): delta_rule.h's causal_conv with
+  // taps w (Ch, K), bias (Ch) or none, SiLU or nothing.
+  void causal_conv(const GlBuffer& x, int ldx, int col0, int hist, int n, int Ch, const GlBuffer& w, int K,
+                   const GlBuffer* bias, bool silu, GlBuffer& out);
+  // In place: `heads` slices of d values from column col0 of rows [0, n) (ld apart), each
+  // × scale / sqrt(Σx² + 1e-6) (l2_normalize).
+  void l2_heads(GlBuffer& x, int n, int ld, int col0, int heads, int d, float scale);
+  // In place on bg (n, 2·Hv): rows b | a become β = σ(b) | g = neg_a·softplus(a + dt_bias).
+  void delta_gates(GlBuffer& bg, int n, int Hv, const GlBuffer& neg_a, const GlBuffer& dt_bias);
+  // The recurrence over the n new rows (positions pos0 …), q | k | v read from the
+  // convolution's output conv (n, conv_channels) as l2_heads left them, β | g from bg: o
+  // (n, Hv·dv) gets o_t, `state` (Hv, dk, dv) holds the memory before the rows and after
+  // them, and snaps gets the memory after each position + 1 that is a multiple of
+  // snap_every (slot (position + 1) / snap_every − pos0 / snap_every − 1).
+  void delta_rule(const GlBuffer& conv, const LinearAttnDims& ld, const GlBuffer& bg, int n, int pos0, GlBuffer& state,
+                  GlBuffer& o, GlBuffer& snaps, int snap_every);
+  // y (n, heads·d) = RMSNorm per head of o (weight w (d) as stored) ⊙ silu(z).
+  void gated_rms(const GlBuffer& o, const GlBuffer& z, int n, int heads, int d, const GlBuffer& w, float eps,
+                 GlBuffer& y);
+  // gate ← σ(gate), y = att ⊙ gate, all (n, cols).
+  void gate_mul(GlBuffer& gate, int n, int cols, const GlBuffer& att, GlBuffer& y);
+  // out (rows, cols) = a's columns [ca, ca + cols) ⊙ b's [cb, cb + cols), rows lda / ldb apart.
+  void mul(const GlBuffer& a, int lda, int ca, const GlBuffer& b, int ldb, int cb, int rows, int cols, GlBuffer& out);
+
   // GPU timestamps around stretches of dispatches: begin/end may be called many times;
   // take_ms() sums what was measured since the last take (waits for the results) and
   // returns −1 when the device has no timer.
@@ -162,9 +189,11 @@ class GlKernels {
   void dispatch(const GlProgram& prog, unsigned gx, unsigned gy, unsigned gz);
   // The program of `file` for a compact weight type with `defines`, compiled on first use.
   GlProgram& wprog(const char* file, GlWType t, const std::string& defines);
+  // The program of `file` with `defines`, compiled on first use (kernels few models need).
+  GlProgram& prog(const char* file, const std::string& defines = "");
   const GlContext& ctx_;
   ShaderSources src_;
-  std::map<std::string, GlProgram> wprogs_;  // "gemv.comp Q4_K #define MR 1" → program
+  std::map<std::string, GlProgram> wprogs_;  // "gemv.comp Q4_K #define MR 1" → program (and prog()'s)
   bool software_;  // tuned for a software rasterizer (llvmpipe): see software_tuning()
   GlProgram embed_, norm_, gemm_big_, gemm_huge_, gemm_small_, gemv1_, gemv4_, rope_, softmax_, gelu_, swiglu_, ablate_,
       qk_norm_, softcap_;
