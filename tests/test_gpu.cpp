@@ -486,6 +486,51 @@ ModelConfig lfm2_conv() {
   return c;
 }
 
+// Gemma 4 (as tests/reference/gemma4_parity.py's cases): local layers of head size 8 and
+// global ones of 16 with proportional RoPE (a quarter of the pairs turn), V-norm, per-layer
+// embeddings, layer scalars, soft-capped logits; `shared`: the last two layers read layer
+// 1's (local) and 2's (global) K and V with double-wide MLPs; `k_eq_v`: V = K with one KV
+// head on the global layers (the last layer, forced global); `experts`: with k_eq_v, 4 experts
+// beside each dense MLP of which each token takes 2 (the 26B-A4B's block; on the host).
+ModelConfig gemma4_small(bool k_eq_v, int ctx, bool experts = false) {
+  nlohmann::json j = nlohmann::json::parse(R"({"model_type": "gemma4_text", "vocab_size": 61, "hidden_size": 32,
+    "intermediate_size": 24, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "global_head_dim": 16,
+    "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                           "rope_theta": 1000000.0}},
+    "sliding_window": 3, "final_logit_softcapping": 30.0, "vocab_size_per_layer_input": 61})");
+  j["max_position_embeddings"] = ctx;
+  if (k_eq_v) {
+    j.update({{"num_hidden_layers", 3}, {"hidden_size", 48}, {"intermediate_size", 40}, {"num_attention_heads", 4},
+              {"num_key_value_heads", 2}, {"sliding_window", 4}, {"attention_k_eq_v", true},
+              {"num_global_key_value_heads", 1}, {"hidden_size_per_layer_input", 0},
+              {"layer_types", {"sliding_attention", "sliding_attention", "sliding_attention"}}});
+  } else {
+    j.update({{"num_hidden_layers", 5}, {"hidden_size_per_layer_input", 8}, {"num_kv_shared_layers", 2},
+              {"use_double_wide_mlp", true},
+              {"layer_types", {"sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                               "full_attention"}}});
+  }
+  if (experts)
+    j.update({{"enable_moe_block", true}, {"num_experts", 4}, {"top_k_experts", 2}, {"moe_intermediate_size", 16}});
+  return parse_config(j, "test config");
+}
+ModelConfig gemma4_shared() { return gemma4_small(false, 24); }
+ModelConfig gemma4_experts() { return gemma4_small(true, 24, true); }
+// GPT-OSS: a learned sink per head, 3-token windows beside a global layer, YaRN, q/k/v/o
+// biases, and 5 experts of which each token takes 2 (run on the host by the GPU backend).
+ModelConfig gpt_oss_sinks() {
+  return from_json(R"({"model_type": "gpt_oss", "vocab_size": 29, "hidden_size": 32, "intermediate_size": 24,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "max_position_embeddings": 24, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false,
+    "num_local_experts": 5, "num_experts_per_tok": 2, "sliding_window": 3,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+                     "original_max_position_embeddings": 8}})");
+}
+ModelConfig gemma4_k_eq_v() { return gemma4_small(true, 24); }
+
 std::shared_ptr<const Model> model_for(const ModelConfig& c, const char* tag) {
   return load_model(test::make_model_dir(c, 1234, tag));
 }
@@ -559,7 +604,8 @@ TEST(GpuForward, CompactTracesAndSummariesMatchTheCpuWhileTyping) {
   std::string why;
   auto gpu = gpu_backend(&why);
   REQUIRE_GPU(gpu, why);
-  for (const ModelConfig& cfg : {test::small_config("llama", 2, 36, 6, 2, 23, 160), test::small_qwen35(), test::small_lfm2()}) {
+  for (const ModelConfig& cfg : {test::small_config("llama", 2, 36, 6, 2, 23, 160), test::small_qwen35(), test::small_lfm2(),
+                                 gemma4_small(false, 160)}) {
   SCOPED_TRACE(cfg.model_type);
   const auto model = model_for(cfg, ("compact-" + cfg.model_type).c_str());
   auto summaries_match = [](const Trace& a, const Trace& b) -> std::string {
@@ -691,7 +737,11 @@ INSTANTIATE_TEST_SUITE_P(RandomModels, GpuForward,
                                            ForwardCase{"olmo2_post_norm", olmo2_post_norm},
                                            ForwardCase{"granite_multipliers", granite_multipliers},
                                            ForwardCase{"qwen35_hybrid", qwen35_hybrid},
-                                           ForwardCase{"lfm2_conv", lfm2_conv}),
+                                           ForwardCase{"lfm2_conv", lfm2_conv},
+                                           ForwardCase{"gemma4_shared", gemma4_shared},
+                                           ForwardCase{"gemma4_k_eq_v", gemma4_k_eq_v},
+                                           ForwardCase{"gemma4_experts", gemma4_experts},
+                                           ForwardCase{"gpt_oss_sinks", gpt_oss_sinks}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The hybrids' memory on the GPU: typing past the memory's snapshot at kStateEvery (256)
@@ -766,6 +816,23 @@ TEST(GpuForward, TheTestModelsHaveTheFeaturesTheyStandFor) {
   EXPECT_EQ(lfm.layer(0).mixer, Mixer::ShortConv);
   EXPECT_EQ(lfm.layer(2).mixer, Mixer::Softmax);
   EXPECT_TRUE(lfm.short_conv_bias);
+  const ModelConfig g4 = gemma4_shared();
+  EXPECT_GT(g4.ple_dim, 0);
+  EXPECT_TRUE(g4.v_norm);
+  EXPECT_NE(g4.head_size_at(0), g4.head_size_at(2));
+  EXPECT_EQ(g4.layer(3).kv_source, 1);
+  EXPECT_EQ(g4.layer(4).kv_source, 2);
+  EXPECT_EQ(g4.inner_at(4), 2 * g4.inner_at(0));
+  EXPECT_TRUE(gemma4_experts().experts.gemma);
+  EXPECT_EQ(gemma4_experts().experts.count, 4);
+  const ModelConfig oss = gpt_oss_sinks();
+  EXPECT_TRUE(oss.attn_sinks);
+  EXPECT_EQ(oss.experts.count, 5);
+  EXPECT_EQ(oss.layer(0).window, 3);
+  EXPECT_TRUE(oss.qkv_bias);
+  const ModelConfig kv = gemma4_k_eq_v();
+  EXPECT_TRUE(kv.layer(2).v_from_k);
+  EXPECT_NE(kv.kv_heads_at(2), kv.kv_heads_at(0));
 }
 
 TEST(GpuForward, LongropeCrossingItsOriginalContextRecomputesEveryRow) {

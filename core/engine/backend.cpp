@@ -7,14 +7,6 @@
 
 namespace attnviz {
 
-std::string gl_backend_refusal(const ModelConfig& c) {
-  if (c.attn_sinks || c.experts.count) return "the GPU backend does not run attention sinks or experts (GPT-OSS) yet";
-  if (c.per_layer_attention())
-    return "the GPU backend does not run layers of different head sizes, shared keys and values or per-layer "
-           "embeddings (Gemma 4) yet";
-  return "";
-}
-
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* fallback_note) {
   if (fallback_note) fallback_note->clear();
   if (name == "cpu") return make_cpu_backend();

@@ -95,8 +95,4 @@ std::unique_ptr<Backend> make_cpu_backend();
 // in *fallback_note (which stays empty otherwise). Throws a usage Error for other names.
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* fallback_note);
 
-// Why the GPU backend cannot run model c ("the GPU backend does not run …"), or empty when it
-// can: GPT-OSS's sinks and experts and Gemma 4's per-layer shapes run on the CPU only.
-std::string gl_backend_refusal(const ModelConfig& c);
-
 }  // namespace attnviz

@@ -15,6 +15,7 @@
 #include "core/engine/importance.h"
 #include "core/engine/experts.h"
 #include "core/engine/ops.h"
+#include "core/engine/per_layer_input.h"
 #include "core/engine/stored_product.h"
 
 namespace attnviz {
@@ -130,25 +131,6 @@ void qk_norm(const ModelConfig& c, const LayerWeights& lw, int d, int KV, Mat& q
   const bool whole = c.qk_norm == QkNorm::Whole;
   rms_norm_heads(q, whole ? 1 : c.n_head, whole ? c.n_head * d : d, lw.q_norm, c.norm_eps);
   if (k.size()) rms_norm_heads(k, whole ? 1 : KV, whole ? KV * d : d, lw.k_norm, c.norm_eps);
-}
-
-// Gemma 4's per-layer embeddings of rows [p, T): (T − p, L·P), layer l's in columns
-// [l·P, (l + 1)·P): (table row·√P + RMSNorm per layer of (e·W_proj)·C^−½)·2^−½, e the token's
-// embedding as the first layer gets it (× √C). Ids past the table's rows look up nothing.
-Mat per_layer_embeddings(const Model& m, const std::vector<int>& tokens, int p) {
-  const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
-  const int n = static_cast<int>(tokens.size()) - p, C = c.n_embd, LP = c.n_layer * c.ple_dim;
-  Mat e(n, C), proj, tab = Mat::Zero(n, LP);
-  for (int r = 0; r < n; ++r) {
-    w.tok_emb.table_row(tokens[static_cast<size_t>(p + r)], &e(r, 0));
-    if (tokens[static_cast<size_t>(p + r)] < c.ple_vocab) w.ple_table.table_row(tokens[static_cast<size_t>(p + r)], &tab(r, 0));
-  }
-  e *= c.emb_scale;
-  linear(e, w.ple_model_proj, Vec(), proj);  // (n, L·P)
-  proj *= static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-  rms_norm_heads(proj, c.n_layer, c.ple_dim, w.ple_norm, c.norm_eps);
-  return (proj + tab * static_cast<float>(std::sqrt(static_cast<double>(c.ple_dim)))) * static_cast<float>(std::sqrt(0.5));
 }
 
 // x (n, C) += RMSNorm(W_out·(gelu_tanh(x·W_gate) ⊙ ple)): Gemma 4's per-layer input, ple (n, P).

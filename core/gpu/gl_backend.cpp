@@ -14,7 +14,9 @@
 
 #include "core/engine/delta_rule.h"
 #include "core/engine/delta_trace.h"
+#include "core/engine/experts.h"
 #include "core/engine/head_summary.h"
+#include "core/engine/per_layer_input.h"
 #include "core/engine/importance.h"
 #include "core/error.h"
 #include "core/gpu/gl_context.h"
@@ -69,10 +71,24 @@ struct DevLayer {
   bool has_bqkv = false, has_bo = false, has_b_in = false, has_b_down = false;
   bool has_norm1 = true, has_norm2 = true;  // false: no norm before attention / MLP (OLMo 2)
   bool has_post_attn = false, has_post_mlp = false;
+  // Gemma 4: the layer's own head size d, KV heads, MLP width and cache row width; V = K (the
+  // raw key projection twice, as k and v); K and V read from another layer; the per-layer
+  // input's gate (C, P), projection (P, C) and norm; the weightless V-norm's ones (d); the
+  // stream's scalar.
+  int d = 0, kv = 0, inner = 0, ld = 0, kv_source = -1;
+  DevLinear ple_gate, ple_proj;
+  GlBuffer ple_post_norm, v_norm_ones;
+  float layer_scalar = 1.f;
+  GlBuffer sinks;  // (H) GPT-OSS's sink logits, or none
+  GlBuffer post_mlp_dense, post_mlp_experts;  // (C) Gemma 4's norms of its two feed-forward branches
 };
 
 // Whether the MLP is gated (gate | up, SwiGLU or GeGLU) or one projection and GELU (gpt2).
 bool gated_mlp(const ModelConfig& c) { return c.arch != Arch::Gpt2 && c.mlp != MlpKind::Gelu; }
+
+// Width of a softmax layer's cache rows: q | k | v, (H + 2·KV)·d with layer l's own KV and d
+// (Gemma 4's global layers differ from its local ones).
+int cache_ld(const ModelConfig& c, int l) { return (c.n_head + 2 * c.kv_heads_at(l)) * c.head_size_at(l); }
 
 // A RoPE cos/sin table on the device for one set of frequencies (a layer kind: Gemma 3's
 // local and global layers differ; longrope's factors change with T), rows for `positions`.
@@ -148,8 +164,6 @@ class GlBackend : public Backend {
   // attention and MLP on the device followed by the read-back of q, k, v, the head outputs
   // and the residual stream into the trace, then the final norm and the logits.
   void forward(const Model& m, const std::vector<int>& window, int from, Trace& tr) override {
-    if (const std::string why = gl_backend_refusal(m.config); !why.empty())
-      throw Error(why + "\n  HINT: use --backend cpu.", ErrorKind::Usage);
     std::lock_guard<std::mutex> lock(mu_);
     m.check_files();  // weights read in place (uploaded from there): their file must still be whole
     const auto t0 = std::chrono::steady_clock::now();
@@ -191,7 +205,8 @@ class GlBackend : public Backend {
     k_->timer_begin();
     for (int l = 0; l < c.n_layer; ++l) {
       LayerTrace& lt = tr.layers[l];
-      layer_step(c, l, T, p, tr.compact, tr.summaries ? &targets : nullptr, old_T, lt);
+      layer_step(c, m.weights.layers[static_cast<size_t>(l)], l, T, p, tr.compact, tr.summaries ? &targets : nullptr,
+                 old_T, lt);
       k_->timer_end();
       const auto t_read = std::chrono::steady_clock::now();
       read_back_layer(c, l, T, p, tr.summaries, old_T, lt);
@@ -231,10 +246,9 @@ class GlBackend : public Backend {
   // rows on the device; the new ids uploaded. (RoPE tables: rope_for, per layer.)
   void prepare(const Model& m, const std::vector<int>& window, int p, const Trace& tr) {
     const ModelConfig& c = m.config;
-    const int T = static_cast<int>(window.size()), n = T - p, C = c.n_embd, I = c.n_inner;
-    const int ld = (c.n_head + 2 * c.n_kv_head) * c.head_size;
+    const int T = static_cast<int>(window.size()), n = T - p, C = c.n_embd;
     ensure_model(m);
-    ensure_capacity(c, T, ld);
+    ensure_capacity(c, T);
     for (int l = 0; l < c.n_layer && p > 0; ++l)
       if (c.layer(l).mixer == Mixer::Softmax) sync_cache(l, c, p, tr.layers[l]);
 
@@ -242,7 +256,16 @@ class GlBackend : public Backend {
     x_.ensure(sizeof(float) * n * C, lim, "the residual stream");
     h_.ensure(sizeof(float) * n * C, lim, "normalised activations");
     const LinearAttnDims& la = c.linear;
-    att_.ensure(sizeof(float) * n * std::max({c.n_head * c.head_size, la.value_width(), C}), lim, "attention outputs");
+    int d_max = 0, I = 0;  // the widest layer's head size and MLP
+    for (int l = 0; l < c.n_layer; ++l) d_max = std::max(d_max, c.head_size_at(l)), I = std::max(I, c.inner_at(l));
+    att_.ensure(sizeof(float) * n * std::max({c.n_head * d_max, la.value_width(), C}), lim, "attention outputs");
+    if (c.ple_dim) {  // Gemma 4's per-layer embeddings of the new rows, computed on the host
+      const Mat ple = per_layer_embeddings(m, window, p);  // (n, L·P)
+      ple_.ensure(sizeof(float) * ple.size(), lim, "the per-layer embeddings");
+      ple_.upload(ple.data(), sizeof(float) * ple.size());
+      ple_gu_.ensure(sizeof(float) * n * 2 * c.ple_dim, lim, "the per-layer inputs");
+      ple_act_.ensure(sizeof(float) * n * c.ple_dim, lim, "the per-layer inputs");
+    }
     if (c.attn_gate) {
       gate_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "the output gates");
       gated_.ensure(sizeof(float) * n * c.n_head * c.head_size, lim, "the gated attention outputs");
@@ -261,14 +284,11 @@ class GlBackend : public Backend {
         state_.ensure(sizeof(float) * la.v_heads * la.k_dim * la.v_dim, lim, "the linear layers' memory");
       }
     }
-    mlp_.ensure(sizeof(float) * n * mlp_width(c), lim, "MLP activations");
+    mlp_.ensure(sizeof(float) * n * std::max(gated_mlp(c) ? 2 * I : I, C), lim, "MLP activations");
     if (gated_mlp(c)) act_.ensure(sizeof(float) * n * I, lim, "MLP activations");
     ids_.ensure(sizeof(int) * n, lim, "token ids");
     ids_.upload(window.data() + p, sizeof(int) * n);
   }
-
-  // Width of the first MLP product: fc (gpt2) or gate|up side by side (gated).
-  static int mlp_width(const ModelConfig& c) { return gated_mlp(c) ? 2 * c.n_inner : c.n_inner; }
 
   // x (n, C) = token embeddings × emb_scale (+ learned positions for gpt2) of the new rows.
   void embed(const ModelConfig& c, int n, int p) {
@@ -303,8 +323,8 @@ class GlBackend : public Backend {
   // Layer l on the device for the new rows [p, T), as CpuBackend::run_layers does: the
   // layer's mixer (softmax attention, the gated delta rule or the short convolution) and
   // x += its branch, then x += MLP(norm2(x)) (post-normed for Gemma / OLMo 2).
-  void layer_step(const ModelConfig& c, int l, int T, int p, bool compact, const std::vector<std::vector<int>>* targets,
-                  int old_T, LayerTrace& lt) {
+  void layer_step(const ModelConfig& c, const LayerWeights& lw, int l, int T, int p, bool compact,
+                  const std::vector<std::vector<int>>* targets, int old_T, LayerTrace& lt) {
     const int n = T - p, C = c.n_embd;
     const LayerSpec spec = c.layer(l);
     DevLayer& w = layers_[l];
@@ -313,30 +333,55 @@ class GlBackend : public Backend {
     const GlBuffer& hin = w.has_norm1 ? h_ : x_;  // (n, C) what the mixer reads
     if (spec.mixer == Mixer::GatedDeltaNet) delta_step(c, w, hin, T, p, lt);
     else if (spec.mixer == Mixer::ShortConv) short_conv_step(c, w, hin, T, p, lt);
-    else attention_step(c, l, spec, w, hin, T, p, compact, targets, old_T, lt);
-    mlp_step(c, w, n);
+    else attention_step(c, lw, l, spec, w, hin, T, p, compact, targets, old_T, lt);
+    if (c.experts.count && !c.experts.gemma) experts_step(c, lw, w, T, p, lt);
+    else mlp_step(c, lw, w, T, p, lt);
+    if (c.ple_dim) per_layer_input(c, l, w, n);
+    if (w.layer_scalar != 1.f) k_->scale(x_, n, C, C, w.layer_scalar);  // Gemma 4: the whole stream
+  }
+
+  // x += RMSNorm(gelu_tanh(x · W_gate) ⊙ ple_l) · W_proj: Gemma 4's per-layer input, ple_l
+  // layer l's columns of the per-layer embeddings (prepare uploaded them).
+  void per_layer_input(const ModelConfig& c, int l, DevLayer& w, int n) {
+    const int C = c.n_embd, P = c.ple_dim;
+    GemmArgs g;  // gate | ple side by side, for the GeGLU kernel
+    g.M = n, g.K = C;
+    g.a = {&x_, 0, C, 0}, g.c = {&ple_gu_, 0, 2 * P, 0};
+    linear(g, w.ple_gate);
+    k_->copy_cols(ple_, l * P, c.n_layer * P, ple_gu_, P, 2 * P, n, P);
+    k_->swiglu(ple_gu_, n, P, ple_act_, /*geglu=*/true);
+    GemmArgs o;
+    o.M = n, o.K = P;
+    o.a = {&ple_act_, 0, P, 0}, o.c = {&h_, 0, C, 0};
+    linear(o, w.ple_proj);
+    k_->norm(h_, n, C, w.ple_post_norm, nullptr, c.norm_eps, x_, /*accumulate=*/true);
   }
 
   // Softmax attention for the new rows: q|k|v of hin into the cache, QK-norm, RoPE of the
   // layer's kind, attention under the layer's rule into the trace's scores and probs, the
   // output gate (Qwen3.5), x += attention · Wo.
-  void attention_step(const ModelConfig& c, int l, const LayerSpec& spec, DevLayer& w, const GlBuffer& hin, int T,
-                      int p, bool compact, const std::vector<std::vector<int>>* targets, int old_T, LayerTrace& lt) {
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, C = c.n_embd, n = T - p;
-    const int ld = (H + 2 * KV) * d;
+  void attention_step(const ModelConfig& c, const LayerWeights& lw, int l, const LayerSpec& spec, DevLayer& w,
+                      const GlBuffer& hin, int T, int p, bool compact, const std::vector<std::vector<int>>* targets,
+                      int old_T, LayerTrace& lt) {
+    const int H = c.n_head, KV = w.kv, d = w.d, C = c.n_embd, n = T - p, ld = w.ld;
+    const bool own_kv = w.kv_source < 0;  // else layer kv_source's K and V (Gemma 4's sharing)
     GlBuffer& qkv = caches_[l];
-    GemmArgs g;  // q|k|v of the new rows, straight into the cache rows [p, T)
+    GemmArgs g;  // q|k|v of the new rows (q alone when shared), straight into the cache rows [p, T)
     g.M = n, g.K = C;
     g.a = {&hin, 0, C, 0}, g.c = {&qkv, p * ld, ld, 0};
     if (w.has_bqkv) g.bias = {&w.bqkv, 0, 0, 0};
     linear(g, w.wqkv);
+    if (!own_kv)  // the source's new keys and values, computed earlier in this pass (same d, KV)
+      k_->copy_cols(caches_[static_cast<size_t>(w.kv_source)], p * ld + H * d, ld, qkv, p * ld + H * d, ld, n, 2 * KV * d);
     if (c.qk_norm == QkNorm::PerHead) {  // q heads at columns [0, H·d), k heads at [H·d, (H+KV)·d)
       k_->qk_norm(qkv, p, n, ld, 0, H, d, w.q_norm, c.norm_eps);
-      k_->qk_norm(qkv, p, n, ld, H * d, KV, d, w.k_norm, c.norm_eps);
+      if (own_kv) k_->qk_norm(qkv, p, n, ld, H * d, KV, d, w.k_norm, c.norm_eps);
     } else if (c.qk_norm == QkNorm::Whole) {
       k_->qk_norm(qkv, p, n, ld, 0, 1, H * d, w.q_norm, c.norm_eps);
       k_->qk_norm(qkv, p, n, ld, H * d, 1, KV * d, w.k_norm, c.norm_eps);
     }
+    if (c.v_norm && own_kv)  // Gemma 4: RMSNorm of each value head without a weight (ones)
+      k_->qk_norm(qkv, p, n, ld, (H + KV) * d, KV, d, w.v_norm_ones, c.norm_eps);
     if (spec.rope) {
       const std::vector<double> inv_freq = rope_inv_freq(c, l, T);  // (rot/2)
       const float mscale = spec.rope_scaling.mscale;
@@ -345,7 +390,7 @@ class GlBackend : public Backend {
         k_->rope(qkv, p, n, ld, 0, H, d, half, p, rope_for(inv_freq, mscale, T, &c));
         k_->rope(qkv, p, n, ld, H * d, KV, d, half, p, rope_for(inv_freq, mscale, T));
       } else {
-        k_->rope(qkv, p, n, ld, 0, H + KV, d, half, p, rope_for(inv_freq, mscale, T));
+        k_->rope(qkv, p, n, ld, 0, own_kv ? H + KV : H, d, half, p, rope_for(inv_freq, mscale, T));
       }
     }
 
@@ -362,7 +407,9 @@ class GlBackend : public Backend {
       lt.thumbs = Tensor{};
       lt.thumb_bucket = 0;
     }
-    gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt, sum);
+    lt.sinks.assign(lw.sinks.data(), lw.sinks.data() + lw.sinks.size());  // (H) GPT-OSS; empty elsewhere
+    gl_attention(*k_, H, KV, d, qkv, T, p, AttnRule{spec.scale, spec.softcap, spec.window}, scratch_, att_, lt, sum,
+                 w.sinks.id() ? &w.sinks : nullptr);
     for (const auto& [al, ah] : ablation_.heads)  // att_ (n, H·d): the ablated heads' columns replaced
       if (al == l && ah < H) k_->ablate_head(att_, n, d, H * d, ah * d, ablation_.mode == AblationMode::Mean);
     if (!w.w_gate.empty()) {  // Qwen3.5: att ⊙ σ(hin · W_gate), att and σ(gate) kept for the trace
@@ -389,9 +436,37 @@ class GlBackend : public Backend {
     if (w.has_post_attn) k_->norm(h_, n, C, w.post_attn, nullptr, c.norm_eps, x_, true);
   }
 
+  // x += GPT-OSS's experts on norm2(x), run on the host as the CPU backend runs them
+  // (experts_branch, which records the router's logits and each row's choice in lt): the
+  // experts' matrices stay where the file has them (MXFP4 in place) instead of taking the
+  // device's memory, as llama.cpp's --cpu-moe keeps them. Each pass reads the normed rows
+  // (n, C) back and sends the branch (n, C) up.
+  void experts_step(const ModelConfig& c, const LayerWeights& lw, DevLayer& w, int T, int p, LayerTrace& lt) {
+    const int n = T - p, C = c.n_embd;
+    if (w.has_norm2) k_->norm(x_, n, C, w.norm2_w, nullptr, c.norm_eps, h_);
+    Mat hm(n, C), out;
+    k_->timer_end();
+    (w.has_norm2 ? h_ : x_).read(hm.data(), sizeof(float) * hm.size());
+    experts_branch(c, lw, hm, p, &lt, out);  // (n, C)
+    h_.upload(out.data(), sizeof(float) * out.size());
+    k_->timer_begin();
+    if (w.has_post_mlp) k_->norm(h_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
+    else k_->add(h_, x_, n, C, C);
+  }
+
   // x += MLP(norm2(x)): fc and GELU (gpt2) or gate|up and SwiGLU / GeGLU, then down.
-  void mlp_step(const ModelConfig& c, DevLayer& w, int n) {
-    const int C = c.n_embd, I = c.n_inner, mlp_w = mlp_width(c);
+  // Gemma 4's 26B-A4B adds its experts beside the dense MLP: they run on the host on the
+  // stream entering the block (gemma4_experts_branch, recording into lt), and the block's
+  // output is post_mlp(post_mlp_dense(dense) + post_mlp_experts(experts)).
+  void mlp_step(const ModelConfig& c, const LayerWeights& lw, DevLayer& w, int T, int p, LayerTrace& lt) {
+    const int C = c.n_embd, I = w.inner, mlp_w = gated_mlp(c) ? 2 * I : I, n = T - p;
+    Mat experts_in;  // (n, C) Gemma 4: the stream entering the block, for its experts
+    if (c.experts.gemma) {
+      experts_in.resize(n, C);
+      k_->timer_end();
+      x_.read(experts_in.data(), sizeof(float) * experts_in.size());
+      k_->timer_begin();
+    }
     const GlBuffer* hm = &x_;  // (n, C) what the MLP reads
     if (w.has_norm2) {
       k_->norm(x_, n, C, w.norm2_w, c.arch == Arch::Gpt2 ? &w.norm2_b : nullptr, c.norm_eps, h_);
@@ -411,6 +486,17 @@ class GlBackend : public Backend {
     if (w.has_b_down) dn.bias = {&w.b_down, 0, 0, 0};
     dn.accumulate = !w.has_post_mlp;
     linear(dn, w.w_down);
+    if (c.experts.gemma) {  // h_ (n, C) the dense branch; both branches normed into mlp_
+      Mat ex;
+      k_->timer_end();
+      gemma4_experts_branch(c, lw, experts_in, p, &lt, ex);  // (n, C)
+      k_->norm(h_, n, C, w.post_mlp_dense, nullptr, c.norm_eps, mlp_);
+      h_.upload(ex.data(), sizeof(float) * ex.size());
+      k_->timer_begin();
+      k_->norm(h_, n, C, w.post_mlp_experts, nullptr, c.norm_eps, mlp_, /*accumulate=*/true);
+      k_->norm(mlp_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
+      return;
+    }
     if (w.has_post_mlp) k_->norm(h_, n, C, w.post_mlp, nullptr, c.norm_eps, x_, true);
   }
 
@@ -500,7 +586,7 @@ class GlBackend : public Backend {
     const Mixer mixer = c.layer(l).mixer;
     if (mixer == Mixer::GatedDeltaNet) return read_back_delta(c, T, p, summaries, old_T, lt);
     if (mixer == Mixer::ShortConv) return;
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, n = T - p, ld = (H + 2 * KV) * d;
+    const int H = c.n_head, KV = c.kv_heads_at(l), d = c.head_size_at(l), n = T - p, ld = cache_ld(c, l);
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(n) * std::max(ld, H * d));
     caches_[l].read(rows.data(), sizeof(float) * n * ld, sizeof(float) * p * ld);
@@ -637,14 +723,15 @@ class GlBackend : public Backend {
 
   // The trace must hold rows [0, p) of every layer (the contract of Backend::forward).
   static void check_prefix(const ModelConfig& c, int p, const Trace& tr) {
-    auto ok = [&](const Tensor& t, int heads) {
-      return t.shape.size() == 3 && t.dim(0) == heads && t.dim(1) >= p && t.dim(2) == c.head_size;
+    auto ok = [&](const Tensor& t, int heads, int d) {
+      return t.shape.size() == 3 && t.dim(0) == heads && t.dim(1) >= p && t.dim(2) == d;
     };
     bool good = static_cast<int>(tr.layers.size()) == c.n_layer && static_cast<int>(tr.tokens.size()) >= p;
     for (int l = 0; l < c.n_layer && good; ++l) {
       const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
       const Mixer mixer = c.layer(l).mixer;
-      if (mixer == Mixer::Softmax) good = ok(lt.q, c.n_head) && ok(lt.k, c.n_kv_head) && ok(lt.v, c.n_kv_head);
+      const int d = c.head_size_at(l), KV = c.kv_heads_at(l);
+      if (mixer == Mixer::Softmax) good = ok(lt.q, c.n_head, d) && ok(lt.k, KV, d) && ok(lt.v, KV, d);
       else good = lt.resid.shape.size() == 2 && lt.resid.dim(0) >= p;  // what a convolution reads again
       if (mixer == Mixer::GatedDeltaNet)  // what a replay from a snapshot reads
         good = good && lt.q.shape.size() == 3 && lt.q.dim(0) == c.linear.v_heads && lt.q.dim(1) >= p &&
@@ -755,26 +842,33 @@ class GlBackend : public Backend {
     for (const GlBuffer* b : {&pos_, &normf_w_, &normf_b_}) addb(*b);
     for (const DevLayer& l : layers_) {
       for (const DevLinear* lin :
-           {&l.wqkv, &l.wo, &l.w_in, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_ba, &l.lin_out, &l.sc_in, &l.sc_out})
+           {&l.wqkv, &l.wo, &l.w_in, &l.w_down, &l.w_gate, &l.lin_qkv, &l.lin_z, &l.lin_ba, &l.lin_out, &l.sc_in, &l.sc_out,
+            &l.ple_gate, &l.ple_proj})
         for (const DevPart& part : *lin) add(part.w);
       for (const GlBuffer* b : {&l.norm1_w, &l.norm1_b, &l.bqkv, &l.bo, &l.norm2_w, &l.norm2_b, &l.b_in, &l.b_down,
                                 &l.q_norm, &l.k_norm, &l.post_attn, &l.post_mlp, &l.lin_conv, &l.lin_neg_a,
-                                &l.lin_dt_bias, &l.lin_norm, &l.sc_in_b, &l.sc_taps, &l.sc_taps_b, &l.sc_out_b})
+                                &l.lin_dt_bias, &l.lin_norm, &l.sc_in_b, &l.sc_taps, &l.sc_taps_b, &l.sc_out_b,
+                                &l.ple_post_norm, &l.v_norm_ones, &l.sinks, &l.post_mlp_dense, &l.post_mlp_experts})
         addb(*b);
     }
   }
 
   // A softmax layer's projections: q|k|v (+ bias), the output projection (× the residual
   // multiplier rs_attn) and Qwen3.5's output gate.
-  void put_attention(const LayerWeights& lw, float rs_attn, DevLayer& dl) {
-    dl.wqkv = put_linear({&lw.wq, &lw.wk, &lw.wv}, 1.f, "the q|k|v projection");
-    const int nq = out_cols(lw.wq), nk = out_cols(lw.wk), nv = out_cols(lw.wv);
-    dl.has_bqkv = lw.bq.size() || lw.bk.size() || lw.bv.size();
+  // Gemma 4: a layer with V = K gets the key projection twice (v is the raw k, before the
+  // norms and RoPE); a KV-sharing layer only its queries.
+  void put_attention(const LayerWeights& lw, const LayerSpec& spec, float rs_attn, DevLayer& dl) {
+    const bool own_kv = spec.kv_source < 0;
+    const Weight* wv = spec.v_from_k ? &lw.wk : &lw.wv;
+    dl.wqkv = own_kv ? put_linear({&lw.wq, &lw.wk, wv}, 1.f, "the q|k|v projection")
+                     : put_linear({&lw.wq}, 1.f, "the q projection");
+    const int nq = out_cols(lw.wq), nk = own_kv ? out_cols(lw.wk) : 0, nv = own_kv ? out_cols(*wv) : 0;
+    dl.has_bqkv = lw.bq.size() || (own_kv && (lw.bk.size() || lw.bv.size()));
     if (dl.has_bqkv) {
       Vec b = Vec::Zero(nq + nk + nv);
       if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
-      if (lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
-      if (lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
+      if (own_kv && lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
+      if (own_kv && !spec.v_from_k && lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
       put(dl.bqkv, b, "the q|k|v bias");
     }
     dl.wo = put_linear({&lw.wo}, rs_attn, "the output projection");
@@ -808,6 +902,15 @@ class GlBackend : public Backend {
       if ((dl.has_norm1 = lw.norm1_w.size() > 0)) put(dl.norm1_w, lw.norm1_w, "a norm");
       if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
       const Mixer mixer = c.layer(l).mixer;
+      dl.d = c.head_size_at(l), dl.kv = c.kv_heads_at(l), dl.inner = c.inner_at(l), dl.ld = cache_ld(c, l);
+      dl.kv_source = c.layer(l).kv_source;
+      dl.layer_scalar = lw.layer_scalar;
+      if (c.v_norm) put(dl.v_norm_ones, Vec(Vec::Ones(dl.d)), "the V-norm");
+      if (c.ple_dim) {
+        dl.ple_gate = put_linear({&lw.ple_gate}, 1.f, "the per-layer input gate");
+        dl.ple_proj = put_linear({&lw.ple_proj}, 1.f, "the per-layer input projection");
+        put(dl.ple_post_norm, lw.ple_post_norm, "the per-layer input norm");
+      }
       if (c.qk_norm != QkNorm::None && mixer == Mixer::Softmax) {
         put(dl.q_norm, lw.q_norm, "the QK-norm");
         put(dl.k_norm, lw.k_norm, "the QK-norm");
@@ -832,11 +935,18 @@ class GlBackend : public Backend {
         dl.sc_out = put_linear({&lw.sc_out}, rs_attn, "the convolution's output projection");
         if (lw.sc_out_b.size()) put(dl.sc_out_b, Vec(lw.sc_out_b * rs_attn), "the convolution's output bias");
       } else {
-        put_attention(lw, rs_attn, dl);
+        put_attention(lw, c.layer(l), rs_attn, dl);
       }
       if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");
-      if (!gated_mlp(c)) {
+      if (lw.sinks.size()) put(dl.sinks, lw.sinks, "the attention sinks");
+      if (c.experts.gemma) {  // the dense branch's and the experts' own norms (the experts run on the host)
+        put(dl.post_mlp_dense, lw.post_mlp_norm_dense, "a norm");
+        put(dl.post_mlp_experts, lw.post_mlp_norm_experts, "a norm");
+      }
+      if (c.experts.count && !c.experts.gemma) {
+        // GPT-OSS's experts run on the host (experts_step): nothing of them on the device
+      } else if (!gated_mlp(c)) {
         dl.w_in = put_linear({&lw.w_fc}, 1.f, "the MLP");
         if ((dl.has_b_in = lw.b_fc.size() > 0)) put(dl.b_in, lw.b_fc, "the MLP bias");
       } else {
@@ -847,7 +957,7 @@ class GlBackend : public Backend {
           put(dl.b_in, b, "the MLP bias");
         }
       }
-      dl.w_down = put_linear({&lw.w_down}, rs_mlp, "the MLP down projection");
+      if (!c.experts.count || c.experts.gemma) dl.w_down = put_linear({&lw.w_down}, rs_mlp, "the MLP down projection");
       if ((dl.has_b_down = lw.b_down.size() > 0)) put(dl.b_down, Vec(lw.b_down * rs_mlp), "the MLP bias");
     }
     count_device_bytes();
@@ -861,16 +971,18 @@ class GlBackend : public Backend {
 
   // The KV cache (q|k|v rows, q kept for the old queries' new columns) holds tcap_ rows, for
   // the softmax layers (the others keep their memory in the trace).
-  void ensure_capacity(const ModelConfig& c, int T, int ld) {
+  void ensure_capacity(const ModelConfig& c, int T) {
     const int L = c.n_layer;
     if (T <= tcap_ && static_cast<int>(caches_.size()) == L) return;
+    int ld_max = 1;
+    for (int l = 0; l < L; ++l) ld_max = std::max(ld_max, cache_ld(c, l));
     tcap_ = std::max(T, std::max(64, 2 * tcap_));
-    tcap_ = std::min(tcap_, std::max(T, static_cast<int>(k_->limit() / (sizeof(float) * ld))));
+    tcap_ = std::min(tcap_, std::max(T, static_cast<int>(k_->limit() / (sizeof(float) * ld_max))));
     caches_.clear();
     caches_.resize(L);
     for (int l = 0; l < L; ++l)
       if (c.layer(l).mixer == Mixer::Softmax)
-        caches_[l].ensure(sizeof(float) * static_cast<size_t>(tcap_) * ld, k_->limit(), "the KV cache");
+        caches_[l].ensure(sizeof(float) * static_cast<size_t>(tcap_) * cache_ld(c, l), k_->limit(), "the KV cache");
     hashes_.assign(L, std::vector<uint64_t>(static_cast<size_t>(tcap_), 0));
     valid_rows_.assign(L, 0);
   }
@@ -878,7 +990,7 @@ class GlBackend : public Backend {
   // Makes device rows [0, p) of layer l equal to the trace's q, k, v rows: kept when every
   // row's hash matches what was computed here, uploaded from the trace otherwise.
   void sync_cache(int l, const ModelConfig& c, int p, const LayerTrace& lt) {
-    const int H = c.n_head, KV = c.n_kv_head, d = c.head_size, ld = (H + 2 * KV) * d;
+    const int H = c.n_head, KV = c.kv_heads_at(l), d = c.head_size_at(l), ld = cache_ld(c, l);
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(p) * ld);
     const bool valid = valid_rows_[l] >= p;
@@ -938,6 +1050,7 @@ class GlBackend : public Backend {
   // the hybrids' layers: the K − 1 rows before the new ones (their input, and normed), the
   // convolution's input (hist + n rows) and output, z, β | g, o, the memory and its snapshots
   GlBuffer hist_, hist_norm_, mix_, conv_, z_, bg_, o_, state_, snaps_;
+  GlBuffer ple_, ple_gu_, ple_act_;  // Gemma 4: (n, L·P) per-layer embeddings, (n, 2·P) gate | ple, (n, P)
   GlAttentionScratch scratch_;
 };
 

@@ -390,6 +390,32 @@ void GlKernels::mul(const GlBuffer& a, int lda, int ca, const GlBuffer& b, int l
   dispatch(p, groups(cols, 64), static_cast<unsigned>(rows), 1);
 }
 
+void GlKernels::copy_cols(const GlBuffer& src, int src_off, int lds, GlBuffer& dst, int dst_off, int ldd, int rows,
+                          int cols) {
+  GlProgram& p = prog("copy_cols.comp");
+  p.use();
+  p.set("rows", rows), p.set("cols", cols), p.set("src_off", src_off), p.set("lds", lds), p.set("dst_off", dst_off);
+  p.set("ldd", ldd);
+  bind(0, src), bind(1, dst);
+  dispatch(p, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
+void GlKernels::scale(GlBuffer& x, int rows, int cols, int ld, float s) {
+  GlProgram& p = prog("scale.comp");
+  p.use();
+  p.set("rows", rows), p.set("cols", cols), p.set("ld", ld), p.set("s", s);
+  bind(0, x);
+  dispatch(p, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
+void GlKernels::add(const GlBuffer& x, GlBuffer& y, int rows, int cols, int ld) {
+  GlProgram& p = prog("axpy.comp");
+  p.use();
+  p.set("rows", rows), p.set("cols", cols), p.set("ld", ld);
+  bind(0, x), bind(1, y);
+  dispatch(p, groups(cols, 64), static_cast<unsigned>(rows), 1);
+}
+
 void GlKernels::embed(const GlBuffer& ids, int n, int C, const GlWeight& tok, int v0, int vn, const GlBuffer* pos,
                       int pos0, GlBuffer& x, float scale) {
   if (tok.type == GlWType::F32) return embed(ids, n, C, tok.buf, v0, vn, pos, pos0, x, scale);
@@ -483,11 +509,13 @@ void GlKernels::rope(GlBuffer& x, int row0, int n, int ld, int col0, int heads, 
   dispatch(rope_, groups(heads * half_rot, 64), static_cast<unsigned>(n), 1);
 }
 
-void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs) {
+void GlKernels::attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs,
+                             const GlBuffer* sinks, int head0, GlBuffer* sink_p) {
   softmax_.use();
   softmax_.set("T", T), softmax_.set("p", p), softmax_.set("scale", rule.scale);
   softmax_.set("softcap", rule.softcap), softmax_.set("window", rule.window);
-  bind(0, scores), bind(1, probs);
+  softmax_.set("has_sinks", sinks ? 1 : 0), softmax_.set("head0", head0);
+  bind(0, scores), bind(1, probs), bind(2, sinks ? *sinks : dummy_), bind(3, sink_p ? *sink_p : dummy_);
   dispatch(softmax_, static_cast<unsigned>(T), static_cast<unsigned>(heads), 1);
 }
 
@@ -554,7 +582,7 @@ double GlKernels::timer_take_ms() {
 // ---- attention ------------------------------------------------------------------------
 
 void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
-                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum) {
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum, const GlBuffer* sinks) {
   const int n = T - p, ld = (H + 2 * KV) * d, G = H / KV;
   const size_t tt = static_cast<size_t>(T) * static_cast<size_t>(T);
   // Heads per group: as many as fit one storage block.
@@ -563,6 +591,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
   const size_t bytes = static_cast<size_t>(hg) * tt * sizeof(float);
   s.scores.ensure(bytes, k.limit(), "attention scores");
   s.probs.ensure(bytes, k.limit(), "attention weights");
+  if (sinks) s.sink_p.ensure(sizeof(float) * static_cast<size_t>(H) * T, k.limit(), "the sinks' weights");
   lt.scale = rule.scale;  // the trace derives scaled, capped and masked from these
   lt.softcap = rule.softcap;
   lt.window = rule.window;
@@ -603,7 +632,7 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
       c.c.off = p;
       k.gemm(c);
     }
-    k.attn_softmax(s.scores, nh, T, p, rule, s.probs);
+    k.attn_softmax(s.scores, nh, T, p, rule, s.probs, sinks, h0, sinks ? &s.sink_p : nullptr);
     // probs · v of the new rows, into their heads' columns of att (n, H·d)
     GemmArgs o;
     o.M = n, o.N = d, o.K = T, o.batch = nh;
@@ -662,6 +691,16 @@ void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T
       }
       src[t]->unmap();
     }
+    k.timer_begin();
+  }
+  if (sinks) {  // p_sink of the new rows, (H, T) rows [p, T) of each head
+    k.timer_end();
+    std::vector<float>& rows = s.rows;
+    rows.resize(static_cast<size_t>(H) * T);
+    s.sink_p.read(rows.data(), sizeof(float) * rows.size());
+    for (int h = 0; h < H; ++h)
+      std::copy(rows.begin() + static_cast<int64_t>(h) * T + p, rows.begin() + static_cast<int64_t>(h + 1) * T,
+                lt.sink.data.begin() + static_cast<int64_t>(h) * T + p);
     k.timer_begin();
   }
 }

@@ -134,7 +134,10 @@ class GlKernels {
   // probs = softmax(masked) of `heads` heads of (T, T) scores, as attention_block does:
   // scaled by rule.scale, soft-capped when rule.softcap > 0, keys outside
   // [window_first(i, rule.window), i] masked. Rows ≥ p in full, rows < p only the columns ≥ p.
-  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs);
+  // With sinks ((H) logits, GPT-OSS), head head0 + h's sink joins each new row's softmax and
+  // is dropped; its probability goes to sink_p (H, T).
+  void attn_softmax(const GlBuffer& scores, int heads, int T, int p, const AttnRule& rule, GlBuffer& probs,
+                    const GlBuffer* sinks = nullptr, int head0 = 0, GlBuffer* sink_p = nullptr);
   // x ← cap·tanh(x / cap) in place on (rows, cols), row stride ld (final logit soft-cap).
   void softcap(GlBuffer& x, int rows, int cols, int ld, float cap);
   void gelu(GlBuffer& x, int rows, int cols, int ld);
@@ -172,6 +175,13 @@ class GlKernels {
   // out (rows, cols) = a's columns [ca, ca + cols) ⊙ b's [cb, cb + cols), rows lda / ldb apart.
   void mul(const GlBuffer& a, int lda, int ca, const GlBuffer& b, int ldb, int cb, int rows, int cols, GlBuffer& out);
 
+  // dst's columns [dst_off + r·ldd, + cols) = src's [src_off + r·lds, + cols), rows r < rows.
+  void copy_cols(const GlBuffer& src, int src_off, int lds, GlBuffer& dst, int dst_off, int ldd, int rows, int cols);
+  // x ← x · s on (rows, cols), rows ld apart.
+  void scale(GlBuffer& x, int rows, int cols, int ld, float s);
+  // y ← y + x on (rows, cols), both rows ld apart.
+  void add(const GlBuffer& x, GlBuffer& y, int rows, int cols, int ld);
+
   // GPU timestamps around stretches of dispatches: begin/end may be called many times;
   // take_ms() sums what was measured since the last take (waits for the results) and
   // returns −1 when the device has no timer.
@@ -207,7 +217,7 @@ class GlKernels {
 
 // Scratch for attention's (heads, T, T) stages, reused across layers.
 struct GlAttentionScratch {
-  GlBuffer scores, probs;
+  GlBuffer scores, probs, sink_p;  // sink_p: (H, T) the sinks' probabilities (GPT-OSS)
   std::vector<float> rows;  // a compact layer's probs rows read back for its summaries
 };
 
@@ -229,8 +239,11 @@ struct GlSummaryArgs {
 // scores and probs are read back into `lt` (already sized (H, T, T)); a compact layer
 // reads back only what the summaries need (the new rows of probs, never stored). Heads go
 // in groups small enough for the storage-block limit.
+// With sinks ((H) logits on the device, GPT-OSS), each new row's softmax includes its head's
+// sink, and lt.sink (H, T, laid out by the caller) gets the new rows' p_sink.
 void gl_attention(GlKernels& k, int H, int KV, int d, const GlBuffer& qkv, int T, int p, const AttnRule& rule,
-                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum = {});
+                  GlAttentionScratch& s, GlBuffer& att, LayerTrace& lt, const GlSummaryArgs& sum = {},
+                  const GlBuffer* sinks = nullptr);
 
 // cos/sin table for RoPE, (positions, rot/2, 2) with rot/2 = inv_freq.size(), computed
 // exactly as rope_inplace does (inverse frequencies in float, angles and cos/sin in double,

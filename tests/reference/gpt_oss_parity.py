@@ -6,7 +6,7 @@ configuration_gpt_oss.py) and its YaRN in modeling_rope_utils.py.
 
 Usage
 -----
-    /usr/bin/python3 tests/reference/gpt_oss_parity.py --cli PATH/attnviz-cli --workdir DIR
+    /usr/bin/python3 tests/reference/gpt_oss_parity.py --cli PATH/attnviz-cli --workdir DIR [--backend cpu|gpu]
 
 Architecture (model_type "gpt_oss", GptOssForCausalLM; tensors under model., lm_head.weight):
   blocks     x = embed_tokens[ids]; per layer x += o_proj(attn(RMSNorm(x, input_layernorm)))
@@ -215,6 +215,8 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--backend", choices=["cpu", "gpu"],
+                    help="pass --backend to dump, and require the dump's metadata to name it")
     ap.add_argument("--write-model", metavar="DIR", help="only write the test model (config.json, model.safetensors) "
                     "to DIR, with --tokenizer's tokenizer.json and vocabulary, for the GUI's checks")
     ap.add_argument("--tokenizer", help="with --write-model: a tokenizer.json to copy in (the vocabulary grows to it)")
@@ -246,12 +248,16 @@ def main():
     w32 = {k: v.float().double() for k, v in w.items()}  # what the file holds, in float64
     out = os.path.join(a.workdir, "gpt_oss.dump.safetensors")
     cmd = [a.cli, "dump", "--model", model, "--tokens", ",".join(map(str, TOKENS)), "--out", out]
+    if a.backend:
+        cmd[2:2] = ["--backend", a.backend]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     rep = Report()
     rep.check("dump runs", r.returncode == 0, r.stderr[-2000:])
     if r.returncode != 0:
         return 1
-    dump, _ = P.read_safetensors(out)
+    dump, meta = P.read_safetensors(out)
+    if a.backend:
+        rep.check("the dump names backend " + a.backend, (meta or {}).get("backend") == a.backend, str(meta))
     ref = reference(CFG, w32, TOKENS)
     compare(dump, ref, rep, "gpt_oss")
     # Invariants the comparison alone would not show.

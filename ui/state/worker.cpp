@@ -195,11 +195,7 @@ bool Worker::prepare_engine(const Request& r, Snapshot& next, std::optional<Show
                                          : same_spec ? engine_->model_ptr()
                                                      : load_model(r.model_spec, opt);
     std::string note;
-    // What the GPU backend does not run yet (GPT-OSS's sinks and experts, Gemma 4's per-layer
-    // shapes) runs on the CPU, saying so.
-    const std::string gpu_refusal = r.backend == "gpu" ? gl_backend_refusal(model->config) : "";
-    std::unique_ptr<Backend> backend = make_backend(gpu_refusal.empty() ? r.backend : "cpu", &note);
-    if (!gpu_refusal.empty()) note = gpu_refusal + ": running on the CPU";
+    std::unique_ptr<Backend> backend = make_backend(r.backend, &note);
     const bool same_model = engine_ && model == engine_->model_ptr();
     if (!same_model && engine_ && next.trace)
       shown = Shown{std::move(engine_), std::move(clean_engine_), engine_model_, engine_backend_, backend_note_,
