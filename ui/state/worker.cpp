@@ -85,13 +85,19 @@ void Worker::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || pending_.has_value(); });
-      if (stop_) return;
+      if (stop_) break;
       r = std::move(*pending_);
       pending_.reset();
       serial = posted_;
     }
     handle(r, serial);
   }
+  // The engines end on this thread, where they ran: a GPU backend releases its objects in
+  // its own EGL context, which cannot be made current on the GUI's thread while GLFW's GLX
+  // context is current there (libglvnd: EGL_BAD_ACCESS, and the objects were left to the
+  // driver with a message at every exit).
+  engine_.reset();
+  clean_engine_.reset();
 }
 
 void Worker::set_on_publish(std::function<void()> f) {
