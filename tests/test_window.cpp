@@ -14,6 +14,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/reference.h"
+#include "core/error.h"
 #include "core/model/random_model.h"
 #include "tests/test_util.h"
 
@@ -279,6 +280,30 @@ TEST(Gemma4, TypingCompactAndEditedTracesEqualAFreshPass) {
           EXPECT_EQ(edited.layers[static_cast<size_t>(l)].expert_weights.data.size(), 32u);
         }
     }
+  }
+}
+
+// The literal reference loops (float64, core/engine/reference.cpp) read Gemma 4's per-layer
+// description too: each layer's head size and KV heads, V = K, the weightless V-norm, shared
+// K and V, per-layer embeddings and layer scalars; the engine matches them on both variants,
+// plain and with head ablation, and they refuse the experts by name.
+TEST(Gemma4, TheReferenceLoopsMatchTheEngine) {
+  for (const bool k_eq_v : {false, true}) {
+    const auto m = model_of(gemma4_small(k_eq_v), "gemma4_reference_" + std::to_string(k_eq_v));
+    const auto ids = random_ids(14, 97, 9);
+    Engine engine(m, make_cpu_backend());
+    EXPECT_EQ(test::compare_traces(engine.run(ids), reference_forward(*m, ids), 1e-4), "") << "k_eq_v " << k_eq_v;
+    const Ablation a{AblationMode::Mean, {{1, 0}, {5, 3}}};  // a local and a shared global layer's heads
+    Engine ablated(m, make_cpu_backend());
+    ablated.set_ablation(a);
+    EXPECT_EQ(test::compare_traces(ablated.run(ids), reference_forward(*m, ids, a), 1e-4), "") << "ablated, k_eq_v " << k_eq_v;
+  }
+  const auto moe = model_of(gemma4_small(true, true), "gemma4_reference_moe");
+  try {
+    reference_forward(*moe, random_ids(4, 97, 1));
+    ADD_FAILURE() << "the reference loops ran Gemma 4's experts";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("experts"), std::string::npos) << e.what();
   }
 }
 

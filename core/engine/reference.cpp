@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
+
 namespace attnviz {
 
 namespace {
@@ -81,15 +83,14 @@ void store(const Rows& x, Tensor& t, int head) {
 
 Trace reference_forward(const Model& m, const std::vector<int>& window, const Ablation& ablation) {
   const ModelConfig& cfg = m.config;
-  // Gemma 4's per-layer shapes are checked against tests/reference/gemma4_parity.py (PyTorch) instead.
-  cfg.require_uniform_layers("the reference loops");
+  // Gemma 4's experts are checked against tests/reference/gemma4_parity.py (PyTorch) instead.
+  if (cfg.experts.gemma) throw Error("the reference loops do not cover Gemma 4's experts (the 26B-A4B)");
   ModelWeights f32 = m.weights;  // stored matrices decoded: the loops read float32
   f32.to_f32();
   const ModelWeights& w = f32;
-  const int T = static_cast<int>(window.size()), C = cfg.n_embd, H = cfg.n_head, KV = cfg.n_kv_head,
-            d = cfg.head_size;
+  const int T = static_cast<int>(window.size()), C = cfg.n_embd, H = cfg.n_head;
   const double NEG_INF = -std::numeric_limits<double>::infinity();
-  check_ablation_source(ablation, T, cfg.n_layer, H, d);
+  check_ablation_source(ablation, T, cfg);
   Trace tr;
   tr.model = m.name;
   tr.backend = "reference";
@@ -102,8 +103,30 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     for (int c = 0; c < C; ++c)
       x[t][c] = w.tok_emb.f32(window[t], c) * static_cast<double>(cfg.emb_scale) + (cfg.arch == Arch::Gpt2 ? w.pos_emb(t, c) : 0.0);
 
+  // Gemma 4's per-layer embeddings (P each): ple[t][l·P + i] = (table[id][l·P + i]·√P +
+  // RMSNorm over layer l's P of (e·W_proj)·C^−½)·2^−½, e the token's embedding × emb_scale.
+  const int P = cfg.ple_dim, L = cfg.n_layer;
+  Rows ple = zeros(T, L * P);
+  if (P) {
+    const Rows proj = linear_cols(x, w.ple_model_proj.f32, Vec(), 0, L * P);  // x: the scaled embeddings
+    for (int t = 0; t < T; ++t)
+      for (int l = 0; l < L; ++l) {
+        double sq = 0;
+        for (int i = 0; i < P; ++i) sq += std::pow(proj[t][l * P + i] / std::sqrt(double(C)), 2) / P;
+        for (int i = 0; i < P; ++i) {
+          const double normed = proj[t][l * P + i] / std::sqrt(double(C)) / std::sqrt(sq + cfg.norm_eps) * w.ple_norm(i);
+          const double table = window[t] < cfg.ple_vocab ? w.ple_table.f32(window[t], l * P + i) : 0.0;
+          ple[t][l * P + i] = (table * std::sqrt(double(P)) + normed) * std::sqrt(0.5);
+        }
+      }
+  }
+  auto gelu = [](double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); };
+  // Each layer's K and V per KV head, after their norms and RoPE: Gemma 4's shared layers read them.
+  std::vector<std::vector<Rows>> keys(static_cast<size_t>(L)), values(static_cast<size_t>(L));
+
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
+    const int KV = cfg.kv_heads_at(l), d = cfg.head_size_at(l);  // Gemma 4's differ by layer
     LayerTrace lt;
     for (Tensor* t : {&lt.q, &lt.out}) *t = Tensor{{H, T, d}, FloatBuf(static_cast<size_t>(H * T * d))};
     for (Tensor* t : {&lt.k, &lt.v}) *t = Tensor{{KV, T, d}, FloatBuf(static_cast<size_t>(KV * T * d))};
@@ -118,26 +141,37 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     lt.window = spec.window;
 
     const Rows h = lw.norm1_w.size() ? normalize(cfg, x, lw.norm1_w, lw.norm1_b) : x;
+    const bool own_kv = spec.kv_source < 0;  // Gemma 4's shared layers read layer kv_source's K and V
     // All heads' projections, QK-normed over the whole row (OLMo 2) before they are split.
-    Rows q_all = linear_cols(h, lw.wq.f32, lw.bq, 0, H * d), k_all = linear_cols(h, lw.wk.f32, lw.bk, 0, KV * d);
+    Rows q_all = linear_cols(h, lw.wq.f32, lw.bq, 0, H * d);
+    Rows k_all = own_kv ? linear_cols(h, lw.wk.f32, lw.bk, 0, KV * d) : Rows();
     if (cfg.qk_norm == QkNorm::Whole) {
       rms_slice(q_all, 0, H * d, lw.q_norm, cfg.norm_eps);
       rms_slice(k_all, 0, KV * d, lw.k_norm, cfg.norm_eps);
     }
     Rows concat = zeros(T, H * d);
+    keys[static_cast<size_t>(l)].resize(static_cast<size_t>(KV));
+    values[static_cast<size_t>(l)].resize(static_cast<size_t>(KV));
     for (int head = 0; head < H; ++head) {
       const int g = head / (H / KV);  // the KV head this query head reads
-      Rows q = zeros(T, d), k = zeros(T, d);
+      Rows q = zeros(T, d), k = zeros(T, d), v;
       for (int t = 0; t < T; ++t)
-        for (int e = 0; e < d; ++e) q[t][e] = q_all[t][head * d + e], k[t][e] = k_all[t][g * d + e];
-      Rows v = linear_cols(h, lw.wv.f32, lw.bv, g * d, d);     // (T, d)
-      if (cfg.qk_norm == QkNorm::PerHead) {
-        rms_slice(q, 0, d, lw.q_norm, cfg.norm_eps);
-        rms_slice(k, 0, d, lw.k_norm, cfg.norm_eps);
-      }
-      if (spec.rope) {
-        rope(q, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
-        rope(k, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
+        for (int e = 0; e < d; ++e) q[t][e] = q_all[t][head * d + e];
+      if (cfg.qk_norm == QkNorm::PerHead) rms_slice(q, 0, d, lw.q_norm, cfg.norm_eps);
+      if (spec.rope) rope(q, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
+      if (!own_kv) {
+        k = keys[static_cast<size_t>(spec.kv_source)][static_cast<size_t>(g)];
+        v = values[static_cast<size_t>(spec.kv_source)][static_cast<size_t>(g)];
+      } else {
+        for (int t = 0; t < T; ++t)
+          for (int e = 0; e < d; ++e) k[t][e] = k_all[t][g * d + e];
+        // Gemma 4's V = K: the raw key projection, before k_norm and RoPE
+        v = spec.v_from_k ? k : linear_cols(h, lw.wv.f32, lw.bv, g * d, d);  // (T, d)
+        if (cfg.v_norm) rms_slice(v, 0, d, Vec::Ones(d), cfg.norm_eps);     // without a weight
+        if (cfg.qk_norm == QkNorm::PerHead) rms_slice(k, 0, d, lw.k_norm, cfg.norm_eps);
+        if (spec.rope) rope(k, rope_inv_freq(cfg, l, T), spec.rope_scaling.mscale);
+        keys[static_cast<size_t>(l)][static_cast<size_t>(g)] = k;
+        values[static_cast<size_t>(l)][static_cast<size_t>(g)] = v;
       }
       for (int t = 0; t < T; ++t)  // Ministral 3's query temperature (1 before its length)
         for (int e = 0; e < d; ++e) q[t][e] *= cfg.query_temperature(t);
@@ -188,7 +222,7 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
     add_branch(cfg, lw.post_attn_norm, linear_cols(concat, lw.wo.f32, lw.bo, 0, C), x);  // output projection
 
     const Rows h2 = lw.norm2_w.size() ? normalize(cfg, x, lw.norm2_w, lw.norm2_b) : x;
-    const int I = cfg.n_inner;
+    const int I = cfg.inner_at(l);
     if (cfg.experts.count) {  // GPT-OSS: router → top k → softmax over the k → weighted experts
       const int E = cfg.experts.count, K = cfg.experts.top_k;
       const Rows logits = linear_cols(h2, lw.router.f32, lw.router_b, 0, E);
@@ -239,7 +273,6 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       continue;
     }
     Rows a = linear_cols(h2, lw.w_fc.f32, lw.b_fc, 0, I);
-    auto gelu = [](double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); };
     if (cfg.arch == Arch::Gpt2) {
       for (auto& row : a)
         for (double& u : row) u = gelu(u);
@@ -250,6 +283,14 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
         for (int i = 0; i < I; ++i) a[t][i] = (geglu ? gelu(a[t][i]) : a[t][i] / (1 + std::exp(-a[t][i]))) * up[t][i];
     }
     add_branch(cfg, lw.post_mlp_norm, linear_cols(a, lw.w_down.f32, lw.b_down, 0, C), x);
+    if (P) {  // Gemma 4: x += RMSNorm(W_proj · (gelu_tanh(x · W_gate) ⊙ ple[l]))
+      Rows g = linear_cols(x, lw.ple_gate.f32, Vec(), 0, P);
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < P; ++i) g[t][i] = gelu(g[t][i]) * ple[t][l * P + i];
+      add_branch(cfg, lw.ple_post_norm, linear_cols(g, lw.ple_proj.f32, Vec(), 0, C), x);
+    }
+    for (auto& row : x)  // Gemma 4's layer_scalar (1 elsewhere): the whole stream
+      for (double& u : row) u *= lw.layer_scalar;
     tr.layers.push_back(std::move(lt));
   }
   const Rows hf = normalize(cfg, x, w.normf_w, w.normf_b);
