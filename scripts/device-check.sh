@@ -1,7 +1,8 @@
 #!/bin/bash
 # The GPU backend measured on a machine with a GPU, in one command of a few minutes:
-#   1. the GPU parity tests (attnviz_gpu_tests; tests/reference/parity.py --backend gpu
-#      where a python3 with torch is at hand);
+#   1. the GPU parity tests (attnviz_gpu_tests; tests/reference/parity.py and the hybrids',
+#      Gemma 4's and GPT-OSS's references with --backend gpu, where a python3 with torch is
+#      at hand);
 #   2. `bench --backend gpu` against `--backend cpu` on random GGUF files of the
 #      Qwen2.5-0.5B and Llama-3.2-3B shapes (Q4_K) at T = 512 and 2048, with appends;
 #   3. the GUI's --type run at T = 2000, drawn offscreen through EGL (attnviz --headless),
@@ -97,12 +98,17 @@ say "attnviz_gpu_tests: exit $gtest_rc, $gtest_summary($(( $(date +%s) - t0 )) s
 grep -E '^\[  FAILED  \]|Failure|error' "$work/gtest.log" | head -40 >>"$log"
 parity_rc=-1 parity_summary="not run: no python3 with torch"
 if [ -n "$py" ]; then
-  t0=$(date +%s)
-  timeout 150 "$py" tests/reference/parity.py --backend gpu --cli "$cli" --workdir "$work/parity" >"$work/parity.log" 2>&1
-  parity_rc=$?
-  parity_summary=$(tail -1 "$work/parity.log")
-  say "parity.py --backend gpu: exit $parity_rc, $parity_summary ($(( $(date +%s) - t0 )) s)"
-  grep -E 'FAIL' "$work/parity.log" | head -20 >>"$log"
+  # parity.py (one kind of layer), then the hybrids', Gemma 4's and GPT-OSS's references
+  parity_rc=0 parity_summary=""
+  for check in parity hybrid_parity lfm2_parity gemma4_parity gpt_oss_parity; do
+    t0=$(date +%s)
+    timeout 150 "$py" "tests/reference/$check.py" --backend gpu --cli "$cli" --workdir "$work/$check" >"$work/$check.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || parity_rc=$rc
+    parity_summary="$parity_summary$check: $(tail -1 "$work/$check.log"); "
+    say "$check.py --backend gpu: exit $rc, $(tail -1 "$work/$check.log") ($(( $(date +%s) - t0 )) s)"
+    grep -E 'FAIL' "$work/$check.log" | head -20 >>"$log"
+  done
 fi
 wait  # the models
 
@@ -196,7 +202,7 @@ f = lambda v: "–" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if
 x = lambda a, b: "–" if not a or not b else f"{b / a:.1f}×"
 md = [f"GPU: {renderer}; CPU: {cores} cores of the same machine. Q4_K random GGUF files; "
       "bench --matrices auto --last-logits; medians in ms.", "",
-      f"GPU tests: {gtest_summary.strip() or 'exit ' + gtest_rc}; parity.py --backend gpu: {parity_summary.strip()}", "",
+      f"GPU tests: {gtest_summary.strip() or 'exit ' + gtest_rc}; PyTorch references --backend gpu: {parity_summary.strip()}", "",
       f"| shape | T | GPU full | GPU device | CPU {cores} thr full | CPU 2 thr full | 2 thr / GPU | GPU append | CPU {cores} thr append | CPU 2 thr append |",
       "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
