@@ -1,7 +1,8 @@
 #version 430
 // A block of columns from one buffer into another:
 //   dst[dst_off + r·ldd + c] = src[src_off + r·lds + c]   for r < rows, c < cols
-// Gemma 4: a KV-sharing layer's keys and values from its source layer's cache rows, and a
+// Gemma 4: a KV-sharing layer's keys and values from its source layer's cache rows, the raw
+// keys into the value columns of a V = K layer (the same buffer, columns apart), and a
 // layer's per-layer embedding beside its gate.
 // Dispatch: (ceil(cols / 64), rows).
 layout(local_size_x = 64) in;

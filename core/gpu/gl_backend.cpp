@@ -72,10 +72,11 @@ struct DevLayer {
   bool has_norm1 = true, has_norm2 = true;  // false: no norm before attention / MLP (OLMo 2)
   bool has_post_attn = false, has_post_mlp = false;
   // Gemma 4: the layer's own head size d, KV heads, MLP width and cache row width; V = K (the
-  // raw key projection twice, as k and v); K and V read from another layer; the per-layer
+  // raw key projection copied into the v columns); K and V read from another layer; the per-layer
   // input's gate (C, P), projection (P, C) and norm; the weightless V-norm's ones (d); the
   // stream's scalar.
   int d = 0, kv = 0, inner = 0, ld = 0, kv_source = -1;
+  bool v_from_k = false;
   DevLinear ple_gate, ple_proj;
   GlBuffer ple_post_norm, v_norm_ones;
   float layer_scalar = 1.f;
@@ -373,6 +374,8 @@ class GlBackend : public Backend {
     linear(g, w.wqkv);
     if (!own_kv)  // the source's new keys and values, computed earlier in this pass (same d, KV)
       k_->copy_cols(caches_[static_cast<size_t>(w.kv_source)], p * ld + H * d, ld, qkv, p * ld + H * d, ld, n, 2 * KV * d);
+    else if (w.v_from_k)  // V = K: the raw key projection into the v columns
+      k_->copy_cols(qkv, p * ld + H * d, ld, qkv, p * ld + (H + KV) * d, ld, n, KV * d);
     if (c.qk_norm == QkNorm::PerHead) {  // q heads at columns [0, H·d), k heads at [H·d, (H+KV)·d)
       k_->qk_norm(qkv, p, n, ld, 0, H, d, w.q_norm, c.norm_eps);
       if (own_kv) k_->qk_norm(qkv, p, n, ld, H * d, KV, d, w.k_norm, c.norm_eps);
@@ -855,20 +858,20 @@ class GlBackend : public Backend {
 
   // A softmax layer's projections: q|k|v (+ bias), the output projection (× the residual
   // multiplier rs_attn) and Qwen3.5's output gate.
-  // Gemma 4: a layer with V = K gets the key projection twice (v is the raw k, before the
-  // norms and RoPE); a KV-sharing layer only its queries.
+  // Gemma 4: a layer with V = K gets q|k only (attention_step copies the raw k into the v
+  // columns, before the norms and RoPE); a KV-sharing layer only its queries.
   void put_attention(const LayerWeights& lw, const LayerSpec& spec, float rs_attn, DevLayer& dl) {
-    const bool own_kv = spec.kv_source < 0;
-    const Weight* wv = spec.v_from_k ? &lw.wk : &lw.wv;
-    dl.wqkv = own_kv ? put_linear({&lw.wq, &lw.wk, wv}, 1.f, "the q|k|v projection")
-                     : put_linear({&lw.wq}, 1.f, "the q projection");
-    const int nq = out_cols(lw.wq), nk = own_kv ? out_cols(lw.wk) : 0, nv = own_kv ? out_cols(*wv) : 0;
-    dl.has_bqkv = lw.bq.size() || (own_kv && (lw.bk.size() || lw.bv.size()));
+    const bool own_kv = spec.kv_source < 0, own_v = own_kv && !spec.v_from_k;
+    dl.wqkv = own_v    ? put_linear({&lw.wq, &lw.wk, &lw.wv}, 1.f, "the q|k|v projection")
+              : own_kv ? put_linear({&lw.wq, &lw.wk}, 1.f, "the q|k projection")
+                       : put_linear({&lw.wq}, 1.f, "the q projection");
+    const int nq = out_cols(lw.wq), nk = own_kv ? out_cols(lw.wk) : 0, nv = own_v ? out_cols(lw.wv) : 0;
+    dl.has_bqkv = lw.bq.size() || (own_kv && lw.bk.size()) || (own_v && lw.bv.size());
     if (dl.has_bqkv) {
       Vec b = Vec::Zero(nq + nk + nv);
       if (lw.bq.size()) b.segment(0, lw.bq.size()) = lw.bq;
       if (own_kv && lw.bk.size()) b.segment(nq, lw.bk.size()) = lw.bk;
-      if (own_kv && !spec.v_from_k && lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
+      if (own_v && lw.bv.size()) b.segment(nq + nk, lw.bv.size()) = lw.bv;
       put(dl.bqkv, b, "the q|k|v bias");
     }
     dl.wo = put_linear({&lw.wo}, rs_attn, "the output projection");
@@ -903,7 +906,7 @@ class GlBackend : public Backend {
       if (lw.norm1_b.size()) put(dl.norm1_b, lw.norm1_b, "a norm");
       const Mixer mixer = c.layer(l).mixer;
       dl.d = c.head_size_at(l), dl.kv = c.kv_heads_at(l), dl.inner = c.inner_at(l), dl.ld = cache_ld(c, l);
-      dl.kv_source = c.layer(l).kv_source;
+      dl.kv_source = c.layer(l).kv_source, dl.v_from_k = c.layer(l).v_from_k;
       dl.layer_scalar = lw.layer_scalar;
       if (c.v_norm) put(dl.v_norm_ones, Vec(Vec::Ones(dl.d)), "the V-norm");
       if (c.ple_dim) {
