@@ -100,6 +100,156 @@ TEST(HeatmapPool, MaxAndExtremeMatchNestedLoopsOnOddSizes) {
   EXPECT_EQ(checked, 6 * 2 * 6 * 2 * 3);
 }
 
+// The fixed grid's reference: texel (y, x) covers rows ⌊(ty0 + y)·s⌋ … ⌊(ty0 + y + 1)·s⌋ − 1
+// (and columns alike), cut at the matrix's end; each cell looked at one by one.
+std::vector<float> reference_grid(const std::vector<float>& a, int ld, int rows, int cols, double s, int ty0, int h,
+                                  int tx0, int w, PoolMode mode, PoolMask mask) {
+  auto edge = [&](int k, int end) { return std::min(end, static_cast<int>(std::floor(k * s + 1e-9))); };
+  std::vector<float> out(static_cast<size_t>(h) * w);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      float best = -kInf;
+      bool kept = false, all_nan = true;
+      for (int i = edge(ty0 + y, rows); i < edge(ty0 + y + 1, rows); ++i)
+        for (int j = edge(tx0 + x, cols); j < edge(tx0 + x + 1, cols); ++j) {
+          if (mask.causal && j > i) continue;
+          if (mask.window > 0 && j < i - mask.window + 1) continue;
+          const float v = a[static_cast<size_t>(i) * ld + j];
+          kept = true;
+          if (std::isnan(v)) continue;
+          all_nan = false;
+          if (v == -kInf) continue;
+          if (mode == PoolMode::Max ? v > best : (best == -kInf || std::fabs(v) > std::fabs(best))) best = v;
+        }
+      out[static_cast<size_t>(y) * w + x] = kept && all_nan ? std::nanf("") : best;
+    }
+  return out;
+}
+
+TEST(HeatmapGrid, FixedEdgesMatchNestedLoops) {
+  std::mt19937 rng(11);
+  const int N = 211;
+  const std::vector<float> a = random_matrix(N, N, rng, true);
+  int checked = 0;
+  for (double s : {1.0, 1.05, 1.1025, 2.0, 2.0789, 3.3, 7.0})
+    for (CellRect src : {CellRect{0, N, 0, N}, CellRect{17, 150, 3, 99}, CellRect{200, 211, 0, 5}})
+      for (PoolMode mode : {PoolMode::Max, PoolMode::Extreme})
+        for (PoolMask mask : {PoolMask{}, PoolMask{true, 0}, PoolMask{true, 9}}) {
+          PoolGrid g;
+          pool_grid(a.data(), N, N, 0, src, s, mode, mask, g);
+          ASSERT_EQ(g.s, s);
+          // The grid holds exactly the texels whose blocks meet src.
+          EXPECT_LE(grid_edge(s, g.ty0), src.r0);
+          EXPECT_GT(grid_edge(s, g.ty0 + 1), src.r0);
+          EXPECT_LT(grid_edge(s, g.ty0 + g.h - 1), src.r1);
+          EXPECT_GE(grid_edge(s, g.ty0 + g.h), src.r1);
+          EXPECT_LE(grid_edge(s, g.tx0), src.c0);
+          EXPECT_GE(grid_edge(s, g.tx0 + g.w), src.c1);
+          EXPECT_TRUE(g.cells().contains(src));
+          expect_same(g.values, reference_grid(a, N, N, N, s, g.ty0, g.h, g.tx0, g.w, mode, mask),
+                      "s " + std::to_string(s) + " src " + std::to_string(src.r0) + " mode " +
+                          std::to_string(static_cast<int>(mode)) + " window " + std::to_string(mask.window));
+          ++checked;
+        }
+  EXPECT_EQ(checked, 7 * 3 * 2 * 3);
+  // texel k holds cell c exactly when edge(k) ≤ c < edge(k + 1)
+  for (double s : {1.0, 1.05, 2.0, 2.0789, 13.7})
+    for (int c = 0; c < 500; ++c) {
+      const int k = grid_texel(s, c);
+      ASSERT_LE(grid_edge(s, k), c);
+      ASSERT_GT(grid_edge(s, k + 1), c);
+    }
+}
+
+TEST(HeatmapGrid, ScaleGivesTexelsOfOneToOnePointOFivePixelsAndHoldsWhileTheZoomDrifts) {
+  EXPECT_EQ(grid_scale(1.f), 1.0);
+  EXPECT_EQ(grid_scale(7.5f), 1.0);
+  for (float zoom = 0.999f; zoom > 0.01f; zoom *= 0.987f) {
+    const double s = grid_scale(zoom), px = s * zoom;
+    ASSERT_GE(px, 1.0 - 1e-6) << zoom;
+    ASSERT_LT(px, 1.05 + 1e-6) << zoom;
+  }
+  // The fit zoom of a 2000-token text on 1000 pixels, then 10 more tokens: the same s for
+  // most of them (it changes only where 1 / zoom crosses a step of the ladder).
+  int changes = 0;
+  for (int T = 2000; T < 2010; ++T) changes += grid_scale(1000.f / static_cast<float>(T + 1)) != grid_scale(1000.f / T);
+  EXPECT_LE(changes, 1);
+}
+
+// A typed token adds a row and a column to the (T, T) weights, rows before it unchanged; an
+// edit changes the rows from its token on; backspace removes the last. The grid updated in
+// place equals a grid pooled afresh, texel for texel, and re-pools only the texel rows from
+// the change on.
+TEST(HeatmapGrid, UpdatesInPlaceMatchAFreshGridWhileTyping) {
+  std::mt19937 rng(3);
+  const int N = 400;
+  std::vector<float> a = random_matrix(N, N, rng, true);
+  for (double s : {1.0, 1.05, 2.0789, 3.3})
+    for (PoolMode mode : {PoolMode::Max, PoolMode::Extreme})
+      for (PoolMask mask : {PoolMask{true, 0}, PoolMask{true, 20}})
+        for (bool whole : {true, false}) {  // the whole matrix (the fit zoom) or a zoomed-in part
+          int T = 300;
+          PoolGrid g;
+          const CellRect src = whole ? CellRect{0, T, 0, T} : CellRect{60, 140, 90, 200};
+          pool_grid(a.data(), T, T, N, src, s, mode, mask, g);
+          std::uniform_int_distribution<int> edit(0, 40);
+          for (int step = 0; step < 40; ++step) {
+            int from = T;
+            if (step % 7 == 3) {  // an edit: the rows from a token on change
+              from = T - 1 - edit(rng);
+              for (int i = from; i < N; ++i)
+                for (int j = 0; j < N; ++j) a[static_cast<size_t>(i) * N + j] = std::normal_distribution<float>()(rng);
+            } else if (step % 7 == 5) {  // backspace
+              --T;
+              from = T;
+            } else {
+              ++T;
+              from = T - 1;
+            }
+            const int old_ty0 = g.ty0;
+            int y0 = -1, y1 = -1;
+            bool resized = false;
+            ASSERT_TRUE(pool_grid_update(a.data(), T, T, N, from, g, &y0, &y1, &resized));
+            ASSERT_EQ(g.ty0, old_ty0);
+            ASSERT_EQ(y1, g.h);
+            EXPECT_EQ(y0, std::clamp(grid_texel(s, std::min(from, T)) - g.ty0, 0, g.h)) << "step " << step;
+            const std::string what = "s " + std::to_string(s) + " T " + std::to_string(T) + " whole " +
+                                     std::to_string(whole) + " window " + std::to_string(mask.window);
+            if (whole) {  // the grid follows the matrix's end
+              EXPECT_EQ(g.cells(), (CellRect{0, T, 0, T})) << what;
+            }
+            PoolGrid fresh;
+            pool_grid(a.data(), T, T, N, g.cells(), s, mode, mask, fresh);
+            ASSERT_EQ(fresh.ty0, g.ty0) << what;
+            ASSERT_EQ(fresh.tx0, g.tx0) << what;
+            ASSERT_EQ(fresh.h, g.h) << what;
+            ASSERT_EQ(fresh.w, g.w) << what;
+            expect_same(g.values, fresh.values, what);
+          }
+        }
+}
+
+TEST(HeatmapGrid, ColumnsThatComeWithoutACausalMaskAreRefused) {
+  std::mt19937 rng(5);
+  const std::vector<float> a = random_matrix(50, 64, rng, false);
+  PoolGrid g;
+  pool_grid(a.data(), 40, 40, 64, CellRect{0, 40, 0, 40}, 1.5, PoolMode::Extreme, PoolMask{}, g);
+  const PoolGrid before = g;
+  int y0 = 0, y1 = 0;
+  bool resized = false;
+  EXPECT_FALSE(pool_grid_update(a.data(), 41, 41, 64, 40, g, &y0, &y1, &resized));  // the old rows' new cells count
+  EXPECT_EQ(g.values, before.values);
+  EXPECT_EQ(g.w, before.w);
+  // Rows alone (Q, K, V: (T, d)) grow in place without a mask.
+  pool_grid(a.data(), 40, 64, 64, CellRect{0, 40, 0, 64}, 1.5, PoolMode::Extreme, PoolMask{}, g);
+  ASSERT_TRUE(pool_grid_update(a.data(), 45, 64, 64, 40, g, &y0, &y1, &resized));
+  PoolGrid fresh;
+  pool_grid(a.data(), 45, 64, 64, CellRect{0, 45, 0, 64}, 1.5, PoolMode::Extreme, PoolMask{}, fresh);
+  expect_same(g.values, fresh.values, "rows alone");
+  PoolGrid none;
+  EXPECT_FALSE(pool_grid_update(a.data(), 45, 64, 64, 0, none, &y0, &y1, &resized));  // nothing held
+}
+
 TEST(HeatmapPool, OneStrongCellSurvivesAnyShrink) {
   const int n = 4095;
   std::vector<float> a(static_cast<size_t>(n) * n, 0.01f);

@@ -747,7 +747,7 @@ std::string App::sidecar_json(float sx, float sy) const {
     const HeatmapPanel::NavState n = heatmap_->nav_state();
     j["heatmap_nav"] = {{"zoom", n.zoom}, {"fit", n.fit}, {"x0", n.x0}, {"y0", n.y0}, {"tex", {n.tex_w, n.tex_h}},
                         {"tex_cells", {n.tex_cells.r0, n.tex_cells.r1, n.tex_cells.c0, n.tex_cells.c1}},
-                        {"rebuilds", n.rebuilds}, {"rows_computed", n.rows_computed}, {"minimap", n.minimap}, {"strip_row", n.strip_row},
+                        {"rebuilds", n.rebuilds}, {"rows_computed", n.rows_computed}, {"rows_pooled", n.rows_pooled}, {"minimap", n.minimap}, {"strip_row", n.strip_row},
                         {"goto_error", n.goto_error}};
   }
   for (const Panel* p : panels_)  // every window drawn last frame, by title

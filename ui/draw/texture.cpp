@@ -47,10 +47,10 @@ void Texture::update_rows(int y0, int rows, const std::vector<uint8_t>& rgba) {
                   rgba.data() + static_cast<size_t>(y0) * static_cast<size_t>(w_) * 4);
 }
 
-void add_opaque_image(ImDrawList* dl, ImTextureID id, ImVec2 a, ImVec2 b) {
+void add_opaque_image(ImDrawList* dl, ImTextureID id, ImVec2 a, ImVec2 b, ImVec2 uv0, ImVec2 uv1) {
   const bool faded = ImGui::GetStyle().Alpha < 1.f;
   if (!faded) dl->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); }, nullptr);
-  dl->AddImage(id, a, b);
+  dl->AddImage(id, a, b, uv0, uv1);
   if (!faded) dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
 }
 

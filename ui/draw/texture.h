@@ -35,6 +35,7 @@ class Texture {
 // software renderer does not read what lies under it; the draw list's render state is
 // reset after it. Blended as ImGui draws images when the style fades the window (its
 // alpha below 1).
-void add_opaque_image(ImDrawList* dl, ImTextureID id, ImVec2 a, ImVec2 b);
+void add_opaque_image(ImDrawList* dl, ImTextureID id, ImVec2 a, ImVec2 b, ImVec2 uv0 = ImVec2(0, 0),
+                      ImVec2 uv1 = ImVec2(1, 1));
 
 }  // namespace attnviz::ui

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "core/engine/head_summary.h"
 #include "ui/draw/imgui_util.h"
+#include "ui/state/heatmap_view.h"
 
 namespace attnviz::ui {
 
@@ -47,36 +50,6 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
   tex.upload(T, T, scratch);
 }
 
-void ThumbTexture::show(const Trace& tr, int layer, int head, Colormap cmap) {
-  const LayerTrace& lt = tr.layers[layer];
-  if (lt.thumbs.shape.empty() || lt.mixer != Mixer::Softmax) {  // a linear layer's range moves: all of it (≤ 64²)
-    upload_probs(tex_, tr, layer, head, cmap, rgba_);
-    n_ = 0;
-    return;
-  }
-  const int n = static_cast<int>(lt.thumbs.dim(1));
-  const float* now = lt.thumbs.head(head);  // (n, n)
-  const ValueRange unit{0.f, 1.f, true};
-  if (!tex_.valid() || n != n_ || cmap != cmap_ || lt.thumb_bucket != bucket_ || lt.window != window_) {
-    upload_probs(tex_, tr, layer, head, cmap, rgba_);
-    shown_.assign(now, now + static_cast<size_t>(n) * n);
-    n_ = n, cmap_ = cmap, bucket_ = lt.thumb_bucket, window_ = lt.window;
-    return;
-  }
-  int y0 = n, y1 = 0;  // the rows that changed: [y0, y1)
-  for (int y = 0; y < n; ++y)
-    if (std::memcmp(now + static_cast<size_t>(y) * n, shown_.data() + static_cast<size_t>(y) * n, sizeof(float) * n)) {
-      y0 = std::min(y0, y);
-      y1 = y + 1;
-    }
-  if (y0 >= y1) return;
-  colorize_rows(cmap, now + static_cast<size_t>(y0) * n, y0, y1 - y0, n, unit, rgba_.data() + static_cast<size_t>(y0) * n * 4,
-                /*causal_mask=*/true);
-  paint_outside_window(rgba_, n, n, lt.window, lt.thumb_bucket);
-  tex_.update_rows(y0, y1 - y0, rgba_);
-  std::copy(now + static_cast<size_t>(y0) * n, now + static_cast<size_t>(y1) * n, shown_.begin() + static_cast<ptrdiff_t>(y0) * n);
-}
-
 // The most heads any layer has: the grid's columns (a hybrid's linear layers may have more
 // value heads than its softmax layers have query heads).
 int grid_columns(const ModelConfig& c) {
@@ -85,15 +58,126 @@ int grid_columns(const ModelConfig& c) {
   return n;
 }
 
+namespace {
+constexpr int kAtlasSide = 8192;  // texels: within every GL's texture size limit
+
+// The side of a layer's thumbnails: its pooled thumbnail's, else the whole matrix pooled to at most kThumbCells.
+int thumb_side(const Trace& tr, const LayerTrace& lt) {
+  return !lt.thumbs.shape.empty() ? static_cast<int>(lt.thumbs.dim(1)) : std::min(tr.T(), kThumbCells);
+}
+}  // namespace
+
+void ThumbAtlas::uv(int l, int h, ImVec2* uv0, ImVec2* uv1) const {
+  const int k = l * W_ + h, sx = (k % per_row_) * n_, sy = (k / per_row_) * n_;
+  const float tw = static_cast<float>(std::max(tex_.width(), 1)), th = static_cast<float>(std::max(tex_.height(), 1));
+  *uv0 = ImVec2(static_cast<float>(sx) / tw, static_cast<float>(sy) / th);
+  *uv1 = ImVec2(static_cast<float>(sx + n_) / tw, static_cast<float>(sy + n_) / th);
+}
+
+// Colours rows [y0, y1) of head (l, h)'s slot from shown_ (what it shows) into rgba_.
+void ThumbAtlas::colour_head(const Trace& tr, int l, int h, int y0, int y1) {
+  const LayerTrace& lt = tr.layers[l];
+  const int k = l * W_ + h, n = n_, stride = per_row_ * n;  // texels a texture row
+  const float* v = shown_.data() + static_cast<size_t>(k) * n * n;  // (n, n)
+  ValueRange range{0.f, 1.f, true};
+  if (lt.mixer == Mixer::GatedDeltaNet) {  // |A|, 0 to the head's largest (A is no distribution)
+    float top = 0.f;
+    for (int i = 0; i < n * n; ++i) top = std::max(top, v[i]);
+    range = ValueRange{0.f, top > 0.f ? top : 1.f, true};
+  }
+  uint8_t* slot = rgba_.data() + (static_cast<size_t>(k / per_row_) * n * stride + static_cast<size_t>(k % per_row_) * n) * 4;
+  for (int y = y0; y < y1; ++y)
+    colorize_rows(cmap_, v + static_cast<size_t>(y) * n, y, 1, n, range, slot + static_cast<size_t>(y) * stride * 4,
+                  /*causal_mask=*/true);
+  if (lt.mixer == Mixer::Softmax && lt.window > 0) {  // a local layer: the keys its window hides, in brown
+    std::vector<uint8_t> one(static_cast<size_t>(n) * n * 4);
+    for (int y = 0; y < n; ++y) std::copy_n(slot + static_cast<size_t>(y) * stride * 4, n * 4, one.data() + static_cast<size_t>(y) * n * 4);
+    paint_outside_window(one, n, n, lt.window, std::max(lt.thumb_bucket, 1));
+    for (int y = y0; y < y1; ++y)
+      std::copy_n(one.data() + static_cast<size_t>(y) * n * 4, n * 4, slot + static_cast<size_t>(y) * stride * 4);
+  }
+}
+
+void ThumbAtlas::show(const Trace& tr, const ModelConfig& c, Colormap cmap) {
+  const int L = static_cast<int>(tr.layers.size()), W = grid_columns(c);
+  int n = 1;
+  for (const LayerTrace& lt : tr.layers) n = std::max(n, thumb_side(tr, lt));
+  bool all = !tex_.valid() || n != n_ || W != W_ || L != L_ || cmap != cmap_;
+  if (all) {
+    n_ = n, W_ = std::max(W, 1), L_ = L, cmap_ = cmap;
+    per_row_ = std::max(1, std::min(L_ * W_, kAtlasSide / n_));
+    shown_.assign(static_cast<size_t>(L_) * W_ * n_ * n_, 0.f);
+    rgba_.assign(static_cast<size_t>((L_ * W_ + per_row_ - 1) / per_row_) * n_ * per_row_ * n_ * 4, 0);
+    bucket_.assign(static_cast<size_t>(L_), -1);
+    window_.assign(static_cast<size_t>(L_), -1);
+  }
+  const int rows_of_slots = (L_ * W_ + per_row_ - 1) / per_row_;
+  std::vector<int> band_y0(static_cast<size_t>(rows_of_slots), n_), band_y1(static_cast<size_t>(rows_of_slots), 0);
+  std::vector<float> now;  // (n, n) a head's thumbnail now
+  for (int l = 0; l < L_; ++l) {
+    const LayerTrace& lt = tr.layers[l];
+    const int heads = std::min(W_, c.heads_at(l));
+    const bool layer_all = all || lt.thumb_bucket != bucket_[l] || lt.window != window_[l];
+    bucket_[l] = lt.thumb_bucket, window_[l] = lt.window;
+    for (int h = 0; h < heads; ++h) {
+      const int k = l * W_ + h;
+      float* shown = shown_.data() + static_cast<size_t>(k) * n_ * n_;
+      const int side = thumb_side(tr, lt);
+      now.assign(static_cast<size_t>(n_) * n_, -std::numeric_limits<float>::infinity());  // a smaller side: the rest masked
+      if (!lt.thumbs.shape.empty()) {
+        for (int y = 0; y < side; ++y) std::copy_n(lt.thumbs.head(h) + static_cast<size_t>(y) * side, side, now.data() + static_cast<size_t>(y) * n_);
+      } else {
+        const Stage st = lt.mixer == Mixer::GatedDeltaNet ? Stage::Implicit : Stage::Probs;
+        const float* a = lt.head_values(st, h, dense_);  // (T, T)
+        std::vector<float> pooled;
+        int ph = 0, pw = 0;
+        const int T = tr.T();
+        if (st == Stage::Implicit) {  // |A|
+          std::vector<float> mag(a, a + static_cast<size_t>(T) * T);
+          for (float& x : mag) x = std::fabs(x);
+          pool_cells(mag.data(), T, T, CellRect{0, T, 0, T}, side, side, PoolMode::Max, PoolMask{true, 0}, pooled, &ph, &pw);
+        } else {
+          pool_cells(a, T, T, CellRect{0, T, 0, T}, side, side, PoolMode::Max, PoolMask{true, lt.window}, pooled, &ph, &pw);
+        }
+        for (int y = 0; y < ph; ++y) std::copy_n(pooled.data() + static_cast<size_t>(y) * pw, pw, now.data() + static_cast<size_t>(y) * n_);
+      }
+      int y0 = 0, y1 = n_;  // the rows that changed
+      if (!layer_all && lt.mixer != Mixer::GatedDeltaNet) {
+        y0 = n_, y1 = 0;
+        for (int y = 0; y < n_; ++y)
+          if (std::memcmp(now.data() + static_cast<size_t>(y) * n_, shown + static_cast<size_t>(y) * n_, sizeof(float) * n_)) {
+            y0 = std::min(y0, y);
+            y1 = y + 1;
+          }
+      }
+      if (y0 >= y1) continue;
+      std::copy(now.begin() + static_cast<ptrdiff_t>(y0) * n_, now.begin() + static_cast<ptrdiff_t>(y1) * n_,
+                shown + static_cast<ptrdiff_t>(y0) * n_);
+      colour_head(tr, l, h, y0, y1);
+      const int band = k / per_row_;
+      band_y0[band] = std::min(band_y0[band], y0), band_y1[band] = std::max(band_y1[band], y1);
+    }
+  }
+  if (all) {
+    tex_.upload(per_row_ * n_, rows_of_slots * n_, rgba_);
+    ++uploads_;
+    return;
+  }
+  for (int b = 0; b < rows_of_slots; ++b)
+    if (band_y0[b] < band_y1[b]) {
+      tex_.update_rows(b * n_ + band_y0[b], band_y1[b] - band_y0[b], rgba_);
+      ++uploads_;
+    }
+}
+
 void HeadGridPanel::refresh(const FrameContext& ctx) {
   const ModelConfig& c = ctx.model->config;
   const Colormap cmap = ctx.state.probs_colormap;
   const int W = grid_columns(c);
   const size_t count = static_cast<size_t>(c.n_layer) * static_cast<size_t>(W);
-  if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && thumbs_.size() == count) return;
-  thumbs_.resize(count);
-  for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.heads_at(l); ++h) thumbs_[l * W + h].show(ctx.trace, l, h, cmap);
+  if (serial_ == ctx.snap.trace_serial && cmap_ == cmap && shown_count_ == count) return;
+  atlas_.show(ctx.trace, c, cmap);
+  shown_count_ = count;
   scores_ = ctx.head_scores();
   serial_ = ctx.snap.trace_serial;
   cmap_ = cmap;
@@ -142,6 +226,8 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
   g.o = ImGui::GetCursorScreenPos();
   draw_header(ctx, g);
   const ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  ImGui::GetWindowDrawList()->ChannelsSplit(2);  // 0: the thumbnails, 1: frames, labels and marks over them
+  ImGui::GetWindowDrawList()->ChannelsSetCurrent(1);
   for (int l = 0; l < L; ++l) {
     const float y = g.o.y + g.head_row + fs * 0.3f + static_cast<float>(l) * (g.side + g.gap);
     if (mixed)
@@ -157,6 +243,7 @@ void HeadGridPanel::draw_content(FrameContext& ctx) {
                     "short convolution over the last " + std::to_string(c.short_conv_kernel) +
                         " tokens: no attention weights to draw");
   }
+  ImGui::GetWindowDrawList()->ChannelsMerge();
   ImGui::SetCursorScreenPos(g.o);
   const ImVec2 size(g.row_label + static_cast<float>(H) * (g.side + g.gap),
                     g.head_row + fs * 0.3f + static_cast<float>(L) * (g.side + g.gap));
@@ -222,7 +309,11 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   const ImVec2 b = a + ImVec2(side, side);
   ImGui::SetCursorScreenPos(a);
   ImGui::PushID(l * H + h);
-  ImGui::Image(thumbs_[l * H + h].id(), ImVec2(side, side));
+  ImVec2 uv0, uv1;
+  atlas_.uv(l, h, &uv0, &uv1);
+  dl->ChannelsSetCurrent(0);  // the images in one channel: one draw call for the whole grid
+  ImGui::Image(atlas_.id(), ImVec2(side, side), uv0, uv1);
+  dl->ChannelsSetCurrent(1);
   const bool hov = ImGui::IsItemHovered();
   if (ImGui::IsItemClicked()) {
     s.layer = l;

@@ -11,21 +11,34 @@
 
 namespace attnviz::ui {
 
-// One head's softmax thumbnail kept up to date between traces: of a trace's pooled
-// thumbnail (LayerTrace::thumbs) only the rows that differ from the last one shown are
-// coloured and uploaded again (after a keystroke, the last row of each), the rest when the
-// colormap, the size, the pooling or the window changes; without thumbnails, upload_probs.
-class ThumbTexture {
+// Every head's thumbnail in one texture (an atlas of n × n slots, n the thumbnails' side,
+// slot k = l · W + h in rows of slots), so that a keystroke uploads a few bands of rows
+// instead of one texture per head, and the grid's images draw in one call. Of a trace's
+// pooled thumbnails (LayerTrace::thumbs) only the rows that differ from the last ones shown
+// are coloured and uploaded again (after a keystroke, the last row of each); all of them
+// when the colormap, the size, the pooling or a window changes. A linear layer's |A| is
+// coloured from 0 to its head's largest, so its heads are recoloured whole. A layer without
+// thumbnails (a trace recorded without summaries) is max-pooled from its (T, T) weights.
+class ThumbAtlas {
  public:
-  void show(const Trace& tr, int layer, int head, Colormap cmap);
+  // Brings the atlas to the trace's thumbnails: grid_columns(c) slots per layer (heads
+  // beyond a layer's own stay empty).
+  void show(const Trace& tr, const ModelConfig& c, Colormap cmap);
   ImTextureID id() const { return tex_.id(); }
+  // The slot of (layer, head) in texture coordinates: uv0 and uv1.
+  void uv(int l, int h, ImVec2* uv0, ImVec2* uv1) const;
+  int uploads() const { return uploads_; }  // glTexSubImage / glTexImage calls so far
 
  private:
+  void colour_head(const Trace& tr, int l, int h, int y0, int y1);  // rows [y0, y1) of its slot
   Texture tex_;
-  std::vector<float> shown_;    // (n, n) the pooled weights on the texture
-  std::vector<uint8_t> rgba_;   // (n, n, 4) their colours
-  int n_ = 0, bucket_ = 0, window_ = 0;
+  int n_ = 0, W_ = 0, L_ = 0, per_row_ = 1;  // slot side, slots per layer, layers, slots per texture row
+  std::vector<int> bucket_, window_;         // (L) the pooling and window each layer's slots show
+  std::vector<float> shown_;                 // (L · W, n, n) the values on the texture
+  std::vector<uint8_t> rgba_;                // the texture: (rows of slots · n, per_row · n, 4)
+  std::vector<float> dense_;                 // scratch: a head's (T, T) weights
   Colormap cmap_ = Colormap::Viridis;
+  int uploads_ = 0;
 };
 
 class HeadGridPanel : public Panel {
@@ -50,7 +63,8 @@ class HeadGridPanel : public Panel {
 
   uint64_t serial_ = 0;            // trace the textures show
   Colormap cmap_ = Colormap::Viridis;
-  std::vector<ThumbTexture> thumbs_;  // (L * H), thumbs_[l * H + h]: probs of layer l, head h
+  ThumbAtlas atlas_;               // every head's thumbnail
+  size_t shown_count_ = 0;         // layers × grid columns the atlas was last brought up to
   std::vector<HeadScore> scores_;  // (L * H) what each head does on the current text
   ImVec4 grid_rect_{0, 0, 0, 0};
   ExportBox export_{"attnviz-all-heads.png"};
@@ -60,6 +74,9 @@ class HeadGridPanel : public Panel {
 // matrix, or for a compact trace its max-pooled thumbnail (LayerTrace::thumbs, at most
 // 64 × 64), so that no head is recomputed. A linear layer's head shows |A| from 0 to its
 // largest (its thumbnail, or the whole matrix). Shared by the panels that show thumbnails.
+// The most heads any layer has: the grid's columns.
+int grid_columns(const ModelConfig& c);
+
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch);
 
 }  // namespace attnviz::ui

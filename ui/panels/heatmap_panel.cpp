@@ -124,6 +124,7 @@ HeatmapPanel::NavState HeatmapPanel::nav_state() const {
   n.tex_w = tex_w_, n.tex_h = tex_h_, n.tex_cells = tex_cells_;
   n.rebuilds = rebuilds_;
   n.rows_computed = rows_computed_;
+  n.rows_pooled = rows_pooled_;
   n.minimap = view_.zoomed() && image_rect_.z > 0.f;
   n.strip_row = strip_row_;
   n.goto_error = goto_error_;
@@ -262,7 +263,7 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
   Key same_data = key;
   same_data.cmap = key_.cmap;  // a new colormap recolours, the data stays
   if (data_ && key_trace_ == &ctx.trace && same_data == key_) {
-    if (key.cmap != key_.cmap) tex_stale_ = mini_stale_ = true;
+    if (key.cmap != key_.cmap) tex_stale_ = mini_stale_ = true, changed_from_ = -1;
     key_ = key;
     cmap_ = key.cmap;
     return data_;
@@ -293,6 +294,16 @@ const float* HeatmapPanel::matrix_data(FrameContext& ctx, int rows, int cols) {
     range_ = key.stage == Stage::Probs ? ValueRange{0.f, 1.f, true}
                                        : symmetric_range(data_, static_cast<int64_t>(rows) * cols);
   }
+  // The rows that changed since the texture was built: from the run's first recomputed row
+  // when this result follows the texture's on the same head and stage (a keystroke), else all.
+  const bool next = !key.rollout && !key_.rollout && key_trace_ && key_.layer == key.layer && key_.head == key.head &&
+                    key_.stage == key.stage && key_.cmap == key.cmap && key_.trace_serial + 1 == key.trace_serial;
+  if (!next)
+    changed_from_ = -1;
+  else if (!tex_stale_)
+    changed_from_ = ctx.snap.recomputed_from;
+  else if (changed_from_ >= 0)
+    changed_from_ = std::min(changed_from_, ctx.snap.recomputed_from);
   key_ = key;
   key_trace_ = &ctx.trace;
   cmap_ = key.cmap;
@@ -322,21 +333,54 @@ void HeatmapPanel::build_texture(Texture& tex, const float* data, int rows, int 
   ++rebuilds_;
 }
 
+// Colours texel rows [y0, y1) of grid_ into grid_rgba_ (tex_cap_w_ texels a row), with a
+// local layer's hidden keys in their brown.
+void HeatmapPanel::colour_grid_rows(int y0, int y1) {
+  const int window = grid_.mask.window;
+  for (int y = y0; y < y1; ++y) {
+    const float* v = grid_.values.data() + static_cast<size_t>(y) * grid_.w;  // (w)
+    uint8_t* out = grid_rgba_.data() + static_cast<size_t>(y) * tex_cap_w_ * 4;
+    colorize_rows(cmap_, v, y, 1, grid_.w, range_, out, /*causal_mask=*/false);
+    if (window <= 0) continue;
+    for (int x = 0; x < grid_.w; ++x)
+      if (v[x] == -std::numeric_limits<float>::infinity() && block_outside_window(grid_.block(y, x), window))
+        out[x * 4 + 0] = kOutsideWindowRgb.r, out[x * 4 + 1] = kOutsideWindowRgb.g, out[x * 4 + 2] = kOutsideWindowRgb.b;
+  }
+  tex_range_ = range_;
+}
+
 // The texture covers the cells in view and a quarter of the view more on each side (small
-// pans and zooms reuse it), at the resolution on screen. Rebuilt when the data changed, when
-// the view leaves it, or when its texels would be smaller than a pixel (a texel would be
-// skipped); refined when its texels are larger than a pixel but not yet cells, once the
-// wheel and the drag have rested for kInteractionS (while they move: a coarser grid).
+// pans and zooms reuse it), at the resolution on screen, on a grid of fixed block edges
+// (pool_grid: s cells per texel, texels of 1 to 1.05 pixels). New data that follows the
+// texture's (a keystroke: the rows from the first one the run recomputed) re-pools, colours
+// and uploads only the texel rows it touches, into a texture with room to grow; the rest
+// is rebuilt: other data, a view the texture does not cover, texels that became smaller
+// than a pixel (a texel would be skipped), or, once the wheel and the drag have rested for
+// kInteractionS, texels larger than 1.25 pixels that are not yet cells (while they move: a
+// coarser grid).
 void HeatmapPanel::update_texture(const float* data, int rows, int cols, bool interacting) {
   refine_pending_ = false;
   const CellRect vis = visible_cells(view_);
   if (vis.empty() || !data) return;
-  auto texel_px = [&](int cells, int texels) {
-    return texels > 0 ? view_.zoom * static_cast<float>(cells) / static_cast<float>(texels) : 0.f;
-  };
-  const float tx = texel_px(tex_cells_.cols(), tex_w_), ty = texel_px(tex_cells_.rows(), tex_h_);
-  const bool must = tex_stale_ || !tex_.valid() || !tex_cells_.contains(vis) || tx < 0.999f || ty < 0.999f;
-  const bool coarse = (tex_w_ < tex_cells_.cols() && tx > 1.25f) || (tex_h_ < tex_cells_.rows() && ty > 1.25f);
+  const PoolMode mode = pool_mode(key_.rollout, key_.stage);
+  const PoolMask mask = pool_mask(key_.rollout, key_.stage, pool_window_);
+  if (tex_stale_ && changed_from_ >= 0 && tex_.valid() && grid_.s > 0 && grid_.mode == mode &&
+      grid_.mask.causal == mask.causal && grid_.mask.window == mask.window) {
+    int y0 = 0, y1 = 0;
+    bool resized = false;
+    if (pool_grid_update(data, rows, cols, data_ld_, changed_from_, grid_, &y0, &y1, &resized) &&
+        grid_.h <= tex_.height() && grid_.w <= tex_.width()) {
+      if (range_.lo != tex_range_.lo || range_.hi != tex_range_.hi) y0 = 0;  // the colours' scale moved
+      colour_grid_rows(y0, y1);
+      if (y1 > y0) tex_.update_rows(y0, y1 - y0, grid_rgba_);
+      tex_stale_ = false;
+      rows_pooled_ += y1 - y0;
+    }
+  }
+  if (grid_.s > 0) tex_cells_ = grid_.cells(), tex_h_ = grid_.h, tex_w_ = grid_.w;
+  const float px = view_.zoom * static_cast<float>(grid_.s);  // pixels per texel
+  const bool must = tex_stale_ || !tex_.valid() || grid_.s <= 0 || !tex_cells_.contains(vis) || px < 0.999f;
+  const bool coarse = grid_.s > 1.0 && px > 1.25f;
   if (!must && !coarse) return;
   if (!must && interacting) {
     refine_pending_ = true;
@@ -345,13 +389,27 @@ void HeatmapPanel::update_texture(const float* data, int rows, int cols, bool in
   const int pr = std::max(1, vis.rows() / 4), pc = std::max(1, vis.cols() / 4);
   const CellRect src{std::max(0, vis.r0 - pr), std::min(rows, vis.r1 + pr), std::max(0, vis.c0 - pc),
                      std::min(cols, vis.c1 + pc)};
-  int h = 0, w = 0;
-  texel_grid(src, interacting ? view_.zoom / 1.44f : view_.zoom, &h, &w);
-  h = std::min(h, kMaxTexels), w = std::min(w, kMaxTexels);
-  build_texture(tex_, data, rows, cols, src, &h, &w);
-  tex_cells_ = src, tex_h_ = h, tex_w_ = w;
+  double s = grid_scale(interacting ? view_.zoom / 1.44f : view_.zoom);
+  while (static_cast<double>(std::max(src.rows(), src.cols())) / s + 2.0 > kMaxTexels) s *= kGridStep;
+  pool_grid(data, rows, cols, data_ld_, src, s, mode, mask, grid_);
+  if (grid_.s <= 0) return;
+  // Room for a quarter more texels (typing grows the matrix), within the texture size limit.
+  tex_cap_h_ = std::min(kMaxTexels, grid_.h + grid_.h / 4 + 8);
+  tex_cap_w_ = std::min(kMaxTexels, grid_.w + grid_.w / 4 + 8);
+  // What lies past the held texels: the masked colour (a causal grid's new columns in its
+  // old rows are masked: pool_grid_update leaves them to it).
+  uint8_t masked[4];
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  colorize_rows(cmap_, &neg_inf, 0, 1, 1, range_, masked, false);
+  grid_rgba_.resize(static_cast<size_t>(tex_cap_h_) * tex_cap_w_ * 4);
+  for (size_t k = 0; k < grid_rgba_.size(); k += 4) std::copy_n(masked, 4, grid_rgba_.data() + k);
+  colour_grid_rows(0, grid_.h);
+  tex_.upload(tex_cap_w_, tex_cap_h_, grid_rgba_);
+  ++rebuilds_;
+  rows_pooled_ += grid_.h;
+  tex_cells_ = grid_.cells(), tex_h_ = grid_.h, tex_w_ = grid_.w;
   tex_stale_ = false;
-  refine_pending_ = interacting && (w < src.cols() || h < src.rows()) && view_.zoom * src.cols() / w > 1.25f;
+  refine_pending_ = interacting && grid_.s > 1.0 && view_.zoom * grid_.s > 1.25;
 }
 
 ImVec4 HeatmapPanel::minimap_rect(ImVec2 vp0, ImVec2 vp) const {
@@ -547,10 +605,14 @@ void HeatmapPanel::draw_matrix(FrameContext& ctx, float width, float height) {
                      std::min(m.vp.y, m.img.y));  // the part of the viewport the matrix covers
   image_rect_ = ImVec4(m.vp0.x, m.vp0.y, shown.x, shown.y);
   dl->PushClipRect(m.vp0, m.vp0 + shown, true);
-  if (tex_.valid())
-    add_opaque_image(dl, tex_.id(),
-                     m.p0 + ImVec2(static_cast<float>(tex_cells_.c0), static_cast<float>(tex_cells_.r0)) * m.cell,
-                     m.p0 + ImVec2(static_cast<float>(tex_cells_.c1), static_cast<float>(tex_cells_.r1)) * m.cell);
+  if (tex_.valid() && grid_.s > 0) {  // texel (y, x) over cells [(ty0 + y)·s, (ty0 + y + 1)·s) × columns alike
+    const float gs = static_cast<float>(grid_.s);
+    const ImVec2 c0(static_cast<float>(grid_.tx0) * gs, static_cast<float>(grid_.ty0) * gs);
+    const ImVec2 held(static_cast<float>(grid_.w) * gs, static_cast<float>(grid_.h) * gs);
+    add_opaque_image(dl, tex_.id(), m.p0 + c0 * m.cell, m.p0 + (c0 + held) * m.cell, ImVec2(0, 0),
+                     ImVec2(static_cast<float>(grid_.w) / static_cast<float>(tex_.width()),
+                            static_cast<float>(grid_.h) / static_cast<float>(tex_.height())));
+  }
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const ImVec4 mr = minimap_rect(m.vp0, m.vp);
   const bool over_minimap =

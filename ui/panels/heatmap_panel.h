@@ -45,6 +45,7 @@ class HeatmapPanel : public Panel {
     CellRect tex_cells;                       // the cells it covers
     int rebuilds = 0;                         // textures built so far
     int64_t rows_computed = 0;                // matrix rows computed for it so far (not read from the trace)
+    int64_t rows_pooled = 0;                  // texel rows pooled and uploaded so far (a keystroke at the fit zoom: one or two)
     bool minimap = false;
     int strip_row = -1;  // the row the bar strip shows (−1: none)
     std::string goto_error;
@@ -74,6 +75,7 @@ class HeatmapPanel : public Panel {
   const float* matrix_data(FrameContext& ctx, int rows, int cols);
   void build_texture(Texture& tex, const float* data, int rows, int cols, const CellRect& src, int* h, int* w);
   void update_texture(const float* data, int rows, int cols, bool interacting);
+  void colour_grid_rows(int y0, int y1);
   void draw_matrix(FrameContext& ctx, float width, float height);
   void handle_input(FrameContext& ctx, const MatrixLayout& m, ImVec2 vp0, ImVec2 vp);
   void apply_go_to(FrameContext& ctx, int i, int rows, int cols);
@@ -112,10 +114,16 @@ class HeatmapPanel : public Panel {
   int64_t data_ld_ = 0;          // floats from one row of data_ to the next (≥ its columns)
   int64_t rows_computed_ = 0;    // rows of heads computed into values_ so far (a keystroke: the new ones)
   ExportBox export_{"attnviz-heatmap.png"};
-  Texture tex_;  // (tex_h_, tex_w_) RGBA over the cells tex_cells_, max-pooled
-  CellRect tex_cells_;
+  Texture tex_;     // (tex_cap_h_, tex_cap_w_) RGBA: grid_'s texels in its top-left (tex_h_, tex_w_) corner
+  PoolGrid grid_;   // the texels of tex_, max-pooled on fixed block edges
+  std::vector<uint8_t> grid_rgba_;  // (tex_cap_h_, tex_cap_w_, 4) their colours
+  int tex_cap_h_ = 0, tex_cap_w_ = 0;
+  ValueRange tex_range_;  // the range grid_rgba_ was coloured with
+  CellRect tex_cells_;    // the cells grid_ covers
   int tex_h_ = 0, tex_w_ = 0;
   bool tex_stale_ = true;  // the data changed since tex_ was built
+  int changed_from_ = -1;  // stale: its rows ≥ this changed, the rest as tex_ shows them (−1: all of it)
+  int64_t rows_pooled_ = 0;  // texel rows pooled into tex_ so far
   int rebuilds_ = 0;
   bool refine_pending_ = false;
   std::vector<float> pooled_;  // (tex_h_, tex_w_) scratch

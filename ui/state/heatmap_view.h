@@ -86,6 +86,42 @@ void texel_grid(const CellRect& src, float zoom, int* h, int* w);
 // matrix, and h, w to [1, its rows / cols]; an empty source gives an empty `out` (h = w = 0).
 void pool_cells(const float* data, int rows, int cols, CellRect src, int h, int w, PoolMode mode, PoolMask mask,
                 std::vector<float>& out, int* out_h = nullptr, int* out_w = nullptr, int64_t ld = 0);
+// ---------- pooling on fixed block edges
+// Texel k of an axis covers cells [grid_edge(s, k), grid_edge(s, k + 1)), with s ≥ 1 cells
+// per texel, wherever the texture starts and however large the matrix is. texel_block's
+// edges (⌊y·n/h⌋) move whenever n does, so a typed token re-pooled the whole matrix at the
+// fit zoom; on this grid it re-pools the texel rows of the rows that changed.
+constexpr double kGridStep = 1.05;  // the ladder of cells per texel below one pixel per cell
+int grid_edge(double s, int k);      // ⌊k·s⌋
+int grid_texel(double s, int cell);  // the texel k whose cells hold `cell`
+// Cells per texel for `zoom` pixels per cell: 1 from one pixel per cell up, else the smallest
+// 1.05^k (k ≥ 1) ≥ 1 / zoom, so texels are 1 to 1.05 pixels and s stays put while the zoom
+// moves by less than that (the fit zoom of a text that grows by a few tokens).
+double grid_scale(float zoom);
+
+struct PoolGrid {
+  double s = 0;             // cells per texel (0: nothing pooled)
+  int ty0 = 0, tx0 = 0;     // the first texel row and column held
+  int h = 0, w = 0;         // texels held: rows [ty0, ty0 + h) × columns [tx0, tx0 + w)
+  int rows = 0, cols = 0;   // the matrix they were pooled from
+  PoolMode mode = PoolMode::Max;
+  PoolMask mask;
+  std::vector<float> values;  // (h, w): texel (y, x) is the block (ty0 + y, tx0 + x), pooled as pool_cells pools
+  CellRect cells() const;           // the cells the texels cover, clipped to the matrix
+  CellRect block(int y, int x) const;  // the cells of texel (y, x), clipped to the matrix
+};
+// Pools every texel whose block meets `src` (clipped to the matrix) at s cells per texel.
+// data: (rows, cols), rows ld floats apart (0: cols). s < 1 or an empty source: g.s = 0.
+void pool_grid(const float* data, int rows, int cols, int64_t ld, CellRect src, double s, PoolMode mode,
+               PoolMask mask, PoolGrid& g);
+// The matrix changed from row `from` on and may have grown or shrunk, its rows before `from`
+// as they were. Re-pools the texel rows that meet rows ≥ from, extending (or cutting) the
+// grid to the matrix's new end where it reached the old one. *y0, *y1: the texel rows
+// re-pooled (y1 = g.h); *resized: h or w changed (new columns of the old rows are −inf).
+// false, g unchanged, when that would be wrong: columns that came or went in a matrix that
+// is not causally masked (their cells in the old rows would count), or nothing held.
+bool pool_grid_update(const float* data, int rows, int cols, int64_t ld, int from, PoolGrid& g, int* y0, int* y1,
+                      bool* resized);
 // A block that pooled to −inf because of the mask: true when some of its cells are hidden by
 // the window (j ≤ i − W) rather than all by the causal mask (the heatmap's brown, not grey).
 bool block_outside_window(const CellRect& b, int window);
