@@ -6,7 +6,7 @@
 //
 // maddubs saturates at ±32767: each pair here stays below it. The weight byte is unsigned
 // (the 4-, 5- and 6-bit types: n ≤ 63, Q4_0's, Q5_0's and Q6_K's offsets kept apart) or, for
-// Q8_0, made so by moving its sign onto the activation (|w| ≤ 128), and |q| ≤ 127: at most
+// Q8_0 and MXFP4, made so by moving its sign onto the activation (|w| ≤ 128), and |q| ≤ 127: at most
 // 2·128·127 = 32512. The int32 sums of a 256-element super-block stay below 2^25.
 #if defined(__x86_64__)
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -68,7 +68,8 @@ struct Unpacked32 {
 };
 
 // Q4_0 and Q5_0 are taken unsigned, with their offset (8 or 16) as a min of −8·d or −16·d:
-// no sign to move, the same arithmetic as Q4_1 and Q5_1. Only Q8_0 moves its sign.
+// no sign to move, the same arithmetic as Q4_1 and Q5_1. Q8_0 and MXFP4 (whose codes become
+// the signed integers ±{0, 1, 2, 3, 4, 6, 8, 12} through a byte shuffle) move their sign.
 template <GgmlType T>
 inline Unpacked32 unpack32(const uint8_t* b) {
   Unpacked32 u;
@@ -87,6 +88,12 @@ inline Unpacked32 unpack32(const uint8_t* b) {
     u.m = -16.f * u.d;
     const uint32_t qh = static_cast<uint32_t>(u16(b + 2)) | (static_cast<uint32_t>(u16(b + 4)) << 16);
     u.w = _mm256_or_si256(nibbles(b + 6), _mm256_and_si256(bit_bytes(qh), bytes(16)));
+  } else if constexpr (T == GgmlType::MXFP4) {  // codes looked up as the doubled E2M1 values, signed
+    u.d = mxfp4_half_scale(b[0]);
+    const __m256i table = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
+                                           0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    u.sign = _mm256_shuffle_epi8(table, nibbles(b + 1));
+    u.w = _mm256_sign_epi8(u.sign, u.sign);
   } else {  // Q5_1
     u.m = h2f(b + 2);
     const uint32_t qh = static_cast<uint32_t>(u16(b + 4)) | (static_cast<uint32_t>(u16(b + 6)) << 16);
@@ -96,7 +103,7 @@ inline Unpacked32 unpack32(const uint8_t* b) {
 }
 
 template <GgmlType T>
-constexpr bool kSigned32 = T == GgmlType::Q8_0;
+constexpr bool kSigned32 = T == GgmlType::Q8_0 || T == GgmlType::MXFP4;
 
 template <GgmlType T, int BB, int M>
 void matvec32(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
@@ -250,6 +257,7 @@ void matvec_m(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const A
     case GgmlType::Q4_1: return matvec32<GgmlType::Q4_1, 20, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q5_0: return matvec32<GgmlType::Q5_0, 22, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q5_1: return matvec32<GgmlType::Q5_1, 24, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::MXFP4: return matvec32<GgmlType::MXFP4, 17, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q4_K: return matvec_q45k<false, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q5_K: return matvec_q45k<true, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q6_K: return matvec_q6k<M>(rows, rb, n, x, y, ldy);

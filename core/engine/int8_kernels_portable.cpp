@@ -21,7 +21,8 @@ bool supported(GgmlType type) {
     case GgmlType::Q5_1:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return true;
+    case GgmlType::Q6_K:
+    case GgmlType::MXFP4: return true;
     default: return false;
   }
 }
@@ -70,6 +71,12 @@ struct Block32 {
 
 void unpack32(GgmlType type, const uint8_t* b, Block32& o) {
   o.m = 0.f;
+  if (type == GgmlType::MXFP4) {  // e, qs[16]: the doubled E2M1 values (integers) times 2^(e − 128)
+    o.d = mxfp4_half_scale(b[0]);
+    for (int j = 0; j < 16; ++j) o.w[j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] & 15]),
+                                 o.w[16 + j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] >> 4]);
+    return;
+  }
   o.d = f16(b);
   switch (type) {
     case GgmlType::Q8_0:

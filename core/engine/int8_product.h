@@ -5,7 +5,7 @@
 //
 // The choice is the process's, like the kernel family (stored_product.h): the CLI sets it
 // from --arith, the GUI from its menu; every later product follows it. Weights stored as
-// F32, F16, BF16, Q2_K, Q3_K or MXFP4, and float32 matrices, keep float32 products in both.
+// F32, F16, BF16, Q2_K or Q3_K, and float32 matrices, keep float32 products in both.
 // Engines clear their KV cache when the choice has changed since their last run.
 #pragma once
 #include <cstdint>
