@@ -5,10 +5,12 @@
 // column at a time moves nothing once the tensor has room (the data pointer stays).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <tuple>
+#include <vector>
 
 #include "core/engine/ops.h"
 #include "core/engine/trace.h"
@@ -157,6 +159,37 @@ TEST(KeysTransposed, EqualsTheTranspose) {
     ASSERT_EQ(out.cols(), T);
     EXPECT_TRUE(out == want) << T << " x " << d;
     EXPECT_TRUE(keys_transposed(K) == want) << T << " x " << d;
+  }
+}
+
+// scores_rows: a row's scores are the same bits however many rows are computed with it (an
+// appended token alone, or every row of a full pass), and each is q·kᵀ within float
+// rounding of a double-precision sum (the tolerance: 1e-5 of Σ|q_k·k_k|).
+TEST(ScoresRows, EachRowIsTheSameAloneOrInATileAndIsTheDotProduct) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto [rows, d, T] : {std::tuple<int, int, int>{9, 64, 131}, {5, 256, 64}, {7, 40, 15}, {4, 128, 200}, {1, 512, 77}}) {
+    const int64_t ldq = d + 3, ldk = T + 5, lds = T + 2;
+    std::vector<float> q(static_cast<size_t>(rows) * ldq), kt(static_cast<size_t>(d) * ldk);
+    for (float& v : q) v = nd(rng);
+    for (float& v : kt) v = nd(rng);
+    std::vector<float> all(static_cast<size_t>(rows) * lds, -1.f);
+    scores_rows(q.data(), ldq, kt.data(), ldk, rows, d, T, all.data(), lds);
+    for (int i = 0; i < rows; ++i) {
+      std::vector<float> one(static_cast<size_t>(T) + 1, -7.f);
+      scores_rows(q.data() + i * ldq, ldq, kt.data(), ldk, 1, d, T, one.data(), T + 1);
+      EXPECT_EQ(one[static_cast<size_t>(T)], -7.f) << "wrote past T";
+      for (int j = 0; j < T; ++j) {
+        ASSERT_EQ(one[static_cast<size_t>(j)], all[static_cast<size_t>(i) * lds + j])
+            << "row " << i << " key " << j << " of " << rows << " x " << T << " d " << d;
+        double ref = 0, mag = 0;
+        for (int k = 0; k < d; ++k) {
+          const double t = double(q[static_cast<size_t>(i) * ldq + k]) * kt[static_cast<size_t>(k) * ldk + j];
+          ref += t, mag += std::fabs(t);
+        }
+        ASSERT_NEAR(all[static_cast<size_t>(i) * lds + j], ref, 1e-5 * mag) << "row " << i << " key " << j;
+      }
+    }
   }
 }
 

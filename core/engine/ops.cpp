@@ -383,6 +383,47 @@ Mat keys_transposed(ConstRowsRef K) {
   return out;
 }
 
+namespace {
+// R rows (1 ≤ R ≤ 4) of S: qr[r] the query of row r, S's row r at s + r·lds. Tiles of R × 64
+// keys, then of R × 16, the last < 16 keys from `tail` (the keys [T16, T) zero-padded to 16).
+template <int R>
+void scores_tile_rows(const float* const* qr, const float* kt, int64_t ldk, int d, int T, const float* tail,
+                      float* s, int64_t lds) {
+  const int T16 = T / 16 * 16;
+  int j0 = 0;
+  for (; j0 + 64 <= T; j0 += 64) {
+    V16 c[R][4] = {};
+    for (int k = 0; k < d; ++k) {
+      const float* kr = kt + k * ldk + j0;
+      const V16 b[4] = {load16(kr), load16(kr + 16), load16(kr + 32), load16(kr + 48)};
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const V16 a = V16{} + qr[r][k];
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + a * b[v];
+      }
+    }
+    for (int r = 0; r < R; ++r) std::memcpy(s + r * lds + j0, c[r], sizeof c[r]);
+  }
+  for (; j0 < T; j0 += 16) {
+    const bool last = j0 == T16;  // the padded block
+    const float* base = last ? tail : kt + j0;
+    const int64_t ld = last ? 16 : ldk;
+    V16 c[R] = {};
+    for (int k = 0; k < d; ++k) {
+      const V16 b = load16(base + k * ld);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) c[r] = c[r] + (V16{} + qr[r][k]) * b;
+    }
+    for (int r = 0; r < R; ++r) {
+      float out[16];
+      std::memcpy(out, &c[r], sizeof out);
+      std::copy_n(out, std::min(16, T - j0), s + r * lds + j0);
+    }
+  }
+}
+}  // namespace
+
 void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int rows, int d, int T, float* s,
                  int64_t lds) {
   // A 4 × 64 tile of S in 16 registers; per k, four 16-key vectors of Kᵀ and four broadcast
@@ -390,44 +431,21 @@ void scores_rows(const float* q, int64_t ldq, const float* kt, int64_t ldk, int 
   // last < 16 keys are copied into a zero-padded 16-key block first. So every element is
   // the same vector-lane chain acc = acc + q[k]·kᵀ[k] over k in order, whatever the shape
   // (a scalar loop for the remainder would round differently where the compiler fuses the
-  // vector multiply-add). Rows past the end repeat the last row and are not stored.
+  // vector multiply-add). The last tile of rows takes as many rows as are left (an appended
+  // token: one), with the same chain per element.
   const int T16 = T / 16 * 16;
   FloatBuf tail(T16 < T ? static_cast<size_t>(d) * 16 : 0, 0.f);  // (d, 16): keys [T16, T)
   for (int k = 0; k < d && T16 < T; ++k) std::copy_n(kt + k * ldk + T16, T - T16, &tail[static_cast<size_t>(k) * 16]);
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const float* qr[4];
-    for (int r = 0; r < 4; ++r) qr[r] = q + std::min(r0 + r, rows - 1) * ldq;
     const int nr = std::min(4, rows - r0);
-    int j0 = 0;
-    for (; j0 + 64 <= T; j0 += 64) {
-      V16 c[4][4] = {};
-      for (int k = 0; k < d; ++k) {
-        const float* kr = kt + k * ldk + j0;
-        const V16 b[4] = {load16(kr), load16(kr + 16), load16(kr + 32), load16(kr + 48)};
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-          const V16 a = V16{} + qr[r][k];
-#pragma GCC unroll 4
-          for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + a * b[v];
-        }
-      }
-      for (int r = 0; r < nr; ++r) std::memcpy(s + (r0 + r) * lds + j0, c[r], sizeof c[r]);
-    }
-    for (; j0 < T; j0 += 16) {
-      const bool last = j0 == T16;  // the padded block
-      const float* base = last ? tail.data() : kt + j0;
-      const int64_t ld = last ? 16 : ldk;
-      V16 c[4] = {};
-      for (int k = 0; k < d; ++k) {
-        const V16 b = load16(base + k * ld);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) c[r] = c[r] + (V16{} + qr[r][k]) * b;
-      }
-      for (int r = 0; r < nr; ++r) {
-        float out[16];
-        std::memcpy(out, &c[r], sizeof out);
-        std::copy_n(out, std::min(16, T - j0), s + (r0 + r) * lds + j0);
-      }
+    for (int r = 0; r < nr; ++r) qr[r] = q + (r0 + r) * ldq;
+    float* sr = s + r0 * lds;
+    switch (nr) {
+      case 1: scores_tile_rows<1>(qr, kt, ldk, d, T, tail.data(), sr, lds); break;
+      case 2: scores_tile_rows<2>(qr, kt, ldk, d, T, tail.data(), sr, lds); break;
+      case 3: scores_tile_rows<3>(qr, kt, ldk, d, T, tail.data(), sr, lds); break;
+      default: scores_tile_rows<4>(qr, kt, ldk, d, T, tail.data(), sr, lds); break;
     }
   }
 }
