@@ -14,30 +14,37 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// One block's reference: cells [r0, r1) × [c0, c1) of a (rows ld floats apart) looked at one
+// by one, those `mask` leaves out skipped; NaN when every kept cell was NaN.
+float reference_block(const std::vector<float>& a, int ld, int r0, int r1, int c0, int c1, PoolMode mode,
+                      PoolMask mask) {
+  float best = -kInf;
+  bool kept = false, all_nan = true;
+  for (int i = r0; i < r1; ++i)
+    for (int j = c0; j < c1; ++j) {
+      if (mask.causal && j > i) continue;
+      if (mask.window > 0 && j < i - mask.window + 1) continue;
+      const float v = a[static_cast<size_t>(i) * ld + j];
+      kept = true;
+      if (std::isnan(v)) continue;
+      all_nan = false;
+      if (v == -kInf) continue;
+      if (mode == PoolMode::Max ? v > best : (best == -kInf || std::fabs(v) > std::fabs(best))) best = v;
+    }
+  return kept && all_nan ? std::nanf("") : best;
+}
+
 // The reference: for texel (y, x) the rows ⌊y·n/h⌋ … ⌊(y+1)·n/h⌋ − 1 (and columns alike)
-// of src, every cell looked at one by one.
-std::vector<float> reference_pool(const std::vector<float>& a, int rows, int cols, CellRect src, int h, int w,
-                                  PoolMode mode, PoolMask mask) {
+// of src.
+std::vector<float> reference_pool(const std::vector<float>& a, int cols, CellRect src, int h, int w, PoolMode mode,
+                                  PoolMask mask) {
   std::vector<float> out(static_cast<size_t>(h) * w);
   const int n = src.r1 - src.r0, m = src.c1 - src.c0;
   for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      float best = -kInf;
-      bool kept = false, all_nan = true;
-      for (int i = src.r0 + y * n / h; i < src.r0 + (y + 1) * n / h; ++i)
-        for (int j = src.c0 + x * m / w; j < src.c0 + (x + 1) * m / w; ++j) {
-          if (mask.causal && j > i) continue;
-          if (mask.window > 0 && j < i - mask.window + 1) continue;
-          const float v = a[static_cast<size_t>(i) * cols + j];
-          kept = true;
-          if (std::isnan(v)) continue;
-          all_nan = false;
-          if (v == -kInf) continue;
-          if (mode == PoolMode::Max ? v > best : (best == -kInf || std::fabs(v) > std::fabs(best))) best = v;
-        }
-      out[static_cast<size_t>(y) * w + x] = kept && all_nan ? std::nanf("") : best;
-    }
-  (void)rows;
+    for (int x = 0; x < w; ++x)
+      out[static_cast<size_t>(y) * w + x] =
+          reference_block(a, cols, src.r0 + y * n / h, src.r0 + (y + 1) * n / h, src.c0 + x * m / w,
+                          src.c0 + (x + 1) * m / w, mode, mask);
   return out;
 }
 
@@ -89,7 +96,7 @@ TEST(HeatmapPool, MaxAndExtremeMatchNestedLoopsOnOddSizes) {
             pool_cells(a.data(), rows, cols, src, h, w, mode, mask, got, &gh, &gw);
             EXPECT_EQ(gh, h);
             EXPECT_EQ(gw, w);
-            expect_same(got, reference_pool(a, rows, cols, src, h, w, mode, mask),
+            expect_same(got, reference_pool(a, cols, src, h, w, mode, mask),
                         std::to_string(rows) + "x" + std::to_string(cols) + " -> " + std::to_string(h) + "x" +
                             std::to_string(w) + " mode " + std::to_string(static_cast<int>(mode)) + " causal " +
                             std::to_string(mask.causal) + " window " + std::to_string(mask.window));
@@ -101,28 +108,15 @@ TEST(HeatmapPool, MaxAndExtremeMatchNestedLoopsOnOddSizes) {
 }
 
 // The fixed grid's reference: texel (y, x) covers rows ⌊(ty0 + y)·s⌋ … ⌊(ty0 + y + 1)·s⌋ − 1
-// (and columns alike), cut at the matrix's end; each cell looked at one by one.
+// (and columns alike), cut at the matrix's end.
 std::vector<float> reference_grid(const std::vector<float>& a, int ld, int rows, int cols, double s, int ty0, int h,
                                   int tx0, int w, PoolMode mode, PoolMask mask) {
   auto edge = [&](int k, int end) { return std::min(end, static_cast<int>(std::floor(k * s + 1e-9))); };
   std::vector<float> out(static_cast<size_t>(h) * w);
   for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      float best = -kInf;
-      bool kept = false, all_nan = true;
-      for (int i = edge(ty0 + y, rows); i < edge(ty0 + y + 1, rows); ++i)
-        for (int j = edge(tx0 + x, cols); j < edge(tx0 + x + 1, cols); ++j) {
-          if (mask.causal && j > i) continue;
-          if (mask.window > 0 && j < i - mask.window + 1) continue;
-          const float v = a[static_cast<size_t>(i) * ld + j];
-          kept = true;
-          if (std::isnan(v)) continue;
-          all_nan = false;
-          if (v == -kInf) continue;
-          if (mode == PoolMode::Max ? v > best : (best == -kInf || std::fabs(v) > std::fabs(best))) best = v;
-        }
-      out[static_cast<size_t>(y) * w + x] = kept && all_nan ? std::nanf("") : best;
-    }
+    for (int x = 0; x < w; ++x)
+      out[static_cast<size_t>(y) * w + x] = reference_block(a, ld, edge(ty0 + y, rows), edge(ty0 + y + 1, rows),
+                                                            edge(tx0 + x, cols), edge(tx0 + x + 1, cols), mode, mask);
   return out;
 }
 
