@@ -55,17 +55,6 @@ void text_centered(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ImU32 col, const std::s
   dl->PopClipRect();
 }
 
-void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window, int bucket) {
-  if (window <= 0 || bucket < 1) return;
-  // Block (i, j) holds queries from i·b and keys up to (j + 1)·b − 1: all hidden when that
-  // key comes before the window of query i·b, which starts at F: j < F / b.
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < std::min(cols, window_first(i * bucket, window) / bucket); ++j) {
-      uint8_t* p = rgba.data() + (static_cast<size_t>(i) * static_cast<size_t>(cols) + static_cast<size_t>(j)) * 4;
-      p[0] = kOutsideWindowRgb.r, p[1] = kOutsideWindowRgb.g, p[2] = kOutsideWindowRgb.b;
-    }
-}
-
 void value_bar(ImDrawList* dl, ImVec2 a, ImVec2 b, double v, double range) {
   const float mid = std::round((a.x + b.x) * 0.5f), half = (b.x - a.x) * 0.5f;
   const float w = static_cast<float>(std::clamp(v / range, -1.0, 1.0)) * half;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/export/colormap.h"
+#include "ui/state/window_paint.h"
 
 namespace attnviz::ui {
 
@@ -25,15 +26,9 @@ ImU32 group_color(int g, int n, float alpha = 1.f);
 // gets the same colour.
 ImU32 chip_color(int id);
 
-// A local layer's attention window, drawn the same way in every panel: the cells its
-// window hides (j ≤ i but before i − W + 1) in kOutsideWindowRgb, apart from the causal
-// grey, and the band it sees framed in kWindowColor.
-constexpr Rgb8 kOutsideWindowRgb{120, 96, 64};
+// The window's colours: the hidden cells in kOutsideWindowRgb (ui/state/window_paint.h),
+// the band a local layer sees framed in window_color().
 inline ImU32 window_color(uint8_t a = 255) { return IM_COL32(0, 230, 170, a); }
-// Paints the cells outside the window of a (rows × cols) RGBA image of a (T, T) matrix, or
-// of its max-pooled thumbnail whose cells are bucket × bucket blocks: a cell is painted when
-// its whole block is outside.
-void paint_outside_window(std::vector<uint8_t>& rgba, int rows, int cols, int window, int bucket = 1);
 
 // "(?)" with a wrapped tooltip.
 void help_marker(const char* text);

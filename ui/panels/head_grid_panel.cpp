@@ -3,11 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
-#include "core/engine/head_summary.h"
 #include "ui/draw/imgui_util.h"
-#include "ui/state/heatmap_view.h"
 
 namespace attnviz::ui {
 
@@ -50,124 +47,21 @@ void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap c
   tex.upload(T, T, scratch);
 }
 
-// The most heads any layer has: the grid's columns (a hybrid's linear layers may have more
-// value heads than its softmax layers have query heads).
-int grid_columns(const ModelConfig& c) {
-  int n = 0;
-  for (int l = 0; l < c.n_layer; ++l) n = std::max(n, c.heads_at(l));
-  return n;
-}
-
-namespace {
-constexpr int kAtlasSide = 8192;  // texels: within every GL's texture size limit
-
-// The side of a layer's thumbnails: its pooled thumbnail's, else the whole matrix pooled to at most kThumbCells.
-int thumb_side(const Trace& tr, const LayerTrace& lt) {
-  return !lt.thumbs.shape.empty() ? static_cast<int>(lt.thumbs.dim(1)) : std::min(tr.T(), kThumbCells);
-}
-}  // namespace
-
 void ThumbAtlas::uv(int l, int h, ImVec2* uv0, ImVec2* uv1) const {
-  const int k = l * W_ + h, sx = (k % per_row_) * n_, sy = (k / per_row_) * n_;
+  int sx = 0, sy = 0;
+  image_.slot_origin(l, h, &sx, &sy);
   const float tw = static_cast<float>(std::max(tex_.width(), 1)), th = static_cast<float>(std::max(tex_.height(), 1));
+  const int n = image_.slot_side();
   *uv0 = ImVec2(static_cast<float>(sx) / tw, static_cast<float>(sy) / th);
-  *uv1 = ImVec2(static_cast<float>(sx + n_) / tw, static_cast<float>(sy + n_) / th);
-}
-
-// Colours rows [y0, y1) of head (l, h)'s slot from shown_ (what it shows) into rgba_.
-void ThumbAtlas::colour_head(const Trace& tr, int l, int h, int y0, int y1) {
-  const LayerTrace& lt = tr.layers[l];
-  const int k = l * W_ + h, n = n_, stride = per_row_ * n;  // texels a texture row
-  const float* v = shown_.data() + static_cast<size_t>(k) * n * n;  // (n, n)
-  ValueRange range{0.f, 1.f, true};
-  if (lt.mixer == Mixer::GatedDeltaNet) {  // |A|, 0 to the head's largest (A is no distribution)
-    float top = 0.f;
-    for (int i = 0; i < n * n; ++i) top = std::max(top, v[i]);
-    range = ValueRange{0.f, top > 0.f ? top : 1.f, true};
-  }
-  uint8_t* slot = rgba_.data() + (static_cast<size_t>(k / per_row_) * n * stride + static_cast<size_t>(k % per_row_) * n) * 4;
-  for (int y = y0; y < y1; ++y)
-    colorize_rows(cmap_, v + static_cast<size_t>(y) * n, y, 1, n, range, slot + static_cast<size_t>(y) * stride * 4,
-                  /*causal_mask=*/true);
-  if (lt.mixer == Mixer::Softmax && lt.window > 0) {  // a local layer: the keys its window hides, in brown
-    std::vector<uint8_t> one(static_cast<size_t>(n) * n * 4);
-    for (int y = 0; y < n; ++y) std::copy_n(slot + static_cast<size_t>(y) * stride * 4, n * 4, one.data() + static_cast<size_t>(y) * n * 4);
-    paint_outside_window(one, n, n, lt.window, std::max(lt.thumb_bucket, 1));
-    for (int y = y0; y < y1; ++y)
-      std::copy_n(one.data() + static_cast<size_t>(y) * n * 4, n * 4, slot + static_cast<size_t>(y) * stride * 4);
-  }
+  *uv1 = ImVec2(static_cast<float>(sx + n) / tw, static_cast<float>(sy + n) / th);
 }
 
 void ThumbAtlas::show(const Trace& tr, const ModelConfig& c, Colormap cmap) {
-  const int L = static_cast<int>(tr.layers.size()), W = grid_columns(c);
-  int n = 1;
-  for (const LayerTrace& lt : tr.layers) n = std::max(n, thumb_side(tr, lt));
-  bool all = !tex_.valid() || n != n_ || W != W_ || L != L_ || cmap != cmap_;
-  if (all) {
-    n_ = n, W_ = std::max(W, 1), L_ = L, cmap_ = cmap;
-    per_row_ = std::max(1, std::min(L_ * W_, kAtlasSide / n_));
-    shown_.assign(static_cast<size_t>(L_) * W_ * n_ * n_, 0.f);
-    rgba_.assign(static_cast<size_t>((L_ * W_ + per_row_ - 1) / per_row_) * n_ * per_row_ * n_ * 4, 0);
-    bucket_.assign(static_cast<size_t>(L_), -1);
-    window_.assign(static_cast<size_t>(L_), -1);
-  }
-  const int rows_of_slots = (L_ * W_ + per_row_ - 1) / per_row_;
-  std::vector<int> band_y0(static_cast<size_t>(rows_of_slots), n_), band_y1(static_cast<size_t>(rows_of_slots), 0);
-  std::vector<float> now;  // (n, n) a head's thumbnail now
-  for (int l = 0; l < L_; ++l) {
-    const LayerTrace& lt = tr.layers[l];
-    const int heads = std::min(W_, c.heads_at(l));
-    const bool layer_all = all || lt.thumb_bucket != bucket_[l] || lt.window != window_[l];
-    bucket_[l] = lt.thumb_bucket, window_[l] = lt.window;
-    for (int h = 0; h < heads; ++h) {
-      const int k = l * W_ + h;
-      float* shown = shown_.data() + static_cast<size_t>(k) * n_ * n_;
-      const int side = thumb_side(tr, lt);
-      now.assign(static_cast<size_t>(n_) * n_, -std::numeric_limits<float>::infinity());  // a smaller side: the rest masked
-      if (!lt.thumbs.shape.empty()) {
-        for (int y = 0; y < side; ++y) std::copy_n(lt.thumbs.head(h) + static_cast<size_t>(y) * side, side, now.data() + static_cast<size_t>(y) * n_);
-      } else {
-        const Stage st = lt.mixer == Mixer::GatedDeltaNet ? Stage::Implicit : Stage::Probs;
-        const float* a = lt.head_values(st, h, dense_);  // (T, T)
-        std::vector<float> pooled;
-        int ph = 0, pw = 0;
-        const int T = tr.T();
-        if (st == Stage::Implicit) {  // |A|
-          std::vector<float> mag(a, a + static_cast<size_t>(T) * T);
-          for (float& x : mag) x = std::fabs(x);
-          pool_cells(mag.data(), T, T, CellRect{0, T, 0, T}, side, side, PoolMode::Max, PoolMask{true, 0}, pooled, &ph, &pw);
-        } else {
-          pool_cells(a, T, T, CellRect{0, T, 0, T}, side, side, PoolMode::Max, PoolMask{true, lt.window}, pooled, &ph, &pw);
-        }
-        for (int y = 0; y < ph; ++y) std::copy_n(pooled.data() + static_cast<size_t>(y) * pw, pw, now.data() + static_cast<size_t>(y) * n_);
-      }
-      int y0 = 0, y1 = n_;  // the rows that changed
-      if (!layer_all && lt.mixer != Mixer::GatedDeltaNet) {
-        y0 = n_, y1 = 0;
-        for (int y = 0; y < n_; ++y)
-          if (std::memcmp(now.data() + static_cast<size_t>(y) * n_, shown + static_cast<size_t>(y) * n_, sizeof(float) * n_)) {
-            y0 = std::min(y0, y);
-            y1 = y + 1;
-          }
-      }
-      if (y0 >= y1) continue;
-      std::copy(now.begin() + static_cast<ptrdiff_t>(y0) * n_, now.begin() + static_cast<ptrdiff_t>(y1) * n_,
-                shown + static_cast<ptrdiff_t>(y0) * n_);
-      colour_head(tr, l, h, y0, y1);
-      const int band = k / per_row_;
-      band_y0[band] = std::min(band_y0[band], y0), band_y1[band] = std::max(band_y1[band], y1);
-    }
-  }
-  if (all) {
-    tex_.upload(per_row_ * n_, rows_of_slots * n_, rgba_);
-    ++uploads_;
+  if (image_.update(tr, c, cmap, &bands_) || !tex_.valid()) {
+    tex_.upload(image_.width(), image_.height(), image_.rgba());
     return;
   }
-  for (int b = 0; b < rows_of_slots; ++b)
-    if (band_y0[b] < band_y1[b]) {
-      tex_.update_rows(b * n_ + band_y0[b], band_y1[b] - band_y0[b], rgba_);
-      ++uploads_;
-    }
+  for (auto [y0, y1] : bands_) tex_.update_rows(y0, y1 - y0, image_.rgba());
 }
 
 void HeadGridPanel::refresh(const FrameContext& ctx) {

@@ -8,37 +8,24 @@
 #include "ui/panels/export_box.h"
 #include "ui/panels/panel.h"
 #include "ui/draw/texture.h"
+#include "ui/state/thumb_atlas.h"
 
 namespace attnviz::ui {
 
-// Every head's thumbnail in one texture (an atlas of n × n slots, n the thumbnails' side,
-// slot k = l · W + h in rows of slots), so that a keystroke uploads a few bands of rows
-// instead of one texture per head, and the grid's images draw in one call. Of a trace's
-// pooled thumbnails (LayerTrace::thumbs) only the rows that differ from the last ones shown
-// are coloured and uploaded again (after a keystroke, the last row of each); all of them
-// when the colormap, the size, the pooling or a window changes. A linear layer's |A| is
-// coloured from 0 to its head's largest, so its heads are recoloured whole. A layer without
-// thumbnails (a trace recorded without summaries) is max-pooled from its (T, T) weights.
+// Every head's thumbnail in one texture (ThumbAtlasImage, ui/state/thumb_atlas.h), so that a
+// keystroke uploads a few bands of rows instead of one texture per head (336 on a 24 × 14-head
+// model), and the grid's images draw in one call.
 class ThumbAtlas {
  public:
-  // Brings the atlas to the trace's thumbnails: grid_columns(c) slots per layer (heads
-  // beyond a layer's own stay empty).
   void show(const Trace& tr, const ModelConfig& c, Colormap cmap);
   ImTextureID id() const { return tex_.id(); }
   // The slot of (layer, head) in texture coordinates: uv0 and uv1.
   void uv(int l, int h, ImVec2* uv0, ImVec2* uv1) const;
-  int uploads() const { return uploads_; }  // glTexSubImage / glTexImage calls so far
 
  private:
-  void colour_head(const Trace& tr, int l, int h, int y0, int y1);  // rows [y0, y1) of its slot
+  ThumbAtlasImage image_;
   Texture tex_;
-  int n_ = 0, W_ = 0, L_ = 0, per_row_ = 1;  // slot side, slots per layer, layers, slots per texture row
-  std::vector<int> bucket_, window_;         // (L) the pooling and window each layer's slots show
-  std::vector<float> shown_;                 // (L · W, n, n) the values on the texture
-  std::vector<uint8_t> rgba_;                // the texture: (rows of slots · n, per_row · n, 4)
-  std::vector<float> dense_;                 // scratch: a head's (T, T) weights
-  Colormap cmap_ = Colormap::Viridis;
-  int uploads_ = 0;
+  std::vector<std::pair<int, int>> bands_;  // scratch: the texture rows that changed
 };
 
 class HeadGridPanel : public Panel {
@@ -74,9 +61,6 @@ class HeadGridPanel : public Panel {
 // matrix, or for a compact trace its max-pooled thumbnail (LayerTrace::thumbs, at most
 // 64 × 64), so that no head is recomputed. A linear layer's head shows |A| from 0 to its
 // largest (its thumbnail, or the whole matrix). Shared by the panels that show thumbnails.
-// The most heads any layer has: the grid's columns.
-int grid_columns(const ModelConfig& c);
-
 void upload_probs(Texture& tex, const Trace& tr, int layer, int head, Colormap cmap, std::vector<uint8_t>& scratch);
 
 }  // namespace attnviz::ui
