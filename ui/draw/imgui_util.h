@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/export/colormap.h"
-#include "ui/state/window_paint.h"
 
 namespace attnviz::ui {
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ui/draw/imgui_util.h"
+#include "ui/state/window_paint.h"
 
 namespace attnviz::ui {
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ui/draw/imgui_util.h"
+#include "ui/state/window_paint.h"
 
 namespace attnviz::ui {
 

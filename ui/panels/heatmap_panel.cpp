@@ -11,6 +11,7 @@
 #include "core/export/colormap.h"
 #include "ui/draw/fonts.h"
 #include "ui/draw/imgui_util.h"
+#include "ui/state/window_paint.h"
 #include "ui/state/text_view.h"
 
 namespace attnviz::ui {

@@ -8,6 +8,7 @@
 
 #include "ui/panels/export_box.h"
 #include "ui/draw/imgui_util.h"
+#include "ui/state/window_paint.h"
 
 namespace attnviz::ui {
 
