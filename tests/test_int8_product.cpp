@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -41,7 +42,7 @@ struct ArithScope {
 
 std::vector<std::string> int8_families() {
   std::vector<std::string> out;
-  for (const char* name : {"portable", "avx2"})
+  for (const char* name : {"portable", "avx2", "avxvnni", "avx512vnni"})
     if (set_int8_kernel(name)) out.push_back(name);
   set_int8_kernel("");
   return out;
@@ -59,7 +60,7 @@ TEST(Int8Quantize, FollowsItsRule) {
     const int64_t K = 4 * B;
     std::vector<float> x = random_x(1, K, K, 7u + B);
     for (int j = 0; j < B; ++j) x[static_cast<size_t>(B + j)] = 0.f;  // block 1: zeros
-    x[static_cast<size_t>(2 * B + 3)] = -1e-30f;                        // a tiny but non-zero block
+    x[static_cast<size_t>(2 * B + 3)] = -1e-30f;                      // a tiny but non-zero block
     for (int j = 0; j < B; ++j) x[static_cast<size_t>(2 * B + j)] = j == 3 ? -1e-30f : 0.f;
     std::vector<int8_t> q(static_cast<size_t>(K));
     std::vector<float> d(static_cast<size_t>(K / B));
@@ -76,7 +77,8 @@ TEST(Int8Quantize, FollowsItsRule) {
       EXPECT_EQ(qmax, amax > 0.f ? 127 : 0) << "B " << B << " block " << b;
       for (int j = 0; j < B; ++j) {
         const double xv = x[static_cast<size_t>(b * B + j)], qv = q[static_cast<size_t>(b * B + j)];
-        EXPECT_LE(std::fabs(xv - double(d[static_cast<size_t>(b)]) * qv), double(d[static_cast<size_t>(b)]) * 0.5 * (1 + 1e-6))
+        EXPECT_LE(std::fabs(xv - double(d[static_cast<size_t>(b)]) * qv),
+                  double(d[static_cast<size_t>(b)]) * 0.5 * (1 + 1e-6))
             << "B " << B << " block " << b << " value " << j;
       }
     }
@@ -113,7 +115,8 @@ void check_case(GgmlType t, int64_t M, int64_t K, int64_t rows, int64_t r0, int6
       const std::vector<double> w = weight_row(m.w, r0 + r);
       double ref = 0, mag = 0, f32 = 0, bound = 0;
       for (int64_t k = 0; k < K; ++k) {
-        const double db = d[static_cast<size_t>(k / B)], term = w[static_cast<size_t>(k)] * db * q[static_cast<size_t>(k)];
+        const double db = d[static_cast<size_t>(k / B)],
+                     term = w[static_cast<size_t>(k)] * db * q[static_cast<size_t>(k)];
         ref += term;
         mag += std::fabs(term);
         f32 += w[static_cast<size_t>(k)] * x[static_cast<size_t>(i * ldx + k)];
@@ -172,10 +175,30 @@ TEST(Int8Product, FamiliesAgree) {
         double mag = 0;
         for (int64_t k = 0; k < K; ++k) mag += std::fabs(w[static_cast<size_t>(k)] * x[static_cast<size_t>(i * K + k)]);
         const size_t at = static_cast<size_t>(i * n + r);
-        EXPECT_NEAR(ys[1][at], ys[0][at], 2e-5 * mag) << name_of(t) << " x row " << i << " row " << r;
+        for (size_t f = 1; f < fams.size(); ++f)
+          EXPECT_NEAR(ys[f][at], ys[0][at], 2e-5 * mag)
+              << fams[f] << " " << name_of(t) << " x row " << i << " row " << r;
       }
+    // AVX2 and AVX-VNNI compute the same integers (maddubs + madd, or dpbusd / dpwssd, none
+    // saturating here) and the same float operations on them in the same order: bit for bit.
+    // (AVX-512 VNNI sums the super-block types' floats in 16 lanes: within rounding, above.)
+    const auto at = [&](const char* name) { return std::find(fams.begin(), fams.end(), name) - fams.begin(); };
+    if (at("avx2") < static_cast<ptrdiff_t>(fams.size()) && at("avxvnni") < static_cast<ptrdiff_t>(fams.size()))
+      EXPECT_EQ(ys[static_cast<size_t>(at("avxvnni"))], ys[static_cast<size_t>(at("avx2"))]) << name_of(t);
   }
   set_int8_kernel("");
+}
+
+TEST(Int8Product, TheBestFamilyIsTheDefault) {
+  const std::vector<std::string> fams = int8_families();  // portable first, then the x86 ones
+  ASSERT_TRUE(set_int8_kernel(""));
+  const std::string best = int8_kernel_name();
+  // The preference: AVX-512 VNNI, then AVX-VNNI, then AVX2, then portable C++.
+  std::string want = "portable";
+  for (const char* name : {"avx2", "avxvnni", "avx512vnni"})
+    for (const std::string& f : fams)
+      if (f == name) want = name;
+  EXPECT_EQ(best, want);
 }
 
 TEST(Int8Product, StoredProductFollowsTheSetting) {
@@ -183,7 +206,8 @@ TEST(Int8Product, StoredProductFollowsTheSetting) {
   const std::vector<float> x = random_x(M, K, K, 5u);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16, GgmlType::Q3_K, GgmlType::MXFP4}) {
     const Matrix m = random_matrix(t, n, K, 11u + static_cast<unsigned>(t));
-    std::vector<float> f32(static_cast<size_t>(M * n)), via(static_cast<size_t>(M * n)), direct(static_cast<size_t>(M * n));
+    std::vector<float> f32(static_cast<size_t>(M * n)), via(static_cast<size_t>(M * n)),
+        direct(static_cast<size_t>(M * n));
     stored_product(x.data(), M, K, m.w, f32.data(), n);
     {
       ArithScope s(Arith::Int8);

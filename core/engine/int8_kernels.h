@@ -47,7 +47,7 @@ void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t
                   int16_t* sums16 = nullptr);
 
 struct Kernels {
-  const char* name;  // "portable", "avx2"
+  const char* name;  // "portable", "avx2", "avxvnni", "avx512vnni"
   // y[i·ldy + r] = Σ_k x_i[k]·W_r[k] for r < n, i < M, 1 ≤ M ≤ kRows, x quantized with
   // act_block(type). Runs on the calling thread.
   void (*matvec)(GgmlType type, const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, int M, float* y,
@@ -59,7 +59,9 @@ constexpr int kRows = 4;
 
 const Kernels& portable_kernels();
 #if defined(__x86_64__)
-const Kernels& avx2_kernels();  // needs avx2, fma, f16c
+const Kernels& avx2_kernels();        // needs avx2, fma, f16c
+const Kernels& avxvnni_kernels();     // needs those and avxvnni
+const Kernels& avx512vnni_kernels();  // needs those and avx512f, avx512bw, avx512vl, avx512vnni
 #endif
 
 }  // namespace attnviz::int8

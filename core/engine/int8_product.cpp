@@ -39,17 +39,31 @@ const Kernels* family(const char* name) {
   if (!cpu_supports(name)) return nullptr;
 #if defined(__x86_64__)
   if (std::strcmp(name, "avx2") == 0) return &avx2_kernels();
+  if (std::strcmp(name, "avxvnni") == 0) return &avxvnni_kernels();
+  if (std::strcmp(name, "avx512vnni") == 0) return &avx512vnni_kernels();
 #endif
   if (std::strcmp(name, "portable") == 0) return &portable_kernels();
   return nullptr;
 }
 
+// The fastest first: AVX-512 VNNI (512-bit vectors for the super-block types), then AVX-VNNI
+// (the same instructions on 256-bit vectors), then AVX2 (docs/performance.md measures them).
 const Kernels* best_family() {
-  if (const Kernels* k = family("avx2")) return k;
+  for (const char* name : {"avx512vnni", "avxvnni", "avx2"})
+    if (const Kernels* k = family(name)) return k;
   return &portable_kernels();
 }
 
+// At first use: ATTNVIZ_INT8_KERNEL when it names a family this CPU runs, else the best.
 const Kernels* initial_family() {
+  const char* env = std::getenv("ATTNVIZ_INT8_KERNEL");
+  if (env && *env) {
+    if (const Kernels* k = family(env)) return k;
+    std::fprintf(stderr,
+                 "attnviz: ATTNVIZ_INT8_KERNEL=%s is not an int8 kernel family this CPU runs (avxvnni, "
+                 "avx512vnni, avx2, portable); using %s\n",
+                 env, best_family()->name);
+  }
   const Kernels* k = best_family();
 #if defined(__x86_64__)
   if (k == &portable_kernels())

@@ -49,9 +49,9 @@ void int8_product(const float* x, int64_t M, int64_t ldx, const StoredRows& w, f
 // int8_kernels.h for w's type) into out (M, K), rows K apart.
 void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w, FloatBuf& out);
 
-// The int8 kernel family this process runs: "avx2" or "portable".
+// The int8 kernel family this process runs: "avxvnni", "avx512vnni", "avx2" or "portable".
 const char* int8_kernel_name();
-// Forces one ("avx2", "portable", "" for the CPU's best); false, changing nothing, when the
+// Forces one (one of those names, "" for the CPU's best); false, changing nothing, when the
 // CPU cannot run it. Not thread-safe: call it before products run.
 bool set_int8_kernel(const char* name);
 

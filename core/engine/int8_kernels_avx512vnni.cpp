@@ -1,0 +1,164 @@
+// The int8 arithmetic's AVX-512 VNNI kernels (int8_kernels.h), for the CPUs with AVX-512 VNNI:
+// Intel's servers since Cascade Lake, AMD's Zen 4 and later.
+//   - The super-block types (Q4_K, Q5_K, Q6_K), most of the weights of the Q4_K_M files people
+//     run, on 512-bit vectors: 64 weights per step, where the 256-bit kernels take 32. One
+//     vpdpwssd (int16 pairs times int16 scales, summed into int32 and added) after each
+//     maddubs, the sub-block scales spread over the lanes by one vpermw per step.
+//   - The 32-element types through the shared x86 kernels (int8_kernels_x86.h) with the
+//     EVEX-encoded vpdpbusd and vpdpwssd on 256-bit vectors (AVX-512VL).
+// The integer sums are those of the other families (int8_kernels_x86.h: nothing saturates);
+// the float sums over blocks run in 16 lanes here, so results equal the AVX2 family's up to
+// float rounding, not bit for bit. Compiled with -mavx2 -mfma -mf16c -mavx512f -mavx512bw
+// -mavx512vl -mavx512vnni (core/CMakeLists.txt); int8_product.cpp calls it only when the CPU
+// has all of them.
+#if defined(__x86_64__)
+#if !defined(__AVX512VNNI__) || !defined(__AVX512VL__) || !defined(__AVX512BW__)
+#error "int8_kernels_avx512vnni.cpp is compiled with -mavx512vnni -mavx512vl -mavx512bw (core/CMakeLists.txt)"
+#endif
+#include "core/engine/int8_kernels_x86.h"
+
+namespace attnviz::int8 {
+namespace {
+
+struct Avx512VnniOps {
+  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+  static __m256i dot_scaled_acc(__m256i acc, __m256i u, __m256i s, __m256i scale) {
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scale);
+  }
+};
+
+inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
+inline __m512i bytes64(int8_t v) { return _mm512_set1_epi8(v); }
+// a in the low half, b in the high half.
+inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+// int16 lanes 0…15 set to a, 16…31 to b.
+inline __m512i halves16(int16_t a, int16_t b) { return join(_mm256_set1_epi16(a), _mm256_set1_epi16(b)); }
+
+// Q4_K (144 bytes) and Q5_K (176): (d·sc_j)·n − dmin·m_j over sub-block j of 32. Chunk c's
+// 32 bytes hold sub-block 2c in their low nibbles and 2c + 1 in their high ones: broadcast to
+// both halves of a vector, the high half shifted by 4, they are the 64 weights 64c … 64c + 63,
+// which meet the activation's 64 bytes from 64c.
+template <bool kFive, int M>
+void q45k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  constexpr int BB = kFive ? 176 : 144, QS = kFive ? 48 : 16;
+  const int64_t K = x.K, nb = K / 256, ng = K / 32;
+  const __m512i nib_shift = halves16(0, 4);
+  // Chunk c: int16 lanes 0…15 name sub-block 2c, 16…31 sub-block 2c + 1 (the scale to pick,
+  // and for Q5_K the bit of the high-bit bytes to shift down).
+  const __m512i sub[4] = {halves16(0, 1), halves16(2, 3), halves16(4, 5), halves16(6, 7)};
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m512 acc[M];
+    __m256 macc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * BB;
+      const float d = h2f(blk), dmin = h2f(blk + 2);
+      uint64_t sc8, mn8;
+      scales_mins_k4(blk + 4, &sc8, &mn8);
+      const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+      const __m256i mn32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8)));
+      __m512i isum[M];
+      for (int i = 0; i < M; ++i) isum[i] = _mm512_setzero_si512();
+      __m512i hv = _mm512_setzero_si512();
+      if constexpr (kFive) hv = _mm512_broadcast_i64x4(load32(blk + 16));
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_broadcast_i64x4(load32(blk + QS + 32 * c));
+        __m512i w = _mm512_and_si512(_mm512_srlv_epi16(v, nib_shift), bytes64(15));
+        if constexpr (kFive)
+          w = _mm512_or_si512(w, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sub[c]), bytes64(1)), 4));
+        const __m512i scale = _mm512_permutexvar_epi16(sub[c], sc16);
+        for (int i = 0; i < M; ++i)
+          isum[i] =
+              _mm512_dpwssd_epi32(isum[i], _mm512_maddubs_epi16(w, load64(x.q + i * K + b * 256 + 64 * c)), scale);
+      }
+      for (int i = 0; i < M; ++i) {
+        const float dx = x.d[i * nb + b];
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(d * dx), _mm512_cvtepi32_ps(isum[i]), acc[i]);
+        const __m256i ms = _mm256_mullo_epi32(mn32, load32(x.sums + i * ng + 8 * b));  // m_j·Σq_j
+        macc[i] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * dx), _mm256_cvtepi32_ps(ms), macc[i]);
+      }
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]) + hsum(macc[i]);
+  }
+}
+
+// Q6_K (210 bytes): d·sc_g·(n6 − 32) over groups g of 16, n6 unsigned and the offset −32·Σ_g
+// sc_g·(Σq over g) from sums16, as the 256-bit kernel does. Half h's 128 weights are two
+// vectors of 64: the low nibbles of its 64 ql bytes with the high bits' pairs 0 and 1
+// (weights 128h … 128h + 63), then the high nibbles with pairs 2 and 3 (the next 64).
+template <int M>
+void q6k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  const int64_t K = x.K, nb = K / 256;
+  // Vector p of half h covers groups 8h + 4p … 8h + 4p + 3, eight int16 lanes each.
+  __m512i pick[2][2];
+  for (int h = 0; h < 2; ++h)
+    for (int p = 0; p < 2; ++p) {
+      alignas(64) int16_t idx[32];
+      for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(8 * h + 4 * p + l / 8);
+      pick[h][p] = _mm512_load_si512(idx);
+    }
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m512 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * 210;
+      const float d = h2f(blk + 208);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+      const __m512i sc = _mm512_zextsi256_si512(sc16);
+      __m512i isum[M];
+      for (int i = 0; i < M; ++i) {  // the offset: −32·Σ_g sc_g·sums16_g
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(x.sums16 + i * (K / 16) + 16 * b)), 5);
+        isum[i] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i a = load32(blk + 64 * h), c = load32(blk + 64 * h + 32), hh = load32(blk + 128 + 32 * h);
+        const __m512i lo = join(a, c);
+        const __m512i hi = join(hh, _mm256_srli_epi16(hh, 2));
+        const __m512i w01 =
+            _mm512_or_si512(_mm512_and_si512(lo, bytes64(15)), _mm512_slli_epi16(_mm512_and_si512(hi, bytes64(3)), 4));
+        const __m512i w23 =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), bytes64(15)), _mm512_and_si512(hi, bytes64(48)));
+        const __m512i s01 = _mm512_permutexvar_epi16(pick[h][0], sc), s23 = _mm512_permutexvar_epi16(pick[h][1], sc);
+        for (int i = 0; i < M; ++i) {
+          const int8_t* q = x.q + i * K + b * 256 + 128 * h;
+          isum[i] = _mm512_dpwssd_epi32(isum[i], _mm512_maddubs_epi16(w01, load64(q)), s01);
+          isum[i] = _mm512_dpwssd_epi32(isum[i], _mm512_maddubs_epi16(w23, load64(q + 64)), s23);
+        }
+      }
+      for (int i = 0; i < M; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(d * x.d[i * nb + b]), _mm512_cvtepi32_ps(isum[i]), acc[i]);
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]);
+  }
+}
+
+template <int M>
+void matvec512_m(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  switch (type) {
+    case GgmlType::Q4_K: return q45k_512<false, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_K: return q45k_512<true, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q6_K: return q6k_512<M>(rows, rb, n, x, y, ldy);
+    default: return matvec_m<Avx512VnniOps, M>(type, rows, rb, n, x, y, ldy);
+  }
+}
+
+void matvec512(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const ActRows& x, int M, float* y,
+               int64_t ldy) {
+  switch (M) {
+    case 1: return matvec512_m<1>(type, rows, rb, n, x, y, ldy);
+    case 2: return matvec512_m<2>(type, rows, rb, n, x, y, ldy);
+    case 3: return matvec512_m<3>(type, rows, rb, n, x, y, ldy);
+    default: return matvec512_m<4>(type, rows, rb, n, x, y, ldy);
+  }
+}
+
+const Kernels kAvx512Vnni = {"avx512vnni", matvec512};
+
+}  // namespace
+
+const Kernels& avx512vnni_kernels() { return kAvx512Vnni; }
+
+}  // namespace attnviz::int8
+#endif  // __x86_64__
