@@ -134,6 +134,42 @@ void check_case(GgmlType t, int64_t M, int64_t K, int64_t rows, int64_t r0, int6
   }
 }
 
+// q = round(x / d) half away from zero, as std::lround gives it, at and beside the halves:
+// with amax = 127, x / d is x itself (id = 127 / 127 = 1).
+TEST(Int8Quantize, RoundsHalvesAwayFromZero) {
+  std::vector<float> x = {127.f,
+                          -127.f,
+                          0.5f,
+                          -0.5f,
+                          1.5f,
+                          -1.5f,
+                          2.5f,
+                          -2.5f,
+                          126.5f,
+                          -126.5f,
+                          0.f,
+                          -0.f,
+                          std::nextafter(0.5f, 0.f),
+                          std::nextafter(-0.5f, 0.f),
+                          std::nextafter(0.5f, 1.f),
+                          std::nextafter(1.5f, 1.f),
+                          std::nextafter(-1.5f, -1.f),
+                          std::nextafter(2.5f, 3.f),
+                          3.25f,
+                          -3.75f,
+                          63.5f,
+                          -63.5f,
+                          100.49999f,
+                          -100.50001f};
+  for (int k = 0; static_cast<int>(x.size()) < 32; ++k) x.push_back(0.37f * static_cast<float>(k) - 5.f);
+  std::vector<int8_t> q(32);
+  float d = 0.f;
+  int32_t sums = 0;
+  int8::quantize_row(x.data(), 32, 32, q.data(), &d, &sums);
+  ASSERT_EQ(d, 1.f);
+  for (size_t j = 0; j < 32; ++j) EXPECT_EQ(static_cast<long>(q[j]), std::lround(x[j])) << "x = " << x[j];
+}
+
 TEST(Int8Product, MatchesTheQuantizedReferenceEveryTypeFamilyAndScheme) {
   const std::vector<std::string> fams = int8_families();
   ASSERT_FALSE(fams.empty());

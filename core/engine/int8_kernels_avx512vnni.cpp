@@ -1,16 +1,19 @@
-// The int8 arithmetic's AVX-512 VNNI kernels (int8_kernels.h), for the CPUs with AVX-512 VNNI:
-// Intel's servers since Cascade Lake, AMD's Zen 4 and later.
-//   - The super-block types (Q4_K, Q5_K, Q6_K), most of the weights of the Q4_K_M files people
-//     run, on 512-bit vectors: 64 weights per step, where the 256-bit kernels take 32. One
-//     vpdpwssd (int16 pairs times int16 scales, summed into int32 and added) after each
-//     maddubs, the sub-block scales spread over the lanes by one vpermw per step.
-//   - The 32-element types through the shared x86 kernels (int8_kernels_x86.h) with the
-//     EVEX-encoded vpdpbusd and vpdpwssd on 256-bit vectors (AVX-512VL).
+// The int8 arithmetic's AVX-512 VNNI kernels (int8_kernels.h), on 512-bit vectors, for the
+// CPUs with AVX-512 VNNI: Intel's servers since Cascade Lake, AMD's Zen 4 and later.
+//   - The super-block types (Q4_K, Q5_K, Q6_K): 64 weights per step where the 256-bit kernels
+//     (int8_kernels_x86.h) take 32. One vpdpwssd (int16 pairs times int16 scales, summed into
+//     int32 and added) after each maddubs, the sub-block scales spread over the lanes by one
+//     vpermw per step.
+//   - The 32-element types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4): two blocks per vector, one
+//     vpdpbusd (unsigned × signed bytes summed four at a time into int32), a fifth-bit mask
+//     straight from the block's 32 bits, the sign of Q8_0's and MXFP4's weights moved onto the
+//     activation by a masked subtraction (AVX-512 has no vpsignb).
 // The integer sums are those of the other families (int8_kernels_x86.h: nothing saturates);
 // the float sums over blocks run in 16 lanes here, so results equal the AVX2 family's up to
-// float rounding, not bit for bit. Compiled with -mavx2 -mfma -mf16c -mavx512f -mavx512bw
-// -mavx512vl -mavx512vnni (core/CMakeLists.txt); int8_product.cpp calls it only when the CPU
-// has all of them.
+// float rounding, not bit for bit. The helpers (fp16 scales, Q4_K's scales and mins) are
+// int8_kernels_x86.h's. Compiled with -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni (core/CMakeLists.txt); int8_product.cpp calls it only when the CPU has all of
+// them.
 #if defined(__x86_64__)
 #if !defined(__AVX512VNNI__) || !defined(__AVX512VL__) || !defined(__AVX512BW__)
 #error "int8_kernels_avx512vnni.cpp is compiled with -mavx512vnni -mavx512vl -mavx512bw (core/CMakeLists.txt)"
@@ -19,13 +22,6 @@
 
 namespace attnviz::int8 {
 namespace {
-
-struct Avx512VnniOps {
-  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-  static __m256i dot_scaled_acc(__m256i acc, __m256i u, __m256i s, __m256i scale) {
-    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scale);
-  }
-};
 
 inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i bytes64(int8_t v) { return _mm512_set1_epi8(v); }
@@ -134,13 +130,126 @@ void q6k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x
   }
 }
 
+// --- The 32-element types, two blocks per 512-bit vector: 128-bit lanes 0 and 1 hold block
+// b's weights 0…15 and 16…31, lanes 2 and 3 block b + 1's, against the activation's 64 bytes
+// from 32b. Each block's int32 sums stay in its own eight lanes, scaled there by d·d_x.
+
+struct Pair32 {
+  __m512i w;      // unsigned bytes, or |w| for the signed types
+  __mmask64 neg;  // the signed types: the bytes whose w < 0 (their sign goes onto the activation)
+  __m128 d, m;    // lanes 0 and 1: the two blocks' scales and mins (m: the types with a min)
+};
+
+// 16 bytes of nibbles from each of two blocks as their 64 values (the layout above).
+inline __m512i nibbles2(const uint8_t* p0, const uint8_t* p1) {
+  const __m256i both =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+  const __m512i lanes = _mm512_shuffle_i64x2(_mm512_castsi256_si512(both), _mm512_castsi256_si512(both), 0x50);
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                         0x0004000400040004, 0, 0);  // int16 lanes: 0, 4, 0, 4 per 128 bits
+  return _mm512_and_si512(_mm512_srlv_epi16(lanes, shift), bytes64(15));
+}
+// Two blocks' fifth bits (32 each, bit j for value j) as 16 in those bytes.
+inline __m512i fifth_bits2(const uint8_t* h0, const uint8_t* h1) {
+  uint32_t a, b;
+  std::memcpy(&a, h0, 4);
+  std::memcpy(&b, h1, 4);
+  return _mm512_maskz_mov_epi8(_cvtu64_mask64(a | (static_cast<uint64_t>(b) << 32)), bytes64(16));
+}
+inline __m128 two(float a, float b) { return _mm_setr_ps(a, b, 0.f, 0.f); }
+
+template <GgmlType T>
+inline Pair32 unpack32x2(const uint8_t* b0, const uint8_t* b1) {
+  Pair32 u;
+  u.neg = 0;
+  u.m = _mm_setzero_ps();
+  if constexpr (T == GgmlType::Q8_0) {
+    const __m512i w = join(load32(b0 + 2), load32(b1 + 2));
+    u.neg = _mm512_movepi8_mask(w);
+    u.w = _mm512_abs_epi8(w);
+    u.d = two(h2f(b0), h2f(b1));
+  } else if constexpr (T == GgmlType::MXFP4) {  // codes looked up as the doubled E2M1 values, signed
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+    const __m512i w = _mm512_shuffle_epi8(table, nibbles2(b0 + 1, b1 + 1));
+    u.neg = _mm512_movepi8_mask(w);
+    u.w = _mm512_abs_epi8(w);
+    u.d = two(mxfp4_half_scale(b0[0]), mxfp4_half_scale(b1[0]));
+  } else if constexpr (T == GgmlType::Q4_0) {
+    u.d = two(h2f(b0), h2f(b1));
+    u.m = _mm_mul_ps(_mm_set1_ps(-8.f), u.d);
+    u.w = nibbles2(b0 + 2, b1 + 2);
+  } else if constexpr (T == GgmlType::Q4_1) {
+    u.d = two(h2f(b0), h2f(b1));
+    u.m = two(h2f(b0 + 2), h2f(b1 + 2));
+    u.w = nibbles2(b0 + 4, b1 + 4);
+  } else if constexpr (T == GgmlType::Q5_0) {
+    u.d = two(h2f(b0), h2f(b1));
+    u.m = _mm_mul_ps(_mm_set1_ps(-16.f), u.d);
+    u.w = _mm512_or_si512(nibbles2(b0 + 6, b1 + 6), fifth_bits2(b0 + 2, b1 + 2));
+  } else {  // Q5_1
+    u.d = two(h2f(b0), h2f(b1));
+    u.m = two(h2f(b0 + 2), h2f(b1 + 2));
+    u.w = _mm512_or_si512(nibbles2(b0 + 8, b1 + 8), fifth_bits2(b0 + 4, b1 + 4));
+  }
+  return u;
+}
+
+// Weight blocks b and b + 1 of a row against activation row i; with kLast only block b (an
+// odd block count's last): the second half of the pair is block b again, its activation
+// bytes and scale read as zeros.
+template <GgmlType T, bool kLast>
+inline void pair_step(const Pair32& u, const ActRows& x, int64_t i, int64_t b, int64_t nb, __m512& acc, __m128& macc) {
+  const int8_t* q = x.q + i * x.K + 32 * b;
+  __m512i qv = kLast ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, q) : load64(q);
+  if constexpr (kSigned32<T>) qv = _mm512_mask_sub_epi8(qv, u.neg, _mm512_setzero_si512(), qv);
+  const float* dx = x.d + i * nb + b;
+  const __m128 dx2 = kLast ? _mm_load_ss(dx) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx)));
+  const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(u.d, dx2)));
+  acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w, qv)), acc);
+  if constexpr (!kSigned32<T>) {
+    const float* ds = x.dsums + i * nb + b;
+    const __m128 ds2 = kLast ? _mm_load_ss(ds) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ds)));
+    macc = _mm_fmadd_ps(u.m, ds2, macc);
+  }
+}
+
+template <GgmlType T, int BB, int M>
+void matvec32x2(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x, float* y, int64_t ldy) {
+  const int64_t nb = x.K / 32;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m512 acc[M];
+    __m128 macc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const Pair32 u = unpack32x2<T>(row + b * BB, row + (b + 1) * BB);
+      for (int i = 0; i < M; ++i) pair_step<T, false>(u, x, i, b, nb, acc[i], macc[i]);
+    }
+    if (b < nb) {
+      const Pair32 u = unpack32x2<T>(row + b * BB, row + b * BB);
+      for (int i = 0; i < M; ++i) pair_step<T, true>(u, x, i, b, nb, acc[i], macc[i]);
+    }
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]) + hsum(_mm256_castps128_ps256(macc[i]));
+  }
+}
+
 template <int M>
 void matvec512_m(GgmlType type, const uint8_t* rows, int64_t rb, int64_t n, const ActRows& x, float* y, int64_t ldy) {
   switch (type) {
     case GgmlType::Q4_K: return q45k_512<false, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q5_K: return q45k_512<true, M>(rows, rb, n, x, y, ldy);
     case GgmlType::Q6_K: return q6k_512<M>(rows, rb, n, x, y, ldy);
-    default: return matvec_m<Avx512VnniOps, M>(type, rows, rb, n, x, y, ldy);
+    case GgmlType::Q8_0: return matvec32x2<GgmlType::Q8_0, 34, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q4_0: return matvec32x2<GgmlType::Q4_0, 18, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q4_1: return matvec32x2<GgmlType::Q4_1, 20, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_0: return matvec32x2<GgmlType::Q5_0, 22, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::Q5_1: return matvec32x2<GgmlType::Q5_1, 24, M>(rows, rb, n, x, y, ldy);
+    case GgmlType::MXFP4: return matvec32x2<GgmlType::MXFP4, 17, M>(rows, rb, n, x, y, ldy);
+    default: return;
   }
 }
 

@@ -31,8 +31,7 @@ int act_block(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ? 256 : 32;
 }
 
-void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums,
-                  int16_t* sums16) {
+void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums, int16_t* sums16) {
   for (int64_t b = 0; b < K / B; ++b) {
     const float* xb = x + b * B;
     float amax = 0.f;
@@ -40,8 +39,15 @@ void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t
     const float db = amax / 127.f, id = db > 0.f ? 127.f / amax : 0.f;
     d[b] = db;
     for (int j = 0; j < B; ++j) {
-      const long v = std::lround(xb[j] * id);  // |x·id| ≤ 127 up to rounding: clamp
-      q[b * B + j] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
+      // round(v), half away from zero, as std::lround gives it, in steps that vectorise: the
+      // truncation t, then the exact remainder v − t (|v| ≤ 127 and a bit) moves it by one.
+      // A non-finite row (NaN·0) is held to −128 first, so the conversion stays defined.
+      float v = xb[j] * id;
+      v = !(v >= -128.f) ? -128.f : v > 128.f ? 128.f : v;
+      int32_t t = static_cast<int32_t>(v);
+      const float f = v - static_cast<float>(t);
+      t += static_cast<int32_t>(f >= 0.5f) - static_cast<int32_t>(f <= -0.5f);
+      q[b * B + j] = static_cast<int8_t>(std::clamp<int32_t>(t, -127, 127));  // |x·id| ≤ 127 up to rounding
     }
   }
   for (int64_t g = 0; g < K / 32; ++g) {
@@ -73,8 +79,9 @@ void unpack32(GgmlType type, const uint8_t* b, Block32& o) {
   o.m = 0.f;
   if (type == GgmlType::MXFP4) {  // e, qs[16]: the doubled E2M1 values (integers) times 2^(e − 128)
     o.d = mxfp4_half_scale(b[0]);
-    for (int j = 0; j < 16; ++j) o.w[j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] & 15]),
-                                 o.w[16 + j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] >> 4]);
+    for (int j = 0; j < 16; ++j)
+      o.w[j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] & 15]),
+      o.w[16 + j] = static_cast<int32_t>(kMxfp4Values[b[1 + j] >> 4]);
     return;
   }
   o.d = f16(b);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "core/engine/cpu_features.h"
 #include "core/engine/int8_kernels.h"
 #include "core/engine/row_ranges.h"
-#include "core/engine/cpu_features.h"
 #include "core/error.h"
 #include "core/limits.h"
 
@@ -161,7 +161,9 @@ void int8_round_rows(const float* x, int64_t M, int64_t ldx, const StoredRows& w
     for (int64_t i = 0; i < M; ++i) {
       int8::quantize_row(x + i * ldx, K, B, q.data(), d.data(), sums.data());
       float* o = out.data() + i * K;
-      for (int64_t k = 0; k < K; ++k) o[k] = d[static_cast<size_t>(k / B)] * static_cast<float>(q[static_cast<size_t>(k)]);
+      for (int64_t b = 0; b < K / B; ++b)
+        for (int64_t j = b * B; j < (b + 1) * B; ++j)
+          o[j] = d[static_cast<size_t>(b)] * static_cast<float>(q[static_cast<size_t>(j)]);
     }
   }
 }
