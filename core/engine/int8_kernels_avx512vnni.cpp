@@ -49,6 +49,7 @@ void q45k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& 
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * BB;
+      prefetch_ahead<BB>(blk, row_bytes);  // int8_kernels_x86.h
       const float d = h2f(blk), dmin = h2f(blk + 2);
       uint64_t sc8, mn8;
       scales_mins_k4(blk + 4, &sc8, &mn8);
@@ -100,6 +101,7 @@ void q6k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& x
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * 210;
+      prefetch_ahead<210>(blk, row_bytes);
       const float d = h2f(blk + 208);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
       const __m512i sc = _mm512_zextsi256_si512(sc16);
@@ -226,6 +228,7 @@ void matvec32x2(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
+      prefetch_ahead<2 * BB>(row + b * BB, row_bytes);
       const Pair32 u = unpack32x2<T>(row + b * BB, row + (b + 1) * BB);
       for (int i = 0; i < M; ++i) pair_step<T, false>(u, x, i, b, nb, acc[i], macc[i]);
     }
