@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,26 @@ TEST(Int8Quantize, RoundsHalvesAwayFromZero) {
   int8::quantize_row(x.data(), 32, 32, q.data(), &d, &sums);
   ASSERT_EQ(d, 1.f);
   for (size_t j = 0; j < 32; ++j) EXPECT_EQ(static_cast<long>(q[j]), std::lround(x[j])) << "x = " << x[j];
+}
+
+// A block holding an infinity or NaN: its scale carries it (d·q is NaN, not a number that
+// looks fine), its q are 0, and the other blocks are quantized as usual.
+TEST(Int8Quantize, NonFiniteBlocksStayNonFinite) {
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> x(64);
+    for (size_t j = 0; j < 64; ++j) x[j] = 0.25f * static_cast<float>(j) - 3.f;
+    x[40] = bad;  // block 1
+    std::vector<int8_t> q(64, 99);
+    std::vector<float> d(2);
+    std::vector<int32_t> sums(2);
+    int8::quantize_row(x.data(), 64, 32, q.data(), d.data(), sums.data());
+    EXPECT_FALSE(std::isfinite(d[1])) << bad;
+    for (size_t j = 32; j < 64; ++j) EXPECT_EQ(q[j], 0) << bad << " value " << j;
+    EXPECT_EQ(sums[1], 0);
+    EXPECT_EQ(d[0], 4.75f / 127.f);  // block 0: −3 … 4.75, so max |x| = 4.75
+    EXPECT_EQ(q[0], -80);            // −3 · 127 / 4.75 = −80.2
+  }
 }
 
 TEST(Int8Product, MatchesTheQuantizedReferenceEveryTypeFamilyAndScheme) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/engine/int8_kernels.h"
 #include "core/model/safetensors.h"  // half_to_float
@@ -34,20 +35,33 @@ int act_block(GgmlType type) {
 void quantize_row(const float* x, int64_t K, int B, int8_t* q, float* d, int32_t* sums, float* dsums, int16_t* sums16) {
   for (int64_t b = 0; b < K / B; ++b) {
     const float* xb = x + b * B;
-    float amax = 0.f;
-    for (int j = 0; j < B; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    int8_t* qb = q + b * B;
+    // max |x| as the largest bit pattern with the sign cleared (the same order as the values
+    // for non-negative floats; NaN's patterns lie above infinity's): an integer maximum, which
+    // vectorises, where a float one keeps its order of NaN tests.
+    uint32_t bits = 0;
+    for (int j = 0; j < B; ++j) {
+      uint32_t u;
+      std::memcpy(&u, xb + j, 4);
+      bits = std::max(bits, u & 0x7fffffffu);
+    }
+    float amax;
+    std::memcpy(&amax, &bits, 4);
+    if (!(amax <= std::numeric_limits<float>::max())) {  // an infinity or NaN in the block:
+      d[b] = amax;                                       // d·q is NaN, as the values were not
+      std::fill(qb, qb + B, int8_t{0});                  // numbers
+      continue;
+    }
     const float db = amax / 127.f, id = db > 0.f ? 127.f / amax : 0.f;
     d[b] = db;
     for (int j = 0; j < B; ++j) {
       // round(v), half away from zero, as std::lround gives it, in steps that vectorise: the
       // truncation t, then the exact remainder v − t (|v| ≤ 127 and a bit) moves it by one.
-      // A non-finite row (NaN·0) is held to −128 first, so the conversion stays defined.
-      float v = xb[j] * id;
-      v = !(v >= -128.f) ? -128.f : v > 128.f ? 128.f : v;
+      const float v = xb[j] * id;
       int32_t t = static_cast<int32_t>(v);
       const float f = v - static_cast<float>(t);
       t += static_cast<int32_t>(f >= 0.5f) - static_cast<int32_t>(f <= -0.5f);
-      q[b * B + j] = static_cast<int8_t>(std::clamp<int32_t>(t, -127, 127));  // |x·id| ≤ 127 up to rounding
+      qb[j] = static_cast<int8_t>(std::clamp<int32_t>(t, -127, 127));  // |x·id| ≤ 127 up to rounding
     }
   }
   for (int64_t g = 0; g < K / 32; ++g) {
