@@ -56,17 +56,10 @@ const Kernels* best_family() {
 
 // At first use: ATTNVIZ_INT8_KERNEL when it names a family this CPU runs, else the best.
 const Kernels* initial_family() {
-  const char* env = std::getenv("ATTNVIZ_INT8_KERNEL");
-  if (env && *env) {
-    if (const Kernels* k = family(env)) return k;
-    std::fprintf(stderr,
-                 "attnviz: ATTNVIZ_INT8_KERNEL=%s is not an int8 kernel family this CPU runs (avxvnni, "
-                 "avx512vnni, avx2, portable); using %s\n",
-                 env, best_family()->name);
-  }
-  const Kernels* k = best_family();
+  const Kernels* k =
+      family_from_env("ATTNVIZ_INT8_KERNEL", family, best_family(), "avx512vnni, avxvnni, avx2, portable");
 #if defined(__x86_64__)
-  if (k == &portable_kernels())
+  if (best_family() == &portable_kernels())  // said once, forced or not
     std::fprintf(stderr, "attnviz: this CPU has no AVX2 (with FMA and F16C): int8 products run portable C++ kernels\n");
 #endif
   return k;

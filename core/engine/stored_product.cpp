@@ -48,15 +48,7 @@ const Kernels* best_family() {
 
 // At first use: ATTNVIZ_STORED_KERNEL when it names a family this CPU runs, else the best.
 const Kernels* initial_family() {
-  const char* env = std::getenv("ATTNVIZ_STORED_KERNEL");
-  if (env && *env) {
-    if (const Kernels* k = family(env)) return k;
-    std::fprintf(stderr,
-                 "attnviz: ATTNVIZ_STORED_KERNEL=%s is not a kernel family this CPU runs (avx512, avx2, "
-                 "portable); using %s\n",
-                 env, best_family()->name);
-  }
-  return best_family();
+  return family_from_env("ATTNVIZ_STORED_KERNEL", family, best_family(), "avx512, avx2, portable");
 }
 
 std::atomic<const Kernels*> g_forced{nullptr};  // set_stored_kernel's choice
