@@ -159,6 +159,8 @@ inline __m512i fifth_bits2(const uint8_t* h0, const uint8_t* h1) {
   std::memcpy(&b, h1, 4);
   return _mm512_maskz_mov_epi8(_cvtu64_mask64(a | (static_cast<uint64_t>(b) << 32)), bytes64(16));
 }
+// p[0] and p[1] in lanes 0 and 1 (movq: no alignment asked, unlike _mm_load_sd's double).
+inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m128 two(float a, float b) { return _mm_setr_ps(a, b, 0.f, 0.f); }
 
 template <GgmlType T>
@@ -207,13 +209,13 @@ inline void pair_step(const Pair32& u, const ActRows& x, int64_t i, int64_t b, i
   __m512i qv = kLast ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, q) : load64(q);
   if constexpr (kSigned32<T>) qv = _mm512_mask_sub_epi8(qv, u.neg, _mm512_setzero_si512(), qv);
   const float* dx = x.d + i * nb + b;
-  const __m128 dx2 = kLast ? _mm_load_ss(dx) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx)));
+  const __m128 dx2 = kLast ? _mm_load_ss(dx) : load2(dx);
   const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(u.d, dx2)));
   acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w, qv)), acc);
   if constexpr (!kSigned32<T>) {
     const float* ds = x.dsums + i * nb + b;
-    const __m128 ds2 = kLast ? _mm_load_ss(ds) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ds)));
+    const __m128 ds2 = kLast ? _mm_load_ss(ds) : load2(ds);
     macc = _mm_fmadd_ps(u.m, ds2, macc);
   }
 }
