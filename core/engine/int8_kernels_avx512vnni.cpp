@@ -49,7 +49,7 @@ void q45k_512(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows& 
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * BB;
-      prefetch_ahead<BB>(blk, row_bytes);  // int8_kernels_x86.h
+      prefetch_ahead<BB>(blk, row_bytes);  // prefetch_ahead.h
       const float d = h2f(blk), dmin = h2f(blk + 2);
       uint64_t sc8, mn8;
       scales_mins_k4(blk + 4, &sc8, &mn8);

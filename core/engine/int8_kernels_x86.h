@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "core/engine/int8_kernels.h"
+#include "core/engine/prefetch_ahead.h"
 
 namespace attnviz::int8 {
 namespace {
@@ -50,20 +51,6 @@ inline __m256i bit_bytes(uint32_t h) {
       _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
   const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));  // bit j mod 8
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
-
-// How many weight rows ahead the kernels request the weights they will read: a token's
-// weights stream from memory once, and without the requests the loads of the current rows
-// wait longer (the 3B Q4_K append: 184 → 135 ms with AVX-512 VNNI, docs/performance.md). A
-// prefetch never faults, past a matrix's end too.
-constexpr int64_t kPrefetchRows = 4;
-
-// Requests the N bytes from p, kPrefetchRows rows of row_bytes on.
-template <int N>
-inline void prefetch_ahead(const uint8_t* p, int64_t row_bytes) {
-  const char* a = reinterpret_cast<const char*>(p + kPrefetchRows * row_bytes);
-  for (int o = 0; o < N; o += 64) _mm_prefetch(a + o, _MM_HINT_T0);
-  if constexpr (N % 64 != 0) _mm_prefetch(a + N - 1, _MM_HINT_T0);
 }
 
 inline float hsum(__m256 a) {

@@ -37,6 +37,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/engine/prefetch_ahead.h"
 #include "core/model/gguf_quant.h"
 
 namespace attnviz::stored {
@@ -444,24 +445,6 @@ struct DecQ6_K {
   }
   static float one(const uint8_t*, int64_t) { return 0.f; }
 };
-
-// How many weight rows ahead the matrix–vector kernel requests the bytes it will decode:
-// a token's weights stream from memory once, and without the requests the loads of the
-// current rows wait longer (int8_kernels_x86.h does the same). A prefetch never faults.
-constexpr int64_t kPrefetchRows = 4;
-
-// Requests the cache lines that hold the N bytes from p, kPrefetchRows rows of row_bytes
-// on: each line once, from the call whose bytes start in it (N < 64: lines shared by calls).
-template <int N>
-inline void prefetch_ahead(const uint8_t* p, int64_t row_bytes) {
-  const uint8_t* a = p + kPrefetchRows * row_bytes;
-  if constexpr (N < 64) {
-    if ((reinterpret_cast<uintptr_t>(a) & 63) < N) __builtin_prefetch(a);
-  } else {
-    for (int o = 0; o < N; o += 64) __builtin_prefetch(a + o);
-    if constexpr (N % 64 != 0) __builtin_prefetch(a + N - 1);
-  }
-}
 
 // --- the two kernels, for one decoder.
 
