@@ -39,9 +39,13 @@ build="${ATTNVIZ_FUZZ_BUILD:-build-fuzz}"  # the build folder (ATTNVIZ_FUZZ_BUIL
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1 -O1"
 # A unity build (CMake joins each target's sources 8 to a translation unit): the headers'
 # template code is instrumented once per 8 files, which halves the build.
+# ATTNVIZ_FUZZ_PREBUILT=1: the build folder is already configured with ATTNVIZ_FUZZ=ON and
+# these sanitizers (.ci/run's one clang sanitizer build): it is built, not configured again.
+if [[ "${ATTNVIZ_FUZZ_PREBUILT:-0}" != 1 ]]; then
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNVIZ_FUZZ=ON -DCMAKE_UNITY_BUILD=ON \
   -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF -DATTNVIZ_BLAS=eigen \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+fi
 cmake --build "$build" -j"$(nproc)" --target $(printf 'attnviz_fuzz_%s ' "${targets[@]}")
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
