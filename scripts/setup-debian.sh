@@ -19,6 +19,12 @@ packages=(
   googletest libgtest-dev libbenchmark-dev python3 python3-numpy python3-torch python3-jinja2 xvfb xauth xdotool
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, LLVM's OpenMP for clang builds
   clang libclang-rt-14-dev libomp-dev
+  # the Python module (import attnviz): pybind11 and Python's headers to build it, numpy to run
+  # it, pytest for its tests
+  pybind11-dev python3-dev python3-pytest
+  # ccache, the compiler launcher when present (CMakeLists.txt): a rebuild of unchanged files,
+  # in this checkout or another clone of it, comes from its cache
+  ccache
   # an optimised BLAS for PyTorch (the reference timings); Debian picks it over netlib
   libopenblas0-openmp
   # the engine's matrix products (linear, linear_bt: ATTNVIZ_BLAS, Eigen without it); OpenMP
