@@ -13,6 +13,16 @@ namespace attnviz {
 
 namespace {
 
+// The layer kinds as info --json names them (layer_specs[l].mixer).
+const char* mixer_json_name(Mixer m) {
+  switch (m) {
+    case Mixer::Softmax: return "softmax";
+    case Mixer::GatedDeltaNet: return "gated_delta";
+    case Mixer::ShortConv: return "short_conv";
+  }
+  return "?";
+}
+
 std::string tokenizer_str(const Model& m) {
   if (m.gguf_tokenizer) {
     const std::string what = "GGUF metadata (" + m.gguf_tokenizer->model +
@@ -26,43 +36,54 @@ std::string tokenizer_str(const Model& m) {
   return "none (use --tokens)";
 }
 
+}  // namespace
+
+nlohmann::json model_info_json(const Model& m) {
+  const ModelConfig& c = m.config;
+  const ParamCounts p = parameter_counts(c);
+  const long long emb = p.token_embedding + p.position_embedding, attn = p.attention, mlp = p.mlp, norms = p.norms,
+                  head = p.lm_head;
+  nlohmann::json stored = nlohmann::json::object();
+  for (const auto& [type, count] : m.stored_types) stored[type] = count;
+  nlohmann::json held = nlohmann::json::object();  // element type → bytes as held in memory
+  for (const auto& [type, bytes] : m.held_types()) held[type] = bytes;
+  nlohmann::json j = {
+      {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
+      {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
+      {"head_size", c.head_size}, {"group_size", c.group_size()}, {"n_inner", c.n_inner}, {"context", c.n_ctx},
+      {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? m.tokenizer->kind() : "none"},
+      {"warnings", m.warnings},
+      {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
+                      {"norms", norms}, {"lm_head", head}, {"per_layer", p.per_layer}}},
+      {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()},
+      {"weights_held", held}, {"stored_kernel", stored_kernel_name()},
+      {"features", c.features()}, {"notes", c.notes}};
+  j["layer_specs"] = nlohmann::json::array();  // (L) what each layer's attention does
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerSpec s = c.layer(l);
+    nlohmann::json spec = {{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
+                           {"scale", s.scale}, {"softcap", s.softcap}, {"mixer", mixer_json_name(s.mixer)}};
+    if (c.per_layer_attention()) {  // Gemma 4: each layer's own sizes, and whose K/V it reads
+      spec["head_size"] = c.head_size_at(l);
+      spec["kv_heads"] = c.kv_heads_at(l);
+      spec["n_inner"] = c.inner_at(l);
+      spec["kv_source"] = s.kv_source >= 0 ? s.kv_source : l;
+      spec["v_from_k"] = s.v_from_k;
+    }
+    j["layer_specs"].push_back(spec);
+  }
+  return j;
+}
+
+namespace {
+
 void print_info(const Model& m, bool json, std::ostream& out) {
   const ModelConfig& c = m.config;
   const ParamCounts p = parameter_counts(c);
   const long long emb = p.token_embedding + p.position_embedding, attn = p.attention, mlp = p.mlp, norms = p.norms,
                   head = p.lm_head;
   if (json) {
-    nlohmann::json stored = nlohmann::json::object();
-    for (const auto& [type, count] : m.stored_types) stored[type] = count;
-    nlohmann::json held = nlohmann::json::object();  // element type → bytes as held in memory
-    for (const auto& [type, bytes] : m.held_types()) held[type] = bytes;
-    const nlohmann::json j = {
-        {"model", m.name}, {"dir", m.dir}, {"model_type", c.model_type}, {"vocab_size", c.vocab_size},
-        {"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
-        {"head_size", c.head_size}, {"group_size", c.group_size()}, {"n_inner", c.n_inner}, {"context", c.n_ctx},
-        {"tied_embeddings", c.tie_embeddings}, {"tokenizer", m.tokenizer ? m.tokenizer->kind() : "none"},
-        {"warnings", m.warnings},
-        {"parameters", {{"total", m.parameter_count()}, {"embeddings", emb}, {"attention", attn}, {"mlp", mlp},
-                        {"norms", norms}, {"lm_head", head}, {"per_layer", p.per_layer}}},
-        {"format", m.format}, {"stored_types", stored}, {"weight_bytes", m.weight_bytes()},
-        {"weights_held", held}, {"stored_kernel", stored_kernel_name()},
-        {"features", c.features()}, {"notes", c.notes}};
-    nlohmann::json with_layers = j;
-    with_layers["layer_specs"] = nlohmann::json::array();  // (L) what each layer's attention does
-    for (int l = 0; l < c.n_layer; ++l) {
-      const LayerSpec s = c.layer(l);
-      nlohmann::json spec = {{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
-                             {"scale", s.scale}, {"softcap", s.softcap}};
-      if (c.per_layer_attention()) {  // Gemma 4: each layer's own sizes, and whose K/V it reads
-        spec["head_size"] = c.head_size_at(l);
-        spec["kv_heads"] = c.kv_heads_at(l);
-        spec["n_inner"] = c.inner_at(l);
-        spec["kv_source"] = s.kv_source >= 0 ? s.kv_source : l;
-        spec["v_from_k"] = s.v_from_k;
-      }
-      with_layers["layer_specs"].push_back(spec);
-    }
-    out << with_layers.dump(2) << "\n";
+    out << model_info_json(m).dump(2) << "\n";
     return;
   }
   out << "model       " << m.name << "  (" << m.dir << ")\n"

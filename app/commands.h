@@ -2,6 +2,7 @@
 // options on `app` and returns the action that runs it; actions throw attnviz::Error.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -72,6 +73,12 @@ struct ChatOptions {
   bool add_generation_prompt = true;
 };
 std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o);
+// The same for messages given as JSON (checked as a file's are; `where` names them in errors).
+std::string render_chat_messages(const std::string& model_path, const nlohmann::ordered_json& messages,
+                                 const std::string& where, const ChatOptions& o);
+
+// What `info --json` prints of a model: sizes, parameter counts, weights, layer_specs (L).
+nlohmann::json model_info_json(const Model& m);
 
 // --weights stored|f32 as LoadOptions (a usage Error for anything else), and the option itself.
 LoadOptions load_options(const std::string& weights);

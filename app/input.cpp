@@ -1,3 +1,4 @@
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -127,7 +128,11 @@ Engine run_input(const InputOptions& o, std::ostream& err) {
   return engine;
 }
 
-std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o) {
+namespace {
+
+// The template is found (and its absence reported) before the messages are read.
+std::string render_chat_with(const std::string& model_path, const ChatOptions& o,
+                             const std::function<nlohmann::ordered_json()>& read_messages, const std::string& where) {
   ModelChat mc;
   if (!model_path.empty()) mc = read_model_chat(resolve_model_dir(model_path));
   if (!o.template_file.empty()) {
@@ -138,14 +143,27 @@ std::string render_chat_file(const std::string& model_path, const std::string& m
       "`attnviz-cli chat --template FILE.jinja --messages FILE.json` renders with a template of your choice; pass its "
       "text with --text.";
   if (mc.template_text.empty()) render_model_chat(mc, model_path, {}, {}, hint);  // throws: no template
-  const nlohmann::ordered_json messages = read_json_file_ordered(messages_file, "chat messages");
-  check_chat_messages(messages, excerpt(messages_file, kPathExcerptBytes));
+  const nlohmann::ordered_json messages = read_messages();
+  check_chat_messages(messages, where);
   ChatRenderOptions r;
   r.add_generation_prompt = o.add_generation_prompt;
   r.bos_token = o.bos;
   r.eos_token = o.eos;
   r.date = o.date;
   return render_model_chat(mc, model_path, messages, r, hint);
+}
+
+}  // namespace
+
+std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o) {
+  return render_chat_with(
+      model_path, o, [&] { return read_json_file_ordered(messages_file, "chat messages"); },
+      excerpt(messages_file, kPathExcerptBytes));
+}
+
+std::string render_chat_messages(const std::string& model_path, const nlohmann::ordered_json& messages,
+                                 const std::string& where, const ChatOptions& o) {
+  return render_chat_with(model_path, o, [&] { return messages; }, where);
 }
 
 }  // namespace attnviz

@@ -87,8 +87,8 @@ bool selected(const std::vector<std::string>& stages, const std::string& name) {
 }
 }  // namespace
 
-void write_dump(const Trace& tr, const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& extra,
-                const DumpSelection& sel) {
+SafetensorsWriter dump_tensors(const Trace& tr, const std::vector<std::pair<std::string, const Tensor*>>& extra,
+                               const DumpSelection& sel) {
   SafetensorsWriter w;
   const std::vector<int32_t> tokens(tr.tokens.begin(), tr.tokens.end());
   w.add_i32("tokens", {tr.T()}, tokens.data());
@@ -191,7 +191,12 @@ void write_dump(const Trace& tr, const std::string& path, const std::vector<std:
   }
   w.set_metadata("n_layer", std::to_string(tr.layers.size()));
   w.set_metadata("format", "attnviz-dump-1");
-  w.write(path);
+  return w;
+}
+
+void write_dump(const Trace& tr, const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& extra,
+                const DumpSelection& sel) {
+  dump_tensors(tr, extra, sel).write(path);
 }
 
 }  // namespace attnviz

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/engine/trace.h"
+#include "core/model/safetensors.h"
 
 namespace attnviz {
 
@@ -30,6 +31,12 @@ struct DumpSelection {
 std::vector<int> parse_index_list(const std::string& list, int count, const std::string& what);
 // "probs,logits" → the names, checked against the dump's stage names, "logits" and "resid".
 std::vector<std::string> parse_stage_list(const std::string& list);
+
+// The dump's tensors and metadata as write_dump writes them, gathered without writing (the
+// Python module lends them as arrays). Borrowed and generated tensors read `trace` and
+// `extra`, which must outlive the writer. Throws the selection's usage errors.
+SafetensorsWriter dump_tensors(const Trace& trace, const std::vector<std::pair<std::string, const Tensor*>>& extra = {},
+                               const DumpSelection& sel = {});
 
 // Writes `trace` atomically to `path`; throws attnviz::Error when it cannot. `extra`
 // tensors (name, dense tensor) are written after the pinned ones. `sel` limits what is

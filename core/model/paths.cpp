@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -17,9 +18,31 @@ namespace attnviz {
 
 namespace fs = std::filesystem;
 
+namespace {
+// Folders add_data_dir gave, searched after $ATTNVIZ_DATA_DIR.
+std::mutex& added_lock() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::string>& added_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+}  // namespace
+
+void add_data_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(added_lock());
+  auto& dirs = added_dirs();
+  if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+}
+
 std::vector<std::string> data_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("ATTNVIZ_DATA_DIR"); env && *env) dirs.push_back(env);
+  {
+    std::lock_guard<std::mutex> lock(added_lock());
+    dirs.insert(dirs.end(), added_dirs().begin(), added_dirs().end());
+  }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) dirs.push_back((exe.parent_path().parent_path() / ATTNVIZ_DATA_SUBDIR).string());

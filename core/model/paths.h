@@ -9,6 +9,9 @@ namespace attnviz {
 // Data directories to search, in order: $ATTNVIZ_DATA_DIR, <exe>/../share/attnviz,
 // the source tree this binary was built from.
 std::vector<std::string> data_dirs();
+// Adds a folder to search after $ATTNVIZ_DATA_DIR (the Python module's share/attnviz, found
+// beside its install prefix: python3 is not installed where attnviz is).
+void add_data_dir(const std::string& dir);
 
 // "builtin:NAME" → the built-in model's directory (error listing the choices when NAME is
 // unknown); "ollama:NAME[:TAG]" and "hf:ORG/NAME[@REVISION]" → the file or directory they

@@ -102,7 +102,7 @@ class SafetensorsWriter {
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   void write(const std::string& path) const;  // throws attnviz::Error on I/O failure
 
- private:
+  // What was added, in order, for readers other than write() (the Python module's arrays).
   struct Entry {
     std::string name;
     DType dtype = DType::F32;
@@ -112,6 +112,10 @@ class SafetensorsWriter {
     SliceFn fill;                // generated data
     size_t size() const;         // bytes in the file
   };
+  const std::vector<Entry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
   void add_4byte(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* values);
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
