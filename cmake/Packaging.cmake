@@ -69,6 +69,13 @@ set(_recommends fonts-noto-cjk fonts-dejavu-core)
 if(ATTNVIZ_GPU OR TARGET attnviz)
   list(APPEND _recommends libgl1-mesa-dri libegl-mesa0)
 endif()
+# The Python module (import attnviz) ships inside this package, in
+# /usr/lib/python3/dist-packages/attnviz/: it is the same engine, built in the same build, and
+# a version of it must never run against another's data. Python and numpy are recommended,
+# not required: the desktop program and attnviz-cli run without them.
+if(ATTNVIZ_PYTHON_BUILT)
+  list(APPEND _recommends python3 python3-numpy)
+endif()
 list(JOIN _recommends ", " CPACK_DEBIAN_PACKAGE_RECOMMENDS)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)  # the list above is the whole of Depends
 

@@ -15,4 +15,11 @@ check "dump from elsewhere" "$work/prefix/bin/attnviz-cli" dump --model "$work/m
 mkdir -p "$work/prefix/share/attnviz/assets/models" && cp -r "$work/m" "$work/prefix/share/attnviz/assets/models/installcheck"
 check "finds installed data" "$work/prefix/bin/attnviz-cli" info --model builtin:installcheck
 check "lists installed data" bash -c "'$work/prefix/bin/attnviz-cli' info --list | grep -q builtin:installcheck"
+# the Python module, when the build made it: imported from the prefix alone, it finds the
+# installed data (builtin:installcheck) from there
+if [ -f "$build/python/attnviz/__init__.py" ]; then
+  check "python module installed" bash -c "ls '$work/prefix/lib/python3/dist-packages/attnviz/'_attnviz*.so"
+  check "import attnviz from the prefix" env PYTHONPATH="$work/prefix/lib/python3/dist-packages" /usr/bin/python3 -c \
+    "import attnviz; t = attnviz.Model('builtin:installcheck').run(text='hi there'); assert t['logits'].shape[0] == len(t.tokens) > 0"
+fi
 finish

@@ -58,6 +58,12 @@ if [ $gui = 1 ]; then
   check "icon" test -f "$usr/share/icons/hicolor/scalable/apps/attnviz.svg"
 fi
 check "assets" test -f "$usr/share/attnviz/assets/models/fortunes-en/config.json"
+if [ -f "$build/python/attnviz/__init__.py" ]; then  # the Python module, inside the same package
+  check "python module in dist-packages" bash -c "ls '$usr/lib/python3/dist-packages/attnviz/'_attnviz*.so"
+  check "import attnviz from the package" env PYTHONPATH="$usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+    "import attnviz; assert attnviz.Model('builtin:fortunes-en').run(text='a b')['logits'].ndim == 2"
+  check "Recommends python3-numpy" bash -c "dpkg-deb -f '$deb' Recommends | grep -q python3-numpy"
+fi
 # share/attnviz/ and bin/ are exactly what `cmake --install` gives
 check "cmake --install" "$cmake" --install "$build" --prefix "$work/inst"
 listing() { (cd "$1" 2>/dev/null && find . | LC_ALL=C sort); }
