@@ -43,7 +43,7 @@ flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fn
 # these sanitizers (.ci/run's one clang sanitizer build): it is built, not configured again.
 if [[ "${ATTNVIZ_FUZZ_PREBUILT:-0}" != 1 ]]; then
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNVIZ_FUZZ=ON -DCMAKE_UNITY_BUILD=ON \
-  -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF -DATTNVIZ_BLAS=eigen \
+  -DATTNVIZ_GUI=OFF -DATTNVIZ_GPU=OFF -DATTNVIZ_NATIVE=OFF -DATTNVIZ_BLAS=eigen -DATTNVIZ_PYTHON=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fi
 cmake --build "$build" -j"$(nproc)" --target $(printf 'attnviz_fuzz_%s ' "${targets[@]}")
