@@ -59,12 +59,14 @@ class HeatmapPanel : public Panel {
 
  protected:
   void draw_content(FrameContext& ctx) override;
+  // The matrix and its colour bar take the room there is, no more: no scrollbars (the wheel zooms).
+  ImGuiWindowFlags window_flags() const override { return ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse; }
 
  private:
   void draw_controls(FrameContext& ctx);
   void draw_tabs(FrameContext& ctx);
   void draw_big_caption(FrameContext& ctx);
-  void draw_explanation(FrameContext& ctx);
+  void draw_explanation(FrameContext& ctx, bool one_line);  // one_line: ellipsised, the rest on hover
   // Where the matrix of this frame lies: cells, labels, screen positions.
   struct MatrixLayout {
     int rows = 0, cols = 0;

@@ -44,8 +44,11 @@ void Panel::draw(FrameContext& ctx) {
 void Panel::draw_in_tile(FrameContext& ctx, ImVec2 size) {
   window_rect_ = ImVec4(0, 0, 0, 0);
   if (!open_) return;
-  // Content wider than the tile scrolls sideways rather than being cut off.
-  const bool visible = ImGui::BeginChild(title_.c_str(), size, false, window_flags() | ImGuiWindowFlags_HorizontalScrollbar);
+  // Content wider than the tile scrolls sideways rather than being cut off (unless the panel
+  // sizes its content to the tile itself: no scrollbars).
+  const ImGuiWindowFlags f = window_flags();
+  const bool visible = ImGui::BeginChild(title_.c_str(), size, false,
+                                         f | (f & ImGuiWindowFlags_NoScrollbar ? 0 : ImGuiWindowFlags_HorizontalScrollbar));
   window_rect_ = ImVec4(ImGui::GetWindowPos().x, ImGui::GetWindowPos().y, ImGui::GetWindowSize().x, ImGui::GetWindowSize().y);
   cut_.clear();
   if (visible) {

@@ -74,7 +74,7 @@ LayoutState preset_layout(LayoutPreset p) {
   switch (p) {
     case LayoutPreset::Explore: s.left = 0.22f, s.right = 0.22f, s.bottom = 0.30f; break;
     case LayoutPreset::Research: s.left = 0.19f, s.right = 0.31f, s.bottom = 0.30f; break;
-    case LayoutPreset::Classroom: s.left = 0.36f, s.right = 0.22f, s.bottom = 0.30f; break;
+    case LayoutPreset::Classroom: s.left = 0.30f, s.right = 0.22f, s.bottom = 0.30f; break;
   }
   return s;
 }
