@@ -2,7 +2,8 @@
 // everything else lives in ui/ (panels, AppState, the inference worker) and core/.
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
-//           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
+//           [--block-size N] [--presentation] [--layout explore|research|classroom]
+//           [--screenshot F.png [--frames N]] [--type TEXT]
 //           [--train-steps N] [--text-view] [--text-view-attribution] [--lens] [--attribution] [--query I] [--size WxH]
 //           [--heatmap-zoom Z] [--heatmap-center I]
 //           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]] [--headless]
@@ -16,15 +17,16 @@
 // (app/offscreen.h): screenshots and --type timings where there is no display server.
 // --train-steps N opens the Training panel and trains the classroom preset for N steps; a
 // screenshot then waits for the run to end (its state is the sidecar's "training").
-// --text-view opens the Text view panel (under the heatmap), with query I (default: the last);
-// --lens and --attribution open the Logit lens and Direct logit attribution panels (under it too).
+// --layout picks the panels' arrangement (ui/layout.h; --presentation alone is Classroom's);
+// --text-view opens the Text view panel, with query I (default: the last); --lens and
+// --attribution open the Logit lens and Direct logit attribution panels (each in its region).
 // --heatmap-zoom Z starts the heatmap zoomed to Z pixels per cell (clamped to fit … 64);
 // --heatmap-center I centres it on token I's row and column, selects that cell and makes I
 // the query (at least 16 px per cell; out of range: the go-to field's message, nothing moves).
 // --other sets prompt B (the other prompt, under the text); --compare opens the Compare prompts
 // panel (A's and B's attention for the selected head, or A − B) and --patching the Activation
 // patching panel (B's head outputs or residual stream put into A's run; --patch-grid picks the
-// grid), which then computes its first grid whatever its size; both go under the heatmap.
+// grid), which then computes its first grid whatever its size; both go in the bottom region.
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>

@@ -35,7 +35,8 @@ void expect_tiled(const LayoutGeometry& g, const LayoutInput& in) {
       if (q.empty()) continue;
       const float ox = std::min(p.x + p.w, q.x + q.w) - std::max(p.x, q.x);
       const float oy = std::min(p.y + p.h, q.y + q.h) - std::max(p.y, q.y);
-      EXPECT_FALSE(ox > 0.5f && oy > 0.5f) << region_name(static_cast<Region>(a)) << " overlaps " << region_name(static_cast<Region>(b));
+      EXPECT_FALSE(ox > 0.5f && oy > 0.5f)
+          << region_name(static_cast<Region>(a)) << " overlaps " << region_name(static_cast<Region>(b));
     }
   }
 }
@@ -49,7 +50,8 @@ TEST(LayoutState, RegionsTileTheWindow) {
       const LayoutGeometry g = compute_layout(preset_layout(p), in);
       expect_tiled(g, in);
       // The center, the left column and the gaps fill the width; the bottom starts under the center.
-      const LayoutRect c = at(g, Region::Center), l = at(g, Region::Left), r = at(g, Region::Right), b = at(g, Region::Bottom);
+      const LayoutRect c = at(g, Region::Center), l = at(g, Region::Left), r = at(g, Region::Right),
+                       b = at(g, Region::Bottom);
       EXPECT_NEAR(l.w + in.gap + c.w + in.gap + r.w, w, 0.5f);
       EXPECT_NEAR(b.y, c.y + c.h + in.gap, 0.5f);
       EXPECT_NEAR(b.y + b.h, in.bottom, 0.5f);
@@ -100,6 +102,10 @@ TEST(LayoutState, TilesThenTabs) {
   const std::vector<Tile> w = tile_region({2, 1}, 306.f, 50.f, 6.f);
   EXPECT_NEAR(w[0].extent, 200.f, 1.f);
   EXPECT_TRUE(tile_region({}, 100.f, 10.f, 1.f).empty());
+  // A limit: two tiles, the second holding panels 1 … 4.
+  const std::vector<Tile> lim = tile_region({1, 1, 1, 1, 1}, 600.f, 10.f, 6.f, 2);
+  ASSERT_EQ(lim.size(), 2u);
+  EXPECT_EQ(lim[1].count, 4);
 }
 
 TEST(LayoutState, PresetsPlaceAndOpen) {
@@ -112,7 +118,7 @@ TEST(LayoutState, PresetsPlaceAndOpen) {
   EXPECT_EQ(region_of(preset_layout(LayoutPreset::Explore), "Logit lens"), Region::Bottom);
   EXPECT_EQ(region_of(research, "Attention heatmap"), Region::Center);
   const auto opens = preset_opens(LayoutPreset::Classroom);
-  EXPECT_NE(std::find(opens.begin(), opens.end(), "Guided lesson"), opens.end());
+  EXPECT_NE(std::find(opens.begin(), opens.end(), "Caption"), opens.end());
   EXPECT_EQ(std::find(opens.begin(), opens.end(), "All heads (softmax)"), opens.end());
   LayoutState moved = research;
   moved.moved["Logit lens"] = Region::Left;
@@ -131,6 +137,7 @@ TEST(LayoutState, KeptInTheSettings) {
   EXPECT_EQ(t.layout, s.layout);
   // Out of range or of the wrong type: the defaults stay.
   AppState u;
-  ASSERT_TRUE(settings_from_json(R"({"layout": {"preset": "nope", "left": 7, "right": "x", "moved": {"A": "up"}}})", u, vis2));
+  ASSERT_TRUE(
+      settings_from_json(R"({"layout": {"preset": "nope", "left": 7, "right": "x", "moved": {"A": "up"}}})", u, vis2));
   EXPECT_EQ(u.layout, LayoutState());
 }

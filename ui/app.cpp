@@ -119,8 +119,8 @@ App::App(const AppOptions& opt) : opt_(opt) {
   scan_ = std::make_unique<HeadScanPanel>(opt.screenshot ? std::string() : config_dir());  // screenshots keep no scans
   browser_ = std::make_unique<ModelBrowserPanel>(loader_);
   // In each region's order: the caption above the text box, the text above the tokens, …
-  panels_ = {caption_.get(), heatmap_.get(), text_.get(), tokens_.get(), next_.get(), model_.get(), stats_.get(),
-             training_.get(), lesson_.get(), grid_.get(), importance_.get(), gqa_.get(), experts_.get(), why_.get(),
+  panels_ = {caption_.get(), heatmap_.get(), text_.get(), tokens_.get(), training_.get(), lesson_.get(), next_.get(),
+             model_.get(), stats_.get(), grid_.get(), importance_.get(), gqa_.get(), experts_.get(), why_.get(),
              circuits_.get(), scan_.get(), text_view_.get(), lens_.get(), attribution_.get(), compare_.get(),
              patching_.get(), browser_.get()};
   layout_.set_panels(std::vector<Panel*>(panels_.begin(), panels_.end() - 1));  // the browser is a dialog

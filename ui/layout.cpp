@@ -12,24 +12,24 @@ float tile_weight(const std::string& title) {
   if (title == "Caption") return 1.3f;
   if (title == "Model") return 0.7f;
   if (title == "Tokens & context window") return 0.9f;
-  if (title == "Guided lesson" || title == "Training") return 2.f;
+  if (title == "Training") return 4.5f;
+  if (title == "Guided lesson") return 2.f;
   if (title == "All heads (softmax)") return 1.5f;
+  if (title == "Experts" || title == "Why this score" || title == "Circuits" || title == "Head scan") return 2.5f;
   return 1.f;
 }
 
-constexpr ImGuiWindowFlags kTileFlags = ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize |
-                                        ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                                        ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
-                                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
-                                        ImGuiWindowFlags_NoBackground;  // never overlapped: the clear colour shows
+constexpr ImGuiWindowFlags kTileFlags =
+    ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar |
+    ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoBackground;  // never overlapped: the clear colour shows
 }  // namespace
 
 void Layout::apply_preset(LayoutPreset p, const Panel* keep_open) {
   state_ = preset_layout(p);
   const std::vector<std::string> opens = preset_opens(p);
   for (Panel* panel : panels_)
-    if (panel != keep_open)
-      *panel->p_open() = std::find(opens.begin(), opens.end(), panel->title()) != opens.end();
+    if (panel != keep_open) *panel->p_open() = std::find(opens.begin(), opens.end(), panel->title()) != opens.end();
 }
 
 void Layout::draw(FrameContext& ctx, const Metrics& m) {
@@ -70,14 +70,20 @@ void Layout::draw(FrameContext& ctx, const Metrics& m) {
     const bool across = static_cast<Region>(r) == Region::Bottom;
     const float extent = across ? rect.w : rect.h;
     std::vector<float> weights;
-    for (const Panel* p : ps) weights.push_back(tile_weight(p->title()));
+    int max_tiles = 0;  // Training or the lesson open: the panels after them share one tile, as tabs
+    for (const Panel* p : ps) {
+      weights.push_back(tile_weight(p->title()));
+      if (p->title() == "Training" || p->title() == "Guided lesson") max_tiles = static_cast<int>(weights.size()) + 1;
+    }
     const float min_tile = static_cast<Region>(r) == Region::Center ? 1e9f : across ? m.min_tile_w : m.min_tile_h;
-    const std::vector<Tile> tiles = tile_region(weights, extent, min_tile, in.gap);
+    const std::vector<Tile> tiles = tile_region(weights, extent, min_tile, in.gap, max_tiles);
     for (size_t t = 0; t < tiles.size(); ++t) {
       const Tile& tile = tiles[t];
       LayoutRect tr = rect;
-      if (across) tr.x += tile.offset, tr.w = tile.extent;
-      else tr.y += tile.offset, tr.h = tile.extent;
+      if (across)
+        tr.x += tile.offset, tr.w = tile.extent;
+      else
+        tr.y += tile.offset, tr.h = tile.extent;
       draw_tile(ctx, m, static_cast<Region>(r), static_cast<int>(t),
                 std::vector<Panel*>(ps.begin() + tile.first, ps.begin() + tile.first + tile.count), tr);
     }
@@ -88,11 +94,13 @@ void Layout::draw(FrameContext& ctx, const Metrics& m) {
   draw_splitter("##split.bottom", geom_.splitter_bottom, false, 2);
 }
 
-void Layout::draw_tile(FrameContext& ctx, const Metrics& m, Region r, int index, const std::vector<Panel*>& panels, LayoutRect rect) {
+void Layout::draw_tile(FrameContext& ctx, const Metrics& m, Region r, int index, const std::vector<Panel*>& panels,
+                       LayoutRect rect) {
   const std::string id = std::string("##tile.") + region_name(r) + "." + std::to_string(index);
   ImGui::SetNextWindowPos(ImVec2(rect.x, rect.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(rect.w, rect.h), ImGuiCond_Always);
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(ImGui::GetStyle().WindowPadding.x * 0.5f, ImGui::GetStyle().WindowPadding.y * 0.5f));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding,
+                      ImVec2(ImGui::GetStyle().WindowPadding.x * 0.5f, ImGui::GetStyle().WindowPadding.y * 0.5f));
   ImGui::PushStyleVar(ImGuiStyleVar_WindowBorderSize, 0.f);
   const bool visible = ImGui::Begin(id.c_str(), nullptr, kTileFlags);
   ImGui::PopStyleVar(2);
@@ -156,20 +164,27 @@ void Layout::draw_splitter(const char* id, LayoutRect rect, bool vertical, int w
   // A thin line in the middle, brighter under the mouse.
   const ImU32 col = ImGui::GetColorU32(hot ? ImGuiCol_SeparatorActive : ImGuiCol_Separator);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  if (vertical) dl->AddLine(ImVec2(rect.x + rect.w * 0.5f, rect.y), ImVec2(rect.x + rect.w * 0.5f, rect.y + rect.h), col, hot ? 2.f : 1.f);
-  else dl->AddLine(ImVec2(rect.x, rect.y + rect.h * 0.5f), ImVec2(rect.x + rect.w, rect.y + rect.h * 0.5f), col, hot ? 2.f : 1.f);
+  if (vertical)
+    dl->AddLine(ImVec2(rect.x + rect.w * 0.5f, rect.y), ImVec2(rect.x + rect.w * 0.5f, rect.y + rect.h), col,
+                hot ? 2.f : 1.f);
+  else
+    dl->AddLine(ImVec2(rect.x, rect.y + rect.h * 0.5f), ImVec2(rect.x + rect.w, rect.y + rect.h * 0.5f), col,
+                hot ? 2.f : 1.f);
   ImGui::End();
 }
 
 std::string Layout::sidecar_json(float sx, float sy) const {
   auto rect = [&](const LayoutRect& r) {
-    return nlohmann::json::array({std::lround(r.x * sx), std::lround(r.y * sy), std::lround(r.w * sx), std::lround(r.h * sy)});
+    return nlohmann::json::array(
+        {std::lround(r.x * sx), std::lround(r.y * sy), std::lround(r.w * sx), std::lround(r.h * sy)});
   };
   nlohmann::json j;
   j["preset"] = preset_name(state_.preset);
   j["fractions"] = {{"left", state_.left}, {"right", state_.right}, {"bottom", state_.bottom}};
   for (int r = 0; r < kRegionCount; ++r) j["regions"][region_name(static_cast<Region>(r))] = rect(geom_.region[r]);
-  j["splitters"] = {{"left", rect(geom_.splitter_left)}, {"right", rect(geom_.splitter_right)}, {"bottom", rect(geom_.splitter_bottom)}};
+  j["splitters"] = {{"left", rect(geom_.splitter_left)},
+                    {"right", rect(geom_.splitter_right)},
+                    {"bottom", rect(geom_.splitter_bottom)}};
   nlohmann::json places = nlohmann::json::object();
   for (const Panel* p : panels_)
     if (p->open()) places[p->title()] = region_name(region_of(state_, p->title()));

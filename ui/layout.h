@@ -34,7 +34,7 @@ class Layout {
     float top = 0, bottom = 0;  // below the menu bar, above the status bar
     float left_bottom = 0;      // the left column's lower edge (0: bottom)
     float min_tile_h = 120, min_tile_w = 320;
-    float min_left = 0;         // the left column's least width (the Training form), 0: none
+    float min_left = 0;                             // the left column's least width (the Training form), 0: none
     std::function<void(const Panel*)> after_panel;  // called after each panel drawn (may be empty)
   };
   // Draws every open panel in its tile, then the splitters (which the mouse drags).
@@ -48,7 +48,8 @@ class Layout {
   std::string sidecar_json(float sx, float sy) const;
 
  private:
-  void draw_tile(FrameContext& ctx, const Metrics& m, Region r, int index, const std::vector<Panel*>& panels, LayoutRect rect);
+  void draw_tile(FrameContext& ctx, const Metrics& m, Region r, int index, const std::vector<Panel*>& panels,
+                 LayoutRect rect);
   void draw_splitter(const char* id, LayoutRect rect, bool vertical, int which);
   void tab_menu(Panel* p);
 

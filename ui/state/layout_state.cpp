@@ -83,19 +83,21 @@ Region region_of(const LayoutState& s, const std::string& title) {
   if (auto it = s.moved.find(title); it != s.moved.end()) return it->second;
   for (const Home& h : kHomes)
     if (title == h.title)
-      return s.preset == LayoutPreset::Explore ? h.explore : s.preset == LayoutPreset::Research ? h.research : h.classroom;
+      return s.preset == LayoutPreset::Explore    ? h.explore
+             : s.preset == LayoutPreset::Research ? h.research
+                                                  : h.classroom;
   return Region::Left;
 }
 
 std::vector<std::string> preset_opens(LayoutPreset p) {
   switch (p) {
-    case LayoutPreset::Explore: return {"Text & model", "Tokens & context window", "Attention heatmap", "Next token",
-                                        "Model", "Head statistics", "All heads (softmax)", "Head importance",
-                                        "GQA & KV cache"};
-    case LayoutPreset::Research: return {"Text & model", "Tokens & context window", "Attention heatmap",
-                                         "All heads (softmax)", "Text view", "Logit lens", "Direct logit attribution",
-                                         "Compare prompts"};
-    case LayoutPreset::Classroom: return {"Attention heatmap", "Caption", "Guided lesson", "Text & model"};
+    case LayoutPreset::Explore:
+      return {"Text & model",    "Tokens & context window", "Attention heatmap", "Next token",    "Model",
+              "Head statistics", "All heads (softmax)",     "Head importance",   "GQA & KV cache"};
+    case LayoutPreset::Research:
+      return {"Text & model", "Tokens & context window",  "Attention heatmap", "All heads (softmax)", "Text view",
+              "Logit lens",   "Direct logit attribution", "Compare prompts"};
+    case LayoutPreset::Classroom: return {"Attention heatmap", "Caption", "Text & model", "Tokens & context window"};
   }
   return {};
 }
@@ -113,7 +115,10 @@ LayoutGeometry compute_layout(const LayoutState& s, const LayoutInput& in) {
   // from the columns the user did not size (the right one first, then the left).
   float lw = in.has_left ? std::round(W * s.left) : 0.f;
   float rw = in.has_right ? std::round(W * s.right) : 0.f;
-  const auto clamp_side = [&](float w) { return std::clamp(w, in.min_region, std::max(in.min_region, W * 0.6f)); };
+  // A side keeps at least min_region and leaves the others theirs (as the drags clamp).
+  const auto clamp_side = [&](float w) {
+    return std::clamp(w, in.min_region, std::max(in.min_region, W - 2.f * in.min_region));
+  };
   if (in.has_left) lw = clamp_side(lw);
   if (in.has_right) rw = clamp_side(rw);
   const auto gaps_x = [&] { return (in.has_left ? gap : 0.f) + (in.has_right ? gap : 0.f); };
@@ -130,9 +135,16 @@ LayoutGeometry compute_layout(const LayoutState& s, const LayoutInput& in) {
     }
     cw = W - lw - rw - gaps_x();
   }
+  if (cw < in.min_region) {  // both sides dragged wide: the center keeps min_region, the right gives first
+    const float need = in.min_region - cw;
+    const float from_r = in.has_right ? std::min(need, std::max(0.f, rw - in.min_region)) : 0.f;
+    rw -= from_r;
+    lw -= in.has_left ? std::min(need - from_r, std::max(0.f, lw - in.min_region)) : 0.f;
+    cw = W - lw - rw - gaps_x();
+  }
   // Heights: the bottom strip's fraction of the body, the floor likewise.
   float bh = in.has_bottom ? std::round(H * s.bottom) : 0.f;
-  if (in.has_bottom) bh = std::clamp(bh, in.min_region, std::max(in.min_region, H * 0.7f));
+  if (in.has_bottom) bh = std::clamp(bh, in.min_region, std::max(in.min_region, H - in.min_region - gap));
   float ch = H - bh - (in.has_bottom ? gap : 0.f);
   if (in.has_bottom && ch < in.floor && !s.bottom_dragged) {
     bh = std::max(in.min_region, bh - (in.floor - ch));
@@ -179,12 +191,12 @@ void drag_bottom(LayoutState& s, const LayoutInput& in, float y) {
   s.bottom_dragged = true;
 }
 
-std::vector<Tile> tile_region(const std::vector<float>& weights, float extent, float min_tile, float gap) {
+std::vector<Tile> tile_region(const std::vector<float>& weights, float extent, float min_tile, float gap, int max_tiles) {
   std::vector<Tile> tiles;
   const int n = static_cast<int>(weights.size());
   if (n == 0 || extent <= 0.f) return tiles;
   const int fit = std::max(1, static_cast<int>(std::floor((extent + gap) / std::max(1.f, min_tile + gap))));
-  const int k = std::min(n, fit);
+  const int k = std::min(max_tiles > 0 ? std::min(n, max_tiles) : n, fit);
   std::vector<float> w(static_cast<size_t>(k), 0.f);
   for (int i = 0; i < n; ++i) {
     const size_t t = static_cast<size_t>(std::min(i, k - 1));

@@ -59,10 +59,10 @@ std::vector<std::string> preset_allows(LayoutPreset p);
 
 // The geometry's inputs, in pixels.
 struct LayoutInput {
-  float width = 0, height = 0;  // the display
-  float top = 0;                // below the menu bar
-  float bottom = 0;             // above the status bar (the status bar's top)
-  float gap = 6;                // a splitter's thickness between regions
+  float width = 0, height = 0;                                 // the display
+  float top = 0;                                               // below the menu bar
+  float bottom = 0;                                            // above the status bar (the status bar's top)
+  float gap = 6;                                               // a splitter's thickness between regions
   bool has_left = true, has_right = true, has_bottom = false;  // regions with a panel open
   // The heatmap's floor: the center keeps at least this much width and height (half the
   // window's shorter side) unless a splitter the user dragged gives it less.
@@ -71,7 +71,7 @@ struct LayoutInput {
 };
 
 struct LayoutGeometry {
-  LayoutRect region[kRegionCount];  // by Region; empty when the region holds nothing
+  LayoutRect region[kRegionCount];                            // by Region; empty when the region holds nothing
   LayoutRect splitter_left, splitter_right, splitter_bottom;  // empty when absent
 };
 
@@ -90,6 +90,8 @@ struct Tile {
   int first = 0, count = 0;  // panels first … first + count − 1
   float offset = 0, extent = 0;
 };
-std::vector<Tile> tile_region(const std::vector<float>& weights, float extent, float min_tile, float gap);
+// At most `max_tiles` tiles (0: no limit).
+std::vector<Tile> tile_region(const std::vector<float>& weights, float extent, float min_tile, float gap,
+                              int max_tiles = 0);
 
 }  // namespace attnviz::ui
