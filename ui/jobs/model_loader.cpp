@@ -39,10 +39,11 @@ void ModelLoader::start(const std::string& spec, WeightsMode weights) {
       if (job.cancel) throw Cancelled{};
     };
     try {
-      // ATTNVIZ_LOAD_DELAY_MS: a slow disk for the tests (the frame after the load's end).
+      job->result.model = load_model(job->spec, opt);
+      // ATTNVIZ_LOAD_DELAY_MS: a slow end of the load for the tests, after the last progress
+      // report (nothing else wakes the event loop until the load's end does).
       if (const char* d = std::getenv("ATTNVIZ_LOAD_DELAY_MS"); d && *d)
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
-      job->result.model = load_model(job->spec, opt);
     } catch (const Cancelled&) {
     } catch (const std::exception& e) {
       job->result.error = e.what();
