@@ -2,7 +2,8 @@
 // everything else lives in ui/ (panels, AppState, the inference worker) and core/.
 //
 //   attnviz [--model M] [--text S] [--layer L] [--head H] [--stage probs] [--backend cpu|gpu]
-//           [--block-size N] [--presentation] [--screenshot F.png [--frames N]] [--type TEXT]
+//           [--block-size N] [--presentation] [--layout explore|research|classroom]
+//           [--screenshot F.png [--frames N]] [--type TEXT]
 //           [--train-steps N] [--text-view] [--text-view-attribution] [--lens] [--attribution] [--query I] [--size WxH]
 //           [--heatmap-zoom Z] [--heatmap-center I]
 //           [--other TEXT] [--compare] [--patching [--patch-grid heads|resid]] [--headless]
@@ -16,15 +17,16 @@
 // (app/offscreen.h): screenshots and --type timings where there is no display server.
 // --train-steps N opens the Training panel and trains the classroom preset for N steps; a
 // screenshot then waits for the run to end (its state is the sidecar's "training").
-// --text-view opens the Text view panel (under the heatmap), with query I (default: the last);
-// --lens and --attribution open the Logit lens and Direct logit attribution panels (under it too).
+// --layout picks the panels' arrangement (ui/layout.h; --presentation alone is Classroom's);
+// --text-view opens the Text view panel, with query I (default: the last); --lens and
+// --attribution open the Logit lens and Direct logit attribution panels (each in its region).
 // --heatmap-zoom Z starts the heatmap zoomed to Z pixels per cell (clamped to fit … 64);
 // --heatmap-center I centres it on token I's row and column, selects that cell and makes I
 // the query (at least 16 px per cell; out of range: the go-to field's message, nothing moves).
 // --other sets prompt B (the other prompt, under the text); --compare opens the Compare prompts
 // panel (A's and B's attention for the selected head, or A − B) and --patching the Activation
 // patching panel (B's head outputs or residual stream put into A's run; --patch-grid picks the
-// grid), which then computes its first grid whatever its size; both go under the heatmap.
+// grid), which then computes its first grid whatever its size; both go in the bottom region.
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -37,6 +39,7 @@
 #include <cfloat>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -52,6 +55,7 @@
 #include "core/json_reader.h"
 #include "core/limits.h"
 #include "ui/app.h"
+#include "ui/jobs/wake.h"
 #include "ui/state/input_queue.h"
 
 namespace {
@@ -151,7 +155,12 @@ void add_options(CLI::App& cli, attnviz::ui::AppOptions& opt, ShotOptions& shot)
          "--weights", [&opt](const std::string& w) { opt.f32_weights = w == "f32"; },
          "stored (default: matrices used where the file stores them) or f32 (converted to float32 on load)")
       ->check(CLI::IsMember({"stored", "f32"}));
-  cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme");
+  cli.add_flag("--presentation", opt.presentation, "large fonts, high-contrast theme; with no --layout, the Classroom layout");
+  cli.add_option("--layout", opt.layout,
+                 "the panels' arrangement at the start: explore (the default), research (the logit lens, attribution, "
+                 "compare and text view as tabs beside the heatmap) or classroom (the heatmap, its caption and the lesson, "
+                 "in large type); F6/F7/F8 switch")
+      ->check(CLI::IsMember({"explore", "research", "classroom"}, CLI::ignore_case));
   cli.add_option("--ablate", shot.ablate, "heads to start with switched off, layer:head pairs, e.g. 1:4,1:7");
   cli.add_option("--ablate-mode", shot.ablate_mode, "zero (default) or mean");
   cli.add_option("--screenshot", shot.path, "render, save the window as this PNG and exit");
@@ -285,6 +294,11 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
   int shot_frames = 0;
   int frames_left = kFramesAfterWake;
   auto last = std::chrono::steady_clock::now();
+  // ATTNVIZ_FRAME_LOG=FILE: a line per presented frame, milliseconds since the start and the
+  // status bar's news (tests see which frames came, with no input, after a job ended).
+  std::FILE* frame_log = nullptr;
+  if (const char* path = std::getenv("ATTNVIZ_FRAME_LOG"); path && *path) frame_log = std::fopen(path, "w");
+  const auto t_start = last;
   while (!(win && glfwWindowShouldClose(win)) && !app.quit_requested()) {
     // Idle politely. Screenshots run flat out, except while a typed key waits for its
     // result, as a real session would. Otherwise: draw while queued input or the last
@@ -345,7 +359,12 @@ int run_loop(GLFWwindow* win, attnviz::ui::App& app, const attnviz::ui::AppOptio
     const auto t_done = std::chrono::steady_clock::now();
     using ms = std::chrono::duration<double, std::milli>;
     app.after_present(ms(t_ui - t_frame).count(), ms(t_done - t_ui).count());
+    if (frame_log) {
+      std::fprintf(frame_log, "%.1f %s\n", ms(t_done - t_start).count(), app.notice().c_str());
+      std::fflush(frame_log);
+    }
   }
+  if (frame_log) std::fclose(frame_log);
   return 0;
 }
 
@@ -426,10 +445,12 @@ int main(int argc, char** argv) {
     if (opt.screenshot && !app.wait_first_answer(shot.wait_s * 1000))
       std::fprintf(stderr, "attnviz: no result after %d s; taking the screenshot anyway\n", shot.wait_s);
     if (win) app.set_on_result([] { glfwPostEmptyEvent(); });  // draw a result as soon as it is published
+    if (win) attnviz::ui::set_wake_ui(+[] { glfwPostEmptyEvent(); });  // and whatever a background job finished
     rc = run_loop(win, app, opt, shot, width, height);
     ImGui_ImplOpenGL3_Shutdown();
     if (win) ImGui_ImplGlfw_Shutdown();
   }  // the App (and its worker thread) ends here, while the GL context is still current
+  attnviz::ui::set_wake_ui(nullptr);
   ImGui::DestroyContext();
   if (win) {
     glfwDestroyWindow(win);

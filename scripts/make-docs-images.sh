@@ -77,11 +77,20 @@ if wanted screenshot.png; then
   made screenshot.png
 fi
 
-# Presentation mode at a projector's size (the size gui_screenshot.sh checks).
+# The Classroom layout at a projector's size (the size gui_layout.sh checks), the lesson at
+# its softmax step.
 if wanted presentation-1280x720.png; then
-  shot presentation-1280x720.png --model builtin:fortunes-en --presentation --size 1280x720 \
+  ATTNVIZ_LESSON_STEP=6 shot presentation-1280x720.png --model builtin:fortunes-en --layout classroom --size 1280x720 \
     --layer 1 --head 4 --text "$cat2"
   made presentation-1280x720.png
+fi
+
+# The Research layout: the text view, the logit lens, the attribution and the comparison as
+# tiles beside the heatmap.
+if wanted research-1600x1000.png; then
+  shot research-1600x1000.png --model builtin:fortunes-en --layout research --text-view --lens --attribution --compare \
+    --other "The dog sat on the mat. The dog sat on the mat." --layer 1 --head 4 --text "$cat2"
+  made research-1600x1000.png
 fi
 
 # export: one head of poems-zh, every head of fortunes-en.

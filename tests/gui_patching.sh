@@ -88,6 +88,9 @@ assert "no other prompt" in j["patching"]["message"] and "grid" not in j["patchi
 
 check "every band open" xrun "$app" --text "$a" --other "$b" --compare --patching --lens --attribution --text-view \
   --screenshot "$work/all.png"
+# Five analysis panels in the bottom region: the first two tiled, the rest tabs of the third
+# tile (the patching, opened last, shows); none covers another.
 check "every band open: no panel covers another" /usr/bin/python3 "$tests_dir/check_no_overlap.py" "$work/all.png.json" \
-  "Text view" "Logit lens" "Direct logit attribution" "${panels[@]}"
+  "Text view" "Logit lens" "Activation patching" "Attention heatmap" "Text & model" "Next token" "Model" \
+  "Head statistics" "All heads (softmax)"
 finish

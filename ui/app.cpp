@@ -18,6 +18,7 @@
 #include "ui/panels/head_stats_panel.h"
 #include "ui/panels/heatmap_panel.h"
 #include "ui/panels/attribution_panel.h"
+#include "ui/panels/caption_panel.h"
 #include "ui/panels/circuits_panel.h"
 #include "ui/panels/experts_panel.h"
 #include "ui/panels/head_scan_panel.h"
@@ -34,7 +35,6 @@
 #include "ui/panels/status_bar.h"
 #include "ui/panels/text_panel.h"
 #include "ui/panels/text_view_panel.h"
-#include "ui/state/window_backgrounds.h"
 #include "ui/draw/theme.h"
 #include "ui/panels/token_strip_panel.h"
 #include "ui/panels/training_panel.h"
@@ -99,6 +99,7 @@ App::App(const AppOptions& opt) : opt_(opt) {
   text_ = std::make_unique<TextPanel>(random_dir_);
   tokens_ = std::make_unique<TokenStripPanel>();
   heatmap_ = std::make_unique<HeatmapPanel>();
+  caption_ = std::make_unique<CaptionPanel>(*heatmap_);
   grid_ = std::make_unique<HeadGridPanel>();
   gqa_ = std::make_unique<GqaPanel>();
   next_ = std::make_unique<NextTokenPanel>();
@@ -117,13 +118,21 @@ App::App(const AppOptions& opt) : opt_(opt) {
   experts_ = std::make_unique<ExpertsPanel>();
   scan_ = std::make_unique<HeadScanPanel>(opt.screenshot ? std::string() : config_dir());  // screenshots keep no scans
   browser_ = std::make_unique<ModelBrowserPanel>(loader_);
-  panels_ = {text_.get(), tokens_.get(), heatmap_.get(), grid_.get(), gqa_.get(), next_.get(), model_.get(),
-             training_.get(), importance_.get(), stats_.get(), lesson_.get(), text_view_.get(), lens_.get(),
-             attribution_.get(), compare_.get(), patching_.get(), why_.get(), circuits_.get(), scan_.get(), experts_.get(),
-             browser_.get()};
+  // In each region's order: the caption above the text box, the text above the tokens, …
+  panels_ = {caption_.get(), heatmap_.get(), text_.get(), tokens_.get(), training_.get(), lesson_.get(), next_.get(),
+             model_.get(), stats_.get(), grid_.get(), importance_.get(), gqa_.get(), experts_.get(), why_.get(),
+             circuits_.get(), scan_.get(), text_view_.get(), lens_.get(), attribution_.get(), compare_.get(),
+             patching_.get(), browser_.get()};
+  layout_.set_panels(std::vector<Panel*>(panels_.begin(), panels_.end() - 1));  // the browser is a dialog
   for (Panel* p : panels_)
     if (auto it = vis.find(p->title()); it != vis.end()) *p->p_open() = it->second;
   *browser_->p_open() = false;  // a dialog: open only when asked for
+  // The layout: the saved one, else a preset (--layout, or --presentation's Classroom); a
+  // screenshot starts from Explore's places with the panels as the flags below open them.
+  layout_.state() = opt.screenshot ? preset_layout(LayoutPreset::Explore) : state_.layout;
+  LayoutPreset preset = LayoutPreset::Explore;
+  if (preset_from_name(opt.layout, &preset)) apply_preset(preset);
+  else if (opt.presentation) apply_preset(LayoutPreset::Classroom);
   if (opt.browser) browser_->open_now();
   if (opt.text_view || opt.text_view_attribution) *text_view_->p_open() = true;
   text_view_->set_attribution(opt.text_view_attribution);
@@ -155,6 +164,7 @@ App::~App() {
   // A model that failed to load is never saved: the next start opens the last one that worked.
   if (!good_model_.empty()) state_.model_spec = good_model_;
   else if (model_failed_) state_.model_spec.clear();  // the next start opens the default model
+  state_.layout = layout_.state();
   save_settings(state_, visibility());
 }
 
@@ -173,14 +183,10 @@ void App::fall_back_from_saved_model(const Snapshot& snap) {
   state_.model_spec = fallback;
 }
 
-bool App::folded(const Panel* p) const {
-  if (folded_layout())
-    return p == grid_.get() || p == importance_.get() || p == gqa_.get() || p == model_.get() || p == stats_.get();
-  // Training and the lesson take the left column below the text box (see layout()).
-  return left_column_taken() && (p == next_.get() || p == model_.get() || p == stats_.get());
+void App::apply_preset(LayoutPreset p) {
+  layout_.apply_preset(p, browser_.get());
+  state_.presentation = p == LayoutPreset::Classroom;  // large type for a room, the usual size otherwise
 }
-
-bool App::left_column_taken() const { return training_->open() || lesson_->open(); }
 
 PanelVisibility App::visibility() const {
   PanelVisibility v;
@@ -215,8 +221,9 @@ bool App::animating() const {
          (attribution_->open() && !attribution_->idle()) || heatmap_->refining() || other_worker_.busy() ||
          (text_view_->open() && !text_view_->settled()) ||
          (patching_->open() && !patching_->idle()) || (why_->open() && !why_->idle()) ||
-         (circuits_->open() && !circuits_->idle()) || (scan_->open() && !scan_->idle()) || loader_.busy() ||
+         (circuits_->open() && !circuits_->idle()) || (scan_->open() && !scan_->idle()) ||
          (browser_->open() && !browser_->idle());
+  // The model loader wakes the loop itself (its progress, a few times a second, and its end).
 }
 
 int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
@@ -228,19 +235,6 @@ int App::fresh_result_wait_ms(int min_ms, int max_ms) const {
 }
 
 bool App::typing_waits() const { return typing_ && !typing_->finished() && worker_.busy(); }
-
-void App::set_panel_backgrounds() {
-  std::vector<WinRect> rects;
-  for (const Panel* p : panels_) {
-    const ImVec4 r = p->window_rect();
-    rects.push_back({r.x, r.y, r.z, r.w});
-  }
-  const std::vector<WinRect> bars = {{0.f, 0.f, ImGui::GetIO().DisplaySize.x, ImGui::GetFrameHeight()},  // the menu bar
-                                     {status_pos_.x, status_pos_.y, status_size_.x, status_size_.y}};
-  const std::vector<bool> fill =
-      panels_needing_background(rects, bars, ImGui::IsMouseDragging(ImGuiMouseButton_Left) || force_layout_);
-  for (size_t i = 0; i < panels_.size(); ++i) panels_[i]->set_background(fill[i]);
-}
 
 void App::post_if_changed() {
   Request r;
@@ -300,120 +294,12 @@ void App::before_frame(float content_scale) {
   fonts_.request(size, "");
   if (fonts_.needs_rebuild()) {
     fonts_.rebuild();
-    if (fonts_.fonts().size_px != laid_out_px_) force_layout_ = true;  // sizes follow the font
-    laid_out_px_ = fonts_.fonts().size_px;
   }
   if (scale != scale_ || state_.presentation != theme_presentation_) {
     apply_theme(state_.presentation, scale);
     scale_ = scale;
     theme_presentation_ = state_.presentation;
-    force_layout_ = true;
   }
-}
-
-void App::layout(bool force) {
-  const ImVec2 d = ImGui::GetIO().DisplaySize;
-  const float fs = ImGui::GetFontSize();
-  const float top = ImGui::GetFrameHeight();            // menu bar
-  const float status_h = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2.f;
-  const float bottom = d.y - status_h;
-  const float rw = std::round(d.x * 0.29f);
-  // The left column; the Training panel's form needs fs * 28, and the column widens for it
-  // (the token strip and the heatmap move right) rather than the panel covering the heatmap.
-  const float train_w = fs * 28.f;
-  const float lw = std::round(std::max(d.x * 0.25f, training_->open() ? train_w : 0.f));
-  const float strip_h = std::round(fs * 5.2f + ImGui::GetFrameHeight() * 2.f + ImGui::GetStyle().ScrollbarSize);
-  const float body = bottom - top;
-  status_pos_ = ImVec2(0, bottom);
-  status_size_ = ImVec2(d.x, status_h);
-  if (folded_layout()) {
-    // Presentation: the text, the next token and the token strip around a heatmap that takes
-    // most of the window; the other panels are folded away (F4 brings them back).
-    const float plw = std::round(std::max(d.x * 0.22f, training_->open() ? train_w : 0.f));
-    const ImGuiStyle& st = ImGui::GetStyle();  // the strip's title, block_size row and chips, no slack
-    const float strip_h = std::round(ImGui::GetFrameHeight() * 2.f + fs * 4.2f + st.ScrollbarSize + st.WindowPadding.y * 2.f +
-                                     st.ItemSpacing.y * 2.f);
-    text_->place(ImVec2(0, top), ImVec2(plw, std::round(body * 0.45f)), force);
-    next_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
-    tokens_->place(ImVec2(plw, top), ImVec2(d.x - plw, strip_h), force);
-    place_heatmap(ImVec2(plw, top + strip_h), ImVec2(d.x - plw, body - strip_h), force);
-    training_->place(ImVec2(0, top), ImVec2(plw, body), force);
-    // The lesson over the next-token panel, never over the heatmap it points at.
-    lesson_->place(ImVec2(0, top + std::round(body * 0.45f)), ImVec2(plw, body - std::round(body * 0.45f)), force);
-    place_floating(force);
-    return;
-  }
-  // Big fonts need more room for the text box, and the chat editor's turns more still.
-  const float text_share = state_.chat ? 0.5f : state_.presentation ? 0.38f : 0.30f;
-  text_->place(ImVec2(0, top), ImVec2(lw, std::round(body * text_share)), force);
-  next_->place(ImVec2(0, top + std::round(body * text_share)), ImVec2(lw, std::round(body * (0.70f - text_share))), force);
-  // The bottom left: the model, and beside it (a tab's width to the right) the head statistics.
-  const float model_y = top + std::round(body * 0.70f), model_h = body - std::round(body * 0.70f);
-  model_->place(ImVec2(0, model_y), ImVec2(lw, std::round(model_h * 0.4f)), force);
-  stats_->place(ImVec2(0, model_y + std::round(model_h * 0.4f)), ImVec2(lw, model_h - std::round(model_h * 0.4f)), force);
-  tokens_->place(ImVec2(lw, top), ImVec2(d.x - lw, strip_h), force);
-  place_heatmap(ImVec2(lw, top + strip_h), ImVec2(d.x - lw - rw, bottom - top - strip_h), force);
-  const float rh = bottom - top - strip_h;
-  const float grid_share = state_.presentation ? 0.46f : 0.40f;  // big labels need more room around the thumbnails
-  const float imp_share = 0.27f;  // head importance under the grid, then the GQA panel
-  const float grid_h = std::round(rh * grid_share), imp_h = std::round(rh * imp_share);
-  grid_->place(ImVec2(d.x - rw, top + strip_h), ImVec2(rw, grid_h), force);
-  importance_->place(ImVec2(d.x - rw, top + strip_h + grid_h), ImVec2(rw, imp_h), force);
-  gqa_->place(ImVec2(d.x - rw, top + strip_h + grid_h + imp_h), ImVec2(rw, rh - grid_h - imp_h), force);
-  // Training and the lesson, when open, take the left column below the text box (the next
-  // token, model and head statistics panels fold away until they close, see folded()): the
-  // heatmap and the head grid stay in view while the model learns. Both open: half each.
-  const float train_top = top + std::round(body * text_share);
-  const float lesson_top = training_->open() && lesson_->open() ? std::round((train_top + bottom) * 0.5f) : train_top;
-  training_->place(ImVec2(0, train_top), ImVec2(lw, (lesson_->open() ? lesson_top : bottom) - train_top), force);
-  lesson_->place(ImVec2(0, lesson_top), ImVec2(lw, bottom - lesson_top), force);
-  place_floating(force);
-}
-
-void App::place_floating(bool force) {
-  // Windows over the others, where they hide the least: "Why this score" over the right
-  // column (the head grid), the Circuits and the Head scan over the heatmap's lower half.
-  const ImVec2 d = ImGui::GetIO().DisplaySize;
-  const float top = ImGui::GetFrameHeight(), rw = std::round(d.x * 0.29f);
-  why_->place(ImVec2(d.x - rw - std::round(d.x * 0.06f), top + std::round(d.y * 0.06f)),
-              ImVec2(rw + std::round(d.x * 0.06f), std::round(d.y * 0.72f)), force);
-  circuits_->place(ImVec2(std::round(d.x * 0.25f), std::round(d.y * 0.34f)), ImVec2(std::round(d.x * 0.38f), std::round(d.y * 0.55f)), force);
-  scan_->place(ImVec2(std::round(d.x * 0.27f), std::round(d.y * 0.12f)), ImVec2(std::round(d.x * 0.44f), std::round(d.y * 0.8f)), force);
-  // The Experts over the right column's lower half (head importance, GQA): the heatmap stays in view.
-  experts_->place(ImVec2(std::round(d.x * 0.71f), std::round(d.y * 0.47f)), ImVec2(d.x - std::round(d.x * 0.71f), std::round(d.y * 0.5f)), force);
-  // The model browser in the middle, as a dialog.
-  browser_->place(ImVec2(std::round(d.x * 0.16f), std::round(d.y * 0.08f)), ImVec2(std::round(d.x * 0.68f), std::round(d.y * 0.8f)), force);
-}
-
-void App::place_heatmap(ImVec2 pos, ImVec2 size, bool force) {
-  const bool tv = text_view_->open(), lens = lens_->open(), attr = attribution_->open();
-  const bool cmp = compare_->open(), patch = patching_->open();
-  const int bands = (tv ? 1 : 0) + (lens || attr ? 1 : 0) + (cmp || patch ? 1 : 0);
-  if (bands == 0) {
-    heatmap_->place(pos, size, force);
-    return;
-  }
-  // Under the heatmap: the text view, then the logit lens and the attribution side by side,
-  // then the prompt comparison and the patching side by side (each the whole width when
-  // alone). The heatmap keeps 55 % with one band, 40 % with two, 31 % with three.
-  const float hh = std::round(size.y * (bands == 1 ? 0.55f : bands == 2 ? 0.4f : 0.31f));
-  heatmap_->place(pos, ImVec2(size.x, hh), force);
-  float y = pos.y + hh;
-  const float band_h = std::round((size.y - hh) / bands);
-  const auto band = [&](bool last) { return last ? pos.y + size.y - y : band_h; };  // the last takes the rest
-  if (tv) {
-    const float h = band(bands == 1);
-    text_view_->place(ImVec2(pos.x, y), ImVec2(size.x, h), force);
-    y += h;
-  }
-  const auto pair = [&](Panel& left, bool l_open, Panel& right, bool r_open, bool last) {
-    const float h = band(last), lw = l_open && r_open ? std::round(size.x * 0.5f) : size.x;
-    left.place(ImVec2(pos.x, y), ImVec2(lw, h), force);
-    right.place(ImVec2(pos.x + (l_open ? lw : 0.f), y), ImVec2(size.x - (l_open ? lw : 0.f), h), force);
-    if (l_open || r_open) y += h;
-  };
-  pair(*lens_, lens, *attribution_, attr, !(cmp || patch));
-  pair(*compare_, cmp, *patching_, patch, true);
 }
 
 void App::menu_bar() {
@@ -426,11 +312,17 @@ void App::menu_bar() {
   }
   if (ImGui::BeginMenu("View")) {
     for (Panel* p : panels_)
-      ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open(), !folded(p));
+      if (p != browser_.get()) ImGui::MenuItem(p->title().c_str(), nullptr, p->p_open());
     ImGui::Separator();
-    ImGui::MenuItem("Presentation mode", "F2", &state_.presentation);
-    if (ImGui::MenuItem("Show all panels while presenting", "F4", &show_secondary_, state_.presentation)) force_layout_ = true;
-    if (ImGui::MenuItem("Reset layout", "F5")) force_layout_ = true;
+    const LayoutPreset now = layout_.state().preset;
+    if (ImGui::MenuItem("Explore layout", "F6", now == LayoutPreset::Explore)) apply_preset(LayoutPreset::Explore);
+    if (ImGui::MenuItem("Research layout", "F7", now == LayoutPreset::Research)) apply_preset(LayoutPreset::Research);
+    if (ImGui::MenuItem("Classroom layout", "F8", now == LayoutPreset::Classroom)) apply_preset(LayoutPreset::Classroom);
+    if (ImGui::MenuItem("Reset layout", "F5")) layout_.reset();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the splitters and the panels' places as the %s layout has them", preset_name(now));
+    ImGui::Separator();
+    ImGui::MenuItem("Presentation type (large)", "F2", &state_.presentation);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Compute")) {
@@ -459,10 +351,9 @@ void App::menu_bar() {
   // Where we are, on the right of the menu bar.
   const Snapshot& snap = *snap_;
   char where[160];
-  const std::string stage = heatmap_->showing_rollout() ? std::string("rollout")
-                            : snap.model ? stage_title(state_.stage, snap.model->config, state_.layer)
-                                         : std::string(stage_label(state_.stage));
-  std::snprintf(where, sizeof where, "layer %d \xC2\xB7 head %d \xC2\xB7 %s", state_.layer, state_.head, stage.c_str());
+  const std::string title = snap.model ? shown_title(snap.model->config, state_.layer, state_.head, state_.stage, heatmap_->showing_rollout())
+                                       : std::string();
+  std::snprintf(where, sizeof where, "%s", title.c_str());
   ImGui::SameLine(ImGui::GetWindowWidth() - ImGui::CalcTextSize(where).x - ImGui::GetFontSize() * (snap.random_weights ? 9.f : 1.f));
   ImGui::TextUnformatted(where);
   if (snap.random_weights) {
@@ -488,10 +379,10 @@ void App::help_window() {
         {"X (Alt+X)", "ablate / restore the selected head (right-click in the head grid does the same)"},
         {"wheel, drag, Home", "over the heatmap: zoom about the pointer, pan, show it whole (a click selects a cell)"},
         {"arrows, Home/End", "in the focused Text view: move its query by a token (\xE2\x86\x90/\xE2\x86\x92) or a line (\xE2\x86\x91/\xE2\x86\x93)"},
-        {"F2", "presentation mode (large fonts, high contrast, the heatmap large)"},
+        {"F2", "presentation type (large fonts, high contrast)"},
         {"F3", "the guided lesson: q\xC2\xB7k, \xC3\xB7\xE2\x88\x9A" "d, the mask, softmax, \xCE\xA3 p\xC2\xB7v, GQA, block_size, the KV cache, step by step on your text"},
-        {"F4", "presenting: show or fold the other panels"},
-        {"F5", "reset the layout"},
+        {"F5", "reset the layout (the splitters and the panels' places of the current layout)"},
+        {"F6 / F7 / F8", "the Explore / Research / Classroom layout (right-click a tab to move its panel)"},
         {"Esc", "leave the text box"},
         {"Ctrl+Q", "quit"},
     };
@@ -518,11 +409,10 @@ void App::shortcuts() {
   auto pressed = [](int glfw_key) { return ImGui::IsKeyPressed(glfw_key); };
   if (pressed(GLFW_KEY_F1)) show_help_ = !show_help_;
   if (pressed(GLFW_KEY_F2)) state_.presentation = !state_.presentation;
-  if (pressed(GLFW_KEY_F4) && state_.presentation) {
-    show_secondary_ = !show_secondary_;
-    force_layout_ = true;
-  }
-  if (pressed(GLFW_KEY_F5)) force_layout_ = true;
+  if (pressed(GLFW_KEY_F5)) layout_.reset();
+  if (pressed(GLFW_KEY_F6)) apply_preset(LayoutPreset::Explore);
+  if (pressed(GLFW_KEY_F7)) apply_preset(LayoutPreset::Research);
+  if (pressed(GLFW_KEY_F8)) apply_preset(LayoutPreset::Classroom);
   if (pressed(GLFW_KEY_F3)) *lesson_->p_open() = !lesson_->open();
   if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit_ = true;
   if (io.KeyCtrl && pressed(GLFW_KEY_O)) browser_->open_now();
@@ -592,43 +482,41 @@ void App::frame() {
   if (busy_since_) ctx.busy_s = std::chrono::duration<double>(now - *busy_since_).count();
   std::tie(ctx.layers_done, ctx.layers_total) = worker_.progress();
 
-  const ImVec2 d = ImGui::GetIO().DisplaySize;
-  if (d.x != last_w_ || d.y != last_h_) {  // the window was resized: lay the panels out again
-    force_layout_ = true;
-    last_w_ = d.x;
-    last_h_ = d.y;
-  }
   shortcuts();
   menu_bar();
   open_requested_model();
-  // Training or the lesson opened or closed: the left column changes (see layout()).
-  if (training_->open() != laid_out_training_ || lesson_->open() != laid_out_lesson_ ||
-      text_view_->open() != laid_out_text_view_ || lens_->open() != laid_out_lens_ ||
-      attribution_->open() != laid_out_attribution_ || compare_->open() != laid_out_compare_ ||
-      patching_->open() != laid_out_patching_ || state_.chat != laid_out_chat_) {
-    force_layout_ = true;
-    laid_out_training_ = training_->open();
-    laid_out_lesson_ = lesson_->open();
-    laid_out_text_view_ = text_view_->open();
-    laid_out_lens_ = lens_->open();
-    laid_out_attribution_ = attribution_->open();
-    laid_out_compare_ = compare_->open();
-    laid_out_patching_ = patching_->open();
-    laid_out_chat_ = state_.chat;
-  }
   if (ctx.has_trace() && ImGui::GetIO().KeyAlt && ImGui::IsKeyPressed(GLFW_KEY_N)) next_->step(ctx, false);
   // Prompt B's newest answer, once there is a prompt B.
   std::shared_ptr<const Snapshot> other = state_.other_text.empty() ? nullptr : other_worker_.latest();
   compare_->set_other(other);
   patching_->set_other(other);
   next_->set_other(other);
-  layout(force_layout_);
-  force_layout_ = false;
-  set_panel_backgrounds();
-  for (Panel* p : panels_) {
-    if (!folded(p)) p->draw(ctx);
-    if (p == text_.get()) post_if_changed();  // a keystroke: the worker starts while the other panels are built
-  }
+  // The status bar along the bottom; presenting in the Classroom layout, under the left
+  // column only (the heatmap takes the window's height).
+  const ImVec2 d = ImGui::GetIO().DisplaySize;
+  const float top = ImGui::GetFrameHeight();  // the menu bar
+  const float status_h = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2.f;
+  const bool status_left = layout_.state().preset == LayoutPreset::Classroom;
+  Layout::Metrics m;
+  m.top = top;
+  m.bottom = status_left ? d.y : d.y - status_h;
+  m.left_bottom = status_left ? d.y - status_h : 0.f;
+  m.min_tile_h = std::round(ImGui::GetFontSize() * 8.f);
+  m.min_tile_w = std::round(ImGui::GetFontSize() * 24.f);
+  m.min_left = training_->open() ? ImGui::GetFontSize() * 28.f : 0.f;  // the Training form's width
+  m.after_panel = [this](const Panel* p) {  // a keystroke: the worker starts while the other panels are built
+    if (p == text_.get()) post_if_changed();
+  };
+  heatmap_->set_caption_elsewhere(caption_->open());
+  layout_.draw(ctx, m);
+  const LayoutRect left = layout_.geometry().region[static_cast<int>(Region::Left)];
+  status_pos_ = ImVec2(0, d.y - status_h);
+  status_size_ = ImVec2(status_left && !left.empty() ? left.w : d.x, status_h);
+  // The model browser: a dialog in the middle, over the panels, placed when it opens.
+  if (browser_->open() && !browser_was_open_)
+    browser_->place(ImVec2(std::round(d.x * 0.16f), std::round(d.y * 0.08f)), ImVec2(std::round(d.x * 0.68f), std::round(d.y * 0.8f)), true);
+  browser_was_open_ = browser_->open();
+  browser_->draw(ctx);
   if (state_.why_requested) {  // a heatmap cell was clicked: explain its score
     state_.why_requested = false;
     *why_->p_open() = true;
@@ -732,6 +620,7 @@ std::string App::sidecar_json(float sx, float sy) const {
   const Snapshot& snap = *worker_.latest();
   nlohmann::json j;
   j["rects"]["heatmap"] = rect(heatmap_->image_rect());
+  j["layout"] = parse_json(layout_.sidecar_json(sx, sy), "layout");
   j["rects"]["heatmap_sink"] = rect(heatmap_->sink_rect());
   j["rects"]["token_strip"] = rect(tokens_->strip_rect());
   j["rects"]["head_grid"] = rect(grid_->grid_rect());

@@ -1,5 +1,5 @@
 // The application: owns the inference worker, the AppState, the fonts and every panel;
-// builds one frame of the UI (menu, shortcuts, fixed layout, panels) and posts the latest
+// builds one frame of the UI (menu, shortcuts, the tiled layout of the panels) and posts the latest
 // request to the worker when the text or settings change. GLFW and the GL context stay in
 // app/gui_main.cpp.
 #pragma once
@@ -13,6 +13,7 @@
 #include "ui/state/app_state.h"
 #include "ui/draw/fonts.h"
 #include "ui/jobs/model_loader.h"
+#include "ui/layout.h"
 #include "ui/panels/panel.h"
 #include "ui/state/settings.h"
 #include "ui/state/typing_probe.h"
@@ -41,6 +42,7 @@ class CircuitsPanel;
 class ExpertsPanel;
 class HeadScanPanel;
 class ModelBrowserPanel;
+class CaptionPanel;
 
 struct AppOptions {
   std::string model;         // directory or builtin:NAME; "" = last used, else the default
@@ -52,7 +54,8 @@ struct AppOptions {
   std::string arith;         // "f32" or "int8"; "" keeps
   bool f32_weights = false;  // --weights f32: convert every matrix to float32 on load
   int block_size = 0;        // 0 keeps
-  bool presentation = false;
+  bool presentation = false;  // large type; with no --layout, the Classroom layout
+  std::string layout;         // "explore", "research" or "classroom" ("" keeps the saved one)
   bool screenshot = false;   // deterministic: no settings read or written, no imgui.ini
   std::string type;          // characters to type one by one, timing each (see TypingProbe)
   int train_steps = 0;       // > 0: open the Training panel and train the classroom preset this many steps
@@ -125,6 +128,8 @@ class App {
   // from the forward pass); otherwise min_ms.
   int fresh_result_wait_ms(int min_ms, int max_ms) const;
   bool quit_requested() const { return quit_; }
+  // The status bar's line of news ("opened …", "loading …"): the frame log's (app/gui_main.cpp).
+  const std::string& notice() const { return notice_; }
 
   // JSON for the screenshot sidecar: on-screen rectangles (framebuffer pixels, origin top
   // left) of the heatmap, the token strip and the head grid, and what is shown.
@@ -132,7 +137,6 @@ class App {
   const std::string& imgui_ini_path() const { return ini_path_; }
 
  private:
-  void layout(bool force);
   void menu_bar();
   void shortcuts();
   void help_window();
@@ -146,23 +150,11 @@ class App {
   // model change (the text becomes the rendering; a reply generated for the old turns is
   // dropped), and marks the shown tokens' turns when the trace changes.
   void update_chat(const Snapshot& snap);
-  // Panels that no other window overlaps draw no background of their own (last frame's
-  // rectangles; ui/window_backgrounds.h).
-  void set_panel_backgrounds();
   // At the start: when the saved model no longer loads, opens the default one instead.
   void fall_back_from_saved_model(const Snapshot& snap);
   PanelVisibility visibility() const;
-  // Presentation mode with the secondary panels folded away (F4 shows them).
-  bool folded_layout() const { return state_.presentation && !show_secondary_; }
-  // A panel not drawn: one the folded presentation layout leaves out, or one under
-  // Training or the lesson in the usual layout.
-  bool folded(const Panel* p) const;
-  // Training or the lesson is open: it takes the left column below the text box.
-  bool left_column_taken() const;
-  // Places the heatmap in (pos, size), and under it the text view, the logit lens and the
-  // attribution when open, one above the other.
-  void place_floating(bool force);  // the windows over the others (Why this score, Circuits, Head scan)
-  void place_heatmap(ImVec2 pos, ImVec2 size, bool force);
+  // A preset's arrangement (the Classroom one presents: large type); the dialog stays.
+  void apply_preset(LayoutPreset p);
 
   AppOptions opt_;
   AppState state_;
@@ -188,8 +180,6 @@ class App {
   std::string scanned_text_;           // text whose characters were handed to the fonts
   float scale_ = 0.f;                  // content scale the theme was built for
   bool theme_presentation_ = false;
-  bool force_layout_ = true;
-  float laid_out_px_ = 0.f;
   // Every presented frame's build and draw times, with --screenshot (the sidecar's "frames":
   // `--frames 300` measures the drawing of a scene).
   std::vector<double> frame_ui_ms_, frame_draw_ms_;
@@ -201,19 +191,17 @@ class App {
   bool model_from_settings_ = false;  // the start opened the saved model (may fall back once)
   std::string notice_;                // one line for the status bar (e.g. the start's fallback)
   bool show_help_ = false;
-  bool show_secondary_ = false;          // presenting: the other panels shown too (F4)
   bool lesson_chars_requested_ = false;  // the lesson files' characters handed to the fonts
   bool quit_ = false;
-  float last_w_ = 0.f, last_h_ = 0.f;
-  bool laid_out_training_ = false, laid_out_lesson_ = false;  // open at the last layout
-  bool laid_out_text_view_ = false, laid_out_lens_ = false, laid_out_attribution_ = false;
-  bool laid_out_compare_ = false, laid_out_patching_ = false, laid_out_chat_ = false;
-  ImVec2 status_pos_{0, 0}, status_size_{0, 0};                 // the status bar, placed by layout()
+  ImVec2 status_pos_{0, 0}, status_size_{0, 0};  // the status bar, placed each frame
+  Layout layout_;  // where every panel but the model browser (a dialog) is drawn
+  bool browser_was_open_ = false;  // the dialog is placed in the middle when it opens
   int last_head_ = -1;  // the KV group follows the selected head when it changes
 
   std::unique_ptr<TextPanel> text_;
   std::unique_ptr<TokenStripPanel> tokens_;
   std::unique_ptr<HeatmapPanel> heatmap_;
+  std::unique_ptr<CaptionPanel> caption_;  // the heatmap's caption beside it (Classroom)
   std::unique_ptr<HeadGridPanel> grid_;
   std::unique_ptr<GqaPanel> gqa_;
   std::unique_ptr<NextTokenPanel> next_;

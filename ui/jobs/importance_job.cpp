@@ -2,6 +2,7 @@
 
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
+#include "ui/jobs/wake.h"
 
 namespace attnviz::ui {
 
@@ -45,6 +46,7 @@ void ImportanceJob::request(std::shared_ptr<const Model> model, const std::vecto
       error_ = e.what();
     }
     running_ = false;
+    wake_ui();
   });
 }
 

@@ -5,6 +5,7 @@
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "ui/jobs/wake.h"
 
 namespace attnviz::ui {
 
@@ -20,6 +21,7 @@ void BackgroundJob::start(std::function<void(const std::atomic<bool>& cancel)> f
   thread_ = std::thread([this, fn = std::move(fn)] {
     fn(cancel_);
     running_ = false;
+    wake_ui();  // the frame that shows what it computed
   });
 }
 

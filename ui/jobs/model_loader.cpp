@@ -1,6 +1,11 @@
 #include "ui/jobs/model_loader.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "core/error.h"
+#include "ui/jobs/wake.h"
 
 namespace attnviz::ui {
 
@@ -30,10 +35,15 @@ void ModelLoader::start(const std::string& spec, WeightsMode weights) {
     opt.progress = [&job = *job](uint64_t done, uint64_t total) {
       job.done = done;
       job.total = total;
+      job.wake.maybe_wake(250);  // the progress bar moves; the loop sleeps otherwise
       if (job.cancel) throw Cancelled{};
     };
     try {
       job->result.model = load_model(job->spec, opt);
+      // ATTNVIZ_LOAD_DELAY_MS: a slow end of the load for the tests, after the last progress
+      // report (nothing else wakes the event loop until the load's end does).
+      if (const char* d = std::getenv("ATTNVIZ_LOAD_DELAY_MS"); d && *d)
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
     } catch (const Cancelled&) {
     } catch (const std::exception& e) {
       job->result.error = e.what();
@@ -41,6 +51,7 @@ void ModelLoader::start(const std::string& spec, WeightsMode weights) {
     if (job->cancel) job->result.model.reset();  // a model that finished anyway is dropped here, off the UI thread
     job->result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job->t0).count();
     job->finished = true;
+    wake_ui();  // the frame that takes the model comes now, with no input
   });
   std::lock_guard<std::mutex> lock(mu_);
   if (job_) job_->cancel = true;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "ui/jobs/wake.h"
 #include "core/model/model.h"
 
 namespace attnviz::ui {
@@ -58,6 +59,7 @@ class ModelLoader {
     std::chrono::steady_clock::time_point t0;
     std::atomic<bool> cancel{false}, finished{false};
     std::atomic<uint64_t> done{0}, total{0};
+    WakeThrottle wake;  // the progress's wake-ups of the event loop
     Result result;  // written by the thread before `finished`
   };
   void join_finished();  // joins the threads of cancelled jobs that have ended

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "ui/jobs/wake.h"
 
 namespace attnviz::ui {
 
@@ -25,6 +26,7 @@ void StoreListing::refresh() {
       models_ = std::move(list);
     }
     running_ = false;
+    wake_ui();
   });
 }
 

@@ -190,7 +190,7 @@ void HeadGridPanel::draw_header(const FrameContext& ctx, const GridLayout& g) co
 }
 
 // One head's thumbnail at `a` (side × side): its KV group's frame colour, the selection
-// frame, its role tag (prev, ind, sink, self) and, hovered, its scores; a click selects it.
+// frame, its role tag (prev, ind, 1st for the first token, self) and, hovered, its scores; a click selects it.
 void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, float side) {
   const ModelConfig& c = ctx.model->config;
   AppState& s = ctx.state;
@@ -226,7 +226,7 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   const HeadScore sc = scp ? *scp : HeadScore{};
   const std::string role = scp ? head_label(sc) : "";
   if (!role.empty() && side >= fs * 2.f) {  // what the head does on this text, on the thumbnail
-    const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "sink" : role == "induction" ? "ind" : role;
+    const std::string tag = role == "previous-token" ? "prev" : role == "first-token" ? "1st" : role == "induction" ? "ind" : role;
     const ImVec2 ts = ImGui::CalcTextSize(tag.c_str());
     dl->AddRectFilled(ImVec2(a.x, b.y - ts.y), ImVec2(a.x + ts.x + 4, b.y), IM_COL32(0, 0, 0, 190));
     dl->AddText(ImVec2(a.x + 2, b.y - ts.y), IM_COL32(255, 255, 255, 255), tag.c_str());
@@ -240,7 +240,7 @@ void HeadGridPanel::draw_thumbnail(FrameContext& ctx, int l, int h, ImVec2 a, fl
   } else if (hov) {
     dl->AddRect(a, b, IM_COL32(255, 220, 0, 255), 0.f, 0, th);
     ImGui::SetTooltip("layer %d (%s), head %d (KV head %d)%s\non this text, mean weight on: previous token %.2f, first token "
-                      "(sink) %.2f, itself (diagonal) %.2f, after an earlier occurrence (induction) %s\n"
+                      "%.2f, itself (diagonal) %.2f, after an earlier occurrence (induction) %s\n"
                       "entropy of the rows %.2f bits, mean distance %.2f tokens back\n"
                       "click to show it in the heatmap; right-click (or X) to %s it",
                       l, layer_kind(c.layer(l)).c_str(), h, g, ablated ? (s.ablation.mode == AblationMode::Mean ? " ABLATED (mean)" : " ABLATED (zero)") : "",

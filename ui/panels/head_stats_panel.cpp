@@ -17,7 +17,7 @@ struct Column {
 const Column kColumns[] = {
     {"entropy", &HeadScore::entropy_bits, "mean entropy of the attention rows, bits (0 = one key per row)"},
     {"dist", &HeadScore::mean_distance, "mean distance looked back, \xCE\xA3 p\xC2\xB7(i \xE2\x88\x92 j), tokens"},
-    {"sink", &HeadScore::first_token, "mean weight on the first token"},
+    {"1st tok", &HeadScore::first_token, "mean weight on the first token (not the learned sink: a token of the text)"},
     {"diag", &HeadScore::self, "mean weight on the diagonal (the token itself)"},
     {"prev", &HeadScore::previous_token, "mean weight on the previous token"},
     {"ind", &HeadScore::induction, "induction: weight on the token after an earlier occurrence of the current one"},
@@ -46,12 +46,14 @@ void HeadStatsPanel::draw_content(FrameContext& ctx) {
     rows_ = ctx.head_scores();
     serial_ = ctx.snap.trace_serial;
   }
-  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+  // Scrolls both ways (a model with learned sinks has a ninth column), the header row and
+  // the head column stay.
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
   const bool sinks = std::any_of(rows_.begin(), rows_.end(), [](const HeadScore& r) { return r.sink_mass >= 0; });
   const int ncols = kColumnCount - (sinks ? 0 : 1);
   if (!ImGui::BeginTable(sinks ? "stats_sinks" : "stats", ncols + 1, flags)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupScrollFreeze(1, 1);
   ImGui::TableSetupColumn("head", ImGuiTableColumnFlags_DefaultSort);
   for (int i = 0; i < ncols; ++i) ImGui::TableSetupColumn(kColumns[i].name, ImGuiTableColumnFlags_PreferSortDescending);
   ImGui::TableNextRow(ImGuiTableRowFlags_Headers);

@@ -61,7 +61,7 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
     ImGui::PopItemWidth();
     return;  // the caption says the rest; leaving presentation (F2) brings the colormap and zoom
   }
-  ImGui::PushItemWidth(ImGui::GetFontSize() * 7.f);
+  ImGui::PushItemWidth(ImGui::GetFontSize() * 5.f);
   ImGui::SliderInt("layer", &s.layer, 0, c.n_layer - 1);
   ImGui::SameLine();
   const Mixer mixer = c.layer(s.layer).mixer;
@@ -93,9 +93,10 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("this head's weights are as computed, but its output is replaced before the output projection");
   }
-  // The colormap, "fit" and help on this line when they fit, else on the next (never cut).
+  // The colormap, "fit", "go to", export and help on this line when they fit, else on the
+  // next (never cut).
   const float line_end = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-  if (line_end - ImGui::GetItemRectMax().x > ImGui::GetFontSize() * 14.f) ImGui::SameLine();
+  if (line_end - ImGui::GetItemRectMax().x > ImGui::GetFontSize() * 27.f) ImGui::SameLine();
   ImGui::PushItemWidth(ImGui::GetFontSize() * 6.f);
   int cm = s.probs_colormap == Colormap::Magma ? 1 : 0;
   const char* cms[] = {"viridis", "magma"};
@@ -105,6 +106,20 @@ void HeatmapPanel::draw_controls(FrameContext& ctx) {
   if (ImGui::SmallButton("fit")) s.cell_px = 0.f;
   ImGui::SameLine();
   draw_go_to(ctx);
+  // Export behind a button: its path field would take a line from the matrix.
+  if (!rollout_) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("export\xE2\x80\xA6")) ImGui::OpenPopup("export");
+    if (ImGui::BeginPopup("export")) {
+      ExportOptions what;  // this layer, head and stage, as on screen
+      what.stage = s.stage;
+      what.layer = s.layer;
+      what.head = stage_is_kv(s.stage) && mixer == Mixer::Softmax ? c.kv_head_of(s.layer, s.head) : s.head;
+      if (!stage_is_signed(s.stage)) what.colormap = s.probs_colormap;
+      export_.draw(ctx, what);
+      ImGui::EndPopup();
+    }
+  }
   ImGui::SameLine();
   help_marker(
       "Mouse wheel over the matrix zooms about the pointer (from the whole matrix to 64 px per cell); "
@@ -162,62 +177,115 @@ void HeatmapPanel::draw_tabs(FrameContext& ctx) {
   shown_tab_ = selected;
 }
 
-void HeatmapPanel::draw_content(FrameContext& ctx) {
-  if (ctx.state.presentation) {  // what is shown, large enough to read from the back of a room
-    char caption[160];
-    std::snprintf(caption, sizeof caption, "layer %d \xC2\xB7 head %d \xC2\xB7 %s%s", ctx.state.layer, ctx.state.head,
-                  rollout_ ? "rollout" : stage_title(ctx.state.stage, ctx.model->config, ctx.state.layer).c_str(),
-                  ctx.state.ablation.has(ctx.state.layer, ctx.state.head) ? " (ablated)" : "");
-    if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
-    ImGui::TextUnformatted(caption);
-    if (ctx.fonts.big) ImGui::PopFont();
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
-    ImGui::SameLine(0, ImGui::GetFontSize());  // the layer and head sliders beside it; the rest when not presenting
-  }
-  draw_controls(ctx);
+void HeatmapPanel::draw_big_caption(FrameContext& ctx) {
+  const std::string caption = shown_title(ctx.model->config, ctx.state.layer, ctx.state.head, ctx.state.stage, rollout_) +
+                              (ctx.state.ablation.has(ctx.state.layer, ctx.state.head) ? " (ablated)" : "");
+  if (ctx.fonts.big) ImGui::PushFont(ctx.fonts.big);
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextUnformatted(caption.c_str());
+  ImGui::PopTextWrapPos();
+  if (ctx.fonts.big) ImGui::PopFont();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
+}
+
+void HeatmapPanel::draw_explanation(FrameContext& ctx, bool one_line) {
   const ModelConfig& mc = ctx.model->config;
-  if (mc.layer(ctx.state.layer).mixer == Mixer::ShortConv) {  // nothing per head to draw
-    std::string full;  // the layers that do attend
-    for (int l = 0; l < mc.n_layer; ++l)
-      if (mc.layer(l).mixer == Mixer::Softmax) full += (full.empty() ? "" : ", ") + std::to_string(l);
+  std::string text;
+  const bool sink = !rollout_ && ctx.state.stage == Stage::Probs && !ctx.trace.layers[ctx.state.layer].sink.shape.empty();
+  if (sink) {  // GPT-OSS: the rows do not sum to 1
+    text = "softmax of each row over the tokens and this head's learned sink (the \"sink\" column, then dropped): how "
+           "much token i (row) attends to token j (column); a row sums to 1 \xE2\x88\x92 its sink";
+  } else if (!rollout_ && ctx.state.stage == Stage::Scaled && !scale_is_inv_sqrt_d(mc, ctx.state.layer)) {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "scores \xC3\x97 %.5g, this model's own scale (1/\xE2\x88\x9A" "d would be %.5g): Gemma's "
+                  "query_pre_attn_scalar^\xE2\x88\x92\xC2\xBD, Granite's attention_multiplier, or 1 where "
+                  "QK-norm sets the scores' size (Gemma 4)",
+                  static_cast<double>(mc.layer(ctx.state.layer).scale),
+                  1.0 / std::sqrt(static_cast<double>(mc.head_size_at(ctx.state.layer))));
+    text = buf;
+  } else {
+    text = rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage);
+  }
+  const float w = ImGui::GetContentRegionAvail().x;
+  if (!one_line || ImGui::CalcTextSize(text.c_str()).x <= w) {
     ImGui::PushTextWrapPos(0.f);
-    ImGui::TextDisabled(
-        "layer %d is a gated short convolution (LFM2): in_proj splits each token into B, C and x; every channel of "
-        "B \xE2\x8A\x99 x is mixed with the same channel of the last %d tokens through %d fixed weights, then multiplied "
-        "by C. No token looks anything up: there are no attention weights, no heads and no KV cache, only the last "
-        "%d inputs kept. Select a full-attention layer (%s) to see attention.",
-        ctx.state.layer, mc.short_conv_kernel - 1, mc.short_conv_kernel, mc.short_conv_kernel - 1, full.c_str());
+    ImGui::TextDisabled("%s", text.c_str());
     ImGui::PopTextWrapPos();
-    image_rect_ = ImVec4(0, 0, 0, 0);
     return;
   }
-  draw_tabs(ctx);
-  if (!ctx.state.presentation) {  // presenting: the caption's tooltip, the room goes to the matrix
-    ImGui::PushTextWrapPos(0.f);
-    const bool sink = !rollout_ && ctx.state.stage == Stage::Probs && !ctx.trace.layers[ctx.state.layer].sink.shape.empty();
-    if (sink)  // GPT-OSS: the rows do not sum to 1
-      ImGui::TextDisabled("softmax of each row over the tokens and this head's learned sink (the \"sink\" column, "
-                          "then dropped): how much token i (row) attends to token j (column); a row sums to 1 \xE2\x88\x92 "
-                          "its sink");
-    else if (!rollout_ && ctx.state.stage == Stage::Scaled && !scale_is_inv_sqrt_d(mc, ctx.state.layer))
-      ImGui::TextDisabled("scores \xC3\x97 %.5g, this model's own scale (1/\xE2\x88\x9A" "d would be %.5g): Gemma's "
-                          "query_pre_attn_scalar^\xE2\x88\x92\xC2\xBD, Granite's attention_multiplier, or 1 where "
-                          "QK-norm sets the scores' size (Gemma 4)",
-                          static_cast<double>(mc.layer(ctx.state.layer).scale),
-                          1.0 / std::sqrt(static_cast<double>(mc.head_size_at(ctx.state.layer))));
-    else
-      ImGui::TextDisabled("%s", rollout_ ? kRolloutExplanation : stage_explanation(ctx.state.stage));
+  // One line, ended with an ellipsis; the whole sentence on hover.
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  const float h = ImGui::GetTextLineHeight();
+  ImGui::Dummy(ImVec2(w, h));
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::RenderTextEllipsis(ImGui::GetWindowDrawList(), p0, ImVec2(p0.x + w, p0.y + h), p0.x + w, p0.x + w,
+                            text.c_str(), nullptr, nullptr);
+  ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.f);
+    ImGui::TextUnformatted(text.c_str());
     ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
   }
+}
+
+// A short convolution layer (LFM2) has no weights per head: what it does instead, and which
+// layers attend. True when it drew that (nothing else to draw for the layer).
+namespace {
+bool draw_conv_note(const FrameContext& ctx) {
+  const ModelConfig& mc = ctx.model->config;
+  if (mc.layer(ctx.state.layer).mixer != Mixer::ShortConv) return false;
+  std::string full;  // the layers that do attend
+  for (int l = 0; l < mc.n_layer; ++l)
+    if (mc.layer(l).mixer == Mixer::Softmax) full += (full.empty() ? "" : ", ") + std::to_string(l);
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextDisabled(
+      "layer %d is a gated short convolution (LFM2): in_proj splits each token into B, C and x; every channel of "
+      "B \xE2\x8A\x99 x is mixed with the same channel of the last %d tokens through %d fixed weights, then multiplied "
+      "by C. No token looks anything up: there are no attention weights, no heads and no KV cache, only the last "
+      "%d inputs kept. Select a full-attention layer (%s) to see attention.",
+      ctx.state.layer, mc.short_conv_kernel - 1, mc.short_conv_kernel, mc.short_conv_kernel - 1, full.c_str());
+  ImGui::PopTextWrapPos();
+  return true;
+}
+}  // namespace
+
+void HeatmapPanel::draw_caption(FrameContext& ctx) {
+  if (!ctx.has_trace()) {
+    ImGui::TextDisabled("computing\xE2\x80\xA6");
+    return;
+  }
+  draw_big_caption(ctx);
+  draw_controls(ctx);
+  if (ctx.model->config.layer(ctx.state.layer).mixer != Mixer::ShortConv) draw_tabs(ctx);
+  draw_explanation(ctx, /*one_line=*/false);
   draw_window_line(ctx);
-  ExportOptions what;  // this layer, head and stage, as on screen
-  what.stage = ctx.state.stage;
-  what.layer = ctx.state.layer;
-  const bool softmax_layer = mc.layer(ctx.state.layer).mixer == Mixer::Softmax;
-  what.head = stage_is_kv(ctx.state.stage) && softmax_layer ? mc.kv_head_of(ctx.state.layer, ctx.state.head) : ctx.state.head;
-  if (!stage_is_signed(ctx.state.stage)) what.colormap = ctx.state.probs_colormap;
-  if (!ctx.state.presentation && !rollout_) export_.draw(ctx, what);  // presenting: the room goes to the matrix
+}
+
+void HeatmapPanel::draw_content(FrameContext& ctx) {
+  const ModelConfig& mc = ctx.model->config;
+  if (caption_elsewhere_) {  // the Caption panel says what is shown: all the room to the matrix
+    if (draw_conv_note(ctx)) {
+      image_rect_ = ImVec4(0, 0, 0, 0);
+      return;
+    }
+  } else {
+    if (ctx.state.presentation) {  // what is shown, large enough to read from the back of a room
+      draw_big_caption(ctx);
+      ImGui::SameLine(0, ImGui::GetFontSize());  // the layer and head fields beside it; the rest when not presenting
+    }
+    draw_controls(ctx);
+    if (draw_conv_note(ctx)) {
+      image_rect_ = ImVec4(0, 0, 0, 0);
+      return;
+    }
+    draw_tabs(ctx);
+    if (!ctx.state.presentation) draw_explanation(ctx, /*one_line=*/true);  // presenting: the caption's tooltip
+    draw_window_line(ctx);
+  }
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // The colorbar's column; a local layer's legend ("outside W=512") needs a little more.

@@ -33,6 +33,11 @@ class HeatmapPanel : public Panel {
   ImVec4 image_rect() const { return image_rect_; }
   ImVec4 sink_rect() const { return sink_rect_; }  // the sink column drawn last frame (x, y, w, h); zero: none
   bool showing_rollout() const { return rollout_; }
+  // The caption, the layer and head fields, the stage tabs and the stage's explanation drawn
+  // by another panel (the Caption panel of the Classroom layout): this one draws the matrix.
+  void set_caption_elsewhere(bool on) { caption_elsewhere_ = on; }
+  // What the Caption panel draws (the same selection as the matrix).
+  void draw_caption(FrameContext& ctx);
   // Centres the view on token i's row and column (the --heatmap-center flag) at the next
   // frame with a trace; an index out of range shows the go-to field's message instead.
   void go_to(int i) { pending_goto_ = i; }
@@ -54,10 +59,14 @@ class HeatmapPanel : public Panel {
 
  protected:
   void draw_content(FrameContext& ctx) override;
+  // The matrix and its colour bar take the room there is, no more: no scrollbars (the wheel zooms).
+  ImGuiWindowFlags window_flags() const override { return ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse; }
 
  private:
   void draw_controls(FrameContext& ctx);
   void draw_tabs(FrameContext& ctx);
+  void draw_big_caption(FrameContext& ctx);
+  void draw_explanation(FrameContext& ctx, bool one_line);  // one_line: ellipsised, the rest on hover
   // Where the matrix of this frame lies: cells, labels, screen positions.
   struct MatrixLayout {
     int rows = 0, cols = 0;
@@ -153,6 +162,7 @@ class HeatmapPanel : public Panel {
   std::vector<float> values_;  // a derived stage (scaled, masked) of the head on screen
   Stage shown_tab_ = Stage::Probs;  // the tab ImGui shows; differs from state.stage while a shortcut switches
   bool tabs_synced_ = false;        // false until ImGui's tab bar shows state.stage (first frames)
+  bool caption_elsewhere_ = false;
   bool rollout_ = false;            // the rollout tab is shown instead of a stage
   float fit_cell_ = 8.f;            // cell size that fits the panel: the least zoom
   ImVec4 image_rect_{0, 0, 0, 0};

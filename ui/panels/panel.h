@@ -64,8 +64,11 @@ class Panel {
   Panel(const Panel&) = delete;
   Panel& operator=(const Panel&) = delete;
 
-  // Begin, draw_content, End; nothing when hidden.
+  // Begin, draw_content, End; nothing when hidden (a floating window: the model browser).
   void draw(FrameContext& ctx);
+  // The content in a child window of `size` at the cursor (a tile of the tiled layout,
+  // ui/layout.h, which draws the title as a tab); window_rect() is the child's.
+  void draw_in_tile(FrameContext& ctx, ImVec2 size);
 
   const std::string& title() const { return title_; }
   bool* p_open() { return &open_; }
@@ -73,9 +76,14 @@ class Panel {
   ImVec4 window_rect() const { return window_rect_; }
   bool open() const { return open_; }
 
-  // The fixed layout: where the window goes next frame. `force` moves it even when the
-  // user has moved it (reset layout); otherwise only the first time (imgui.ini wins).
+  // A floating window's place next frame. `force` moves it even when the user has moved
+  // it; otherwise only the first time (imgui.ini wins).
   void place(ImVec2 pos, ImVec2 size, bool force);
+  // Not drawn this frame (a tab behind another, or a panel the layout leaves out).
+  void mark_hidden() { window_rect_ = ImVec4(0, 0, 0, 0), cut_.clear(); }
+  // Drawn in a tile last frame: "x", "y" or "xy" where its content ran past the tile with no
+  // scrollbar to reach it (cut off); "" when it fits or scrolls.
+  const std::string& cut() const { return cut_; }
   // Whether the window fills its background (off: what lies under it shows, which the App
   // allows only where the frame was cleared with the background colour and no other panel
   // lies under it).
@@ -88,6 +96,7 @@ class Panel {
   virtual bool needs_trace() const { return true; }
 
  private:
+  void draw_body(FrameContext& ctx);
   std::string title_;
   bool open_ = true;
   bool has_place_ = false;
@@ -95,6 +104,7 @@ class Panel {
   bool background_ = true;
   ImVec2 pos_{0, 0}, size_{0, 0};
   ImVec4 window_rect_{0, 0, 0, 0};
+  std::string cut_;
 };
 
 // A panel whose content a background job computes (ui/lens_job.h: LensJob, AttributionJob)

@@ -39,7 +39,10 @@ void TokenStripPanel::draw_content(FrameContext& ctx) {
   if (writes) draw_memory_writes(ctx, origin.y + chip_h + fs * 2.3f, writes_h);
   ImGui::SetCursorScreenPos(top);
   ImGui::Dummy(ImVec2(chips.end_x - origin.x, strip_h));
-  strip_rect_ = ImVec4(origin.x, origin.y, std::min(chips.end_x - origin.x, ImGui::GetWindowWidth()), chip_h);
+  // The chips in view (the strip scrolls sideways in a narrow tile).
+  const float view_x0 = std::max(origin.x, ImGui::GetWindowPos().x);
+  const float view_x1 = std::min(chips.end_x, ImGui::GetWindowPos().x + ImGui::GetWindowWidth());
+  strip_rect_ = ImVec4(view_x0, origin.y, std::max(0.f, view_x1 - view_x0), chip_h);
   if (follow_serial_ != ctx.snap.trace_serial) {  // keep the newest token in view
     ImGui::SetScrollHereX(1.f);
     follow_serial_ = ctx.snap.trace_serial;

@@ -108,6 +108,16 @@ std::string layer_kind(const LayerSpec& spec) {
   return s;
 }
 
+std::string shown_title(const ModelConfig& c, int layer, int head, Stage st, bool rollout) {
+  const std::string l = "layer " + std::to_string(layer), h = " \xC2\xB7 head " + std::to_string(head) + " \xC2\xB7 ";
+  if (rollout) return l + " \xC2\xB7 rollout";
+  if (layer < 0 || layer >= c.n_layer) return l + h + stage_label(st);
+  const LayerSpec spec = c.layer(layer);
+  if (spec.mixer == Mixer::ShortConv) return l + " \xC2\xB7 short convolution: no heads";
+  if (spec.mixer == Mixer::GatedDeltaNet) return l + h + "linear attention \xC2\xB7 " + stage_label(st);
+  return l + h + stage_title(st, c, layer);
+}
+
 int64_t kv_entries(int64_t T, int window) { return window > 0 ? std::min<int64_t>(T, window) : T; }
 
 int64_t kv_cache_bytes_layers(const ModelConfig& c, int64_t T, int64_t kv_heads, int64_t bytes_per_value,

@@ -16,6 +16,7 @@
 #include "core/engine/trace.h"
 #include "core/tokenize/labels.h"
 #include "ui/state/chat.h"
+#include "ui/state/layout_state.h"
 
 namespace attnviz::ui {
 
@@ -71,6 +72,7 @@ struct AppState {
   float cell_px = 0.f;  // heatmap zoom: pixels per cell; 0 = fit the panel
   Colormap probs_colormap = Colormap::Viridis;
   bool presentation = false;  // large fonts, high-contrast theme
+  LayoutState layout;         // the tiled layout's preset, splitters and moved panels (kept in the settings)
 
   // --- chat mode (the text panel's Chat tab, ui/chat.h): `text` is then the turns rendered
   // through the model's chat template, followed by the reply generated so far
@@ -164,6 +166,10 @@ std::string stage_title(Stage st, const ModelConfig& c, int l);
 // ", K and V of layer 13" for one that reads another layer's (Gemma 4's KV sharing);
 // "linear attention" or "short convolution" for a hybrid's other layers.
 std::string layer_kind(const LayerSpec& spec);
+// What the heatmap shows, in words: "layer 1 · head 4 · softmax" on an attention layer,
+// the layer's kind where it is not softmax attention ("layer 2 · head 0 · linear attention ·
+// Q", "layer 3 · short convolution: no heads"); `rollout` names the rollout tab instead.
+std::string shown_title(const ModelConfig& c, int layer, int head, Stage st, bool rollout);
 // Entries of one layer's KV cache over T tokens: T on a global layer, min(T, W) on a local
 // one (its keys before i − W + 1 are never read again).
 int64_t kv_entries(int64_t T, int window);

@@ -44,6 +44,14 @@ std::string settings_to_json(const AppState& s, const PanelVisibility& panels) {
   j["probs_colormap"] = colormap_name(s.probs_colormap);
   j["presentation"] = s.presentation;
   j["panels"] = panels;
+  {
+    const LayoutState& l = s.layout;
+    nlohmann::json moved = nlohmann::json::object();
+    for (const auto& [title, region] : l.moved) moved[title] = region_name(region);
+    j["layout"] = {{"preset", preset_name(l.preset)}, {"left", l.left}, {"right", l.right}, {"bottom", l.bottom},
+                   {"left_dragged", l.left_dragged}, {"right_dragged", l.right_dragged},
+                   {"bottom_dragged", l.bottom_dragged}, {"moved", moved}};
+  }
   j["recent_models"] = s.recent_models;
   j["chat"] = {{"on", s.chat}, {"generation_prompt", s.chat_generation_prompt}, {"turns", nlohmann::json::array()}};
   for (const ChatTurn& t : s.chat_turns) j["chat"]["turns"].push_back({{"role", t.role}, {"content", t.content}});
@@ -108,6 +116,31 @@ bool settings_from_json(const std::string& text, AppState& s, PanelVisibility& p
         if (t.is_object() && t.contains("role") && t["role"].is_string() && t.contains("content") && t["content"].is_string())
           s.chat_turns.push_back(ChatTurn{t["role"].get<std::string>(), t["content"].get<std::string>()});
     }
+  }
+  if (j.contains("layout") && j["layout"].is_object()) {  // fractions outside (0, 0.9) are dropped
+    const nlohmann::json& l = j["layout"];
+    LayoutState& out = s.layout;
+    if (l.contains("preset") && l["preset"].is_string()) preset_from_name(l["preset"].get<std::string>(), &out.preset);
+    const auto frac = [&](const char* key, float* f) {
+      if (l.contains(key) && l[key].is_number()) {
+        const double v = l[key].get<double>();
+        if (v > 0.0 && v < 0.9) *f = static_cast<float>(v);
+      }
+    };
+    frac("left", &out.left);
+    frac("right", &out.right);
+    frac("bottom", &out.bottom);
+    const auto flag = [&](const char* key, bool* b) {
+      if (l.contains(key) && l[key].is_boolean()) *b = l[key].get<bool>();
+    };
+    flag("left_dragged", &out.left_dragged);
+    flag("right_dragged", &out.right_dragged);
+    flag("bottom_dragged", &out.bottom_dragged);
+    if (l.contains("moved") && l["moved"].is_object())
+      for (auto it = l["moved"].begin(); it != l["moved"].end(); ++it) {
+        Region r;
+        if (it.value().is_string() && region_from_name(it.value().get<std::string>(), &r)) out.moved[it.key()] = r;
+      }
   }
   if (j.contains("panels") && j["panels"].is_object())
     for (auto it = j["panels"].begin(); it != j["panels"].end(); ++it)
