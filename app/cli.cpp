@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "attnviz_version.h"
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace attnviz {
 
@@ -27,9 +28,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     bool known = false;
     for (const auto* s : subs) known |= s->get_name() == argv[1];
     if (!known) {
-      err << "error: unknown subcommand '" << argv[1] << "' (choose one of:";
-      for (const auto* s : subs) err << " " << s->get_name();
-      err << "; see --help)\n";
+      std::string choices;
+      for (const auto* s : subs) choices += " " + s->get_name();
+      err << format_message(
+          "error", "unknown subcommand '" + excerpt(argv[1]) + "' (choose one of:" + choices + "; see --help)");
       return 2;
     }
   }
@@ -42,13 +44,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     for (size_t i = 0; i < subs.size(); ++i)
       if (subs[i]->parsed()) actions[i]();
   } catch (const Error& e) {
-    err << "error: " << e.what() << "\n";
+    err << format_message("error", e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    err << "error: out of memory\n  HINT: use a shorter text (--block-size) or a smaller model.\n";
+    err << format_message("error", "out of memory\n  HINT: use a shorter text (--block-size) or a smaller model.");
     return 1;
   } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
+    err << format_message("error", e.what());
     return 1;
   }
   return 0;

@@ -35,7 +35,7 @@ void run_export(const ExportCommandOptions& o, Io& io) {
   format_of_path(o.out);  // a usage error before any work
   const Engine engine = run_input(o.in, io.err);
   const std::string note = export_to_file(engine.trace(), engine.model(), opt, o.out);
-  if (!note.empty()) io.err << "note: " << note << "\n";
+  if (!note.empty()) io.err << format_message("note", note);
   io.err << "wrote " << o.out << "\n";
 }
 

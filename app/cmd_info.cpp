@@ -130,7 +130,7 @@ void run_info(const InfoOptions& o, Io& io) {
   }
   const auto m = load_model(o.model, load_options(o.weights));
   print_info(*m, o.json, io.out);
-  for (const std::string& w : m->warnings) io.err << "warning: " << w << "\n";
+  for (const std::string& w : m->warnings) io.err << format_message("warning", w);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ void run_patch(const PatchOptions& o, Io& io) {
   const auto model = load_model(o.in.model, load_options(o.in.weights));
   const Model& m = *model;
   apply_arith(o.in.arith, m, io.err);
-  for (const std::string& w : m.warnings) io.err << "warning: " << w << "\n";
+  for (const std::string& w : m.warnings) io.err << format_message("warning", w);
   PatchRequest req;
   req.kind = o.heads ? PatchKind::Heads : PatchKind::Resid;
   req.target_ids = target_ids(o.target, m);

@@ -52,8 +52,10 @@
 #include "app/offscreen.h"
 #endif
 #include "core/engine/threads.h"
+#include "core/error.h"
 #include "core/json_reader.h"
 #include "core/limits.h"
+#include "core/model/chat_source.h"
 #include "ui/app.h"
 #include "ui/jobs/wake.h"
 #include "ui/state/input_queue.h"
@@ -384,10 +386,10 @@ int main(int argc, char** argv) {
   opt.text_given = cli.count("--text") > 0;
   if (!shot.chat.empty()) {
     try {
-      opt.chat = attnviz::ui::chat_turns_of(attnviz::read_json_file_ordered(shot.chat, "chat messages"),
+      opt.chat = attnviz::ui::chat_turns_of(attnviz::read_chat_messages(shot.chat),
                                             attnviz::excerpt(shot.chat, attnviz::kPathExcerptBytes));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fputs(attnviz::format_message("error", e.what()).c_str(), stderr);
       return 2;
     }
   }
@@ -398,7 +400,7 @@ int main(int argc, char** argv) {
     any.n_layer = any.n_head = 1 << 20;
     opt.ablation = attnviz::parse_ablation(shot.ablate, shot.ablate_mode, any);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fputs(attnviz::format_message("error", e.what()).c_str(), stderr);
     return 2;
   }
   opt.screenshot = !shot.path.empty();
@@ -415,7 +417,7 @@ int main(int argc, char** argv) {
     try {
       offscreen = std::make_unique<attnviz::Offscreen>(width, height);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "attnviz: --headless: %s\n", e.what());
+      std::fputs(attnviz::format_message("error", std::string("--headless: ") + e.what()).c_str(), stderr);
       return 1;
     }
     std::printf("attnviz: headless, drawing offscreen on %s\n", offscreen->renderer().c_str());

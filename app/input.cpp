@@ -105,8 +105,8 @@ Engine open_engine(const InputOptions& o, std::ostream& err) {
   apply_arith(o.arith, *model, err);
   std::string note;
   Engine engine(model, make_backend(o.backend, &note));
-  if (!note.empty()) err << "note: " << note << "\n";
-  for (const std::string& w : model->warnings) err << "warning: " << w << "\n";
+  if (!note.empty()) err << format_message("note", note);
+  for (const std::string& w : model->warnings) err << format_message("warning", w);
   if (o.block_size) engine.set_block_size(o.block_size);
   engine.set_ablation(parse_ablation(o.ablate, o.ablate_mode, engine.model().config));
   return engine;
@@ -132,19 +132,21 @@ namespace {
 
 // The template is found (and its absence reported) before the messages are read.
 std::string render_chat_with(const std::string& model_path, const ChatOptions& o,
-                             const std::function<nlohmann::ordered_json()>& read_messages, const std::string& where) {
+                             const std::function<nlohmann::ordered_json()>& read_messages) {
   ModelChat mc;
   if (!model_path.empty()) mc = read_model_chat(resolve_model_dir(model_path));
   if (!o.template_file.empty()) {
     mc.template_text = read_regular_file(o.template_file, kMaxTemplateBytes, "chat template", /*allow_nul=*/false);
     mc.where = "'" + excerpt(o.template_file, kPathExcerptBytes) + "'";
+    if (mc.template_text.empty())
+      throw Error("the chat template " + mc.where +
+                  " (--template) is empty\n  HINT: pass a file holding a Jinja template.");
   }
   const std::string hint =
       "`attnviz-cli chat --template FILE.jinja --messages FILE.json` renders with a template of your choice; pass its "
       "text with --text.";
   if (mc.template_text.empty()) render_model_chat(mc, model_path, {}, {}, hint);  // throws: no template
-  const nlohmann::ordered_json messages = read_messages();
-  check_chat_messages(messages, where);
+  const nlohmann::ordered_json messages = read_messages();  // checked
   ChatRenderOptions r;
   r.add_generation_prompt = o.add_generation_prompt;
   r.bos_token = o.bos;
@@ -156,14 +158,15 @@ std::string render_chat_with(const std::string& model_path, const ChatOptions& o
 }  // namespace
 
 std::string render_chat_file(const std::string& model_path, const std::string& messages_file, const ChatOptions& o) {
-  return render_chat_with(
-      model_path, o, [&] { return read_json_file_ordered(messages_file, "chat messages"); },
-      excerpt(messages_file, kPathExcerptBytes));
+  return render_chat_with(model_path, o, [&] { return read_chat_messages(messages_file); });
 }
 
 std::string render_chat_messages(const std::string& model_path, const nlohmann::ordered_json& messages,
                                  const std::string& where, const ChatOptions& o) {
-  return render_chat_with(model_path, o, [&] { return messages; }, where);
+  return render_chat_with(model_path, o, [&] {
+    check_chat_messages(messages, where);
+    return messages;
+  });
 }
 
 }  // namespace attnviz

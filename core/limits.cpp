@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,32 @@ int checked_layers(int64_t n, const std::string& what) {
     throw Error(what + " is " + std::to_string(n) + ": more layers than attnviz accepts (" + std::to_string(kMaxLayers) +
                 ")\n  HINT: the file is damaged or not a model's.");
   return static_cast<int>(n);
+}
+
+namespace {
+std::string int_range_text(int64_t lo, int64_t hi) {
+  return lo == 1 ? "a positive integer up to " + std::to_string(hi)
+                 : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+}
+}  // namespace
+
+int checked_int(int64_t v, int64_t lo, int64_t hi, const std::string& what) {
+  lo = std::max<int64_t>(lo, std::numeric_limits<int>::min());
+  hi = std::min<int64_t>(hi, std::numeric_limits<int>::max());
+  if (v < lo || v > hi) throw Error(what + " = " + std::to_string(v) + " must be " + int_range_text(lo, hi));
+  return static_cast<int>(v);
+}
+
+int json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what) {
+  lo = std::max<int64_t>(lo, std::numeric_limits<int>::min());
+  hi = std::min<int64_t>(hi, std::numeric_limits<int>::max());
+  // An unsigned value above INT64_MAX is out of any int range: never read it as int64.
+  const bool in = v.is_number_integer() &&
+                  (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::max<int64_t>(hi, 0)) &&
+                                                static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                                          : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+  if (!in) throw Error(what + " must be " + int_range_text(lo, hi) + ", found " + json_excerpt(v));
+  return static_cast<int>(v.get<int64_t>());
 }
 
 int checked_dim(int64_t a, int64_t b, const std::string& what) {

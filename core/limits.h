@@ -41,6 +41,9 @@ constexpr int64_t kMaxTextBytes = int64_t{64} << 20;
 constexpr int64_t kMaxJsonBytes = int64_t{256} << 20;
 // Longest excerpt of an untrusted value quoted in an error message, in bytes.
 constexpr size_t kExcerptBytes = 48;
+// Longest excerpt of a message the input itself makes (a chat template's raise_exception
+// text), in bytes: long enough for a sentence or two, control characters escaped.
+constexpr size_t kQuotedMessageBytes = 1000;
 // Longest excerpt of a path (the user's own, but still bounded): 512 bytes.
 constexpr size_t kPathExcerptBytes = 512;
 
@@ -48,6 +51,14 @@ constexpr size_t kPathExcerptBytes = 512;
 // negative or the product overflows int64.
 int64_t checked_product(std::initializer_list<int64_t> dims, const std::string& what);
 int64_t checked_product(const std::vector<int64_t>& dims, const std::string& what);
+// `v` (an integer read from a file) narrowed to int when lo <= v <= hi (a subrange of int's);
+// else a data Error "`what` = V must be an integer from LO to HI" ("a positive integer up to
+// HI" when lo is 1). Every integer read from a file goes through this, or through a reader
+// built on it, before it is narrowed.
+int checked_int(int64_t v, int64_t lo, int64_t hi, const std::string& what);
+// A JSON value that must be an integer in [lo, hi] (a subrange of int's), narrowed to int;
+// else a data Error naming `what`, the value (json_excerpt) and the range.
+int json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what);
 // checked_product of two model dimensions that must itself be a dimension (≤ kMaxDim):
 // the result fits an int.
 int checked_dim(int64_t a, int64_t b, const std::string& what);

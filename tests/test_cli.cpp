@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tests/cli_run.h"
+#include "core/error.h"
+#include "core/model/chat_source.h"
 #include "core/model/safetensors.h"
+#include "tests/cli_run.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -282,6 +284,64 @@ TEST_F(Cli, ChatRunsTheTextTheTemplateRenders) {
   const auto bad = cli({"dump", "--model", dir, "--chat", msgs, "--out", out});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("not a list of messages"), std::string::npos) << bad.err;
+}
+
+// What stderr shows of an error that quotes input: control characters escaped (no terminal
+// escape sequence, no carriage return, no forged "error:" line), and a bounded length.
+TEST(CliErrorOutput, QuotedInputIsEscapedAndCut) {
+  const std::string d = test::temp_dir("cli-err");
+  const std::string msgs = d + "/m.json", tmpl = d + "/t.jinja", huge = d + "/huge.jinja";
+  std::ofstream(msgs) << R"([{"role": "user", "content": "Hi"}])";
+  std::ofstream(tmpl) << "{{ raise_exception('bad\x1b[2J\x1b]0;owned\x07\r\nerror: forged line') }}";
+  std::ofstream(huge) << "{{ raise_exception('x' * 4000000) }}";
+  const auto r = cli({"chat", "--template", tmpl, "--messages", msgs});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the template raised an error: bad"), std::string::npos) << r.err;
+  for (char c : r.err) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << int(c) << " in " << r.err;
+  EXPECT_EQ(r.err.find("\nerror:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  const auto big = cli({"chat", "--template", huge, "--messages", msgs});
+  EXPECT_EQ(big.code, 1);
+  EXPECT_LE(big.err.size(), kMaxPrintedMessageBytes + 100) << big.err.size();
+  EXPECT_NE(big.err.find("the template raised an error: xxx"), std::string::npos);
+  // An unknown subcommand is quoted safely too.
+  const auto sub = cli({"du\x1b[2Jmp"});
+  EXPECT_EQ(sub.code, 2);
+  EXPECT_EQ(sub.err.find('\x1b'), std::string::npos) << sub.err;
+}
+
+TEST(CliErrorOutput, FormatMessageEscapesEveryControlAndIndentsLines) {
+  EXPECT_EQ(format_message("error", "a\nb\n  HINT: c"), "error: a\n  b\n  HINT: c\n");
+  EXPECT_EQ(format_message("error", "\x1b[2J\x07\r\x7f"), "error: \\x1B[2J\\x07\\x0D\\x7F\n");
+  EXPECT_EQ(format_message("warning", "C1 \xc2\x9b and bad \xff\xc3 UTF-8, kept: \xc3\xa9"),
+            "warning: C1 \\xC2\\x9B and bad \\xFF\\xC3 UTF-8, kept: \xc3\xa9\n");
+  const std::string cut = format_message("note", std::string(kMaxPrintedMessageBytes * 3, 'y'));
+  EXPECT_LT(cut.size(), kMaxPrintedMessageBytes + 100);
+  EXPECT_NE(cut.find("(" + std::to_string(kMaxPrintedMessageBytes * 3) + " bytes in all)"), std::string::npos);
+}
+
+// --template of an empty file names the file; a chat messages file past the limit is refused
+// before it is parsed.
+TEST(CliErrorOutput, EmptyTemplateAndHugeMessagesFiles) {
+  const std::string d = test::temp_dir("cli-chat-limits");
+  const std::string msgs = d + "/m.json", empty = d + "/empty.jinja", huge = d + "/huge.json";
+  std::ofstream(msgs) << R"([{"role": "user", "content": "Hi"}])";
+  std::ofstream(empty).flush();
+  const auto e = cli({"chat", "--template", empty, "--messages", msgs});
+  EXPECT_EQ(e.code, 1);
+  EXPECT_NE(e.err.find("empty.jinja' (--template) is empty"), std::string::npos) << e.err;
+  {
+    std::ofstream f(huge);
+    f << "[";
+    const std::string one = R"({"role": "user", "content": "message of forty bytes"})";
+    for (int64_t n = 0; n * static_cast<int64_t>(one.size() + 1) < kMaxChatMessagesBytes + 1000; ++n)
+      f << (n ? "," : "") << one;
+    f << "]";
+  }
+  std::ofstream(d + "/t.jinja") << "{{ messages|length }}";
+  const auto h = cli({"chat", "--template", d + "/t.jinja", "--messages", huge});
+  EXPECT_EQ(h.code, 1);
+  EXPECT_NE(h.err.find("more than the"), std::string::npos) << h.err;
 }
 
 TEST(CliHybrid, BenchEvalAndDumpRunOnEveryLayerKind) {

@@ -16,6 +16,8 @@
 #include "core/error.h"
 #include "core/export/font_files.h"
 #include "core/limits.h"
+#include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "tests/cli_run.h"
@@ -191,6 +193,51 @@ TEST(Messages, DeeplyNestedDtypeDoesNotOverflowTheStack) {
 }
 
 // --- files: regular only, never blocking, bounded
+
+// Integers read from files are range-checked before they are narrowed, and the error names
+// the key, the value and the range.
+TEST(Sizes, IntegersAreRangeCheckedBeforeNarrowing) {
+  EXPECT_EQ(checked_int(7, 0, 9, "k"), 7);
+  for (int64_t v : {int64_t{1} << 32, (int64_t{1} << 32) + 1, int64_t{1} << 31, int64_t{-1}}) {
+    try {
+      checked_int(v, 0, 100, "metadata 'k'");
+      ADD_FAILURE() << v << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "metadata 'k' = " + std::to_string(v) + " must be an integer from 0 to 100");
+    }
+  }
+  EXPECT_EQ(json_int(nlohmann::json(5), 1, 9, "\"n\""), 5);
+  for (const nlohmann::json& j : {nlohmann::json(uint64_t{1} << 32), nlohmann::json(~uint64_t{0}),
+                                  nlohmann::json(int64_t{-5}), nlohmann::json("5"), nlohmann::json(1.5)})
+    EXPECT_THROW(json_int(j, 1, 9, "\"n\""), Error) << j.dump();
+}
+
+// A GGUF tokenizer's token types held as 64-bit integers: 2^32 + 3 is not type 3 (control).
+TEST(Sizes, GgufTokenTypesAreRangeChecked) {
+  const std::string dir = test::temp_dir("hostile-token-type");
+  GgufWriter g;
+  g.set_string("general.architecture", "llama");
+  g.set_string("tokenizer.ggml.model", "llama");
+  g.set_strings("tokenizer.ggml.tokens", {"a", "b"});
+  std::string payload;
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) payload += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(10, 4);  // element type U64
+  put(2, 8);   // two elements
+  put(1, 8);
+  put((uint64_t{1} << 32) + 3, 8);
+  g.set_raw("tokenizer.ggml.token_type", 9, payload);  // an ARRAY
+  g.write(dir + "/t.gguf");
+  try {
+    read_gguf_tokenizer(GgufFile::open(dir + "/t.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'tokenizer.ggml.token_type'[1] = 4294967299 must be an integer from"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Files, FifoInPlaceOfAModelFileIsRefusedWithoutBlocking) {
   for (const std::string name : {"config.json", "model.safetensors", "tokenizer.json"}) {

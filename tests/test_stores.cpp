@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "core/model/gguf.h"
@@ -328,6 +330,237 @@ TEST_F(Stores, UnreadableOrMissingStoresAreListedNotThrown) {
   EXPECT_NE(by.at("hf (store)")["reason"].get<std::string>().find("symlink loop"), std::string::npos);
   const std::string e = resolve_error("ollama:tiny");
   EXPECT_NE(e.find("the Ollama store '" + d + "/file' is not a readable folder"), std::string::npos) << e;
+}
+
+// Every entry listed as opening opens with what --model is given for it (the same file or
+// snapshot): the listing never shows a name --model refuses as opening.
+void expect_opening_entries_resolve(const std::vector<StoredModel>& models) {
+  for (const StoredModel& m : models) {
+    if (!m.opens) continue;
+    const std::string spec = stored_model_spec(m);
+    try {
+      EXPECT_EQ(resolve_model_dir(spec), m.path) << spec;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "listed as opening, but --model " << spec << " is refused: " << e.what();
+    }
+  }
+}
+
+TEST_F(Stores, EveryOpeningEntryOpensWithItsName) { expect_opening_entries_resolve(list_stored_models()); }
+
+// `models`' entries in a fresh HOME of their own (built by the test), and how long it took.
+struct Listing {
+  std::vector<StoredModel> models;
+  double seconds = 0;
+  std::map<std::string, StoredModel> by;  // source + " " + name, or source + " (store) " + path
+  const StoredModel* problem_at(const std::string& path, const std::string& part) const {
+    for (const auto& m : models)
+      if (m.name == "(store)" && m.path == path && m.reason.find(part) != std::string::npos) return &m;
+    return nullptr;
+  }
+};
+Listing list_in(const std::string& home) {
+  StoreEnv env(home);
+  Listing l;
+  const auto t0 = std::chrono::steady_clock::now();
+  l.models = list_stored_models();
+  l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& m : l.models) l.by[m.source + " " + m.name] = m;
+  expect_opening_entries_resolve(l.models);
+  return l;
+}
+
+std::string write_tiny_blob(const std::string& path) {
+  write_metadata_gguf(path, "llama", 15);
+  return path;
+}
+
+// A folder reached again through a symlink is walked once: links to "." in an Ollama
+// manifests/ folder and at the top of LM Studio's store would otherwise multiply the paths
+// with every level (8 links over 4 levels: 4,096 names for one manifest).
+TEST(StoreWalk, SymlinkedFoldersAreWalkedOnce) {
+  const std::string h = test::temp_dir("stores-links");
+  const std::string o = h + "/.ollama/models";
+  write_tiny_blob(o + "/blobs/sha256-" + kHexA);
+  write(o + "/manifests/registry.ollama.ai/library/m/latest", ollama_manifest("sha256:" + kHexA));
+  for (int i = 0; i < 8; ++i) {
+    fs::create_symlink(".", o + "/manifests/l" + std::to_string(i));
+    fs::create_symlink(".", o + "/manifests/registry.ollama.ai/l" + std::to_string(i));
+  }
+  const std::string lms = h + "/.lmstudio/models";
+  write_tiny_blob(lms + "/pub/repo/m.gguf");
+  for (int i = 0; i < 400; ++i) fs::create_symlink(".", lms + "/up" + std::to_string(i));
+  fs::create_symlink("..", lms + "/pub/repo/parent");  // a loop one level down
+  const Listing l = list_in(h);
+  size_t ollama = 0, lmstudio = 0;
+  std::set<std::string> paths;
+  for (const auto& m : l.models) {
+    if (m.name == "(store)") continue;
+    (m.source == "ollama" ? ollama : lmstudio) += 1;
+    EXPECT_TRUE(paths.insert(m.source + m.path).second) << "listed twice: " << m.path << " as " << m.name;
+  }
+  EXPECT_EQ(ollama, 1u);
+  EXPECT_EQ(lmstudio, 1u);
+  ASSERT_TRUE(l.by.count("ollama m:latest"));
+  EXPECT_TRUE(l.by.at("ollama m:latest").opens);
+  EXPECT_TRUE(l.by.count("lmstudio pub/repo/m.gguf"));
+  EXPECT_TRUE(l.problem_at(o + "/manifests/l0", "the same folder as")) << "a link back is said, not walked";
+  EXPECT_LT(l.seconds, 5.0);
+}
+
+// A symlink leading out of its store, a FIFO, a loop: each entry is listed as not opening with
+// its reason, and nothing blocks on the FIFO.
+TEST(StoreWalk, EntriesLeadingOutOrNotFilesDoNotOpen) {
+  const std::string h = test::temp_dir("stores-outside");
+  const std::string elsewhere = test::temp_dir("stores-elsewhere");
+  write_tiny_blob(elsewhere + "/real.gguf");
+  write_tiny_blob(elsewhere + "/pub/repo/far.gguf");
+  write(elsewhere + "/manifest", ollama_manifest("sha256:" + kHexA));
+  // llama.cpp's cache: a GGUF symlinked from elsewhere, a FIFO, a loop, a symlink into the store.
+  const std::string lc = h + "/.cache/llama.cpp";
+  write_tiny_blob(lc + "/inside.gguf");
+  fs::create_symlink(elsewhere + "/real.gguf", lc + "/outside.gguf");
+  ASSERT_EQ(::mkfifo((lc + "/pipe.gguf").c_str(), 0600), 0);
+  fs::create_symlink("loop.gguf", lc + "/loop.gguf");
+  fs::create_symlink("inside.gguf", lc + "/alias.gguf");
+  // LM Studio: a publisher folder that is a symlink to a folder elsewhere.
+  fs::create_directories(h + "/.lmstudio/models");
+  fs::create_symlink(elsewhere + "/pub", h + "/.lmstudio/models/pub");
+  // Ollama: a manifest symlinked from elsewhere; a blob symlinked from elsewhere.
+  const std::string o = h + "/.ollama/models", lib = o + "/manifests/registry.ollama.ai/library";
+  fs::create_directories(lib + "/far");
+  fs::create_symlink(elsewhere + "/manifest", lib + "/far/latest");
+  fs::create_directories(o + "/blobs");
+  fs::create_symlink(elsewhere + "/real.gguf", o + "/blobs/sha256-" + kHexA);
+  write(lib + "/near/latest", ollama_manifest("sha256:" + kHexA));
+
+  const Listing l = list_in(h);
+  auto reason = [&](const std::string& key) {
+    EXPECT_TRUE(l.by.count(key)) << key;
+    if (!l.by.count(key)) return std::string();
+    EXPECT_FALSE(l.by.at(key).opens) << key;
+    return l.by.at(key).reason;
+  };
+  EXPECT_TRUE(l.by.at("llamacpp inside.gguf").opens);
+  EXPECT_TRUE(l.by.at("llamacpp alias.gguf").opens);  // a symlink inside the store is followed
+  EXPECT_NE(reason("llamacpp outside.gguf").find("outside the store"), std::string::npos);
+  EXPECT_NE(reason("llamacpp pipe.gguf").find("a FIFO"), std::string::npos);
+  EXPECT_NE(reason("llamacpp loop.gguf").find("symlink loop"), std::string::npos);
+  EXPECT_FALSE(l.by.count("lmstudio pub/repo/far.gguf"));
+  EXPECT_TRUE(l.problem_at(h + "/.lmstudio/models/pub", "outside the store"));
+  EXPECT_NE(reason("ollama far:latest").find("outside the store"), std::string::npos);
+  EXPECT_NE(reason("ollama near:latest").find("outside the store"), std::string::npos);
+  // --model refuses them too.
+  StoreEnv env(h);
+  for (const char* spec : {"ollama:far", "ollama:near"}) {
+    try {
+      resolve_model_dir(spec);
+      ADD_FAILURE() << spec << " resolved";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside the store"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Names --model refuses are not listed as opening: an Ollama name with a space or a leading
+// dot, a Hugging Face folder models--..--x (which would be shown as "../x").
+TEST(StoreWalk, NamesModelRefusesAreListedAsNotOpening) {
+  const std::string h = test::temp_dir("stores-names");
+  const std::string o = h + "/.ollama/models", lib = o + "/manifests/registry.ollama.ai/library";
+  write_tiny_blob(o + "/blobs/sha256-" + kHexA);
+  for (const char* name : {"with space", ".hidden", "fine"})
+    write(lib + "/" + name + "/latest", ollama_manifest("sha256:" + kHexA));
+  write(lib + "/fine/.tag", ollama_manifest("sha256:" + kHexA));
+  const std::string hub = h + "/.cache/huggingface/hub";
+  const std::string model = test::make_model_dir(test::small_config("llama", 1, 16, 2, 2, 32, 8), 3, "stores-names-hf");
+  for (const char* folder : {"models--..--x", "models--org--ok"}) {
+    fs::create_directories(hub + "/" + folder + "/snapshots");
+    fs::copy(model, hub + "/" + folder + "/snapshots/" + kCommitMain, fs::copy_options::recursive);
+    write(hub + "/" + folder + "/refs/main", kCommitMain);
+  }
+  const Listing l = list_in(h);
+  EXPECT_TRUE(l.by.at("ollama fine:latest").opens);
+  EXPECT_TRUE(l.by.at("hf org/ok").opens) << l.by.at("hf org/ok").reason;
+  for (const char* key : {"ollama with space:latest", "ollama .hidden:latest", "ollama fine:.tag", "hf ../x"}) {
+    ASSERT_TRUE(l.by.count(key)) << key;
+    EXPECT_FALSE(l.by.at(key).opens) << key;
+    EXPECT_NE(l.by.at(key).reason.find("not one --model takes"), std::string::npos) << l.by.at(key).reason;
+  }
+}
+
+// A refs/main that is a symlink out of the cache is refused, and a ref's bytes are never
+// quoted back unless they are a commit hash.
+TEST(StoreWalk, HuggingFaceRefsStayInsideAndAreNotEchoed) {
+  const std::string h = test::temp_dir("stores-refs");
+  const std::string elsewhere = test::temp_dir("stores-refs-elsewhere");
+  write(elsewhere + "/secret", "s3cr3t-token-value");
+  const std::string hub = h + "/.cache/huggingface/hub";
+  fs::create_directories(hub + "/models--org--out/refs");
+  fs::create_directories(hub + "/models--org--out/snapshots/" + kCommitMain);
+  fs::create_symlink(elsewhere + "/secret", hub + "/models--org--out/refs/main");
+  write(hub + "/models--org--junk/refs/main", "not a commit!");
+  write(hub + "/models--org--named/refs/main", "not-a-commit_but.safe");
+  fs::create_directories(hub + "/models--org--junk/snapshots");
+  fs::create_directories(hub + "/models--org--named/snapshots");
+  const Listing l = list_in(h);
+  ASSERT_TRUE(l.by.count("hf org/out"));
+  EXPECT_FALSE(l.by.at("hf org/out").opens);
+  EXPECT_NE(l.by.at("hf org/out").reason.find("outside the store"), std::string::npos) << l.by.at("hf org/out").reason;
+  ASSERT_TRUE(l.by.count("hf org/junk"));
+  EXPECT_NE(l.by.at("hf org/junk").reason.find("does not hold a commit"), std::string::npos);
+  ASSERT_TRUE(l.by.count("hf org/named"));
+  EXPECT_NE(l.by.at("hf org/named").reason.find("names a commit, which has no snapshot"), std::string::npos)
+      << l.by.at("hf org/named").reason;
+  StoreEnv env(h);
+  for (const char* spec : {"hf:org/out", "hf:org/junk", "hf:org/named"}) {
+    try {
+      resolve_model_dir(spec);
+      ADD_FAILURE() << spec << " resolved";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find("s3cr3t"), std::string::npos) << m;
+      EXPECT_EQ(m.find("not-a-commit"), std::string::npos) << m;
+      EXPECT_EQ(m.find("commit!"), std::string::npos) << m;
+    }
+  }
+}
+
+// The caps say so: a folder of more than 10,000 entries, and a store of more than 20,000
+// (30 folders of 700 files, each folder under the per-folder cap).
+TEST(StoreWalk, CutFoldersAndStoresAreSaidSo) {
+  const std::string h = test::temp_dir("stores-caps");
+  const std::string lc = h + "/.cache/llama.cpp";
+  fs::create_directories(lc);
+  for (int i = 0; i <= 10000; ++i) test::write_bytes(lc + "/f" + std::to_string(i), "");
+  const std::string lms = h + "/.lmstudio/models/pub";
+  for (int r = 0; r < 30; ++r) {
+    const std::string repo = lms + "/r" + std::to_string(r);
+    fs::create_directories(repo);
+    for (int i = 0; i < 700; ++i) test::write_bytes(repo + "/m" + std::to_string(i) + ".gguf", "");
+  }
+  const Listing l = list_in(h);
+  EXPECT_TRUE(l.problem_at(lc, "more than 10000 entries")) << "the cut folder is named";
+  EXPECT_TRUE(l.problem_at(h + "/.lmstudio/models", "the store holds more than 20000 entries"));
+  size_t lmstudio = 0;
+  for (const auto& m : l.models) lmstudio += m.source == "lmstudio" && m.name != "(store)";
+  EXPECT_LE(lmstudio, 20000u);
+  EXPECT_GT(lmstudio, 15000u);
+  std::printf("listing 20,000 unreadable GGUF files and a folder of 10,001 took %.2f s\n", l.seconds);
+}
+
+// Listing stays near linear in the models: 2,000 Ollama tags of one blob.
+TEST(StoreWalk, ManyTagsListQuickly) {
+  const std::string h = test::temp_dir("stores-tags");
+  const std::string o = h + "/.ollama/models";
+  write_tiny_blob(o + "/blobs/sha256-" + kHexA);
+  const std::string manifest = ollama_manifest("sha256:" + kHexA);
+  for (int m = 0; m < 20; ++m)
+    for (int t = 0; t < 100; ++t)
+      write(o + "/manifests/registry.ollama.ai/library/m" + std::to_string(m) + "/t" + std::to_string(t), manifest);
+  const Listing l = list_in(h);
+  EXPECT_EQ(l.models.size(), 2000u);
+  std::printf("listing 2,000 Ollama tags took %.2f s\n", l.seconds);
+  EXPECT_LT(l.seconds, 4.0);  // under a second a thousand, with room for a loaded machine
 }
 
 TEST(StoreNames, FileTypesAsLlamaCppNamesThem) {

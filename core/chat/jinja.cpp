@@ -3056,7 +3056,8 @@ std::string JinjaTemplate::render(const nlohmann::ordered_json& context, const s
                }));
   globals->set("raise_exception", make_func("raise_exception", [](Interp& i, CallArgs& a) -> Value {
                  const std::string msg = a.pos.empty() ? std::string() : to_str(a.pos[0]);
-                 throw Error("chat template line " + std::to_string(i.line) + ": the template raised an error: " + msg);
+                 throw Error("chat template line " + std::to_string(i.line) +
+                             ": the template raised an error: " + excerpt(msg, kQuotedMessageBytes));
                }));
   globals->set("strftime_now", make_func("strftime_now", [](Interp& i, CallArgs& a) {
                  if (a.pos.size() != 1 || a.pos[0].k != VK::Str) i.err("strftime_now takes one format string");

@@ -4,10 +4,11 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <fstream>
 
 #include "core/engine/head_scores.h"
 #include "core/json_reader.h"
@@ -320,12 +321,13 @@ ScanResult scan_result_from_json(const std::string& text) {
   const nlohmann::json j = parse_json(text, "scan results");
   ScanResult r;
   try {
-    r.windows = j.at("windows").get<int>();
+    constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+    r.windows = json_int(j.at("windows"), 0, kMaxInt, "scan results: \"windows\"");
     r.tokens = j.at("tokens").get<int64_t>();
     r.queries = j.at("queries").get<int64_t>();
-    r.window = j.at("window").get<int>();
-    r.stride = j.at("stride").get<int>();
-    r.prefix = j.at("prefix").get<int>();
+    r.window = json_int(j.at("window"), 0, kMaxDim, "scan results: \"window\"");
+    r.stride = json_int(j.at("stride"), 0, kMaxDim, "scan results: \"stride\"");
+    r.prefix = json_int(j.at("prefix"), 0, kMaxDim, "scan results: \"prefix\"");
     r.skipped = j.value("skipped_chars", int64_t{0});
     if (j.at("metrics").get<std::vector<std::string>>() != scan_metric_names())
       throw Error("scan results: the metrics are not " + std::to_string(kScanMetrics) + " known names");
@@ -338,7 +340,9 @@ ScanResult scan_result_from_json(const std::string& text) {
         sh.head = static_cast<int>(h);
         for (const std::string& n : scan_metric_names()) sh.metrics.push_back(e.at(n).get<double>());
         for (const nlohmann::json& x : e.at("top"))
-          sh.top.push_back({x.at("window").get<int>(), x.at("query").get<int>(), x.at("key").get<int>(),
+          sh.top.push_back({json_int(x.at("window"), 0, kMaxInt, "scan results: a top example's \"window\""),
+                            json_int(x.at("query"), 0, kMaxDim, "scan results: a top example's \"query\""),
+                            json_int(x.at("key"), 0, kMaxDim, "scan results: a top example's \"key\""),
                             x.at("weight").get<float>()});
         r.heads.push_back(std::move(sh));
       }

@@ -102,6 +102,12 @@ void check_chat_messages(const nlohmann::ordered_json& messages, const std::stri
   }
 }
 
+nlohmann::ordered_json read_chat_messages(const std::string& path) {
+  nlohmann::ordered_json messages = read_json_file_ordered(path, "chat messages", "", kMaxChatMessagesBytes);
+  check_chat_messages(messages, excerpt(path, kPathExcerptBytes));
+  return messages;
+}
+
 std::string render_model_chat(const ModelChat& mc, const std::string& model_label, const nlohmann::ordered_json& messages,
                               ChatRenderOptions r, const std::string& hint) {
   if (mc.template_text.empty())

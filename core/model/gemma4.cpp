@@ -287,12 +287,8 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
       throw Error(where + ": metadata '" + a + k + "' differs from its key length; attnviz needs V and K of one size");
   int local0 = 0;  // the first local layer (its KV heads and MLP width are the model's)
   while (local0 + 1 < L && types[static_cast<size_t>(local0)] != "sliding_attention") ++local0;
-  const int shared = f.find_key(a + "attention.shared_kv_layers")
-                         ? static_cast<int>(f.get_int(a + "attention.shared_kv_layers"))
-                         : 0;
-  if (shared < 0 || shared >= L)
-    throw Error(where + ": metadata '" + a + "attention.shared_kv_layers' = " + std::to_string(shared) +
-                " must leave some of the " + std::to_string(L) + " layers with keys and values of their own");
+  // Some of the L layers must keep keys and values of their own.
+  const int shared = f.get_int_in(a + "attention.shared_kv_layers", 0, L - 1, 0);
   const int I = ff[0];
   bool double_wide = false;
   for (int l = 0; l < L; ++l) {
@@ -344,8 +340,7 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
       {"tie_word_embeddings", f.find("output.weight") == nullptr},
       {"num_kv_shared_layers", shared},
       {"use_double_wide_mlp", double_wide},
-      {"hidden_size_per_layer_input",
-       f.find_key(a + "embedding_length_per_layer_input") ? f.get_int(a + "embedding_length_per_layer_input") : 0}};
+      {"hidden_size_per_layer_input", f.get_int_in(a + "embedding_length_per_layer_input", 0, kMaxDim, 0)}};
   if (f.find_key(a + "final_logit_softcapping"))
     j["final_logit_softcapping"] = gguf_positive_float(f, a + "final_logit_softcapping", 0.f);
   if (k_eq_v) j["num_global_key_value_heads"] = kv[static_cast<size_t>(first_global)];

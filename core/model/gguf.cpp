@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/model/pages.h"
 
 namespace attnviz {
@@ -333,6 +334,12 @@ int64_t GgufFile::get_int(const std::string& key) const {
 int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const {
   return find_key(key) ? get_int(key) : fallback;
 }
+int GgufFile::get_int_in(const std::string& key, int64_t lo, int64_t hi) const {
+  return checked_int(get_int(key), lo, hi, "GGUF file '" + path_ + "': metadata '" + key + "'");
+}
+int GgufFile::get_int_in(const std::string& key, int64_t lo, int64_t hi, int fallback) const {
+  return find_key(key) ? get_int_in(key, lo, hi) : fallback;
+}
 double GgufFile::get_float(const std::string& key, double fallback) const {
   const GgufValue* v = find_key(key);
   if (!v) return fallback;
@@ -407,7 +414,10 @@ std::unique_ptr<GgufTokenizerData> read_gguf_tokenizer(const GgufFile& f) {
     array_of("tokenizer.ggml.token_type", *v, false);
     same_length("tokenizer.ggml.token_type", v->array_size());
     if (!v->floats.empty()) throw Error(where + "metadata 'tokenizer.ggml.token_type' must hold integers");
-    for (int64_t s : v->ints) t->token_type.push_back(static_cast<int32_t>(s));
+    for (size_t i = 0; i < v->ints.size(); ++i)
+      t->token_type.push_back(checked_int(v->ints[i], std::numeric_limits<int32_t>::min(),
+                                          std::numeric_limits<int32_t>::max(),
+                                          where + "metadata 'tokenizer.ggml.token_type'[" + std::to_string(i) + "]"));
   }
   if (const GgufValue* v = f.find_key("tokenizer.ggml.merges")) {
     array_of("tokenizer.ggml.merges", *v, true);

@@ -89,6 +89,11 @@ class GgufFile {
   // Typed metadata access; a missing key or a value of the wrong kind is an Error naming it.
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
+  // An integer key narrowed to int after checking lo <= value <= hi (checked_int): a value
+  // outside is an Error naming the file, the key, the value and the range. Every integer a
+  // model's configuration takes from the metadata is read through these.
+  int get_int_in(const std::string& key, int64_t lo, int64_t hi) const;
+  int get_int_in(const std::string& key, int64_t lo, int64_t hi, int fallback) const;
   double get_float(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key) const;
   bool get_bool(const std::string& key, bool fallback) const;

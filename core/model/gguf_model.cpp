@@ -21,11 +21,8 @@ int gguf_vocab_size(const GgufFile& f, const std::string& arch) {
 }
 
 int gguf_positive(const GgufFile& f, const std::string& key, int64_t fallback) {
-  const int64_t v = fallback < 0 ? f.get_int(key) : f.get_int(key, fallback);
-  if (v <= 0 || v > kMaxDim)
-    throw Error("GGUF file '" + f.path() + "': metadata '" + key + "' = " + std::to_string(v) +
-                " must be a positive integer up to " + std::to_string(kMaxDim));
-  return static_cast<int>(v);
+  if (fallback < 0 || f.find_key(key)) return f.get_int_in(key, 1, kMaxDim);
+  return checked_int(fallback, 1, kMaxDim, "GGUF file '" + f.path() + "': metadata '" + key + "' (its default)");
 }
 
 float gguf_positive_float(const GgufFile& f, const std::string& key, float fallback, const char* what) {

@@ -127,11 +127,8 @@ ModelConfig qwen35_gguf_config(const GgufFile& f) {
   };
   // block_count counts the multi-token-prediction layers after the trunk (not run here).
   const int all = gguf_positive(f, a + "block_count");
-  const int64_t nextn = f.get_int(a + "nextn_predict_layers", 0);
-  if (nextn < 0 || nextn >= all)
-    throw key_error("nextn_predict_layers", "= " + std::to_string(nextn) + " must be 0 … block_count − 1 (" +
-                                                std::to_string(all - 1) + ")");
-  const int L = all - static_cast<int>(nextn);
+  const int nextn = f.get_int_in(a + "nextn_predict_layers", 0, all - 1, 0);  // up to block_count − 1
+  const int L = all - nextn;
   const int d = gguf_positive(f, a + "attention.key_length");
   if (f.find_key(a + "attention.value_length") && gguf_positive(f, a + "attention.value_length") != d)
     throw key_error("attention.value_length", "differs from the key length " + std::to_string(d) +

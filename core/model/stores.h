@@ -36,13 +36,21 @@ struct StoredModel {
 };
 
 // Every model in every store that exists, sorted by source then name. Never throws: an
-// unreadable store, a broken manifest, a missing blob, a symlink loop each become an entry
-// with opens = false and the reason.
+// unreadable store, a broken manifest, a missing blob, a symlink loop, a FIFO or device, a
+// name --model would refuse, a symlink leading out of its store each become an entry with
+// opens = false and the reason. A folder reached again through a symlink is walked once; a
+// folder of more than 10,000 entries, or a store of more than 20,000, is cut with an entry
+// (name "(store)") saying so.
 std::vector<StoredModel> list_stored_models();
 
 // llama.cpp's name for a GGUF general.file_type (LLAMA_FTYPE_MOSTLY_*): 15 → "Q4_K_M";
 // "type N" for a number it does not know.
 std::string gguf_file_type_name(int64_t file_type);
+
+// What --model takes to open `m`: "ollama:NAME", "hf:ORG/NAME" for a snapshot's model
+// directory, else its path (a Hugging Face snapshot's GGUF files, LM Studio, llama.cpp).
+// Every entry listed as opening opens with it.
+std::string stored_model_spec(const StoredModel& m);
 
 // Whether `spec` is a store name ("ollama:…" or "hf:…").
 bool is_store_name(const std::string& spec);

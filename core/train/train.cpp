@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -397,7 +398,7 @@ void load_trainer_state(const std::string& dir, const Params<float>& p, AdamStat
     throw Error("'" + jpath + "' not found\n  HINT: --resume needs a directory written by attnviz-cli train.");
   nlohmann::json j = read_json_file(jpath, "trainer_state.json");
   if (!j.contains("step") || !j["step"].is_number_integer()) throw Error(jpath + ": missing integer \"step\"");
-  st.step = j["step"].get<int>();
+  st.step = json_int(j["step"], 0, std::numeric_limits<int>::max(), jpath + ": \"step\"");
   st.m = zeros_like(p);
   st.v = zeros_like(p);
   const auto f = SafetensorsFile::open(dir + "/trainer_state.safetensors");

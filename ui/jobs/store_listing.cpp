@@ -55,13 +55,7 @@ bool store_entry_matches(const StoredModel& m, const std::string& filter) {
   return true;
 }
 
-std::string store_entry_spec(const StoredModel& m) {
-  if (m.source == "ollama") return "ollama:" + m.name;
-  // A snapshot's model directory is named ORG/NAME; its GGUF files ORG/NAME/FILE.gguf, which
-  // no hf: name points at.
-  if (m.source == "hf" && m.name.find('/') == m.name.rfind('/') && m.name.find('/') != std::string::npos) return "hf:" + m.name;
-  return m.path;
-}
+std::string store_entry_spec(const StoredModel& m) { return stored_model_spec(m); }
 
 namespace {
 bool ends_with_gguf(const std::string& n) { return n.size() > 5 && lower(n.substr(n.size() - 5)) == ".gguf"; }
