@@ -26,7 +26,7 @@
 #include "core/export/dump.h"
 #include "core/export/export.h"
 #include "core/json_reader.h"
-#include "core/limits.h"
+#include "core/model/chat_source.h"
 #include "core/model/paths.h"
 #include "core/tokenize/labels.h"
 
@@ -124,7 +124,7 @@ std::vector<int> check_tokens(const Model& m, const std::vector<int>& ids) {
 
 nlohmann::ordered_json messages_json(const py::object& chat) {
   const std::string text = py::str(py::module_::import("json").attr("dumps")(chat));
-  if (text.size() > kMaxChatMessagesBytes)  // as for a messages file
+  if (static_cast<int64_t>(text.size()) > kMaxChatMessagesBytes)  // as for a messages file
     raise_error("chat: the messages are " + std::to_string(text.size()) + " bytes as JSON, more than the " +
                 std::to_string(kMaxChatMessagesBytes) + " a chat may have");
   return parse_json_ordered(text, "chat messages");
