@@ -694,12 +694,15 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   const int64_t conv = c.short_conv_kernel ? add(add(mul({4, C, C}), mul({C, c.short_conv_kernel})),
                                                  c.short_conv_bias ? 5 * C : 0)
                                            : 0;
-  int64_t n_linear = 0, n_conv = 0;
+  int64_t n_softmax = 0, n_linear = 0, n_conv = 0;
   for (int l = 0; l < L; ++l) {
-    n_linear += c.layer(l).mixer == Mixer::GatedDeltaNet;
-    n_conv += c.layer(l).mixer == Mixer::ShortConv;
+    switch (c.layer(l).mixer) {  // every kind has its case
+      case Mixer::Softmax: ++n_softmax; break;
+      case Mixer::GatedDeltaNet: ++n_linear; break;
+      case Mixer::ShortConv: ++n_conv; break;
+    }
   }
-  p.attention = add(add(mul({L - n_linear - n_conv, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
+  p.attention = add(add(mul({n_softmax, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
   if (c.per_layer_attention()) {  // Gemma 4: each layer's own head size, KV heads and MLP width
     p.attention = 0;
     int64_t mlp_all = 0, qk_norms = 0;
@@ -734,7 +737,7 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
   const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
   p.norms = mul({add(mul({block_norms, L}), 1), norm});
-  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L - n_linear - n_conv, 2, c.head_size}));
+  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({n_softmax, 2, c.head_size}));
   if (c.qk_norm == QkNorm::Whole) p.norms = add(p.norms, mul({L, add(Hd, KVd)}));
   p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
   int64_t total = 0;
