@@ -12,6 +12,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/lens.h"
 #include "core/engine/patch.h"
+#include "core/engine/reference.h"
 #include "core/error.h"
 #include "core/model/model.h"
 #include "core/model/random_model.h"
@@ -273,6 +274,17 @@ TEST(Hybrid, PatchingTheStreamReplaysTheMemoryBeforeThePatchedRow) {
     ADD_FAILURE() << "head patching of a hybrid accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--resid"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Hybrid, TheLiteralReferenceRefusesLayersThatAreNotSoftmaxAttention) {
+  // It has loops for softmax attention only; a linear layer is named, not run as attention.
+  try {
+    reference_forward(*small_model(), {1, 2, 3});
+    FAIL() << "a linear-attention layer ran as softmax attention";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind, ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("softmax-attention layers only, and layer 0 "), std::string::npos) << e.what();
   }
 }
 

@@ -7,7 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/families/family.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
+#include "core/model/random_model.h"
 #include "core/model/safetensors.h"
 #include "tests/test_util.h"
 
@@ -96,6 +99,60 @@ TEST(ModelLoad, UnknownModelType) {
   edit_config(dir, [](nlohmann::json& j) { j["model_type"] = "mamba"; });
   const std::string m = load_error(dir);
   EXPECT_NE(m.find("unknown model_type \"mamba\""), std::string::npos) << m;
+}
+
+// The registry of families: each family's model_type, the model_types that wrap it and its
+// GGUF architecture lead back to it, and nothing else does.
+TEST(Families, EveryModelTypeAndGgufArchitectureLeadsBackToItsFamily) {
+  for (int i = 0; i <= static_cast<int>(Family::Gemma4); ++i) {
+    const Family f = static_cast<Family>(i);
+    const FamilyInfo& info = family_info(f);
+    EXPECT_EQ(info.family, f) << i;
+    const FamilyInfo* by_type = family_of_model_type(info.model_type);
+    ASSERT_NE(by_type, nullptr) << info.model_type;
+    EXPECT_EQ(by_type->family, f) << info.model_type;
+    for (const char* w : info.wrappers)
+      if (w) EXPECT_EQ(family_of_model_type(w), &info) << w;
+    // Mistral is written as llama (as llama.cpp's converter writes it) and read from its alias.
+    const FamilyInfo* by_arch = family_of_gguf_arch(info.gguf_alias ? info.gguf_alias : info.gguf_arch);
+    ASSERT_NE(by_arch, nullptr) << info.gguf_arch;
+    EXPECT_EQ(by_arch->family, f) << info.gguf_arch;
+  }
+  EXPECT_EQ(family_of_gguf_arch("llama")->family, Family::Llama);
+  // The GGUF architectures as llama.cpp names them (its llm_arch names), for the model_types
+  // whose names differ; the others are spelled alike.
+  const std::pair<const char*, const char*> kLlamaCppNames[] = {{"gemma3_text", "gemma3"},
+                                                                {"qwen3_5_text", "qwen35"},
+                                                                {"qwen3_vl_text", "qwen3vl"},
+                                                                {"ministral3", "mistral3"},
+                                                                {"gpt_oss", "gpt-oss"},
+                                                                {"gemma4_text", "gemma4"},
+                                                                {"mistral", "llama"},
+                                                                {"qwen2", "qwen2"},
+                                                                {"olmo2", "olmo2"},
+                                                                {"lfm2", "lfm2"},
+                                                                {"gpt2", "gpt2"}};
+  for (const auto& [type, arch] : kLlamaCppNames) {
+    ModelConfig c;
+    c.model_type = type;
+    EXPECT_EQ(gguf_arch_of(c), arch) << type;
+  }
+  EXPECT_EQ(family_of_model_type("mamba"), nullptr);
+  EXPECT_EQ(family_of_gguf_arch("gpt_oss"), nullptr);  // GGUF spells it gpt-oss
+  EXPECT_EQ(family_of_gguf_arch("gemma3_text"), nullptr);
+}
+
+// Every preset's configuration, written as config.json and read back, is the same family
+// with the same GGUF architecture and parameter count.
+TEST(Families, EveryPresetKeepsItsFamilyThroughConfigJson) {
+  for (const std::string& p : preset_names()) {
+    const ModelConfig c = preset_config(p);
+    const ModelConfig back = parse_config(config_to_json(c), "preset " + p);
+    EXPECT_EQ(family_of(back), family_of(c)) << p;
+    EXPECT_EQ(back.model_type, c.model_type) << p;
+    EXPECT_EQ(gguf_arch_of(back), gguf_arch_of(c)) << p;
+    EXPECT_EQ(parameter_counts(back).total(), parameter_counts(c).total()) << p;
+  }
 }
 
 TEST(ModelLoad, MissingTensorIsNamed) {

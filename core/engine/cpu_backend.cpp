@@ -368,9 +368,14 @@ class CpuBackend : public Backend {
       lt.window = spec.window;
       lt.sinks.assign(lw.sinks.data(), lw.sinks.data() + lw.sinks.size());  // (H) GPT-OSS; empty elsewhere
       const Mat& hin = lw.norm1_w.size() ? (norm(c, x, lw.norm1_w, lw.norm1_b, h), h) : x;  // OLMo 2: no norm before
-      if (spec.mixer != Mixer::Softmax) {
-        if (spec.mixer == Mixer::GatedDeltaNet) gated_delta_layer(c, lw, hin, p, T, old_T, tr.summaries, lt, y);
-        else short_conv_layer(c, lw, hin, p, T, lt, y);
+      // Every kind of mixer has its case (no default: -Wswitch names a kind left out).
+      bool attention = false;
+      switch (spec.mixer) {
+        case Mixer::Softmax: attention = true; break;  // below, over the KV cache
+        case Mixer::GatedDeltaNet: gated_delta_layer(c, lw, hin, p, T, old_T, tr.summaries, lt, y); break;
+        case Mixer::ShortConv: short_conv_layer(c, lw, hin, p, T, lt, y); break;
+      }
+      if (!attention) {
         add_branch(c, lw.post_attn_norm, y, h, x);
         add_mlp(c, lw, x, p, &lt);
         if (control_) {

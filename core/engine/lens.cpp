@@ -12,6 +12,7 @@
 #include "core/engine/stored_product.h"
 #include "core/engine/stream_parts.h"
 #include "core/error.h"
+#include "core/model/mixer.h"
 
 namespace attnviz {
 
@@ -137,7 +138,7 @@ struct LogitDirection {
 LogitDirection logit_direction(const Model& m, const Trace& tr, int position, const std::vector<int>& target_ids) {
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
-  const int L = c.n_layer, H = c.n_head, d = c.head_size, C = c.n_embd, V = c.vocab_size;
+  const int L = c.n_layer, C = c.n_embd, V = c.vocab_size;
   check_position(tr, position);
   if (target_ids.empty() || target_ids.size() > 2)
     throw Error("the attribution takes one target id or two (A − B)", ErrorKind::Usage);
@@ -158,10 +159,8 @@ LogitDirection logit_direction(const Model& m, const Trace& tr, int position, co
   if (static_cast<int>(tr.layers.size()) != L || !xf) throw Error(std::string("the attribution needs") + kNeedsResid);
   for (int l = 0; l < L; ++l) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-    const Mixer mx = c.layer(l).mixer;
-    const std::vector<int64_t> out_shape = mx == Mixer::GatedDeltaNet ? std::vector<int64_t>{c.linear.v_heads, tr.T(), c.linear.v_dim}
-                                                                       : std::vector<int64_t>{H, tr.T(), d};
-    if (lt.resid.shape != std::vector<int64_t>{tr.T(), C} || (mx != Mixer::ShortConv && lt.out.shape != out_shape))
+    const std::vector<int64_t> out_shape = mixer_out_shape(c, l, tr.T());  // empty: no head outputs
+    if (lt.resid.shape != std::vector<int64_t>{tr.T(), C} || (!out_shape.empty() && lt.out.shape != out_shape))
       throw Error(std::string("the attribution needs") + kNeedsResid);
   }
 
@@ -222,7 +221,8 @@ Attribution direct_logit_attribution(const Model& m, const Trace& tr, int positi
   const StreamParts sp = stream_parts(m, tr, L, i);
   a.heads.assign(static_cast<size_t>(L), {});
   for (int l = 0; l < L; ++l)
-    if (c.layer(l).mixer != Mixer::ShortConv) a.heads[static_cast<size_t>(l)].assign(static_cast<size_t>(c.heads_at(l)), 0.0);
+    if (mixer_info(c.layer(l).mixer).head_outputs)
+      a.heads[static_cast<size_t>(l)].assign(static_cast<size_t>(c.heads_at(l)), 0.0);
   a.mlp.assign(static_cast<size_t>(L), 0.0);
   a.conv.assign(static_cast<size_t>(L), 0.0);
   for (size_t r = 0; r < sp.parts.size(); ++r) {
@@ -294,7 +294,7 @@ KeyAttribution key_attribution(const Model& m, const Trace& tr, int position, co
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
     const LayerWeights& lw = m.weights.layers[static_cast<size_t>(l)];
     // A convolution layer carries no key through a head: its part is Attribution::conv alone.
-    if (lt.mixer == Mixer::ShortConv) continue;
+    if (!mixer_info(lt.mixer).head_outputs) continue;
     const bool is_linear = lt.mixer == Mixer::GatedDeltaNet;
     const int heads = static_cast<int>(lt.out.dim(0)), d = static_cast<int>(lt.out.dim(2));
     const std::vector<double> r = weight_times(is_linear ? lw.lin_out : lw.wo, dir.g);  // (heads·d)

@@ -136,6 +136,16 @@ Trace reference_forward(const Model& m, const std::vector<int>& window, const Ab
       lt.sink = Tensor{{H, T}, FloatBuf(static_cast<size_t>(H * T))};
     }
     const LayerSpec spec = cfg.layer(l);
+    switch (spec.mixer) {  // every kind has its case (no default: -Wswitch names a kind left out)
+      case Mixer::Softmax: break;
+      case Mixer::GatedDeltaNet:
+      case Mixer::ShortConv:  // their literal loops are delta_rule.h's and the backends' own
+        throw Error("the literal reference runs softmax-attention layers only, and layer " + std::to_string(l) +
+                        " of this " + cfg.model_type +
+                        " model is not one\n  HINT: compare such a model's layers "
+                        "with tests/reference/ (PyTorch) instead.",
+                    ErrorKind::Usage);
+    }
     lt.scale = spec.scale;  // the trace derives scaled, capped and masked
     lt.softcap = spec.softcap;
     lt.window = spec.window;

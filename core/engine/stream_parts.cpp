@@ -8,6 +8,7 @@
 #include "core/engine/ops.h"
 #include "core/engine/stored_product.h"
 #include "core/error.h"
+#include "core/model/mixer.h"
 
 namespace attnviz {
 
@@ -95,10 +96,8 @@ StreamParts stream_parts(const Model& m, const Trace& tr, int layer, int i) {
   if (static_cast<int>(tr.layers.size()) != L) throw Error(std::string("the split needs") + kNeedsStream);
   for (int l = 0; l < layer; ++l) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];
-    const Mixer mx = c.layer(l).mixer;
-    const std::vector<int64_t> out_shape = mx == Mixer::GatedDeltaNet ? std::vector<int64_t>{c.linear.v_heads, T, c.linear.v_dim}
-                                                                       : std::vector<int64_t>{c.n_head, T, c.head_size};
-    if (lt.resid.shape != std::vector<int64_t>{T, C} || (mx != Mixer::ShortConv && lt.out.shape != out_shape))
+    const std::vector<int64_t> out_shape = mixer_out_shape(c, l, T);  // empty: no head outputs
+    if (lt.resid.shape != std::vector<int64_t>{T, C} || (!out_shape.empty() && lt.out.shape != out_shape))
       throw Error(std::string("the split needs") + kNeedsStream);
   }
 

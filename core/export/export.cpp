@@ -17,6 +17,16 @@ namespace attnviz {
 
 namespace {
 
+// What a layer without the stage asked for is, by its mixer (every kind has its case).
+const char* mixer_stage_note(Mixer m) {
+  switch (m) {
+    case Mixer::Softmax: return "softmax layer";
+    case Mixer::GatedDeltaNet: return "linear-attention layer: its matrix is 'implicit'";
+    case Mixer::ShortConv: return "short-convolution layer, with no attention";
+  }
+  return "layer of another kind";
+}
+
 bool square_stage(Stage s) { return LayerTrace::matrix(s); }
 bool kv_stage(Stage s) { return s == Stage::K || s == Stage::V; }
 
@@ -182,10 +192,7 @@ std::vector<MatrixView> select_views(const Trace& tr, const Model& m, const Expo
   };
   if (o.layer >= 0 && !has(o.layer))
     throw Error("layer " + std::to_string(o.layer) + " has no " + stage_name(o.stage) + " stage (it is a " +
-                    (m.config.layer(o.layer).mixer == Mixer::ShortConv      ? "short-convolution layer, with no attention"
-                     : m.config.layer(o.layer).mixer == Mixer::GatedDeltaNet ? "linear-attention layer: its matrix is 'implicit'"
-                                                                             : "softmax layer") +
-                    ")",
+                    mixer_stage_note(m.config.layer(o.layer).mixer) + ")",
                 ErrorKind::Usage);
   auto heads_in = [&](int l) {
     const LayerTrace& lt = tr.layers[static_cast<size_t>(l)];

@@ -332,9 +332,11 @@ class GlBackend : public Backend {
     lt.scale = spec.scale, lt.softcap = spec.softcap, lt.window = spec.window;
     if (w.has_norm1) k_->norm(x_, n, C, w.norm1_w, c.arch == Arch::Gpt2 ? &w.norm1_b : nullptr, c.norm_eps, h_);
     const GlBuffer& hin = w.has_norm1 ? h_ : x_;  // (n, C) what the mixer reads
-    if (spec.mixer == Mixer::GatedDeltaNet) delta_step(c, w, hin, T, p, lt);
-    else if (spec.mixer == Mixer::ShortConv) short_conv_step(c, w, hin, T, p, lt);
-    else attention_step(c, lw, l, spec, w, hin, T, p, compact, targets, old_T, lt);
+    switch (spec.mixer) {  // every kind has its case (no default: -Wswitch names a kind left out)
+      case Mixer::Softmax: attention_step(c, lw, l, spec, w, hin, T, p, compact, targets, old_T, lt); break;
+      case Mixer::GatedDeltaNet: delta_step(c, w, hin, T, p, lt); break;
+      case Mixer::ShortConv: short_conv_step(c, w, hin, T, p, lt); break;
+    }
     if (c.experts.count && !c.experts.gemma) experts_step(c, lw, w, T, p, lt);
     else mlp_step(c, lw, w, T, p, lt);
     if (c.ple_dim) per_layer_input(c, l, w, n);
@@ -586,9 +588,11 @@ class GlBackend : public Backend {
   // k, v (from the cache rows [p, T)), head outputs and gates, recording the rows' hashes; a
   // gated-delta-rule layer's (read_back_delta); nothing for a short convolution.
   void read_back_layer(const ModelConfig& c, int l, int T, int p, bool summaries, int old_T, LayerTrace& lt) {
-    const Mixer mixer = c.layer(l).mixer;
-    if (mixer == Mixer::GatedDeltaNet) return read_back_delta(c, T, p, summaries, old_T, lt);
-    if (mixer == Mixer::ShortConv) return;
+    switch (c.layer(l).mixer) {
+      case Mixer::GatedDeltaNet: return read_back_delta(c, T, p, summaries, old_T, lt);
+      case Mixer::ShortConv: return;
+      case Mixer::Softmax: break;  // below
+    }
     const int H = c.n_head, KV = c.kv_heads_at(l), d = c.head_size_at(l), n = T - p, ld = cache_ld(c, l);
     std::vector<float>& rows = gather_;
     rows.resize(static_cast<size_t>(n) * std::max(ld, H * d));
@@ -921,24 +925,26 @@ class GlBackend : public Backend {
       if ((dl.has_post_attn = lw.post_attn_norm.size() > 0)) put(dl.post_attn, Vec(lw.post_attn_norm * rs), "a norm");
       if ((dl.has_post_mlp = lw.post_mlp_norm.size() > 0)) put(dl.post_mlp, Vec(lw.post_mlp_norm * rs), "a norm");
       const float rs_attn = dl.has_post_attn ? 1.f : rs, rs_mlp = dl.has_post_mlp ? 1.f : rs;
-      if (mixer == Mixer::GatedDeltaNet) {
-        dl.lin_qkv = put_linear({&lw.lin_qkv}, 1.f, "the linear layer's q|k|v projection");
-        dl.lin_z = put_linear({&lw.lin_z}, 1.f, "the linear layer's z projection");
-        dl.lin_ba = put_linear({&lw.lin_b, &lw.lin_a}, 1.f, "the linear layer's b|a projection");
-        dl.lin_out = put_linear({&lw.lin_out}, rs_attn, "the linear layer's output projection");
-        put(dl.lin_conv, lw.lin_conv, "the convolution's taps");
-        put(dl.lin_neg_a, lw.lin_decay_rate, "the decay rates");
-        put(dl.lin_dt_bias, lw.lin_dt_bias, "the decay biases");
-        put(dl.lin_norm, lw.lin_norm, "the gated norm");
-      } else if (mixer == Mixer::ShortConv) {
-        dl.sc_in = put_linear({&lw.sc_in}, 1.f, "the convolution's input projection");
-        if (lw.sc_in_b.size()) put(dl.sc_in_b, lw.sc_in_b, "the convolution's input bias");
-        put(dl.sc_taps, lw.sc_taps, "the convolution's taps");
-        if (lw.sc_taps_b.size()) put(dl.sc_taps_b, lw.sc_taps_b, "the convolution's bias");
-        dl.sc_out = put_linear({&lw.sc_out}, rs_attn, "the convolution's output projection");
-        if (lw.sc_out_b.size()) put(dl.sc_out_b, Vec(lw.sc_out_b * rs_attn), "the convolution's output bias");
-      } else {
-        put_attention(lw, c.layer(l), rs_attn, dl);
+      switch (mixer) {  // the mixer's weights; every kind has its case
+        case Mixer::GatedDeltaNet:
+          dl.lin_qkv = put_linear({&lw.lin_qkv}, 1.f, "the linear layer's q|k|v projection");
+          dl.lin_z = put_linear({&lw.lin_z}, 1.f, "the linear layer's z projection");
+          dl.lin_ba = put_linear({&lw.lin_b, &lw.lin_a}, 1.f, "the linear layer's b|a projection");
+          dl.lin_out = put_linear({&lw.lin_out}, rs_attn, "the linear layer's output projection");
+          put(dl.lin_conv, lw.lin_conv, "the convolution's taps");
+          put(dl.lin_neg_a, lw.lin_decay_rate, "the decay rates");
+          put(dl.lin_dt_bias, lw.lin_dt_bias, "the decay biases");
+          put(dl.lin_norm, lw.lin_norm, "the gated norm");
+          break;
+        case Mixer::ShortConv:
+          dl.sc_in = put_linear({&lw.sc_in}, 1.f, "the convolution's input projection");
+          if (lw.sc_in_b.size()) put(dl.sc_in_b, lw.sc_in_b, "the convolution's input bias");
+          put(dl.sc_taps, lw.sc_taps, "the convolution's taps");
+          if (lw.sc_taps_b.size()) put(dl.sc_taps_b, lw.sc_taps_b, "the convolution's bias");
+          dl.sc_out = put_linear({&lw.sc_out}, rs_attn, "the convolution's output projection");
+          if (lw.sc_out_b.size()) put(dl.sc_out_b, Vec(lw.sc_out_b * rs_attn), "the convolution's output bias");
+          break;
+        case Mixer::Softmax: put_attention(lw, c.layer(l), rs_attn, dl); break;
       }
       if ((dl.has_norm2 = lw.norm2_w.size() > 0)) put(dl.norm2_w, lw.norm2_w, "a norm");
       if (lw.norm2_b.size()) put(dl.norm2_b, lw.norm2_b, "a norm");

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/model/config_read.h"
+#include "core/model/families/family.h"
 
 namespace attnviz {
 
@@ -181,8 +182,8 @@ float get_softcap(const nlohmann::json& j, const char* key, const std::string& w
 
 // The llama-like families: everything but gpt2. Keys as each family's config.json spells them.
 void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
-  const std::string& t = c.model_type;
-  const bool gemma = t == "gemma2" || t == "gemma3_text";
+  const FamilyTraits t = family_traits(family_of(c));
+  const bool gemma = t.gemma;
   c.arch = Arch::Llama;
   c.vocab_size = get_int(j, "vocab_size", where);
   c.n_layer = checked_layers(get_int(j, "num_hidden_layers", where), where + ": \"num_hidden_layers\"");
@@ -191,11 +192,11 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
   c.n_kv_head = get_int(j, "num_key_value_heads", where, c.n_head);
   c.n_inner = get_int(j, "intermediate_size", where);
   c.n_ctx = get_int(j, "max_position_embeddings", where);
-  c.norm_eps = get_float(j, "rms_norm_eps", t == "olmo2" ? 1e-5f : 1e-6f, where, true);
-  c.rope_theta = get_float(j, "rope_theta", t == "gemma3_text" ? 1e6f : 10000.f, where, true);
+  c.norm_eps = get_float(j, "rms_norm_eps", t.default_eps, where, true);
+  c.rope_theta = get_float(j, "rope_theta", t.default_theta, where, true);
   c.tie_embeddings = get_bool(j, "tie_word_embeddings", gemma, where);
   const bool attn_bias = get_bool(j, "attention_bias", false, where);
-  c.qkv_bias = attn_bias || t == "qwen2";
+  c.qkv_bias = attn_bias || t.qkv_bias;
   c.o_bias = attn_bias;
   if (get_bool(j, "mlp_bias", false, where)) throw Error(where + ": mlp_bias is not supported yet");
   read_head_size(j, where, c);
@@ -213,14 +214,14 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
   }
 
   // Family traits.
-  if (t == "qwen3" || t == "gemma3_text") c.qk_norm = QkNorm::PerHead;
-  if (t == "olmo2") c.qk_norm = QkNorm::Whole, c.norm_place = NormPlace::Post;
+  c.qk_norm = t.qk_norm;
+  c.norm_place = t.norm_place;
   if (gemma) {
     c.norm_place = NormPlace::Sandwich;
     c.norm_plus_one = true;
     c.emb_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));
   }
-  if (t == "phi3") {
+  if (t.partial_rope) {
     c.fused_qkv = true;
     const float f = get_float(j, "partial_rotary_factor", 1.f, where);
     const double rot = static_cast<double>(c.head_size) * (f > 0.f && f <= 1.f ? f : 0.f);
@@ -231,24 +232,23 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
                   " x factor = " + std::to_string(rot) + ")");
     c.rotary_dim = rot_i == c.head_size ? 0 : rot_i;
   }
-  if (t == "granite") {
+  if (t.multipliers) {
     c.emb_scale = get_float(j, "embedding_multiplier", 1.f, where, true);
     c.residual_scale = get_float(j, "residual_multiplier", 1.f, where, true);
     c.logit_scale = 1.f / get_float(j, "logits_scaling", 1.f, where, true);
   }
-  if (t == "gemma2") c.final_softcap = get_softcap(j, "final_logit_softcapping", where);
-  if (t == "gemma3_text") c.final_softcap = get_softcap(j, "final_logit_softcapping", where);
+  if (gemma) c.final_softcap = get_softcap(j, "final_logit_softcapping", where);
   const float attn_softcap = gemma ? get_softcap(j, "attn_logit_softcapping", where) : 0.f;
   float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
   if (gemma) scale = 1.f / std::sqrt(get_float(j, "query_pre_attn_scalar", static_cast<float>(c.head_size), where, true));
-  if (t == "granite") scale = get_float(j, "attention_multiplier", scale, where, true);
+  if (t.multipliers) scale = get_float(j, "attention_multiplier", scale, where, true);
 
   // RoPE: rope_theta + rope_scaling, or the newer rope_parameters (one object, or one per
   // layer type). Gemma 3's local layers use rope_local_base_freq without scaling.
   const int rot = c.rotary();
   RopeScaling local_scaling;
-  float local_theta = t == "gemma3_text" ? get_float(j, "rope_local_base_freq", 10000.f, where, true) : c.rope_theta;
-  const bool per_type_rope = t == "gemma3_text";
+  const bool per_type_rope = t.per_type_rope;
+  float local_theta = per_type_rope ? get_float(j, "rope_local_base_freq", 10000.f, where, true) : c.rope_theta;
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     parse_rope_scaling(j["rope_scaling"], where + ": rope_scaling", j, rot, c.rope_scaling, nullptr);
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
@@ -280,17 +280,26 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
                                                   "attnviz reads \"full_attention\" and \"sliding_attention\".");
   if (!types.empty()) {
     for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = types[static_cast<size_t>(l)] == 1;
-  } else if (t == "gemma2") {
-    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % 2 != 0;  // layer 0 local, 1 global, ...
-  } else if (t == "gemma3_text") {
-    const int pattern = get_int(j, "sliding_window_pattern", where, 6);
-    for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % pattern != 0;  // 5 local : 1 global
-  } else if (t == "mistral" || t == "phi3") {
-    local.assign(static_cast<size_t>(L), window > 0);
-  } else if (t == "qwen2" || t == "qwen3" || t == "smollm3") {
-    if (get_bool(j, "use_sliding_window", false, where)) {
-      const int from = t == "smollm3" ? 0 : get_int(j, "max_window_layers", where, L);
-      for (int l = from; l < L; ++l) local[static_cast<size_t>(l)] = true;  // Hugging Face: layers ≥ max_window_layers
+  } else {
+    switch (t.local) {
+      case LocalRule::None: break;
+      case LocalRule::EveryOther:
+        for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % 2 != 0;  // layer 0 local, 1 global, ...
+        break;
+      case LocalRule::Pattern: {
+        const int pattern = get_int(j, "sliding_window_pattern", where, 6);
+        for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = (l + 1) % pattern != 0;  // 5 local : 1 global
+        break;
+      }
+      case LocalRule::All: local.assign(static_cast<size_t>(L), window > 0); break;
+      case LocalRule::FromMaxWindowLayers:
+      case LocalRule::AllWhenEnabled:
+        if (get_bool(j, "use_sliding_window", false, where)) {
+          const int from = t.local == LocalRule::AllWhenEnabled ? 0 : get_int(j, "max_window_layers", where, L);
+          for (int l = from; l < L; ++l)
+            local[static_cast<size_t>(l)] = true;  // Hugging Face: layers ≥ max_window_layers
+        }
+        break;
     }
   }
   const bool any_local = std::find(local.begin(), local.end(), true) != local.end();
@@ -299,7 +308,7 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
 
   // Layers without RoPE (SmolLM3): no_rope_layers[l] = 0, or every no_rope_layer_interval-th.
   std::vector<bool> rope(static_cast<size_t>(L), true);
-  if (t == "smollm3") {
+  if (t.no_rope_layers) {
     if (j.contains("no_rope_layers") && !j["no_rope_layers"].is_null()) {
       const nlohmann::json& nr = j["no_rope_layers"];
       if (!nr.is_array() || nr.size() != static_cast<size_t>(L))
@@ -318,18 +327,6 @@ void parse_decoder(const nlohmann::json& j, const std::string& where, ModelConfi
 
   set_layer_specs(c, local, window, rope, local_theta, local_scaling, scale, attn_softcap, per_type_rope);
 }
-constexpr const char* kDecoderTypes[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3_text",
-                                          "phi3", "smollm3", "olmo2", "granite"};
-bool is_decoder_family(const std::string& t) {
-  return std::find(std::begin(kDecoderTypes), std::end(kDecoderTypes), t) != std::end(kDecoderTypes);
-}
-std::string known_types() {
-  std::string s = "\"gpt2\"";
-  for (const char* t : kDecoderTypes) s += std::string(", \"") + t + "\"";
-  return s + ", \"qwen3_5_text\", \"lfm2\", \"qwen3_vl_text\", \"ministral3\", \"gpt_oss\", \"gemma3\", \"qwen3_5\", "
-             "\"qwen3_vl\", \"mistral3\" and \"gemma4\" (with a text_config), \"gemma4_text\"";
-}
-
 }  // namespace
 
 std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeScaling& s, int T) {
@@ -376,73 +373,10 @@ std::vector<double> rope_inv_freq(float theta, int d, const ModelConfig::RopeSca
   return f;
 }
 
-// Qwen3-VL: its text model (text_config, model_type qwen3_vl_text) is Qwen3 with
-// multi-axis RoPE. The sections (mrope_section) give each frequency pair the position of
-// one axis (time, height, width); text has the same position on every axis, so every pair
-// turns by position × its frequency, which is plain RoPE. Parsed as Qwen3, kept named.
-static ModelConfig parse_qwen3_vl(const nlohmann::json& j, const std::string& where) {
-  const bool outer = j["model_type"] == "qwen3_vl";
-  if (outer && (!j.contains("text_config") || !j["text_config"].is_object()))
-    throw Error(where + ": model_type \"qwen3_vl\" without a \"text_config\" object\n  HINT: attnviz reads the text "
-                "model of Qwen3-VL.");
-  nlohmann::json text = outer ? j["text_config"] : j;
-  if (outer && !text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
-    text["tie_word_embeddings"] = j["tie_word_embeddings"];
-  text["model_type"] = "qwen3";
-  ModelConfig c = parse_config(text, outer ? where + ": text_config" : where);
-  c.model_type = "qwen3_vl_text";
-  c.notes.push_back("qwen3_vl: multi-axis RoPE, which for text (every axis at the same position) is plain RoPE" +
-                    std::string(outer ? "; the vision tower is not used" : ""));
-  return c;
-}
-
-// Mistral 3 (model_type "mistral3"): a vision tower beside a text model in text_config,
-// "ministral3" (Ministral 3) or "mistral" (Mistral Small 3.1). Ministral 3 is Mistral with
-// YaRN in rope_parameters and, parked there too, llama_4_scaling_beta: the query
-// temperature 1 + beta·ln(1 + ⌊pos / original_max_position_embeddings⌋) after RoPE.
-static ModelConfig parse_mistral3(const nlohmann::json& j, const std::string& where) {
-  const bool outer = j["model_type"] == "mistral3";
-  if (outer && (!j.contains("text_config") || !j["text_config"].is_object()))
-    throw Error(where + ": model_type \"mistral3\" without a \"text_config\" object\n  HINT: attnviz reads the text "
-                "model of Mistral 3.");
-  nlohmann::json text = outer ? j["text_config"] : j;
-  const std::string at = outer ? where + ": text_config" : where;
-  if (outer && !text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
-    text["tie_word_embeddings"] = j["tie_word_embeddings"];
-  const std::string inner = text.value("model_type", std::string(outer ? "ministral3" : "ministral3"));
-  if (inner != "ministral3" && inner != "mistral")
-    throw Error(at + ": model_type \"" + excerpt(inner) + "\" inside mistral3 is not supported (\"ministral3\" or "
-                "\"mistral\" expected)");
-  text["model_type"] = "mistral";
-  ModelConfig c = parse_config(text, at);
-  if (inner == "ministral3") {
-    c.model_type = "ministral3";
-    const nlohmann::json* rp = text.contains("rope_parameters") && text["rope_parameters"].is_object() ? &text["rope_parameters"]
-                                                                                                       : nullptr;
-    if (rp) {
-      c.attn_temp_beta = get_float(*rp, "llama_4_scaling_beta", 0.f, at + ": rope_parameters", true);
-      if (c.attn_temp_beta != 0.f) {
-        // The dict's original_max_position_embeddings after standardize_rope_params: YaRN's.
-        c.attn_temp_length = c.rope_scaling.type == "yarn"
-                                 ? c.rope_scaling.original_max_position
-                                 : get_int(text, "original_max_position_embeddings", at,
-                                           get_int(*rp, "original_max_position_embeddings", at + ": rope_parameters", 0));
-        if (c.attn_temp_length <= 0)
-          throw Error(at + ": rope_parameters.llama_4_scaling_beta needs \"original_max_position_embeddings\" (the "
-                      "length the query temperature steps by)");
-        if (!std::isfinite(c.attn_temp_beta))
-          throw Error(at + ": rope_parameters.llama_4_scaling_beta must be a finite number");
-      }
-    }
-  }
-  if (outer) c.notes.push_back("mistral3: the text model of a multimodal checkpoint; its vision tower is not used");
-  return c;
-}
-
 // A multimodal checkpoint's text model: its text_config parsed as `text_type`, with the top
 // level's tie_word_embeddings where the text config has none, and a note on what is unused.
-static ModelConfig parse_text_config(const nlohmann::json& j, const std::string& where, const std::string& text_type,
-                                     const std::string& family, const std::string& unused) {
+ModelConfig parse_text_config(const nlohmann::json& j, const std::string& where, const std::string& text_type,
+                              const std::string& family, const std::string& unused) {
   const std::string type = j["model_type"].get<std::string>();
   if (!j.contains("text_config") || !j["text_config"].is_object())
     throw Error(where + ": model_type \"" + type + "\" without a \"text_config\" object\n  HINT: attnviz reads the text "
@@ -456,63 +390,61 @@ static ModelConfig parse_text_config(const nlohmann::json& j, const std::string&
   return t;
 }
 
+ModelConfig parse_gpt2(const nlohmann::json& j, const std::string& where) {
+  ModelConfig c;
+  c.model_type = "gpt2";
+  c.arch = Arch::Gpt2;
+  c.vocab_size = get_int(j, "vocab_size", where);
+  c.n_layer = checked_layers(get_int(j, "n_layer", where), where + ": \"n_layer\"");
+  c.n_embd = get_int(j, "n_embd", where);
+  c.n_head = get_int(j, "n_head", where);
+  c.n_kv_head = c.n_head;
+  c.n_ctx = get_int(j, "n_positions", where, j.contains("n_ctx") ? get_int(j, "n_ctx", where) : -1);
+  c.n_inner = j.contains("n_inner") && !j["n_inner"].is_null()
+                  ? get_int(j, "n_inner", where)
+                  : checked_dim(4, c.n_embd, where + ": n_inner (by default 4 x n_embd)");
+  c.norm_eps = get_float(j, "layer_norm_epsilon", 1e-5f, where, true);
+  checked_dim(3, c.n_embd, where + ": c_attn width 3 x n_embd");
+  c.tie_embeddings = true;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  if (c.n_embd % c.n_head != 0)
+    throw Error(where + ": n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
+                std::to_string(c.n_head) + " (n_embd = n_head x head_size)");
+  c.head_size = c.n_embd / c.n_head;
+  const std::string act = get_string(j, "activation_function", "gelu_new", where);
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
+    throw Error(where + ": activation_function \"" + excerpt(act) + "\" is not supported (gelu_new expected)");
+  if (get_bool(j, "scale_attn_by_inverse_layer_idx", false, where) ||
+      get_bool(j, "reorder_and_upcast_attn", false, where))
+    throw Error(where + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
+  return c;
+}
+
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (!j.contains("model_type") || !j["model_type"].is_string())
-    throw Error(where + ": missing \"model_type\"\n  HINT: attnviz reads model_type " + known_types() + ".");
+    throw Error(where + ": missing \"model_type\"\n  HINT: attnviz reads model_type " + known_model_types() + ".");
   ModelConfig c;
   c.model_type = j["model_type"].get<std::string>();
-  if (c.model_type == "gemma3") {  // the multimodal checkpoints: the text model's config inside
-    if (!j.contains("text_config") || !j["text_config"].is_object())
-      throw Error(where + ": model_type \"gemma3\" without a \"text_config\" object\n  HINT: attnviz reads the text model of Gemma 3.");
-    nlohmann::json text = j["text_config"];
-    text["model_type"] = "gemma3_text";
-    ModelConfig t = parse_config(text, where + ": text_config");
-    t.notes.push_back("gemma3: the text model of a multimodal checkpoint; its vision tower is not used");
-    return t;
-  }
-  if (c.model_type == "qwen3_5")  // Qwen3.5's checkpoints hold a vision tower beside the text model
-    return parse_text_config(j, where, "qwen3_5_text", "Qwen3.5", "its vision tower is not used");
-  if (c.model_type == "qwen3_vl" || c.model_type == "qwen3_vl_text") return parse_qwen3_vl(j, where);
-  if (c.model_type == "mistral3" || c.model_type == "ministral3") return parse_mistral3(j, where);
-  if (c.model_type == "gpt_oss") return parse_gpt_oss(j, where);
-  if (c.model_type == "gemma4" || c.model_type == "gemma4_unified")  // multimodal checkpoints: the text model inside
-    return parse_text_config(j, where, "gemma4_text", "Gemma 4", "its vision and audio parts are not used");
-  if (c.model_type == "gemma4_text" || c.model_type == "gemma4_unified_text") return parse_gemma4_text(j, where);
-  if (c.model_type == "gpt2") {
-    c.arch = Arch::Gpt2;
-    c.vocab_size = get_int(j, "vocab_size", where);
-    c.n_layer = checked_layers(get_int(j, "n_layer", where), where + ": \"n_layer\"");
-    c.n_embd = get_int(j, "n_embd", where);
-    c.n_head = get_int(j, "n_head", where);
-    c.n_kv_head = c.n_head;
-    c.n_ctx = get_int(j, "n_positions", where, j.contains("n_ctx") ? get_int(j, "n_ctx", where) : -1);
-    c.n_inner = j.contains("n_inner") && !j["n_inner"].is_null()
-                    ? get_int(j, "n_inner", where)
-                    : checked_dim(4, c.n_embd, where + ": n_inner (by default 4 x n_embd)");
-    c.norm_eps = get_float(j, "layer_norm_epsilon", 1e-5f, where, true);
-    checked_dim(3, c.n_embd, where + ": c_attn width 3 x n_embd");
-    c.tie_embeddings = true;
-    c.qkv_bias = c.o_bias = c.mlp_bias = true;
-    if (c.n_embd % c.n_head != 0)
-      throw Error(where + ": n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
-                  std::to_string(c.n_head) + " (n_embd = n_head x head_size)");
-    c.head_size = c.n_embd / c.n_head;
-    const std::string act = get_string(j, "activation_function", "gelu_new", where);
-    if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
-      throw Error(where + ": activation_function \"" + excerpt(act) + "\" is not supported (gelu_new expected)");
-    if (get_bool(j, "scale_attn_by_inverse_layer_idx", false, where) || get_bool(j, "reorder_and_upcast_attn", false, where))
-      throw Error(where + ": scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
-  } else if (is_decoder_family(c.model_type)) {
-    parse_decoder(j, where, c);
-  } else if (c.model_type == "qwen3_5_text") {
-    parse_qwen35_text(j, where, c);
-  } else if (c.model_type == "lfm2") {
-    parse_lfm2(j, where, c);
-  } else {
+  const FamilyInfo* family = family_of_model_type(c.model_type);
+  if (!family)
     throw Error(where + ": unknown model_type \"" + excerpt(c.model_type) + "\"\n  HINT: attnviz reads model_type " +
-                known_types() + ".");
+                known_model_types() + ".");
+  const FamilyTraits t = family_traits(family->family);
+  if (t.parse) return t.parse(j, where);     // the family's own reader (its wrappers too)
+  if (c.model_type != family->model_type) {  // a multimodal checkpoint (gemma3): the text model's config inside
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      throw Error(where + ": model_type \"" + c.model_type +
+                  "\" without a \"text_config\" object\n  HINT: attnviz reads "
+                  "the text model of " +
+                  c.model_type + ".");
+    nlohmann::json text = j["text_config"];
+    text["model_type"] = family->model_type;
+    ModelConfig tc = parse_config(text, where + ": text_config");
+    tc.notes.push_back(c.model_type + ": the text model of a multimodal checkpoint; its vision tower is not used");
+    return tc;
   }
+  parse_decoder(j, where, c);
   return c;
 }
 
@@ -762,12 +694,15 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   const int64_t conv = c.short_conv_kernel ? add(add(mul({4, C, C}), mul({C, c.short_conv_kernel})),
                                                  c.short_conv_bias ? 5 * C : 0)
                                            : 0;
-  int64_t n_linear = 0, n_conv = 0;
+  int64_t n_softmax = 0, n_linear = 0, n_conv = 0;
   for (int l = 0; l < L; ++l) {
-    n_linear += c.layer(l).mixer == Mixer::GatedDeltaNet;
-    n_conv += c.layer(l).mixer == Mixer::ShortConv;
+    switch (c.layer(l).mixer) {  // every kind has its case
+      case Mixer::Softmax: ++n_softmax; break;
+      case Mixer::GatedDeltaNet: ++n_linear; break;
+      case Mixer::ShortConv: ++n_conv; break;
+    }
   }
-  p.attention = add(add(mul({L - n_linear - n_conv, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
+  p.attention = add(add(mul({n_softmax, attn}), mul({n_linear, linear})), mul({n_conv, conv}));
   if (c.per_layer_attention()) {  // Gemma 4: each layer's own head size, KV heads and MLP width
     p.attention = 0;
     int64_t mlp_all = 0, qk_norms = 0;
@@ -802,7 +737,7 @@ ParamCounts parameter_counts(const ModelConfig& c) {
   const int64_t norm = gpt2 ? 2 * C : C;  // LayerNorm has weight and bias, RMSNorm a weight
   const int64_t block_norms = c.norm_place == NormPlace::Sandwich ? 4 : 2;  // Post: the two after
   p.norms = mul({add(mul({block_norms, L}), 1), norm});
-  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({L - n_linear - n_conv, 2, c.head_size}));
+  if (c.qk_norm == QkNorm::PerHead) p.norms = add(p.norms, mul({n_softmax, 2, c.head_size}));
   if (c.qk_norm == QkNorm::Whole) p.norms = add(p.norms, mul({L, add(Hd, KVd)}));
   p.lm_head = c.tie_embeddings ? 0 : mul({V, C});
   int64_t total = 0;
@@ -839,10 +774,9 @@ nlohmann::json config_to_json(const ModelConfig& c) {
     j["activation_function"] = "gelu_new";
     return j;
   }
-  // The keys of the family a type is parsed as (qwen3_vl_text: Qwen3's; ministral3: Mistral's).
-  const std::string t = c.model_type == "qwen3_vl_text" ? "qwen3" : c.model_type == "ministral3" ? "mistral" : c.model_type;
-  const bool gpt_oss = t == "gpt_oss";
-  const bool gemma = t == "gemma2" || t == "gemma3_text";
+  const Family family = family_of(c);
+  const FamilyTraits t = family_traits(family);
+  const bool gemma = t.gemma;
   j["num_key_value_heads"] = c.n_kv_head;
   j["head_dim"] = c.head_size;
   j["rope_theta"] = c.rope_theta;
@@ -852,18 +786,13 @@ nlohmann::json config_to_json(const ModelConfig& c) {
                          {"attention_factor", s.mscale}};
     j["original_max_position_embeddings"] = s.original_max_position;
   } else if (s.type == "yarn") {
-    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", s.factor}, {"original_max_position_embeddings", s.original_max_position},
-                         {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate},
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", s.factor},
+                         {"original_max_position_embeddings", s.original_max_position},
+                         {"beta_fast", s.beta_fast},
+                         {"beta_slow", s.beta_slow},
+                         {"truncate", s.truncate},
                          {"attention_factor", s.mscale}};
-    if (c.model_type == "ministral3") {  // Ministral 3 keeps it all in rope_parameters
-      j["architectures"] = {"Ministral3ForCausalLM"};
-      nlohmann::json rp = j["rope_scaling"];
-      rp["rope_theta"] = c.rope_theta;
-      rp["llama_4_scaling_beta"] = c.attn_temp_beta;  // its length is YaRN's original_max_position_embeddings
-      j.erase("rope_scaling");
-      j.erase("rope_theta");
-      j["rope_parameters"] = rp;
-    }
   } else if (!s.type.empty()) {
     j["rope_scaling"] = {{"rope_type", s.type}, {"factor", s.factor}};
     if (s.type == "llama3") {
@@ -874,72 +803,43 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   }
   j["tie_word_embeddings"] = c.tie_embeddings;
   j[gemma ? "hidden_activation" : "hidden_act"] = gemma ? "gelu_pytorch_tanh" : "silu";
-  if (t == "llama" || t == "qwen3" || t == "olmo2" || t == "granite" || t == "smollm3" || t == "phi3" || gemma)
-    j["attention_bias"] = c.qkv_bias;
+  if (t.json_attention_bias) j["attention_bias"] = c.qkv_bias;
   const LayerSpec first = c.layer(0);
   if (gemma) {
-    j["architectures"] = {t == "gemma2" ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"};
+    j["architectures"] = {family == Family::Gemma2 ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"};
     j["query_pre_attn_scalar"] = 1.0 / (static_cast<double>(first.scale) * first.scale);
     j["attn_logit_softcapping"] = first.softcap > 0 ? nlohmann::json(first.softcap) : nlohmann::json();
     j["final_logit_softcapping"] = c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json();
   }
-  if (t == "gemma3_text") {
+  if (t.per_type_rope) {
     j["rope_local_base_freq"] = 10000.f;
     for (int l = 0; l < c.n_layer; ++l)
       if (c.layer(l).window) j["rope_local_base_freq"] = c.layer(l).rope_theta;
   }
-  if (t == "phi3" && c.rotary_dim)
-    j["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / c.head_size;
-  if (t == "granite") {
+  if (t.partial_rope && c.rotary_dim) j["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / c.head_size;
+  if (t.multipliers) {
     j["attention_multiplier"] = first.scale;
     j["embedding_multiplier"] = c.emb_scale;
     j["residual_multiplier"] = c.residual_scale;
     j["logits_scaling"] = 1.0 / static_cast<double>(c.logit_scale);
   }
-  if (t == "smollm3") {
+  if (t.no_rope_layers) {
     j["no_rope_layers"] = nlohmann::json::array();
     for (int l = 0; l < c.n_layer; ++l) j["no_rope_layers"].push_back(c.layer(l).rope ? 1 : 0);
   }
-  if (t == "lfm2") {  // LFM2: layer kinds, the convolution, the MLP width as is
-    j["architectures"] = {"Lfm2ForCausalLM"};
-    j["norm_eps"] = c.norm_eps;
-    j["conv_L_cache"] = c.short_conv_kernel;
-    j["conv_bias"] = c.short_conv_bias;
-    j["block_auto_adjust_ff_dim"] = false;
-    j["block_ff_dim"] = c.n_inner;
-    j["layer_types"] = nlohmann::json::array();
-    for (int l = 0; l < c.n_layer; ++l)
-      j["layer_types"].push_back(c.layer(l).mixer == Mixer::ShortConv ? "conv" : "full_attention");
-    return j;
-  }
-  if (t == "qwen3_5_text") {  // Qwen3.5: layer kinds, the linear layers' sizes, partial RoPE
-    j["architectures"] = {"Qwen3_5ForCausalLM"};
-    j["attention_bias"] = false;
-    j["partial_rotary_factor"] = static_cast<double>(c.rotary()) / c.head_size;
-    j["layer_types"] = nlohmann::json::array();
-    for (int l = 0; l < c.n_layer; ++l)
-      j["layer_types"].push_back(c.layer(l).mixer == Mixer::GatedDeltaNet ? "linear_attention" : "full_attention");
-    j["linear_num_key_heads"] = c.linear.k_heads;
-    j["linear_num_value_heads"] = c.linear.v_heads;
-    j["linear_key_head_dim"] = c.linear.k_dim;
-    j["linear_value_head_dim"] = c.linear.v_dim;
-    j["linear_conv_kernel_dim"] = c.linear.conv_kernel;
-    return j;
-  }
-  if (t == "gemma4_text") {  // Gemma 4: its per-kind sizes, RoPE, sharing and per-layer embeddings
-    gemma4_config_json(c, j);
-    return j;
-  }
   // Local layers: sliding_window, and layer_types where the family's config has them.
-  int window = 0;
-  for (int l = 0; l < c.n_layer; ++l) window = std::max(window, c.layer(l).window);
-  j["sliding_window"] = window ? nlohmann::json(window) : nlohmann::json();
-  if (window && (t == "qwen2" || t == "qwen3" || t == "smollm3" || gemma)) {
-    if (!gemma) j["use_sliding_window"] = true;
-    j["layer_types"] = nlohmann::json::array();
-    for (int l = 0; l < c.n_layer; ++l) j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
+  if (t.json_windows) {
+    int window = 0;
+    for (int l = 0; l < c.n_layer; ++l) window = std::max(window, c.layer(l).window);
+    j["sliding_window"] = window ? nlohmann::json(window) : nlohmann::json();
+    if (window && t.json_layer_types) {
+      if (!gemma) j["use_sliding_window"] = true;
+      j["layer_types"] = nlohmann::json::array();
+      for (int l = 0; l < c.n_layer; ++l)
+        j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
+    }
   }
-  if (gpt_oss) gpt_oss_config_json(c, j);
+  if (t.to_json) t.to_json(c, j);  // the family's own keys
   return j;
 }
 

@@ -1,7 +1,7 @@
-// The readers every family's config.json parser shares (defined in config.cpp), and the
-// parsers of the families that live in files of their own (qwen35.cpp, ...). parse_config
-// dispatches to them by model_type. Every reader names `where` (the file, and the object
-// inside it) in its errors.
+// The readers every family's config.json parser shares (defined in config.cpp); the
+// families' own parsers (core/model/families/) use them, and parse_config reaches those
+// through FamilyTraits::parse. Every reader names `where` (the file, and the object inside
+// it) in its errors.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -33,20 +33,12 @@ void read_head_size(const nlohmann::json& j, const std::string& where, ModelConf
 std::vector<int> read_layer_types(const nlohmann::json& j, int L, const std::string& where,
                                   const std::vector<std::string>& names, const std::string& hint);
 
-// Qwen3.5's text model ("qwen3_5_text"), core/model/qwen35.cpp: full-attention layers with
-// an output gate and partial RoPE between gated-delta-rule (linear attention) layers.
-void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelConfig& c);
-// Liquid AI's LFM2 ("lfm2"), core/model/lfm2.cpp: gated short convolutions between
-// softmax-attention layers with per-head QK-norm.
-void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& c);
-// OpenAI's GPT-OSS ("gpt_oss"), core/model/gpt_oss.cpp: a llama-style decoder with a sink
-// logit per head and a mixture of experts; gpt_oss_config_json writes its own keys into j.
-ModelConfig parse_gpt_oss(const nlohmann::json& j, const std::string& where);
-void gpt_oss_config_json(const ModelConfig& c, nlohmann::json& j);
-// Google's Gemma 4 text model ("gemma4_text"; "gemma4" and "gemma4_unified" hold it in their
-// text_config), core/model/gemma4.cpp: local and global layers of different head sizes,
-// V = K and KV shared between layers, per-layer embeddings, layer scalars.
-ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where);
-void gemma4_config_json(const ModelConfig& c, nlohmann::json& j);
+// A multimodal checkpoint's text model: its text_config parsed as `text_type`, with the top
+// level's tie_word_embeddings where the text config has none, and a note that `unused` (its
+// vision tower, ...) is not used. `family` names the model in the hint.
+ModelConfig parse_text_config(const nlohmann::json& j, const std::string& where, const std::string& text_type,
+                              const std::string& family, const std::string& unused);
+// GPT-2's config.json (n_layer, n_embd, n_head, n_positions, ...).
+ModelConfig parse_gpt2(const nlohmann::json& j, const std::string& where);
 
 }  // namespace attnviz

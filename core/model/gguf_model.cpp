@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/families/family.h"
 #include "core/model/gguf.h"
 
 namespace attnviz {
@@ -304,23 +305,17 @@ std::vector<bool> per_layer_flags(const GgufFile& f, const std::string& key, int
   return out;
 }
 
-// The architectures attnviz reads, by llama.cpp's names ("mistral" as some tools write it;
-// llama.cpp's converter writes Mistral as "llama").
-constexpr const char* kGgufArchs[] = {"llama", "mistral", "qwen2", "qwen3",   "gemma2", "gemma3", "phi3",  "smollm3",
-                                      "olmo2", "granite", "gpt2",    "qwen35", "lfm2",   "qwen3vl", "mistral3",
-                                      "gpt-oss", "gemma4"};
-
-ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
+// The llama-style architectures (and gpt2): the metadata llama.cpp's graphs read, with the
+// family's traits (FamilyTraits: which keys it has, which rule its local layers follow).
+ModelConfig gguf_config(const GgufFile& f, const std::string& arch, const FamilyInfo& family) {
   const std::string where = "GGUF file '" + f.path() + "': ";
   const std::string a = arch + ".";
+  const FamilyTraits t = family_traits(family.family);
   ModelConfig c;
   // qwen3vl: Qwen3-VL's text model, Qwen3 with multi-axis RoPE (plain RoPE for text: see
-  // config.cpp's parse_qwen3_vl); its rope.dimension_sections are not needed.
-  c.model_type = arch == "gemma3"     ? "gemma3_text"
-                 : arch == "qwen3vl"  ? "qwen3_vl_text"
-                 : arch == "mistral3" ? "ministral3"  // Ministral 3's text model: Mistral with YaRN and a query temperature
-                                      : arch;
-  c.arch = arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
+  // families/qwen3_vl.cpp); its rope.dimension_sections are not needed.
+  c.model_type = family.model_type;
+  c.arch = t.gpt2 ? Arch::Gpt2 : Arch::Llama;
   c.n_layer = checked_layers(gguf_positive(f, a + "block_count"), where + "metadata '" + a + "block_count'");
   c.n_embd = gguf_positive(f, a + "embedding_length");
   c.n_head = gguf_positive(f, a + "attention.head_count");
@@ -338,7 +333,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     return c;
   }
-  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  const bool gemma = t.gemma;
   const int L = c.n_layer;
   c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
@@ -368,7 +363,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     // to check against, and where llama.cpp's converter reorders q/k rows (llama, mistral,
     // granite, smollm3) llama.cpp turns other dims (the pairs (i, i + d/2)) than attnviz
     // would: refused instead of read wrong.
-    if (rot < c.head_size && arch != "phi3")
+    if (rot < c.head_size && !t.partial_rope)
       throw Error(where + "'" + a + "rope.dimension_count' " + std::to_string(rot) + " is less than the head size " +
                   std::to_string(c.head_size) + ": partial RoPE is read for phi3 files only" +
                   "\n  HINT: a " + arch + " model rotates every dimension of a head; this file's metadata "
@@ -380,48 +375,35 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
                 "attention.head_count_kv' " + std::to_string(c.n_kv_head));
   checked_dim(c.n_head, c.head_size, where + "query width head_count x key_length");
   read_rope_scaling(f, a, where, c);
-  if (arch == "gpt-oss") gpt_oss_gguf_traits(f, c);  // sinks, experts (gpt_oss.cpp)
-  if (arch == "mistral3" && f.find_key(a + "attention.temperature_scale")) {
-    // Ministral 3's query temperature, stepping every YaRN original context (as llama.cpp reads it).
-    c.attn_temp_beta = static_cast<float>(f.get_float(a + "attention.temperature_scale", 0.0));
-    if (!std::isfinite(c.attn_temp_beta))
-      throw Error(where + "'" + a + "attention.temperature_scale' must be a finite number");
-    if (c.attn_temp_beta != 0.f) {
-      if (c.rope_scaling.type != "yarn")
-        throw Error(where + "'" + a + "attention.temperature_scale' needs YaRN's '" + a +
-                    "rope.scaling.original_context_length' (the length the temperature steps by)");
-      c.attn_temp_length = c.rope_scaling.original_max_position;
-    }
-  }
+  if (t.gguf_read_traits) t.gguf_read_traits(f, c);  // the family's own keys (families/)
   c.tie_embeddings = !f.find("output.weight");
-  c.qkv_bias = arch == "qwen2" || f.find("blk.0.attn_q.bias");
+  c.qkv_bias = t.qkv_bias || f.find("blk.0.attn_q.bias");
   c.o_bias = f.find("blk.0.attn_output.bias") != nullptr;
   if (f.find("blk.0.ffn_up.bias")) throw Error(where + "MLP biases ('blk.0.ffn_up.bias') are not supported yet");
 
   // Family traits, as llama.cpp's graph for each architecture applies them.
-  if (arch == "qwen3" || arch == "qwen3vl" || arch == "gemma3") c.qk_norm = QkNorm::PerHead;
-  if (arch == "olmo2") c.qk_norm = QkNorm::Whole, c.norm_place = NormPlace::Post;
+  c.qk_norm = t.qk_norm;
+  c.norm_place = t.norm_place;
   if (gemma) {
     c.norm_place = NormPlace::Sandwich;
     c.mlp = MlpKind::GeGLU;
     c.norm_plus_one = true;  // the converter stored 1 + w: held as is
     c.emb_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));  // implied by the architecture
   }
-  if (arch == "phi3") c.fused_qkv = f.find("blk.0.attn_qkv.weight") != nullptr;
-  if (arch == "granite") {
+  if (t.partial_rope) c.fused_qkv = f.find("blk.0.attn_qkv.weight") != nullptr;
+  if (t.multipliers) {
     c.emb_scale = gguf_positive_float(f, a + "embedding_scale", 1.f);
     c.residual_scale = gguf_positive_float(f, a + "residual_scale", 1.f);
     c.logit_scale = 1.f / gguf_positive_float(f, a + "logit_scale", 1.f);  // llama.cpp divides the logits by it
   }
   const char* cap = "a positive number (the soft-cap c in c*tanh(x/c))";
   c.final_softcap = gemma ? gguf_positive_float(f, a + "final_logit_softcapping", 0.f, cap) : 0.f;
-  const float attn_softcap = arch == "gemma2" ? gguf_positive_float(f, a + "attn_logit_softcapping", 0.f, cap) : 0.f;
+  const float attn_softcap = t.gguf_attn_softcap ? gguf_positive_float(f, a + "attn_logit_softcapping", 0.f, cap) : 0.f;
   // The score scale: attention.scale where written (granite's attention_multiplier); else
   // 1/sqrt(d), except the 27B Gemmas, where llama.cpp (like their query_pre_attn_scalar)
   // takes n_embd / n_head.
   float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
-  if ((arch == "gemma2" && L == 46) || (arch == "gemma3" && L == 62))
-    scale = 1.f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  if (L == t.gguf_wide_scale_layers) scale = 1.f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   scale = gguf_positive_float(f, a + "attention.scale", scale);
 
   // Local layers: attention.sliding_window W, on the layers attention.sliding_window_pattern
@@ -436,7 +418,7 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     if (w <= 0)
       throw Error(where + "metadata '" + wk + "' = " + std::to_string(w) + " must be a positive number of keys");
     window = static_cast<int>(std::min<int64_t>(w, kMaxDim));
-    const int period = arch == "gemma2" || arch == "gpt-oss" ? 2 : arch == "gemma3" ? 6 : 0;
+    const int period = t.gguf_local_period;
     for (int l = 0; l < L; ++l) local[static_cast<size_t>(l)] = period == 0 || (l + 1) % period != 0;
     if (f.find_key(pk))
       local = per_layer_flags(f, pk, L, [&](int l, int64_t p) {
@@ -451,20 +433,20 @@ ModelConfig gguf_config(const GgufFile& f, const std::string& arch) {
     throw Error(where + "metadata '" + pk + "' without '" + wk + "'");
   }
   // Gemma 3's local layers turn with rope.freq_base_swa (10000 by default) and no scaling.
-  const float local_theta = arch == "gemma3" ? gguf_positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
+  const float local_theta = t.per_type_rope ? gguf_positive_float(f, a + "rope.freq_base_swa", 10000.f) : c.rope_theta;
 
   // Layers without RoPE: SmolLM3's every 4th (fixed in llama.cpp), or attnviz's
   // smollm3.no_rope_layers (1 = RoPE, as Hugging Face's no_rope_layers).
   std::vector<bool> rope(static_cast<size_t>(L), true);
-  if (arch == "smollm3") {
+  if (t.no_rope_layers) {
     for (int l = 0; l < L; ++l) rope[static_cast<size_t>(l)] = (l + 1) % 4 != 0;
     if (f.find_key(a + "no_rope_layers"))
       rope = per_layer_flags(f, a + "no_rope_layers", L, [&](int, int64_t) -> bool {
         throw Error(where + "metadata '" + a + "no_rope_layers' must be a per-layer array");
       });
   }
-  set_layer_specs(c, local, window, rope, local_theta, arch == "gemma3" ? RopeScaling{} : c.rope_scaling, scale,
-                  attn_softcap, arch == "gemma3");
+  set_layer_specs(c, local, window, rope, local_theta, t.per_type_rope ? RopeScaling{} : c.rope_scaling, scale,
+                  attn_softcap, t.per_type_rope);
   return c;
 }
 
@@ -485,8 +467,7 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
   const int Hd = H * d, KVd = KV * d;
   // llama.cpp's converter reorders q/k rows for the llama-style architectures only (their
   // graphs rotate adjacent pairs); qwen2/3, gemma, phi3 and olmo2 keep Hugging Face's order.
-  const std::string& t0 = c.model_type;
-  const bool permuted = t0 == "llama" || t0 == "mistral" || t0 == "granite" || t0 == "smollm3" || t0 == "ministral3";
+  const bool permuted = family_traits(family_of(c)).gguf_permuted_qk;
   const std::vector<DecoderTensor> list = gguf_decoder_tensors(c);
   // Fused tensors whose rows do not split are refused before anything is read.
   for (const DecoderTensor& t : list) {
@@ -576,26 +557,19 @@ void load_llama(const ModelConfig& c, const GgufTensors& s, ModelWeights& w, con
 
 }  // namespace
 
-bool gguf_arch_supported(const std::string& arch) {
-  return std::find(std::begin(kGgufArchs), std::end(kGgufArchs), arch) != std::end(kGgufArchs);
-}
+bool gguf_arch_supported(const std::string& arch) { return family_of_gguf_arch(arch) != nullptr; }
 
-std::string gguf_supported_archs() {
-  std::string known;
-  for (const char* a : kGgufArchs) known += std::string(known.empty() ? "" : ", ") + a;
-  return known;
-}
+std::string gguf_supported_archs() { return known_gguf_archs(); }
 
 ModelConfig gguf_model_config(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
-  if (!gguf_arch_supported(arch))
+  const FamilyInfo* family = family_of_gguf_arch(arch);
+  if (!family)
     throw Error("GGUF file '" + f.path() + "': unknown architecture '" + excerpt(arch) +
                 "' (metadata 'general.architecture')\n  HINT: attnviz reads GGUF models of architecture " +
                 gguf_supported_archs() + ".");
-  ModelConfig c = arch == "qwen35"   ? qwen35_gguf_config(f)
-                  : arch == "lfm2"   ? lfm2_gguf_config(f)
-                  : arch == "gemma4" ? gemma4_gguf_config(f)
-                                     : gguf_config(f, arch);
+  const FamilyTraits t = family_traits(family->family);
+  ModelConfig c = t.gguf_read ? t.gguf_read(f) : gguf_config(f, arch, *family);
   if (!std::isfinite(c.norm_eps) || !(c.norm_eps > 0.f))
     throw Error("GGUF file '" + f.path() + "': the norm epsilon must be a positive number, found " +
                 std::to_string(c.norm_eps));

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/families/family.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/hf_tokenizer.h"
@@ -452,26 +453,16 @@ GgufTokenizerData char_gguf_tokenizer(int vocab) {
   return t;
 }
 
-std::string gguf_arch_of(const ModelConfig& c) {
-  if (c.model_type == "gemma3_text") return "gemma3";
-  if (c.model_type == "mistral") return "llama";
-  if (c.model_type == "qwen3_5_text") return "qwen35";
-  if (c.model_type == "qwen3_vl_text") return "qwen3vl";
-  if (c.model_type == "ministral3") return "mistral3";
-  if (c.model_type == "gpt_oss") return "gpt-oss";
-  if (c.model_type == "gemma4_text") return "gemma4";
-  return c.model_type;
-}
+std::string gguf_arch_of(const ModelConfig& c) { return family_info(family_of(c)).gguf_arch; }
 
 // ---- a random model -------------------------------------------------------------------
 
 namespace {
 
-// llama.cpp's converter permutes the q/k rows of these (rotary pairs (i, i + d/2) made
-// adjacent: GGUF row (h, i, half) holds Hugging Face row (h, half, i)); the others keep HF's order.
-bool permutes_qk(const std::string& gguf_arch) {
-  return gguf_arch == "llama" || gguf_arch == "granite" || gguf_arch == "smollm3" || gguf_arch == "mistral3";
-}
+// llama.cpp's converter permutes the q/k rows of some families (FamilyTraits::gguf_permuted_qk:
+// rotary pairs (i, i + d/2) made adjacent: GGUF row (h, i, half) holds Hugging Face row
+// (h, half, i)); the others keep HF's order.
+bool permutes_qk(const ModelConfig& c) { return family_traits(family_of(c)).gguf_permuted_qk; }
 
 // HF rows from GGUF rows (the inverse of the converter's permutation).
 std::vector<float> hf_rows(const std::vector<float>& g, int heads, int d, int64_t in) {
@@ -663,61 +654,10 @@ struct GptOssTwin {
   }
 };
 
-// Gemma 4 as llama.cpp's converter writes it: the global layers' head size as key_length and
-// the local ones' as key_length_swa, per-layer KV heads and MLP widths where they differ, one
-// bool per layer for the windows, the shared layers' count, the per-layer embeddings' width,
-// and rope_freqs: 1 for the pairs the global layers turn, 1e30 for the others.
-void write_gemma4_metadata(const ModelConfig& c, const std::string& a, GgufWriter& g) {
-  const int L = c.n_layer;
-  if (c.experts.gemma) {
-    g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
-    g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
-    g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.experts.width));
-  }
-  int g0 = L - 1, l0 = -1, W = 0, shared = 0;  // a global and a local layer, the window, the shared layers
-  for (int l = L - 1; l >= 0; --l) {
-    const LayerSpec s = c.layer(l);
-    if (s.window) l0 = l, W = s.window;
-    else g0 = l;
-    shared += s.kv_source >= 0;
-  }
-  std::vector<int32_t> kv, ff;
-  std::vector<bool> local;
-  for (int l = 0; l < L; ++l) {
-    kv.push_back(c.kv_heads_at(l));
-    ff.push_back(c.inner_at(l));
-    local.push_back(c.layer(l).window > 0);
-  }
-  if (std::adjacent_find(kv.begin(), kv.end(), std::not_equal_to<>()) != kv.end()) g.set_i32s(a + "attention.head_count_kv", kv);
-  else g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(kv[0]));
-  if (std::adjacent_find(ff.begin(), ff.end(), std::not_equal_to<>()) != ff.end()) {
-    g.remove(a + "feed_forward_length");
-    g.set_i32s(a + "feed_forward_length", ff);
-  }
-  const int dg = c.head_size_at(g0), dl = l0 >= 0 ? c.head_size_at(l0) : dg;
-  g.set_u32(a + "attention.key_length", static_cast<uint32_t>(dg));
-  g.set_u32(a + "attention.value_length", static_cast<uint32_t>(dg));
-  g.set_u32(a + "attention.key_length_swa", static_cast<uint32_t>(dl));
-  g.set_u32(a + "attention.value_length_swa", static_cast<uint32_t>(dl));
-  g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(dg));
-  g.set_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(dl));
-  g.set_f32(a + "rope.freq_base", c.layer(g0).rope_theta);
-  if (l0 >= 0) g.set_f32(a + "rope.freq_base_swa", c.layer(l0).rope_theta);
-  g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
-  if (W) g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
-  g.set_bools(a + "attention.sliding_window_pattern", local);
-  g.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(shared));
-  g.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(c.ple_dim));
-  if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
-  std::vector<float> div(static_cast<size_t>(dg / 2), 1.f);
-  const std::vector<float>& ff_g = c.layer(g0).rope_scaling.freq_factors;
-  for (size_t i = 0; i < div.size() && i < ff_g.size(); ++i) div[i] = std::isfinite(ff_g[i]) ? ff_g[i] : 1e30f;
-  g.add_f32("rope_freqs.weight", {dg / 2}, div);
-}
-
 void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g, PairWriter& w) {
   const std::string a = arch + ".";
   const bool gpt2 = c.arch == Arch::Gpt2;
+  const FamilyTraits t = family_traits(family_of(c));
   g.set_string("general.architecture", arch);
   g.set_string("general.name", "attnviz random model (random weights)");
   g.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
@@ -730,39 +670,10 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     return;
   }
   g.set_u32(a + "vocab_size", static_cast<uint32_t>(c.vocab_size));
-  if (arch == "gemma4") return write_gemma4_metadata(c, a, g);
-  if (arch == "lfm2") {  // per layer: its KV heads, 0 for a short-convolution layer
-    std::vector<int32_t> kv;
-    for (int l = 0; l < c.n_layer; ++l) kv.push_back(c.layer(l).mixer == Mixer::ShortConv ? 0 : c.n_kv_head);
-    g.set_i32s(a + "attention.head_count_kv", kv);
-    g.set_u32(a + "shortconv.l_cache", static_cast<uint32_t>(c.short_conv_kernel));
-  } else {
+  if (!t.gguf_write)
     g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
-  }
-  if (arch == "qwen35") {  // the linear layers' sizes, and which layers they are
-    const LinearAttnDims& ld = c.linear;
-    g.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ld.conv_kernel));
-    g.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ld.k_dim));
-    g.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ld.k_heads));
-    g.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ld.v_heads));
-    g.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ld.value_width()));
-    // Multi-axis RoPE's sections over the rot/2 frequencies (one text position on every axis).
-    const int half = c.rotary() / 2, third = half / 3;
-    g.set_i32s(a + "rope.dimension_sections", {half - 2 * third, third, third, 0});
-    int every = 0;  // the interval whose rule gives these layers, if one does
-    for (int e = 1; e <= c.n_layer && every == 0; ++e) {
-      bool rule = true;
-      for (int l = 0; l < c.n_layer; ++l) rule = rule && (c.layer(l).mixer == Mixer::GatedDeltaNet) == ((l + 1) % e != 0);
-      if (rule) every = e;
-    }
-    if (every > 0) {
-      g.set_u32(a + "full_attention_interval", static_cast<uint32_t>(every));
-    } else {
-      std::vector<bool> recurrent;
-      for (int l = 0; l < c.n_layer; ++l) recurrent.push_back(c.layer(l).mixer == Mixer::GatedDeltaNet);
-      g.set_bools(a + "attention.recurrent_layers", recurrent);
-    }
-  }
+  else if (t.gguf_write(c, a, g))
+    return;  // the family's own keys (families/), and all of them
   g.set_f32(a + "rope.freq_base", c.rope_theta);
   g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
   g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rotary()));
@@ -812,18 +723,13 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
     g.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(rs.mscale / own));
   }
   if (c.attn_temp_beta != 0.f) g.set_f32(a + "attention.temperature_scale", c.attn_temp_beta);
-  if (arch == "qwen3vl") {  // multi-axis RoPE's sections (llama.cpp requires them; one text position on every axis)
+  if (t.gguf_rope_sections) {  // multi-axis RoPE's sections (llama.cpp requires them; one text position on every axis)
     const int half = c.rotary() / 2, third = half / 3;
     g.set_i32s(a + "rope.dimension_sections", {half - 2 * third, third, third, 0});
   }
-  if (arch == "gpt-oss") {
-    g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
-    g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
-    g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_inner));
-  }
+  if (t.gguf_write_tail) t.gguf_write_tail(c, a, g);
   (void)w;
 
-  const bool gemma = arch == "gemma2" || arch == "gemma3";
   int first_softmax = 0;  // a hybrid's scale and caps are its softmax layers'
   while (first_softmax + 1 < c.n_layer && c.layer(first_softmax).mixer != Mixer::Softmax) ++first_softmax;
   const LayerSpec first = c.layer(first_softmax);
@@ -831,9 +737,9 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
   if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
   // llama.cpp's granite converter writes attention.scale (attention_multiplier); for Gemma it
   // derives 1/√d from the shapes, so attnviz writes the key only where the scale differs.
-  if (arch == "granite" || first.scale != 1.f / std::sqrt(static_cast<float>(c.head_size)))
+  if (t.multipliers || first.scale != 1.f / std::sqrt(static_cast<float>(c.head_size)))
     g.set_f32(a + "attention.scale", first.scale);
-  if (arch == "granite") {
+  if (t.multipliers) {
     g.set_f32(a + "embedding_scale", c.emb_scale);
     g.set_f32(a + "residual_scale", c.residual_scale);
     g.set_f32(a + "logit_scale", 1.f / c.logit_scale);  // llama.cpp divides the logits by it
@@ -847,22 +753,22 @@ void write_metadata(const ModelConfig& c, const std::string& arch, GgufWriter& g
   }
   if (W > 0) {
     g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
-    const int period = arch == "gemma2" || arch == "gpt-oss" ? 2 : arch == "gemma3" ? 6 : 0;  // 0: every layer local
+    const int period = t.gguf_local_period;  // 0: every layer local
     bool rule = true;
     for (int l = 0; l < c.n_layer; ++l) rule = rule && local[static_cast<size_t>(l)] == (period == 0 || (l + 1) % period != 0);
     if (!rule) g.set_bools(a + "attention.sliding_window_pattern", local);
-    else if (arch == "gemma3") g.set_u32(a + "attention.sliding_window_pattern", 6);
-    if (arch == "gemma3")
+    else if (t.per_type_rope)
+      g.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
+    if (t.per_type_rope)  // Gemma 3's local layers' own base
       for (int l = 0; l < c.n_layer; ++l)
         if (local[static_cast<size_t>(l)]) {
           g.set_f32(a + "rope.freq_base_swa", c.layer(l).rope_theta);
           break;
         }
   }
-  (void)gemma;
   // SmolLM3's layers without RoPE: llama.cpp fixes every 4th; another pattern goes into
   // an attnviz key (1 = RoPE, as Hugging Face's no_rope_layers).
-  if (arch == "smollm3") {
+  if (t.no_rope_layers) {
     std::vector<int32_t> nr;
     bool rule = true;
     for (int l = 0; l < c.n_layer; ++l) {
@@ -911,7 +817,7 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
     w.to_hf("ln_f.weight", {C}, w.vector("output_norm.weight", C, 1.f));
     w.to_hf("ln_f.bias", {C}, w.vector("output_norm.bias", C, 0.f));
   } else {
-    const bool permuted = permutes_qk(arch);
+    const bool permuted = permutes_qk(c);
     const float s_o = 1.f / std::sqrt(static_cast<float>(c.n_head * d));
     if (c.short_conv_bias)
       throw Error("llama.cpp's lfm2 has no biases in its short convolutions: a model with conv_bias is not written "
@@ -996,7 +902,8 @@ void write_gguf_model(const ModelConfig& c, GgmlType type, uint64_t seed, const 
   if (with_hf) {
     std::filesystem::create_directories(hf_dir);
     ModelConfig twin = c;
-    if (arch == "gpt-oss") twin.rope_scaling.truncate = true;  // what llama.cpp (and attnviz) reads from the file
+    if (family_traits(family_of(c)).gguf_yarn_truncate)
+      twin.rope_scaling.truncate = true;  // what llama.cpp (and attnviz) reads from the file
     write_file_atomic(hf_dir + "/config.json", config_to_json(twin).dump(2) + "\n");
     w.hf.write(hf_dir + "/model.safetensors");
   }

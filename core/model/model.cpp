@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/model/families/family.h"
 #include "core/model/pages.h"
 
 namespace attnviz {
@@ -339,9 +340,11 @@ bool slot_is_norm(Slot s) {
          s == Slot::Norm2Experts || s == Slot::PostMlpNormDense || s == Slot::PostMlpNormExperts;
 }
 
-std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix, const std::string& lm_head) {
-  if (c.model_type == "lfm2") return lfm2_tensors(c, prefix, lm_head);
-  if (c.model_type == "gemma4_text") return gemma4_tensors(c, prefix);
+namespace {
+
+// The list of every family without one of its own (FamilyTraits::hf_tensors).
+std::vector<DecoderTensor> shared_decoder_tensors(const ModelConfig& c, const std::string& prefix,
+                                                  const std::string& lm_head) {
   const int64_t C = c.n_embd, I = c.n_inner, d = c.head_size, Hd = c.n_head * d, KVd = c.n_kv_head * d;
   std::vector<DecoderTensor> out;
   out.push_back({prefix + "embed_tokens.weight", {c.vocab_size, C}, -1, Slot::TokEmb});
@@ -419,17 +422,23 @@ std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::stri
   return out;
 }
 
+}  // namespace
+
+std::vector<DecoderTensor> decoder_tensors(const ModelConfig& c, const std::string& prefix,
+                                           const std::string& lm_head) {
+  const FamilyTraits t = family_traits(family_of(c));
+  return t.hf_tensors ? t.hf_tensors(c, prefix, lm_head) : shared_decoder_tensors(c, prefix, lm_head);
+}
+
 std::string gguf_tensor_name(const ModelConfig& c, Slot s, int layer) {
-  const std::string own = c.model_type == "lfm2"           ? lfm2_gguf_name(s, layer)
-                          : c.model_type == "qwen3_5_text" ? qwen35_gguf_name(s, layer)
-                          : c.model_type == "gpt_oss"      ? gpt_oss_gguf_name(s, layer)
-                          : c.model_type == "gemma4_text"  ? gemma4_gguf_name(s, layer)
-                                                           : std::string();
+  const FamilyTraits t = family_traits(family_of(c));
+  const std::string own = t.gguf_name ? t.gguf_name(s, layer) : std::string();
   return own.empty() ? gguf_tensor_name(s, layer) : own;
 }
 
 std::vector<DecoderTensor> gguf_decoder_tensors(const ModelConfig& c) {
-  return c.model_type == "gpt_oss" ? gpt_oss_gguf_tensors(c) : decoder_tensors(c);
+  const FamilyTraits t = family_traits(family_of(c));
+  return t.gguf_tensors ? t.gguf_tensors(c) : decoder_tensors(c);
 }
 
 std::string gguf_tensor_name(Slot s, int layer) {

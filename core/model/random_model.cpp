@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_reader.h"
 #include "core/limits.h"
+#include "core/model/families/family.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
 #include "core/tokenize/tokenizer.h"
@@ -229,7 +230,8 @@ ModelConfig preset_config(const std::string& name) {
     if (name != p.name) continue;
     ModelConfig c;
     c.model_type = p.type;
-    const bool gpt2 = c.model_type == "gpt2";
+    const FamilyTraits t = family_traits(family_of(c));
+    const bool gpt2 = t.gpt2;
     c.arch = gpt2 ? Arch::Gpt2 : Arch::Llama;
     c.n_layer = p.layers;
     c.n_embd = p.embd;
@@ -241,7 +243,7 @@ ModelConfig preset_config(const std::string& name) {
     c.norm_eps = p.eps;
     c.rope_theta = p.theta;
     c.tie_embeddings = p.tie;
-    c.qkv_bias = gpt2 || c.model_type == "qwen2";
+    c.qkv_bias = gpt2 || t.qkv_bias;
     c.o_bias = c.mlp_bias = gpt2;
     c.head_size = c.n_embd / c.n_head;
     return c;

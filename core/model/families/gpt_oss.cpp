@@ -29,7 +29,9 @@
 #include "core/error.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/families/family.h"
 #include "core/model/gguf_families.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 
 namespace attnviz {
@@ -37,7 +39,8 @@ namespace attnviz {
 ModelConfig parse_gpt_oss(const nlohmann::json& j, const std::string& where) {
   if (j.contains("quantization_config") && j["quantization_config"].is_object() &&
       j["quantization_config"].value("quant_method", std::string()) == "mxfp4")
-    throw Error(where + ": this GPT-OSS checkpoint holds its experts as MXFP4 blocks, which attnviz does not read from "
+    throw Error(where +
+                ": this GPT-OSS checkpoint holds its experts as MXFP4 blocks, which attnviz does not read from "
                 "safetensors yet\n  HINT: open a GGUF file of it, or a checkpoint with its experts dequantized "
                 "(bf16 or float32 gate_up_proj / down_proj).");
   nlohmann::json text = j;
@@ -48,7 +51,8 @@ ModelConfig parse_gpt_oss(const nlohmann::json& j, const std::string& where) {
   ModelConfig c = parse_config(text, where);
   c.model_type = "gpt_oss";
   c.attn_sinks = true;
-  const char* count_key = j.contains("num_experts") && !j.contains("num_local_experts") ? "num_experts" : "num_local_experts";
+  const char* count_key =
+      j.contains("num_experts") && !j.contains("num_local_experts") ? "num_experts" : "num_local_experts";
   c.experts.count = get_int(j, count_key, where);
   c.experts.top_k = get_int(j, j.contains("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token", where);
   if (c.experts.top_k > c.experts.count)
@@ -66,7 +70,8 @@ void gpt_oss_config_json(const ModelConfig& c, nlohmann::json& j) {
   j["swiglu_limit"] = c.experts.limit;
   j.erase("hidden_act");
   j["layer_types"] = nlohmann::json::array();
-  for (int l = 0; l < c.n_layer; ++l) j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
+  for (int l = 0; l < c.n_layer; ++l)
+    j["layer_types"].push_back(c.layer(l).window ? "sliding_attention" : "full_attention");
 }
 
 void gpt_oss_gguf_traits(const GgufFile& f, ModelConfig& c) {
@@ -76,14 +81,15 @@ void gpt_oss_gguf_traits(const GgufFile& f, ModelConfig& c) {
   c.experts.count = gguf_positive(f, a + "expert_count");
   c.experts.top_k = gguf_positive(f, a + "expert_used_count");
   if (c.experts.top_k > c.experts.count)
-    throw Error(where + "metadata '" + a + "expert_used_count' " + std::to_string(c.experts.top_k) + " is more than the " +
-                std::to_string(c.experts.count) + " experts ('" + a + "expert_count')");
+    throw Error(where + "metadata '" + a + "expert_used_count' " + std::to_string(c.experts.top_k) +
+                " is more than the " + std::to_string(c.experts.count) + " experts ('" + a + "expert_count')");
   c.n_inner = gguf_positive(f, a + "expert_feed_forward_length", c.n_inner);
   // llama.cpp's YaRN always rounds the correction range outward; Hugging Face's gpt-oss
   // config says truncate: false (docs/models.md: the logits differ slightly there).
   c.rope_scaling.truncate = true;
   if (!f.find("blk.0.attn_sinks.weight"))
-    throw Error(where + "missing tensor 'blk.0.attn_sinks.weight' (GPT-OSS's per-head sink logits)\n  HINT: the file "
+    throw Error(where +
+                "missing tensor 'blk.0.attn_sinks.weight' (GPT-OSS's per-head sink logits)\n  HINT: the file "
                 "is not a gpt-oss model as llama.cpp's converter writes it.");
 }
 
@@ -108,15 +114,43 @@ std::vector<DecoderTensor> gpt_oss_gguf_tensors(const ModelConfig& c) {
   const int64_t E = c.experts.count, C = c.n_embd, I = c.n_inner;
   std::vector<DecoderTensor> out;
   for (DecoderTensor& t : decoder_tensors(c)) {
-    auto as = [&](Slot s, std::vector<int64_t> shape) { out.push_back({gpt_oss_gguf_name(s, t.layer), std::move(shape), t.layer, s}); };
+    auto as = [&](Slot s, std::vector<int64_t> shape) {
+      out.push_back({gpt_oss_gguf_name(s, t.layer), std::move(shape), t.layer, s});
+    };
     switch (t.slot) {
-      case Slot::ExpGateUp: as(Slot::ExpGate, {E, I, C}), as(Slot::ExpUp, {E, I, C}); break;  // stored (out, in) per expert
+      case Slot::ExpGateUp:
+        as(Slot::ExpGate, {E, I, C}), as(Slot::ExpUp, {E, I, C});
+        break;  // stored (out, in) per expert
       case Slot::ExpGateUpBias: as(Slot::ExpGateBias, {E, I}), as(Slot::ExpUpBias, {E, I}); break;
       case Slot::ExpDown: as(Slot::ExpDown, {E, C, I}); break;
       default: out.push_back(std::move(t)); break;
     }
   }
   return out;
+}
+
+namespace {
+
+// GGUF: the experts' count, choice and width.
+void gpt_oss_gguf_write_tail(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
+  g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
+  g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_inner));
+}
+
+}  // namespace
+
+FamilyTraits gpt_oss_traits() {
+  FamilyTraits t;
+  t.parse = parse_gpt_oss;
+  t.to_json = gpt_oss_config_json;
+  t.gguf_name = gpt_oss_gguf_name;
+  t.gguf_tensors = gpt_oss_gguf_tensors;
+  t.gguf_read_traits = gpt_oss_gguf_traits;
+  t.gguf_local_period = 2;  // sliding windows on the even layers
+  t.gguf_write_tail = gpt_oss_gguf_write_tail;
+  t.gguf_yarn_truncate = true;
+  return t;
 }
 
 }  // namespace attnviz

@@ -16,7 +16,9 @@
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/families/family.h"
 #include "core/model/gguf_families.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 
 namespace attnviz {
@@ -35,7 +37,8 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
     // Multi-axis RoPE: for text every axis holds the same position, so the sections
     // rotate the frequencies they would as one (docs/models.md).
     if (rp.contains("mrope_section") && !rp["mrope_section"].is_array())
-      throw Error(where + ": rope_parameters: \"mrope_section\" must be a list, found " + json_excerpt(rp["mrope_section"]));
+      throw Error(where + ": rope_parameters: \"mrope_section\" must be a list, found " +
+                  json_excerpt(rp["mrope_section"]));
     for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) rp.erase(k);
   }
   ModelConfig q = parse_config(base, where);
@@ -83,8 +86,9 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
   }
 
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_size));
-  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0, std::vector<bool>(static_cast<size_t>(L), true),
-                  c.rope_theta, c.rope_scaling, scale, 0.f, /*always=*/true);
+  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0,
+                  std::vector<bool>(static_cast<size_t>(L), true), c.rope_theta, c.rope_scaling, scale, 0.f,
+                  /*always=*/true);
   for (int l = 0; l < L; ++l) {
     if (!linear[static_cast<size_t>(l)]) continue;
     LayerSpec& s = c.layer_specs[static_cast<size_t>(l)];
@@ -92,8 +96,10 @@ void parse_qwen35_text(const nlohmann::json& j, const std::string& where, ModelC
     s.rope = false;  // no positions: the recurrence's order is its only sense of them
     s.scale = 1.f / std::sqrt(static_cast<float>(d.k_dim));  // q × dk^−½ before the recurrence
   }
-  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("mrope_section"))
-    c.notes.push_back("qwen3_5: multi-axis RoPE (mrope_section) is plain RoPE for text, where its axes share the position");
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+      j["rope_parameters"].contains("mrope_section"))
+    c.notes.push_back(
+        "qwen3_5: multi-axis RoPE (mrope_section) is plain RoPE for text, where its axes share the position");
 }
 
 }  // namespace attnviz
@@ -131,12 +137,12 @@ ModelConfig qwen35_gguf_config(const GgufFile& f) {
   const int L = all - nextn;
   const int d = gguf_positive(f, a + "attention.key_length");
   if (f.find_key(a + "attention.value_length") && gguf_positive(f, a + "attention.value_length") != d)
-    throw key_error("attention.value_length", "differs from the key length " + std::to_string(d) +
-                                                  "; attnviz needs one head size");
+    throw key_error("attention.value_length",
+                    "differs from the key length " + std::to_string(d) + "; attnviz needs one head size");
   const int rot = gguf_positive(f, a + "rope.dimension_count", d);
   if (rot > d || rot % 2 != 0)
-    throw key_error("rope.dimension_count", "= " + std::to_string(rot) + " must be even and at most the head size " +
-                                                std::to_string(d));
+    throw key_error("rope.dimension_count",
+                    "= " + std::to_string(rot) + " must be even and at most the head size " + std::to_string(d));
   // Multi-axis RoPE's sections: for text every axis holds the token's position, so the
   // rotation is plain RoPE on the first rot dims whatever they say; only their form is checked.
   if (const GgufValue* v = f.find_key(a + "rope.dimension_sections"))
@@ -146,20 +152,23 @@ ModelConfig qwen35_gguf_config(const GgufFile& f) {
   const int dk = gguf_positive(f, a + "ssm.state_size"), inner = gguf_positive(f, a + "ssm.inner_size");
   const int K = gguf_positive(f, a + "ssm.conv_kernel");
   if (inner % nv != 0)
-    throw key_error("ssm.inner_size", "= " + std::to_string(inner) + " is not a multiple of 'qwen35.ssm.time_step_rank' " +
-                                          std::to_string(nv) + " (value heads)");
+    throw key_error("ssm.inner_size", "= " + std::to_string(inner) +
+                                          " is not a multiple of 'qwen35.ssm.time_step_rank' " + std::to_string(nv) +
+                                          " (value heads)");
   // Which layers are linear: attention.recurrent_layers (one 0/1 per block, the MTP layers'
   // included or not), else every layer but each full_attention_interval-th.
   nlohmann::json types = nlohmann::json::array();
   if (const GgufValue* v = f.find_key(a + "attention.recurrent_layers")) {
     const size_t n = v->array_size();
-    if (v->type != GgufValueType::ARRAY || v->ints.size() != n || (n != static_cast<size_t>(all) && n != static_cast<size_t>(L)))
+    if (v->type != GgufValueType::ARRAY || v->ints.size() != n ||
+        (n != static_cast<size_t>(all) && n != static_cast<size_t>(L)))
       throw key_error("attention.recurrent_layers", "must list one 0 or 1 per layer (" + std::to_string(all) +
                                                         ", block_count), found " + std::to_string(n) + " entries");
     for (int l = 0; l < L; ++l) {
       const int64_t e = v->ints[static_cast<size_t>(l)];
       if (e != 0 && e != 1)
-        throw key_error("attention.recurrent_layers", "[" + std::to_string(l) + "] is " + std::to_string(e) + "; 0 or 1 expected");
+        throw key_error("attention.recurrent_layers",
+                        "[" + std::to_string(l) + "] is " + std::to_string(e) + "; 0 or 1 expected");
       types.push_back(e ? "linear_attention" : "full_attention");
     }
   } else {
@@ -191,9 +200,77 @@ ModelConfig qwen35_gguf_config(const GgufFile& f) {
   ModelConfig c = parse_config(j, where);
   c.linear.v_tiled = true;  // the converter tiles value heads over key heads: head j reads key head j mod Hk
   if (nextn > 0)
-    c.notes.push_back("qwen35: the " + std::to_string(nextn) + " multi-token-prediction layer" + (nextn == 1 ? "" : "s") +
-                      " after layer " + std::to_string(L - 1) + " (blk." + std::to_string(L) + ".*) are not used");
+    c.notes.push_back("qwen35: the " + std::to_string(nextn) + " multi-token-prediction layer" +
+                      (nextn == 1 ? "" : "s") + " after layer " + std::to_string(L - 1) + " (blk." + std::to_string(L) +
+                      ".*) are not used");
   return c;
+}
+
+namespace {
+
+ModelConfig qwen35_parse(const nlohmann::json& j, const std::string& where) {
+  if (j["model_type"] == "qwen3_5")  // Qwen3.5's checkpoints hold a vision tower beside the text model
+    return parse_text_config(j, where, "qwen3_5_text", "Qwen3.5", "its vision tower is not used");
+  ModelConfig c;
+  c.model_type = "qwen3_5_text";
+  parse_qwen35_text(j, where, c);
+  return c;
+}
+
+// config.json: layer kinds, the linear layers' sizes, partial RoPE.
+void qwen35_config_json(const ModelConfig& c, nlohmann::json& j) {
+  j["architectures"] = {"Qwen3_5ForCausalLM"};
+  j["attention_bias"] = false;
+  j["partial_rotary_factor"] = static_cast<double>(c.rotary()) / c.head_size;
+  j["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < c.n_layer; ++l)
+    j["layer_types"].push_back(c.layer(l).mixer == Mixer::GatedDeltaNet ? "linear_attention" : "full_attention");
+  j["linear_num_key_heads"] = c.linear.k_heads;
+  j["linear_num_value_heads"] = c.linear.v_heads;
+  j["linear_key_head_dim"] = c.linear.k_dim;
+  j["linear_value_head_dim"] = c.linear.v_dim;
+  j["linear_conv_kernel_dim"] = c.linear.conv_kernel;
+}
+
+// GGUF: the linear layers' sizes, and which layers they are.
+bool qwen35_gguf_write(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
+  const LinearAttnDims& ld = c.linear;
+  g.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ld.conv_kernel));
+  g.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ld.k_dim));
+  g.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ld.k_heads));
+  g.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ld.v_heads));
+  g.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ld.value_width()));
+  // Multi-axis RoPE's sections over the rot/2 frequencies (one text position on every axis).
+  const int half = c.rotary() / 2, third = half / 3;
+  g.set_i32s(a + "rope.dimension_sections", {half - 2 * third, third, third, 0});
+  int every = 0;  // the interval whose rule gives these layers, if one does
+  for (int e = 1; e <= c.n_layer && every == 0; ++e) {
+    bool rule = true;
+    for (int l = 0; l < c.n_layer; ++l) rule = rule && (c.layer(l).mixer == Mixer::GatedDeltaNet) == ((l + 1) % e != 0);
+    if (rule) every = e;
+  }
+  if (every > 0) {
+    g.set_u32(a + "full_attention_interval", static_cast<uint32_t>(every));
+  } else {
+    std::vector<bool> recurrent;
+    for (int l = 0; l < c.n_layer; ++l) recurrent.push_back(c.layer(l).mixer == Mixer::GatedDeltaNet);
+    g.set_bools(a + "attention.recurrent_layers", recurrent);
+  }
+  return false;
+}
+
+}  // namespace
+
+FamilyTraits qwen35_traits() {
+  FamilyTraits t;
+  t.parse = qwen35_parse;
+  t.to_json = qwen35_config_json;
+  t.json_windows = false;
+  t.gguf_name = qwen35_gguf_name;
+  t.gguf_read = qwen35_gguf_config;
+  t.gguf_write = qwen35_gguf_write;
+  return t;
 }
 
 }  // namespace attnviz

@@ -49,7 +49,9 @@
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/families/family.h"
 #include "core/model/gguf_families.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 
 namespace attnviz {
@@ -74,18 +76,21 @@ struct TypeRope {
 // rope_parameters.{sliding_attention, full_attention}: rope_type "default" or (global
 // layers) "proportional".
 TypeRope read_type_rope(const nlohmann::json& j, const char* kind, TypeRope r, const std::string& where) {
-  if (!j.contains("rope_parameters") || !j["rope_parameters"].is_object() || !j["rope_parameters"].contains(kind)) return r;
+  if (!j.contains("rope_parameters") || !j["rope_parameters"].is_object() || !j["rope_parameters"].contains(kind))
+    return r;
   const nlohmann::json& o = j["rope_parameters"][kind];
   const std::string at = where + ": rope_parameters." + kind;
   if (!o.is_object()) throw Error(at + " must be an object, found " + json_excerpt(o));
   const std::string type = get_string(o, "rope_type", "default", at);
   if (type != "default" && type != "proportional")
-    throw Error(at + ": rope_type \"" + excerpt(type) + "\" is not supported\n  HINT: Gemma 4 uses \"default\" on "
+    throw Error(at + ": rope_type \"" + excerpt(type) +
+                "\" is not supported\n  HINT: Gemma 4 uses \"default\" on "
                 "sliding layers and \"proportional\" on full-attention layers.");
   r.theta = get_float(o, "rope_theta", r.theta, at, true);
   r.factor = get_float(o, "factor", 1.f, at, true);
   r.partial = type == "proportional" ? get_float(o, "partial_rotary_factor", r.partial, at, true) : 1.f;
-  if (r.partial > 1.f) throw Error(at + ": partial_rotary_factor " + json_excerpt(o["partial_rotary_factor"]) + " is above 1");
+  if (r.partial > 1.f)
+    throw Error(at + ": partial_rotary_factor " + json_excerpt(o["partial_rotary_factor"]) + " is above 1");
   return r;
 }
 
@@ -107,7 +112,8 @@ ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where)
   if (!j.is_object()) throw Error(where + ": not a JSON object (found " + json_excerpt(j) + ")");
   if (j.contains("use_bidirectional_attention") && j["use_bidirectional_attention"].is_string() &&
       j["use_bidirectional_attention"].get<std::string>() == "all")
-    throw Error(where + ": use_bidirectional_attention \"all\" makes the model non-causal; attnviz shows causal models");
+    throw Error(where +
+                ": use_bidirectional_attention \"all\" makes the model non-causal; attnviz shows causal models");
   const int L = checked_layers(get_int(j, "num_hidden_layers", where), where + ": \"num_hidden_layers\"");
   // Layer kinds: layer_types, else every 6th layer global; the last one global whatever they say.
   std::vector<int> types = read_layer_types(j, L, where, {"full_attention", "sliding_attention"},
@@ -134,21 +140,27 @@ ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where)
   if (forced_last) c.notes.push_back("gemma4: the last layer is global (full attention) whatever layer_types says");
 
   const int d_global = get_int(j, "global_head_dim", where, c.head_size);
-  if (d_global % 2 != 0) throw Error(where + ": global_head_dim " + std::to_string(d_global) + " must be even for RoPE");
+  if (d_global % 2 != 0)
+    throw Error(where + ": global_head_dim " + std::to_string(d_global) + " must be even for RoPE");
   checked_dim(c.n_head, d_global, where + ": global query width num_attention_heads x global_head_dim");
   const bool k_eq_v = get_bool(j, "attention_k_eq_v", false, where);
   const int kv_global = k_eq_v ? get_int(j, "num_global_key_value_heads", where, c.n_kv_head) : c.n_kv_head;
   if (c.n_head % kv_global != 0)
-    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of "
-                "num_global_key_value_heads " + std::to_string(kv_global));
+    throw Error(where + ": num_attention_heads " + std::to_string(c.n_head) +
+                " is not a multiple of "
+                "num_global_key_value_heads " +
+                std::to_string(kv_global));
   const int shared = get_count(j, "num_kv_shared_layers", where, 0);
   if (shared >= L)
-    throw Error(where + ": num_kv_shared_layers " + std::to_string(shared) + " leaves no layer with keys and values of its "
-                "own (num_hidden_layers " + std::to_string(L) + ")");
+    throw Error(where + ": num_kv_shared_layers " + std::to_string(shared) +
+                " leaves no layer with keys and values of its "
+                "own (num_hidden_layers " +
+                std::to_string(L) + ")");
   const bool double_wide = get_bool(j, "use_double_wide_mlp", false, where);
   c.ple_dim = get_count(j, "hidden_size_per_layer_input", where, 0);
   c.ple_vocab = c.ple_dim ? get_int(j, "vocab_size_per_layer_input", where, c.vocab_size) : 0;
-  if (c.ple_dim) checked_dim(L, c.ple_dim, where + ": per-layer embedding width num_hidden_layers x hidden_size_per_layer_input");
+  if (c.ple_dim)
+    checked_dim(L, c.ple_dim, where + ": per-layer embedding width num_hidden_layers x hidden_size_per_layer_input");
 
   if (get_bool(j, "enable_moe_block", false, where)) {  // the 26B-A4B: experts beside every layer's dense MLP
     c.experts.gemma = true;
@@ -158,7 +170,8 @@ ModelConfig parse_gemma4_text(const nlohmann::json& j, const std::string& where)
     if (c.experts.top_k > c.experts.count)
       throw Error(where + ": top_k_experts " + std::to_string(c.experts.top_k) + " is more than the " +
                   std::to_string(c.experts.count) + " experts (num_experts)");
-    checked_dim(2 * c.experts.width, c.n_embd, where + ": an expert's gate | up, 2 x moe_intermediate_size x hidden_size");
+    checked_dim(2 * c.experts.width, c.n_embd,
+                where + ": an expert's gate | up, 2 x moe_intermediate_size x hidden_size");
   }
   const TypeRope local_rope = read_type_rope(j, "sliding_attention", {10000.f}, where);
   const TypeRope global_rope = read_type_rope(j, "full_attention", {1e6f, 0.25f}, where);
@@ -217,7 +230,8 @@ void gemma4_config_json(const ModelConfig& c, nlohmann::json& j) {
     if (s.rope_scaling.type.empty()) turning = half;
     nlohmann::json r = {{"rope_type", global ? "proportional" : "default"}, {"rope_theta", s.rope_theta}};
     if (global) r["partial_rotary_factor"] = static_cast<double>(turning) / half;
-    if (!s.rope_scaling.freq_factors.empty() && s.rope_scaling.freq_factors[0] != 1.f) r["factor"] = s.rope_scaling.freq_factors[0];
+    if (!s.rope_scaling.freq_factors.empty() && s.rope_scaling.freq_factors[0] != 1.f)
+      r["factor"] = s.rope_scaling.freq_factors[0];
     rope[global ? "full_attention" : "sliding_attention"] = r;
   }
   j["sliding_window"] = window ? nlohmann::json(window) : nlohmann::json();
@@ -269,7 +283,8 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
   const GgufValue* pattern = f.find_key(pk);
   if (!pattern || pattern->type != GgufValueType::ARRAY || pattern->ints.size() != static_cast<size_t>(L) ||
       pattern->array_size() != static_cast<size_t>(L))
-    throw Error(where + ": metadata '" + pk + "' must list " + std::to_string(L) + " bools (one per layer: true = local)");
+    throw Error(where + ": metadata '" + pk + "' must list " + std::to_string(L) +
+                " bools (one per layer: true = local)");
   nlohmann::json types = nlohmann::json::array();
   int first_global = -1;
   for (int l = 0; l < L; ++l) {
@@ -295,7 +310,8 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
     const int want = l >= L - shared && ff[static_cast<size_t>(l)] == 2 * I ? 2 * I : I;
     if (ff[static_cast<size_t>(l)] != want)
       throw Error(where + ": metadata '" + a + "feed_forward_length'[" + std::to_string(l) + "] is " +
-                  std::to_string(ff[static_cast<size_t>(l)]) + "; Gemma 4 has one width, doubled on the KV-shared layers");
+                  std::to_string(ff[static_cast<size_t>(l)]) +
+                  "; Gemma 4 has one width, doubled on the KV-shared layers");
     double_wide = double_wide || want != I;
   }
   // V = K where a global layer has no attn_v of its own.
@@ -311,12 +327,14 @@ ModelConfig gemma4_gguf_config(const GgufFile& f) {
     while (turning < static_cast<int>(div.size()) && div[static_cast<size_t>(turning)] < 1e20f) ++turning;
     for (size_t i = 0; i < div.size(); ++i)
       if (!(div[i] > 0.f) || (static_cast<int>(i) < turning ? div[i] != div[0] : div[i] < 1e20f))
-        throw Error(where + ": tensor 'rope_freqs.weight' holds " + std::to_string(div[i]) + " at " + std::to_string(i) +
+        throw Error(where + ": tensor 'rope_freqs.weight' holds " + std::to_string(div[i]) + " at " +
+                    std::to_string(i) +
                     "; Gemma 4's are one divisor for the first pairs and 1e30 (no turn) for the rest");
     partial = static_cast<double>(turning) / (d_global / 2);
     factor = turning ? div[0] : 1.0;
   }
-  nlohmann::json full = {{"rope_type", "proportional"}, {"partial_rotary_factor", partial},
+  nlohmann::json full = {{"rope_type", "proportional"},
+                         {"partial_rotary_factor", partial},
                          {"rope_theta", f.get_float(a + "rope.freq_base", 1e6)}};
   if (factor != 1.0) full["factor"] = factor;
   nlohmann::json j = {
@@ -393,7 +411,9 @@ std::vector<DecoderTensor> gemma4_tensors(const ModelConfig& c, const std::strin
   }
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = prefix + "layers." + std::to_string(i) + ".";
-    auto add = [&](const std::string& name, std::vector<int64_t> shape, Slot slot) { out.push_back({p + name, std::move(shape), i, slot}); };
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, Slot slot) {
+      out.push_back({p + name, std::move(shape), i, slot});
+    };
     const LayerSpec s = c.layer(i);
     const int64_t d = c.head_size_at(i), KVd = c.kv_heads_at(i) * d, I = c.inner_at(i);
     const bool own_kv = s.kv_source < 0;
@@ -426,11 +446,96 @@ std::vector<DecoderTensor> gemma4_tensors(const ModelConfig& c, const std::strin
       add("per_layer_projection.weight", {C, P}, Slot::PleProj);
       add("post_per_layer_input_norm.weight", {C}, Slot::PlePostNorm);
     }
-    out.push_back({p + "layer_scalar", {1}, i, Slot::LayerScalar, /*optional=*/true});  // some checkpoints leave it out: 1
+    out.push_back(
+        {p + "layer_scalar", {1}, i, Slot::LayerScalar, /*optional=*/true});  // some checkpoints leave it out: 1
   }
   out.push_back({prefix + "norm.weight", {C}, -1, Slot::NormF});
   if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, C}, -1, Slot::LmHead});
   return out;
+}
+
+namespace {
+
+ModelConfig gemma4_parse(const nlohmann::json& j, const std::string& where) {
+  const std::string type = j["model_type"].get<std::string>();
+  if (type == "gemma4" || type == "gemma4_unified")  // multimodal checkpoints: the text model inside
+    return parse_text_config(j, where, "gemma4_text", "Gemma 4", "its vision and audio parts are not used");
+  return parse_gemma4_text(j, where);
+}
+
+std::vector<DecoderTensor> gemma4_hf_tensors(const ModelConfig& c, const std::string& prefix, const std::string&) {
+  return gemma4_tensors(c, prefix);
+}
+
+// Gemma 4 as llama.cpp's converter writes it: the global layers' head size as key_length and
+// the local ones' as key_length_swa, per-layer KV heads and MLP widths where they differ, one
+// bool per layer for the windows, the shared layers' count, the per-layer embeddings' width,
+// and rope_freqs: 1 for the pairs the global layers turn, 1e30 for the others.
+bool gemma4_gguf_write(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  const int L = c.n_layer;
+  if (c.experts.gemma) {
+    g.set_u32(a + "expert_count", static_cast<uint32_t>(c.experts.count));
+    g.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.experts.top_k));
+    g.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.experts.width));
+  }
+  int g0 = L - 1, l0 = -1, W = 0, shared = 0;  // a global and a local layer, the window, the shared layers
+  for (int l = L - 1; l >= 0; --l) {
+    const LayerSpec s = c.layer(l);
+    if (s.window)
+      l0 = l, W = s.window;
+    else
+      g0 = l;
+    shared += s.kv_source >= 0;
+  }
+  std::vector<int32_t> kv, ff;
+  std::vector<bool> local;
+  for (int l = 0; l < L; ++l) {
+    kv.push_back(c.kv_heads_at(l));
+    ff.push_back(c.inner_at(l));
+    local.push_back(c.layer(l).window > 0);
+  }
+  if (std::adjacent_find(kv.begin(), kv.end(), std::not_equal_to<>()) != kv.end())
+    g.set_i32s(a + "attention.head_count_kv", kv);
+  else
+    g.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(kv[0]));
+  if (std::adjacent_find(ff.begin(), ff.end(), std::not_equal_to<>()) != ff.end()) {
+    g.remove(a + "feed_forward_length");
+    g.set_i32s(a + "feed_forward_length", ff);
+  }
+  const int dg = c.head_size_at(g0), dl = l0 >= 0 ? c.head_size_at(l0) : dg;
+  g.set_u32(a + "attention.key_length", static_cast<uint32_t>(dg));
+  g.set_u32(a + "attention.value_length", static_cast<uint32_t>(dg));
+  g.set_u32(a + "attention.key_length_swa", static_cast<uint32_t>(dl));
+  g.set_u32(a + "attention.value_length_swa", static_cast<uint32_t>(dl));
+  g.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(dg));
+  g.set_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(dl));
+  g.set_f32(a + "rope.freq_base", c.layer(g0).rope_theta);
+  if (l0 >= 0) g.set_f32(a + "rope.freq_base_swa", c.layer(l0).rope_theta);
+  g.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (W) g.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(W));
+  g.set_bools(a + "attention.sliding_window_pattern", local);
+  g.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(shared));
+  g.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(c.ple_dim));
+  if (c.final_softcap > 0) g.set_f32(a + "final_logit_softcapping", c.final_softcap);
+  std::vector<float> div(static_cast<size_t>(dg / 2), 1.f);
+  const std::vector<float>& ff_g = c.layer(g0).rope_scaling.freq_factors;
+  for (size_t i = 0; i < div.size() && i < ff_g.size(); ++i) div[i] = std::isfinite(ff_g[i]) ? ff_g[i] : 1e30f;
+  g.add_f32("rope_freqs.weight", {dg / 2}, div);
+  return true;
+}
+
+}  // namespace
+
+FamilyTraits gemma4_traits() {
+  FamilyTraits t;
+  t.parse = gemma4_parse;
+  t.to_json = gemma4_config_json;
+  t.json_windows = false;
+  t.hf_tensors = gemma4_hf_tensors;
+  t.gguf_name = gemma4_gguf_name;
+  t.gguf_read = gemma4_gguf_config;
+  t.gguf_write = gemma4_gguf_write;
+  return t;
 }
 
 }  // namespace attnviz

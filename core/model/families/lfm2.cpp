@@ -15,7 +15,9 @@
 #include "core/limits.h"
 #include "core/model/config.h"
 #include "core/model/config_read.h"
+#include "core/model/families/family.h"
 #include "core/model/gguf_families.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/model.h"
 
 namespace attnviz {
@@ -41,8 +43,9 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
 
   // The MLP's width: block_ff_dim (or intermediate_size), × 2/3 when auto-adjusted, then ×
   // block_ffn_dim_multiplier rounded up to a multiple of block_multiple_of.
-  int64_t ff = j.contains("block_ff_dim") && !j["block_ff_dim"].is_null() ? get_int(j, "block_ff_dim", where)
-                                                                           : get_int(j, "intermediate_size", where, 12288);
+  int64_t ff = j.contains("block_ff_dim") && !j["block_ff_dim"].is_null()
+                   ? get_int(j, "block_ff_dim", where)
+                   : get_int(j, "intermediate_size", where, 12288);
   if (get_bool(j, "block_auto_adjust_ff_dim", true, where)) {
     ff = 2 * ff / 3;
     if (j.contains("block_ffn_dim_multiplier") && j["block_ffn_dim_multiplier"].is_null()) {
@@ -55,14 +58,15 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
     }
   }
   if (ff <= 0 || ff > kMaxDim)
-    throw Error(where + ": the feed-forward width derived from block_ff_dim / intermediate_size is " + std::to_string(ff) +
-                ", outside 1 … " + std::to_string(kMaxDim));
+    throw Error(where + ": the feed-forward width derived from block_ff_dim / intermediate_size is " +
+                std::to_string(ff) + ", outside 1 … " + std::to_string(kMaxDim));
   c.n_inner = static_cast<int>(ff);
 
   // RoPE base: rope_parameters' rope_theta, else rope_theta (1e6 by default).
   c.rope_theta = get_float(j, "rope_theta", 1e6f, where, true);
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null())
-    parse_rope_scaling(j["rope_parameters"], where + ": rope_parameters", j, c.head_size, c.rope_scaling, &c.rope_theta);
+    parse_rope_scaling(j["rope_parameters"], where + ": rope_parameters", j, c.head_size, c.rope_scaling,
+                       &c.rope_theta);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     parse_rope_scaling(j["rope_scaling"], where + ": rope_scaling", j, c.head_size, c.rope_scaling, nullptr);
 
@@ -81,13 +85,14 @@ void parse_lfm2(const nlohmann::json& j, const std::string& where, ModelConfig& 
     conv.assign(static_cast<size_t>(L), true);
     for (const nlohmann::json& e : idx) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= L)
-        throw Error(where + ": full_attn_idxs holds " + json_excerpt(e) + "; layer indices 0 … " + std::to_string(L - 1) +
-                    " expected");
+        throw Error(where + ": full_attn_idxs holds " + json_excerpt(e) + "; layer indices 0 … " +
+                    std::to_string(L - 1) + " expected");
       conv[static_cast<size_t>(e.get<int64_t>())] = false;
     }
   }
-  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0, std::vector<bool>(static_cast<size_t>(L), true),
-                  c.rope_theta, c.rope_scaling, 1.f / std::sqrt(static_cast<float>(c.head_size)), 0.f, /*always=*/true);
+  set_layer_specs(c, std::vector<bool>(static_cast<size_t>(L), false), 0,
+                  std::vector<bool>(static_cast<size_t>(L), true), c.rope_theta, c.rope_scaling,
+                  1.f / std::sqrt(static_cast<float>(c.head_size)), 0.f, /*always=*/true);
   for (int l = 0; l < L; ++l)
     if (conv[static_cast<size_t>(l)]) {
       c.layer_specs[static_cast<size_t>(l)].mixer = Mixer::ShortConv;
@@ -153,7 +158,8 @@ ModelConfig lfm2_gguf_config(const GgufFile& f) {
   // The layer kinds: attention.head_count_kv per layer, 0 for a short convolution.
   const GgufValue* kv = f.find_key(a + "attention.head_count_kv");
   if (!kv)
-    throw Error(where + ": missing metadata '" + a + "attention.head_count_kv' (per layer: its KV heads, 0 for a "
+    throw Error(where + ": missing metadata '" + a +
+                "attention.head_count_kv' (per layer: its KV heads, 0 for a "
                 "convolution layer)");
   nlohmann::json types = nlohmann::json::array();
   int64_t kv_heads = 0;
@@ -165,7 +171,8 @@ ModelConfig lfm2_gguf_config(const GgufFile& f) {
       const int64_t e = kv->ints[static_cast<size_t>(l)];
       if (e < 0 || e > kMaxDim || (e > 0 && kv_heads > 0 && e != kv_heads))
         throw Error(where + ": metadata '" + a + "attention.head_count_kv'[" + std::to_string(l) + "] is " +
-                    std::to_string(e) + "; every attention layer needs the same positive count, and 0 marks a "
+                    std::to_string(e) +
+                    "; every attention layer needs the same positive count, and 0 marks a "
                     "convolution layer");
       if (e > 0) kv_heads = e;
       types.push_back(e > 0 ? "full_attention" : "conv");
@@ -180,7 +187,8 @@ ModelConfig lfm2_gguf_config(const GgufFile& f) {
     if (types[static_cast<size_t>(l)] == "conv") {
       const std::string b = "blk." + std::to_string(l) + ".shortconv.in_proj.bias";
       if (f.find(b))
-        throw Error(where + ": tensor '" + b + "': biases in the short convolution are not part of llama.cpp's lfm2, "
+        throw Error(where + ": tensor '" + b +
+                    "': biases in the short convolution are not part of llama.cpp's lfm2, "
                     "so attnviz does not read them");
       break;
     }
@@ -202,6 +210,51 @@ ModelConfig lfm2_gguf_config(const GgufFile& f) {
                             {"layer_types", types},
                             {"tie_embedding", f.find("output.weight") == nullptr}};
   return parse_config(j, where);
+}
+
+namespace {
+
+ModelConfig lfm2_parse(const nlohmann::json& j, const std::string& where) {
+  ModelConfig c;
+  c.model_type = "lfm2";
+  parse_lfm2(j, where, c);
+  return c;
+}
+
+// config.json: layer kinds, the convolution, the MLP width as is.
+void lfm2_config_json(const ModelConfig& c, nlohmann::json& j) {
+  j["architectures"] = {"Lfm2ForCausalLM"};
+  j["norm_eps"] = c.norm_eps;
+  j["conv_L_cache"] = c.short_conv_kernel;
+  j["conv_bias"] = c.short_conv_bias;
+  j["block_auto_adjust_ff_dim"] = false;
+  j["block_ff_dim"] = c.n_inner;
+  j["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < c.n_layer; ++l)
+    j["layer_types"].push_back(c.layer(l).mixer == Mixer::ShortConv ? "conv" : "full_attention");
+}
+
+// GGUF: per layer its KV heads, 0 for a short-convolution layer; the convolution's taps.
+bool lfm2_gguf_write(const ModelConfig& c, const std::string& a, GgufWriter& g) {
+  std::vector<int32_t> kv;
+  for (int l = 0; l < c.n_layer; ++l) kv.push_back(c.layer(l).mixer == Mixer::ShortConv ? 0 : c.n_kv_head);
+  g.set_i32s(a + "attention.head_count_kv", kv);
+  g.set_u32(a + "shortconv.l_cache", static_cast<uint32_t>(c.short_conv_kernel));
+  return false;
+}
+
+}  // namespace
+
+FamilyTraits lfm2_traits() {
+  FamilyTraits t;
+  t.parse = lfm2_parse;
+  t.to_json = lfm2_config_json;
+  t.json_windows = false;
+  t.hf_tensors = lfm2_tensors;
+  t.gguf_name = lfm2_gguf_name;
+  t.gguf_read = lfm2_gguf_config;
+  t.gguf_write = lfm2_gguf_write;
+  return t;
 }
 
 }  // namespace attnviz
