@@ -42,9 +42,10 @@ constexpr int64_t kMaxTemplateSteps = 2'000'000;
 // Most work one render may do, beside its steps: a unit is a byte built, copied, compared
 // or scanned; a byte decoded as part of a code point (case mapping, repr, split on
 // whitespace) is 8 units, and an item visited (a list item copied, two values compared, a
-// dict entry made) 16. The slowest kinds of work (sorting, decoding) take about 2 ns a unit
-// here, plain copies far less, so that any template stops within about half a second;
-// real templates spend a few units per byte of their output.
+// dict entry made) 16. The slowest kinds of work (sorting strings, title-casing, going
+// through a string character by character) take up to about 3.5 ns a unit on this 2-core
+// machine, plain copies far less, so that any template stops within about a second; real
+// templates spend a few units per byte of their output.
 constexpr int64_t kMaxTemplateWork = int64_t{1} << 28;
 // Deepest nesting: of blocks and expressions when parsing, of macro calls when rendering,
 // and of lists and dicts a template builds.
