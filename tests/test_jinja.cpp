@@ -226,6 +226,9 @@ TEST(Jinja, ErrorsNameTheLineAndTheConstruct) {
       {"{% set ns = namespace() %}{% set ns.me = ns %}", {"namespace cannot be stored"}},
       {"{% for x in [1] %}{{ [loop] }}{% endfor %}", {"loop object cannot be stored"}},
       {"{{ 9223372036854775807 + 1 }}", {"integer overflow"}},
+      // eight hex digits past U+10FFFF (once a signed overflow while lexing)
+      {"{{ '\\UFFFFFFFF' }}", {"a bad \\U escape"}},
+      {"{{ '\\U00110000' }}", {"a bad \\U escape"}},
   };
   for (const E& c : cases) {
     const std::string m = error_of(c.tmpl);

@@ -1164,9 +1164,11 @@ class Lexer {
     const char q = s_[p];
     std::string v;
     size_t i = p + 1;
+    // n hex digits at `at` as a code point; false when they are not, or name one past
+    // U+10FFFF (8 digits reach 2^32: counted in 64 bits, so nothing overflows)
     auto hex = [&](size_t at, int n, int32_t* out) {
       if (at + n > s_.size()) return false;
-      int32_t x = 0;
+      int64_t x = 0;
       for (int k = 0; k < n; ++k) {
         const char h = s_[at + k];
         x *= 16;
@@ -1175,7 +1177,8 @@ class Lexer {
         else if (h >= 'A' && h <= 'F') x += h - 'A' + 10;
         else return false;
       }
-      *out = x;
+      if (x > 0x10ffff) return false;
+      *out = static_cast<int32_t>(x);
       return true;
     };
     while (true) {
