@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -88,6 +90,107 @@ JsonDepthProbe probe_json_depth(std::string_view text, int max_depth) {
 
 namespace {
 
+// Builds an ordered_json from nlohmann's SAX events in time linear in the text. Its own
+// parse inserts each key of an object with a scan of the keys before it (ordered_map), so
+// that an object of n keys costs O(n²): 200,000 keys took over a minute. Here an object
+// past a few keys gets a hash index of its keys. A key given twice keeps its first place
+// and takes the last value, as nlohmann's parse and Python's json.loads do.
+class OrderedJsonBuilder {
+ public:
+  using Json = nlohmann::ordered_json;
+  explicit OrderedJsonBuilder(Json& root) : root_(root) {}
+
+  bool null() { return put(nullptr); }
+  bool boolean(bool v) { return put(v); }
+  bool number_integer(Json::number_integer_t v) { return put(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return put(v); }
+  bool number_float(Json::number_float_t v, const Json::string_t&) { return put(v); }
+  bool string(Json::string_t& v) { return put(std::move(v)); }
+  bool binary(Json::binary_t& v) { return put(Json::binary(std::move(v))); }
+  bool start_object(std::size_t) {
+    open_.push_back({put_ref(Json::object()), {}});
+    return true;
+  }
+  bool key(Json::string_t& k) {
+    Open& o = open_.back();
+    auto& obj = o.v->get_ref<Json::object_t&>();
+    // (ordered_map's operator[] looks keys up; the i-th entry is reached through begin())
+    const auto entry = [&](size_t i) -> auto& { return *(obj.begin() + static_cast<std::ptrdiff_t>(i)); };
+    size_t at = obj.size();
+    if (!o.index.empty()) {
+      const auto it = o.index.find(k);
+      if (it != o.index.end()) at = it->second;
+    } else {
+      for (size_t i = 0; i < obj.size(); ++i)
+        if (entry(i).first == k) at = i;
+    }
+    if (at == obj.size()) {
+      obj.emplace_back(k, nullptr);
+      if (!o.index.empty())
+        o.index.emplace(k, at);
+      else if (obj.size() > kLinear)
+        for (size_t i = 0; i < obj.size(); ++i) o.index.emplace(entry(i).first, i);
+    }
+    slot_ = &entry(at).second;
+    return true;
+  }
+  bool end_object() {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open_.push_back({put_ref(Json::array()), {}});
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) { throw e; }
+
+ private:
+  static constexpr size_t kLinear = 8;  // objects up to this many keys are scanned
+  struct Open {
+    Json* v;
+    std::unordered_map<std::string, size_t> index;  // an object's keys, once past kLinear
+  };
+  // Stores v where the next value goes; returns where it went. The containers above it
+  // do not change while it is filled, so the pointer stays valid until it is closed.
+  Json* put_ref(Json&& v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json* top = open_.back().v;
+    if (top->is_array()) {
+      top->get_ref<Json::array_t&>().push_back(std::move(v));
+      return &top->back();
+    }
+    *slot_ = std::move(v);
+    return slot_;
+  }
+  template <class T>
+  bool put(T&& v) {
+    put_ref(Json(std::forward<T>(v)));
+    return true;
+  }
+  Json& root_;
+  std::vector<Open> open_;
+  Json* slot_ = nullptr;
+};
+
+template <class Json>
+Json parse_text(std::string_view text) {
+  return Json::parse(text.data(), text.data() + text.size());
+}
+template <>
+nlohmann::ordered_json parse_text<nlohmann::ordered_json>(std::string_view text) {
+  nlohmann::ordered_json root;
+  OrderedJsonBuilder b(root);
+  nlohmann::ordered_json::sax_parse(text.data(), text.data() + text.size(), &b);
+  return root;
+}
+
 // parse_json's checks and parse, for either kind of object (sorted or in the text's order).
 template <class Json>
 Json parse_checked(std::string_view text, const std::string& where, const std::string& hint) {
@@ -108,7 +211,7 @@ Json parse_checked(std::string_view text, const std::string& where, const std::s
                 "Re-download or rewrite it.");
   }
   try {
-    return Json::parse(text.data(), text.data() + text.size());
+    return parse_text<Json>(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": not valid JSON: " + excerpt(e.what(), 200) + hint);
   }

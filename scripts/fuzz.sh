@@ -11,7 +11,8 @@
 # 64 kB ones, and still nest past tokenizer.json's depth limit; the limits only a larger
 # file reaches (vocabulary, text size, shard count) are bad-input catalogue cases.
 # New inputs go to build-fuzz/corpus/TARGET (ATTNVIZ_FUZZ_BUILD names another folder;
-# seeded from tests/fuzz/corpus/TARGET); a crash leaves build-fuzz/artifacts/TARGET/crash-*
+# seeded from tests/fuzz/corpus/TARGET, and chat_template also from ../shared/chat-templates,
+# the real templates, when that folder is there); a crash leaves build-fuzz/artifacts/TARGET/crash-*
 # and makes this script exit non-zero: add the file to tests/fuzz/corpus/TARGET/ with the
 # fix, so every build replays it. Prints one summary line per target (executions, time).
 set -euo pipefail
@@ -23,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs="$2"; shift 2 ;;
     --fork) fork="$2"; shift 2 ;;
     --max-len) max_len="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -58,7 +59,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   log="$build/fuzz-$t.log"
   start=$(date +%s)
-  if "$build/tests/fuzz/attnviz_fuzz_$t" "$corpus" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -runs="$runs" \
+  seeds=("tests/fuzz/corpus/$t")
+  if [[ "$t" == chat_template && -d ../shared/chat-templates ]]; then seeds+=(../shared/chat-templates); fi
+  if "$build/tests/fuzz/attnviz_fuzz_$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -runs="$runs" \
        -fork="$fork" -rss_limit_mb=2048 -timeout=10 -max_len="$max_len" -print_final_stats=1 \
        -artifact_prefix="$artifacts/" >"$log" 2>&1; then
     result=ok

@@ -1,8 +1,9 @@
 // jinja_render TEMPLATE CONTEXT.json [DATE]: renders a Jinja template with core/chat/jinja
 // and prints the text, byte for byte, for tests/reference/chat_templates.py to compare with
 // Python's jinja2. CONTEXT.json is an object whose keys become the template's variables
-// (key order kept); DATE is what strftime_now sees. On an error: the message on stderr,
-// exit status 1 (2 for bad usage).
+// (key order kept, read by parse_json_ordered as attnviz-cli chat reads messages); DATE is
+// what strftime_now sees. On an error: the message on stderr, exit status 1 (2 for bad
+// usage).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "core/chat/jinja.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 
 namespace {
 std::string slurp(const char* path) {
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const auto ctx = nlohmann::ordered_json::parse(slurp(argv[2]));
+    const auto ctx = attnviz::parse_json_ordered(slurp(argv[2]), argv[2]);
     const std::string out = attnviz::JinjaTemplate::parse(slurp(argv[1])).render(ctx, argc > 3 ? argv[3] : "");
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;

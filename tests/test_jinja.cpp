@@ -16,6 +16,7 @@
 
 #include "core/chat/jinja.h"
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "tests/test_util.h"
 
 namespace attnviz {
@@ -225,6 +226,9 @@ TEST(Jinja, ErrorsNameTheLineAndTheConstruct) {
       {"{% set ns = namespace() %}{% set ns.me = ns %}", {"namespace cannot be stored"}},
       {"{% for x in [1] %}{{ [loop] }}{% endfor %}", {"loop object cannot be stored"}},
       {"{{ 9223372036854775807 + 1 }}", {"integer overflow"}},
+      // eight hex digits past U+10FFFF (once a signed overflow while lexing)
+      {"{{ '\\UFFFFFFFF' }}", {"a bad \\U escape"}},
+      {"{{ '\\U00110000' }}", {"a bad \\U escape"}},
   };
   for (const E& c : cases) {
     const std::string m = error_of(c.tmpl);
@@ -298,6 +302,160 @@ TEST(Jinja, OutputLimit) {
   const std::string m = error_of("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}");
   EXPECT_TRUE(has(m, "output limit")) << m;
   EXPECT_TRUE(has(error_of("{{ 'x' * 100000000000 }}"), "output limit"));
+}
+
+// The message of the Error that rendering `tmpl` throws (or "rendered"), with what the
+// render spent and a lowered work limit.
+std::string error_of_work(const std::string& tmpl, int64_t max_work, JinjaRenderStats* stats = nullptr) {
+  try {
+    JinjaTemplate::parse(tmpl).render(context(), "2026-01-15", kMaxTemplateSteps, stats, max_work);
+    return "rendered";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(Jinja, ReadingAValueCopiesNothing) {
+  // A 1 MB string read 4,000 and 100,000 times: each read shares the string (its length is
+  // counted once), so the work is the building of the string, whatever the loop's length.
+  // Copied on each read, as before, the 4,000 reads took 8 s and charged 4·10^9 bytes.
+  for (const char* n : {"4000", "100000"}) {
+    SCOPED_TRACE(n);
+    JinjaRenderStats st;
+    const std::string out = JinjaTemplate::parse(std::string("{% set s = 'a' * 1000000 %}{% set ns = namespace(n=0) %}"
+                                                             "{% for i in range(") +
+                                                 n +
+                                                 ") %}{% set t = s %}{% set ns.n = t|length %}{% endfor %}"
+                                                 "{{ ns.n }}")
+                                .render(context(), "2026-01-15", kMaxTemplateSteps, &st);
+    EXPECT_EQ(out, "1000000");
+    // 1 MB built, 1 MB counted once, and range()'s items made and visited (32 units each)
+    EXPECT_LT(st.work, 2'500'000 + 40 * std::stoll(n)) << "work " << st.work;
+    EXPECT_GT(st.steps, std::stoll(n));
+  }
+  // a list of a million items passed around, indexed and measured: no item copied
+  JinjaRenderStats st;
+  EXPECT_EQ(JinjaTemplate::parse("{% set l = range(1000000) | list %}{% for i in range(10000) %}{% set m = l %}"
+                                 "{% endfor %}{{ l[999999] }} {{ l | length }} {{ l | last }}")
+                .render(context(), "2026-01-15", kMaxTemplateSteps, &st),
+            "999999 1000000 999999");
+  // range() makes 10^6 items, list() visits and makes them again: 48·10^6 units, and the
+  // 10,000 reads add almost nothing
+  EXPECT_LT(st.work, 50'000'000) << "work " << st.work;
+}
+
+TEST(Jinja, WorkLimitStopsCostlyTemplatesAndNamesTheLine) {
+  // Each runs far inside the step limit and would run for minutes without the work limit
+  // (a 1 MB string copied 100,000 times is 100 GB): stopped, with the line, at the full
+  // limit (plain copies) or at a lowered one (to keep the test short under sanitizers).
+  const std::string m =
+      error_of("{% set s = 'a' * 1000000 %}\n{% for i in range(100000) %}{% set t = s ~ '' %}{% endfor %}");
+  EXPECT_TRUE(has(m, "work limit")) << m;
+  EXPECT_TRUE(has(m, "line 2")) << m;
+  const int64_t lowered = 20'000'000;
+  const char* const costly[] = {
+      // sort, `in` and equality over a long list, again and again
+      "\n{% set l = range(100000) | map('string') | list %}{% for i in range(100) %}{% set t = l | sort %}{% endfor %}",
+      "\n{% set l = range(100000) | list %}{% for i in range(10000) %}{% if -1 in l %}{% endif %}{% endfor %}",
+      "\n{% set l = range(100000) | list %}{% set k = range(100000) | list %}{% for i in range(1000) %}"
+      "{% if l == k %}{% endif %}{% endfor %}",
+      // case mapping, reprs and JSON of long non-ASCII text
+      "\n{% set s = '\u00e9' * 1000000 %}{% for i in range(1000) %}{% set t = s.upper() %}{% endfor %}",
+      "\n{% set s = '\u00e9' * 100000 %}{% for i in range(1000) %}{% set t = [s] | string %}{% endfor %}",
+      "\n{% set s = '\u00e9' * 100000 %}{% for i in range(1000) %}{% set t = [s, s] | tojson %}{% endfor %}",
+      // a substring search that a plain find makes quadratic (10^7 x 5,000 compares each)
+      "\n{% set s = 'a' * 1000000 %}{% set n = 'a' * 5000 ~ 'b' %}{% for i in range(1000) %}{% if n in s %}"
+      "{% endif %}{% endfor %}",
+      // unique over distinct items: quadratic, as jinja2's is not (it hashes)
+      "\n{{ range(100000) | unique | list | length }}",
+      // going through a long string character by character
+      "\n{% set s = '\u00e9' * 100000 %}{% for i in range(1000) %}{% set t = s | list %}{% endfor %}",
+  };
+  for (const char* t : costly) {
+    JinjaRenderStats st;
+    const std::string e = error_of_work(t, lowered, &st);
+    EXPECT_TRUE(has(e, "work limit")) << t << "\n  -> " << e;
+    EXPECT_TRUE(has(e, "line 2")) << t << "\n  -> " << e;
+    EXPECT_GT(st.work, lowered) << t;
+    EXPECT_LT(st.steps, kMaxTemplateSteps) << t;
+  }
+  // a long string in a list of a million: its repr stops at the output or the work limit
+  // before it is built (the list shares the one string)
+  const std::string r = error_of("{% set s = 'a' * 60000000 %}\n{{ [s] * 1000000 }}");
+  EXPECT_TRUE(has(r, "line 2")) << r;
+  EXPECT_TRUE(has(r, "output limit") || has(r, "work limit")) << r;
+  // splitting into more parts than a list may hold stops at the list limit, not after
+  EXPECT_TRUE(has(error_of("{{ ('a,' * 2000000).split(',') | length }}"), "list limit"));
+  // a real chat template's work: a few units per byte of its output
+  JinjaRenderStats st;
+  const std::string out =
+      JinjaTemplate::parse(
+          "{% for m in msgs %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}")
+          .render(context(), "2026-01-15", kMaxTemplateSteps, &st);
+  EXPECT_GT(st.work, 0);
+  EXPECT_LT(st.work, 100 * static_cast<int64_t>(out.size())) << st.work;
+}
+
+TEST(Jinja, ManyKeysBuildInLinearTime) {
+  // A message of 200,000 keys, read as attnviz-cli chat reads messages (parse_json_ordered)
+  // and rendered: each key is inserted once, without a scan of the keys before it (that
+  // scan made it 87 s). The work counts each entry once.
+  const int n = 200000;
+  std::string text = R"([{"role": "user", "content": "hi")";
+  for (int i = 0; i < n; ++i) text += ", \"k" + std::to_string(i) + "\": " + std::to_string(i);
+  text += R"(, "k7": "last"}])";  // a key given twice: its first place, its last value
+  const ojson messages = parse_json_ordered(text, "messages");
+  ASSERT_EQ(messages[0].size(), static_cast<size_t>(n + 2));
+  EXPECT_EQ(messages[0].begin().key(), "role");
+  EXPECT_EQ(messages[0]["k7"], "last");
+  JinjaRenderStats st;
+  const std::string out = JinjaTemplate::parse(
+                              "{{ messages[0].k199999 }} {{ messages[0] | length }} {{ messages[0].k7 }} "
+                              "{{ (messages[0].keys() | list)[2:4] }}")
+                              .render(ojson{{"messages", messages}}, "2026-01-15", kMaxTemplateSteps, &st);
+  EXPECT_EQ(out, "199999 200002 last ['k0', 'k1']");
+  EXPECT_LT(st.work, 30LL * 16 * n) << st.work;
+  // dicts and namespaces a template builds: a literal of 20,000 keys, 20,000 attributes
+  std::string lit = "{% set d = {";
+  for (int i = 0; i < 20000; ++i) lit += (i ? ", 'k" : "'k") + std::to_string(i) + "': " + std::to_string(i);
+  lit += ", 'k5': 'again'} %}{{ d | length }} {{ d.k19999 }} {{ d.k5 }} {{ (d | list)[5] }}";
+  EXPECT_EQ(render(lit), "20000 19999 again k5");
+  std::string ns = "{% set ns = namespace() %}";
+  for (int i = 0; i < 20000; ++i) ns += "{% set ns.a" + std::to_string(i) + " = " + std::to_string(i) + " %}";
+  EXPECT_EQ(render(ns + "{{ ns.a0 + ns.a19999 }}"), "19999");
+}
+
+TEST(Jinja, ToJsonReplacesInvalidUtf8AsPythonDecodesIt) {
+  // Text that is not UTF-8 (raw bytes in a template) has no Python str: each invalid run is
+  // U+FFFD, as bytes.decode("utf-8", "replace") reads it (the longest start of a valid
+  // sequence is one run), so that json.dumps' output is valid UTF-8. Expected strings from
+  // Python 3.11: json.dumps(b.decode("utf-8", "replace"), ensure_ascii=...).
+  struct U {
+    const char* bytes;
+    const char* want;        // ensure_ascii=False
+    const char* want_ascii;  // ensure_ascii=True
+  };
+  const U cases[] = {
+      {"\xe2\x82"
+       "A\xff",
+       "\"\xef\xbf\xbd"
+       "A\xef\xbf\xbd\"",
+       "\"\\ufffdA\\ufffd\""},
+      {"\xed\xa0\x80x", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx\"", "\"\\ufffd\\ufffd\\ufffdx\""},
+      {"\xf0\x9f\x98", "\"\xef\xbf\xbd\"", "\"\\ufffd\""},
+      {"\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"", "\"\\ufffd\\ufffd\""},
+      {"\xf4\x90\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},
+      {"\xe0\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"", "\"\\ufffd\\ufffd\\ufffd\""},
+      // valid text is unchanged
+      {"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", "\"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80\"",
+       "\"h\\u00e9 \\u2713 \\ud83d\\ude00\""},
+  };
+  for (const U& c : cases) {
+    EXPECT_EQ(render(std::string("{{ '") + c.bytes + "' | tojson }}"), c.want) << c.bytes;
+    EXPECT_EQ(render(std::string("{{ '") + c.bytes + "' | tojson(ensure_ascii=true) }}"), c.want_ascii) << c.bytes;
+  }
+  // in keys too
+  EXPECT_EQ(render("{{ {'\xff': 1} | tojson }}"), "{\"\xef\xbf\xbd\": 1}");
 }
 
 TEST(Jinja, RenderChatTemplatePassesTransformersVariables) {

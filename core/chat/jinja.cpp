@@ -7,11 +7,14 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -33,16 +36,69 @@ namespace jinja {
 
 struct Interp;
 struct Value;
-struct CallArgs {
-  std::vector<Value> pos;
-  std::vector<std::pair<std::string, Value>> kw;
-};
+struct CallArgs;
 using NativeFn = std::function<Value(Interp&, CallArgs&)>;
 struct MacroDef;
 struct Frame;
-struct LoopState;
+
+// What one render has spent beyond its steps: the work budget. Each operation whose cost
+// grows with its operands charges what it touches, so that no template, whatever its
+// steps, runs for long: a byte built, copied, compared or scanned is one unit, a byte
+// decoded as part of a code point kCpWork units, and a value visited (a list item, a dict
+// entry, a comparison of two values) kItemWork units. The weights are the measured costs
+// of these kinds of work relative to a plain byte's.
+struct Budget {
+  int64_t work = 0;
+  int64_t max_work = kMaxTemplateWork;
+  int line = 0;  // the line being rendered, for the messages
+
+  void charge(int64_t units) {
+    work += units;
+    if (work > max_work) over();
+  }
+  void bytes(size_t n) { charge(static_cast<int64_t>(n)); }
+  void items(size_t n) { charge(static_cast<int64_t>(n) * kItemWork); }
+  // A string of n bytes gone through code point by code point (decoded, classified, case
+  // mapped): kCpWork units a byte.
+  void cps(size_t n) { charge(static_cast<int64_t>(n) * kCpWork); }
+  // A text being built must stay under the output limit.
+  void check_size(size_t n) const {
+    if (static_cast<int64_t>(n) > kMaxTemplateOutputBytes)
+      fail(line, "the template made a text over " + format_bytes(static_cast<double>(kMaxTemplateOutputBytes)) +
+                     " (the output limit)");
+  }
+  [[noreturn]] void over() const {
+    fail(line, "the template did more than " + std::to_string(max_work) +
+                   " units of work (bytes built or scanned, values visited; the work limit)");
+  }
+  static constexpr int64_t kItemWork = 16;
+  static constexpr int64_t kCpWork = 8;
+};
 
 enum class VK { Undefined, None, Bool, Int, Float, Str, List, Dict, Ns, Func, Macro, Loop };
+
+int64_t count_cps(const std::string& s);
+
+// A string value's bytes, shared by every value that reads it (as a Python str is), with
+// its length in code points counted once, when first asked. The count is atomic because a
+// template's constants are shared by renders on several threads.
+struct StrData {
+  std::string s;
+  mutable std::atomic<int64_t> cps{-1};
+  explicit StrData(std::string x) : s(std::move(x)) {}
+  int64_t length(Budget& b) const {
+    int64_t n = cps.load(std::memory_order_relaxed);
+    if (n < 0) {
+      b.bytes(s.size());  // (ASCII counts far faster; the rest is charged as decoding)
+      n = count_cps(s);
+      cps.store(n, std::memory_order_relaxed);
+    }
+    return n;
+  }
+  // Every code point is one byte (ASCII, or invalid bytes read one at a time): byte
+  // offsets are code point offsets.
+  bool one_byte_each(Budget& b) const { return length(b) == static_cast<int64_t>(s.size()); }
+};
 
 struct ListData;
 struct DictData;
@@ -57,24 +113,26 @@ struct MacroData {
   // pointer would make a cycle that is never freed.
   std::weak_ptr<Frame> closure;
 };
+struct LoopState;
 
+// A value: scalars inline, everything else behind one shared pointer to data that never
+// changes once made (a namespace's attributes excepted), so that reading, passing and
+// storing a value copies no text and no items, whatever their size.
 struct Value {
   VK k = VK::Undefined;
   bool b = false;
-  int64_t i = 0;
-  double f = 0;
-  std::string s;  // Str; for Undefined, the message an operation on it throws
-  std::shared_ptr<const ListData> l;
-  std::shared_ptr<const DictData> d;
-  std::shared_ptr<NsData> ns;
-  std::shared_ptr<const FuncData> fn;
-  std::shared_ptr<const MacroData> macro;
-  std::shared_ptr<const LoopState> loop;
   bool is_safe = false;  // Markup: kept only so `safe` round-trips; autoescape is off
+  union {
+    int64_t i = 0;
+    double f;
+  };
+  // Str: StrData; Undefined: StrData (the message an operation on it throws) or null;
+  // List: ListData; Dict: DictData; Ns: NsData; Func: FuncData; Macro: MacroData; Loop: LoopState
+  std::shared_ptr<const void> p;
 
   static Value undefined(std::string why) {
     Value v;
-    v.s = std::move(why);
+    v.p = std::make_shared<const StrData>(std::move(why));
     return v;
   }
   static Value none() {
@@ -103,13 +161,87 @@ struct Value {
   static Value str(std::string x) {
     Value v;
     v.k = VK::Str;
-    v.s = std::move(x);
+    v.p = std::make_shared<const StrData>(std::move(x));
     return v;
   }
   bool undef() const { return k == VK::Undefined; }
   bool is_num() const { return k == VK::Int || k == VK::Float || k == VK::Bool; }
   double as_double() const { return k == VK::Float ? f : k == VK::Bool ? (b ? 1 : 0) : static_cast<double>(i); }
   int64_t as_int() const { return k == VK::Bool ? (b ? 1 : 0) : i; }
+
+  // The data behind p, for the kind the caller has checked.
+  const StrData& sd() const { return *static_cast<const StrData*>(p.get()); }
+  const std::string& s() const {
+    static const std::string empty;
+    return p && (k == VK::Str || k == VK::Undefined) ? sd().s : empty;
+  }
+  const ListData* l() const { return static_cast<const ListData*>(p.get()); }
+  const DictData* d() const { return static_cast<const DictData*>(p.get()); }
+  // made non-const by namespace(), the one value that changes
+  NsData* ns() const { return const_cast<NsData*>(static_cast<const NsData*>(p.get())); }
+  const FuncData* fn() const { return static_cast<const FuncData*>(p.get()); }
+  const MacroData* macro() const { return static_cast<const MacroData*>(p.get()); }
+  const LoopState* loop() const { return static_cast<const LoopState*>(p.get()); }
+};
+
+struct CallArgs {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+};
+
+// String-keyed entries in insertion order (as Python's dict keeps them). A lookup scans the
+// few entries of a small table and uses a hash index on a larger one, so that building a
+// table of n keys costs O(n) and not O(n²). The index's keys point into the key values'
+// shared text, which stays where it is when the entries' vector grows.
+class Table {
+ public:
+  using Entry = std::pair<Value, Value>;  // key (a Str value), value
+  const std::vector<Entry>& entries() const { return v_; }
+  size_t size() const { return v_.size(); }
+  bool empty() const { return v_.empty(); }
+  const Value* find(std::string_view key) const {
+    const size_t i = index_of(key);
+    return i == kNone ? nullptr : &v_[i].second;
+  }
+  Value* find(std::string_view key) {
+    const size_t i = index_of(key);
+    return i == kNone ? nullptr : &v_[i].second;
+  }
+  // A new key goes last; a key already there keeps its place and takes the new value.
+  void set(Value key, Value value) {
+    const size_t i = index_of(key.s());
+    if (i != kNone) {
+      v_[i].second = std::move(value);
+      return;
+    }
+    v_.emplace_back(std::move(key), std::move(value));
+    if (!index_.empty())
+      index_.emplace(v_.back().first.s(), v_.size() - 1);
+    else if (v_.size() > kLinear)
+      for (size_t j = 0; j < v_.size(); ++j) index_.emplace(v_[j].first.s(), j);
+  }
+  void set(const std::string& key, Value value) {
+    if (Value* slot = find(key))
+      *slot = std::move(value);
+    else
+      set(Value::str(key), std::move(value));
+  }
+  void reserve(size_t n) { v_.reserve(n); }
+
+ private:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  static constexpr size_t kLinear = 8;  // tables up to this size have no index
+  size_t index_of(std::string_view key) const {
+    if (index_.empty()) {
+      for (size_t j = 0; j < v_.size(); ++j)
+        if (v_[j].first.s() == key) return j;
+      return kNone;
+    }
+    const auto it = index_.find(key);
+    return it == index_.end() ? kNone : it->second;
+  }
+  std::vector<Entry> v_;
+  std::unordered_map<std::string_view, size_t> index_;
 };
 
 struct ListData {
@@ -118,21 +250,12 @@ struct ListData {
   bool tuple = false;
 };
 struct DictData {
-  std::vector<std::pair<std::string, Value>> v;  // insertion order, as Python's dict
+  Table t;
   int depth = 1;
-  const Value* find(const std::string& key) const {
-    for (const auto& kv : v)
-      if (kv.first == key) return &kv.second;
-    return nullptr;
-  }
+  const Value* find(std::string_view key) const { return t.find(key); }
 };
 struct NsData {
-  std::vector<std::pair<std::string, Value>> v;
-  Value* find(const std::string& key) {
-    for (auto& kv : v)
-      if (kv.first == key) return &kv.second;
-    return nullptr;
-  }
+  Table t;
 };
 struct LoopState {
   int64_t index0 = 0, length = 0;
@@ -151,65 +274,60 @@ void check_storable(const Value& v, int line) {
 }
 
 int value_depth(const Value& v) {
-  if (v.k == VK::List) return v.l->depth;
-  if (v.k == VK::Dict) return v.d->depth;
+  if (v.k == VK::List) return v.l()->depth;
+  if (v.k == VK::Dict) return v.d()->depth;
   return 0;
 }
 
 // Lists and dicts carry their depth, so that no template can build one deep enough to make
-// the recursive walks below (repr, json, comparison, destruction) overflow the stack.
-Value make_list(std::vector<Value> items, int line, bool tuple = false) {
+// the recursive walks below (repr, json, comparison, destruction) overflow the stack. Each
+// item is charged to the budget.
+Value make_list(Budget& b, std::vector<Value> items, bool tuple = false) {
   if (static_cast<int64_t>(items.size()) > kMaxTemplateListItems)
-    fail(line, "a list of more than " + std::to_string(kMaxTemplateListItems) + " items (the list limit)");
+    fail(b.line, "a list of more than " + std::to_string(kMaxTemplateListItems) + " items (the list limit)");
+  b.items(items.size());
   auto l = std::make_shared<ListData>();
   int depth = 0;
   for (const auto& x : items) {
-    check_storable(x, line);
+    check_storable(x, b.line);
     depth = std::max(depth, value_depth(x));
   }
   if (depth + 1 > kMaxTemplateDepth)
-    fail(line, "a list nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
+    fail(b.line, "a list nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
   l->depth = depth + 1;
   l->v = std::move(items);
   l->tuple = tuple;
   Value r;
   r.k = VK::List;
-  r.l = std::move(l);
+  r.p = std::move(l);
   return r;
 }
-Value make_dict(std::vector<std::pair<std::string, Value>> items, int line) {
+// `items`' keys are Str values; a key given twice keeps its first place and its last
+// value, as in Python.
+Value make_dict(Budget& b, std::vector<Table::Entry> items) {
+  b.items(items.size());
   auto d = std::make_shared<DictData>();
   int depth = 0;
   for (const auto& kv : items) {
-    check_storable(kv.second, line);
+    check_storable(kv.second, b.line);
     depth = std::max(depth, value_depth(kv.second));
   }
   if (depth + 1 > kMaxTemplateDepth)
-    fail(line, "a dict nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
+    fail(b.line, "a dict nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels (the nesting limit)");
   d->depth = depth + 1;
-  // a key given twice keeps its first place and its last value, as in Python
-  for (auto& kv : items) {
-    bool found = false;
-    for (auto& e : d->v)
-      if (e.first == kv.first) {
-        e.second = std::move(kv.second);
-        found = true;
-        break;
-      }
-    if (!found) d->v.push_back(std::move(kv));
-  }
+  d->t.reserve(items.size());
+  for (auto& kv : items) d->t.set(std::move(kv.first), std::move(kv.second));
   Value r;
   r.k = VK::Dict;
-  r.d = std::move(d);
+  r.p = std::move(d);
   return r;
 }
 Value make_func(std::string name, NativeFn fn) {
   Value r;
   r.k = VK::Func;
-  r.fn = std::make_shared<FuncData>(FuncData{std::move(name), std::move(fn)});
+  r.p = std::make_shared<const FuncData>(FuncData{std::move(name), std::move(fn)});
   return r;
 }
-
 // ---------------------------------------------------------------------------------------
 // UTF-8 and Python's str semantics (strings are sequences of code points)
 
@@ -243,7 +361,64 @@ std::vector<size_t> cp_offsets(const std::string& s) {
   o.push_back(s.size());
   return o;
 }
-int64_t cp_length(const std::string& s) { return static_cast<int64_t>(cp_offsets(s).size()) - 1; }
+// Code points in s, without building anything: ASCII bytes count one each, the rest are
+// decoded.
+int64_t count_cps(const std::string& s) {
+  int64_t n = 0;
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+    } else {
+      size_t len;
+      decode_at(s, i, &len);
+      i += len;
+    }
+    ++n;
+  }
+  return n;
+}
+int64_t cp_length(const std::string& s) { return count_cps(s); }
+
+// The first `pat` in `hay` at or after `from` (npos if none), charging the bytes looked
+// at. Knuth-Morris-Pratt (skipping to the next first byte with memchr while nothing
+// matches), so that no text and pattern can make a search quadratic, as a plain find can.
+size_t find_text(Budget& b, std::string_view hay, std::string_view pat, size_t from = 0) {
+  constexpr size_t npos = std::string::npos;
+  if (from > hay.size()) return npos;
+  const size_t m = pat.size();
+  if (m == 0) return from;
+  b.bytes(m);
+  std::vector<size_t> border(m, 0);  // border[i]: the longest proper border of pat[0..i]
+  for (size_t i = 1, k = 0; i < m; ++i) {
+    while (k && pat[i] != pat[k]) k = border[k - 1];
+    if (pat[i] == pat[k]) ++k;
+    border[i] = k;
+  }
+  size_t k = 0;
+  for (size_t i = from; i < hay.size(); ++i) {
+    if (k == 0) {
+      const void* at = std::memchr(hay.data() + i, pat[0], hay.size() - i);
+      if (!at) break;
+      i = static_cast<size_t>(static_cast<const char*>(at) - hay.data());
+    }
+    while (k && hay[i] != pat[k]) k = border[k - 1];
+    if (hay[i] == pat[k]) ++k;
+    if (k == m) {
+      b.bytes(i + 1 - from);
+      return i + 1 - m;
+    }
+  }
+  b.bytes(hay.size() - from);
+  return npos;
+}
+// The last `pat` in `hay` (npos if none): find_text on both reversed.
+size_t rfind_text(Budget& b, std::string_view hay, std::string_view pat) {
+  if (pat.size() > hay.size()) return std::string::npos;
+  b.bytes(hay.size() + pat.size());
+  const std::string rh(hay.rbegin(), hay.rend()), rp(pat.rbegin(), pat.rend());
+  const size_t at = find_text(b, rh, rp);
+  return at == std::string::npos ? at : hay.size() - at - pat.size();
+}
 
 // Python's str.isspace.
 bool py_space(int32_t c) {
@@ -315,8 +490,10 @@ std::string py_title(const std::string& s) {
   }
   return r;
 }
-std::string py_replace(const std::string& s, const std::string& a, const std::string& b, int64_t count) {
+std::string py_replace(const std::string& s, const std::string& a, const std::string& b, int64_t count, Budget& bud) {
   std::string r;
+  if (a.empty()) bud.cps(s.size());
+  bud.bytes(s.size());
   if (a.empty()) {  // Python inserts `b` between code points and at both ends
     const auto o = cp_offsets(s);
     int64_t n = 0;
@@ -326,15 +503,19 @@ std::string py_replace(const std::string& s, const std::string& a, const std::st
         ++n;
       }
       if (i + 1 < o.size()) r.append(s, o[i], o[i + 1] - o[i]);
+      bud.bytes(b.size());
+      bud.check_size(r.size());
     }
     return r;
   }
   size_t pos = 0;
   int64_t n = 0;
   while (count < 0 || n < count) {
-    const size_t at = s.find(a, pos);
+    const size_t at = find_text(bud, s, a, pos);
     if (at == std::string::npos) break;
     r.append(s, pos, at - pos);
+    bud.bytes(b.size());
+    bud.check_size(r.size() + b.size());
     r += b;
     pos = at + a.size();
     ++n;
@@ -342,19 +523,29 @@ std::string py_replace(const std::string& s, const std::string& a, const std::st
   r.append(s, pos, std::string::npos);
   return r;
 }
+// Adds one part to a split's result, which is to become a list: charged, and stopped at the
+// list limit before the parts fill the memory.
+void add_part(std::vector<std::string>& r, std::string part, Budget& b) {
+  if (static_cast<int64_t>(r.size()) >= kMaxTemplateListItems)
+    fail(b.line, "a list of more than " + std::to_string(kMaxTemplateListItems) + " items (the list limit)");
+  b.items(1);
+  r.push_back(std::move(part));
+}
 // str.split(sep, maxsplit): sep null = runs of whitespace.
-std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit, int line) {
+std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit, Budget& b) {
   std::vector<std::string> r;
+  if (!sep) b.cps(s.size());
+  b.bytes(s.size());
   if (sep) {
-    if (sep->empty()) fail(line, "split: empty separator");
+    if (sep->empty()) fail(b.line, "split: empty separator");
     size_t pos = 0;
     while (maxsplit < 0 || static_cast<int64_t>(r.size()) < maxsplit) {
-      const size_t at = s.find(*sep, pos);
+      const size_t at = find_text(b, s, *sep, pos);
       if (at == std::string::npos) break;
-      r.push_back(s.substr(pos, at - pos));
+      add_part(r, s.substr(pos, at - pos), b);
       pos = at + sep->size();
     }
-    r.push_back(s.substr(pos));
+    add_part(r, s.substr(pos), b);
     return r;
   }
   const auto c = to_cps(s);
@@ -365,18 +556,19 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
     if (maxsplit >= 0 && static_cast<int64_t>(r.size()) == maxsplit) {
       size_t e = c.size();
       while (e > i && py_space(c[e - 1])) --e;
-      r.push_back(from_cps(c, i, e));
+      add_part(r, from_cps(c, i, e), b);
       break;
     }
     size_t j = i;
     while (j < c.size() && !py_space(c[j])) ++j;
-    r.push_back(from_cps(c, i, j));
+    add_part(r, from_cps(c, i, j), b);
     i = j;
   }
   return r;
 }
 // str.splitlines(): Python's line boundaries.
-std::vector<std::string> py_splitlines(const std::string& s) {
+std::vector<std::string> py_splitlines(const std::string& s, Budget& b) {
+  b.cps(s.size());
   const auto c = to_cps(s);
   std::vector<std::string> r;
   size_t a = 0;
@@ -384,12 +576,12 @@ std::vector<std::string> py_splitlines(const std::string& s) {
     const int32_t x = c[i];
     if (x == '\n' || x == '\r' || x == 0x0b || x == 0x0c || x == 0x1c || x == 0x1d || x == 0x1e || x == 0x85 ||
         x == 0x2028 || x == 0x2029) {
-      r.push_back(from_cps(c, a, i));
+      add_part(r, from_cps(c, a, i), b);
       if (x == '\r' && i + 1 < c.size() && c[i + 1] == '\n') ++i;
       a = i + 1;
     }
   }
-  if (a < c.size()) r.push_back(from_cps(c, a, c.size()));
+  if (a < c.size()) add_part(r, from_cps(c, a, c.size()), b);
   return r;
 }
 
@@ -447,7 +639,17 @@ bool py_printable(int32_t c) {
 std::string py_repr_str(const std::string& s) {
   const char q = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
   std::string r(1, q);
-  for (int32_t c : to_cps(s)) {
+  r.reserve(s.size() + 2);
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char u = static_cast<unsigned char>(s[i]);
+    if (u >= 0x20 && u < 0x7f && u != '\\' && u != static_cast<unsigned char>(q)) {  // printable ASCII
+      r += static_cast<char>(u);
+      ++i;
+      continue;
+    }
+    size_t n;
+    const int32_t c = decode_at(s, i, &n);
+    i += n;
     char buf[16];
     if (c == q || c == '\\') {
       r += '\\';
@@ -466,47 +668,79 @@ std::string py_repr_str(const std::string& s) {
   return r + q;
 }
 
-std::string to_str(const Value& v);
-std::string py_repr(const Value& v) {
+// str() and repr() of v appended to `out`; every byte is charged to the budget and the
+// text is checked against the output limit as it grows (a list holding one long string a
+// million times must stop early, not after it has filled the memory).
+void append_str(std::string& out, const Value& v, Budget& b);
+void append_repr(std::string& out, const Value& v, Budget& b) {
   switch (v.k) {
-    case VK::Str: return py_repr_str(v.s);
+    case VK::Str:
+      b.check_size(out.size() + v.s().size());  // a repr is never shorter than its string
+      b.cps(v.s().size());
+      out += py_repr_str(v.s());
+      break;
     case VK::List: {
-      std::string r = v.l->tuple ? "(" : "[";
-      for (size_t i = 0; i < v.l->v.size(); ++i) r += (i ? ", " : "") + py_repr(v.l->v[i]);
-      if (v.l->tuple && v.l->v.size() == 1) r += ",";
-      return r + (v.l->tuple ? ")" : "]");
+      const ListData& l = *v.l();
+      out += l.tuple ? "(" : "[";
+      for (size_t i = 0; i < l.v.size(); ++i) {
+        if (i) out += ", ";
+        b.items(1);
+        append_repr(out, l.v[i], b);
+      }
+      if (l.tuple && l.v.size() == 1) out += ",";
+      out += l.tuple ? ")" : "]";
+      break;
     }
-    case VK::Dict: {
-      std::string r = "{";
-      for (size_t i = 0; i < v.d->v.size(); ++i)
-        r += (i ? ", " : "") + py_repr_str(v.d->v[i].first) + ": " + py_repr(v.d->v[i].second);
-      return r + "}";
+    case VK::Dict:
+    case VK::Ns: {
+      const Table& t = v.k == VK::Dict ? v.d()->t : v.ns()->t;
+      out += v.k == VK::Dict ? "{" : "<Namespace {";
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (i) out += ", ";
+        b.items(1);
+        out += py_repr_str(t.entries()[i].first.s());
+        out += ": ";
+        append_repr(out, t.entries()[i].second, b);
+      }
+      out += v.k == VK::Dict ? "}" : "}>";
+      break;
     }
-    case VK::Undefined: return "Undefined";
-    default: return to_str(v);
+    case VK::Undefined: out += "Undefined"; break;
+    default: append_str(out, v, b); return;
+  }
+  b.check_size(out.size());
+}
+void append_str(std::string& out, const Value& v, Budget& b) {
+  switch (v.k) {
+    case VK::Undefined: return;
+    case VK::None: out += "None"; return;
+    case VK::Bool: out += v.b ? "True" : "False"; return;
+    case VK::Int: out += std::to_string(v.i); return;
+    case VK::Float: out += py_float(v.f); return;
+    case VK::Str:
+      b.bytes(v.s().size());
+      b.check_size(out.size() + v.s().size());
+      out += v.s();
+      return;
+    case VK::List:
+    case VK::Dict:
+    case VK::Ns: append_repr(out, v, b); return;
+    case VK::Func: out += "<built-in function " + v.fn()->name + ">"; return;
+    case VK::Macro: out += "<Macro>"; return;
+    case VK::Loop:
+      out += "<LoopContext " + std::to_string(v.loop()->index0 + 1) + "/" + std::to_string(v.loop()->length) + ">";
+      return;
   }
 }
-std::string to_str(const Value& v) {
-  switch (v.k) {
-    case VK::Undefined: return "";
-    case VK::None: return "None";
-    case VK::Bool: return v.b ? "True" : "False";
-    case VK::Int: return std::to_string(v.i);
-    case VK::Float: return py_float(v.f);
-    case VK::Str: return v.s;
-    case VK::List:
-    case VK::Dict: return py_repr(v);
-    case VK::Ns: {
-      std::string r = "<Namespace {";
-      for (size_t i = 0; i < v.ns->v.size(); ++i)
-        r += (i ? ", " : "") + py_repr_str(v.ns->v[i].first) + ": " + py_repr(v.ns->v[i].second);
-      return r + "}>";
-    }
-    case VK::Func: return "<built-in function " + v.fn->name + ">";
-    case VK::Macro: return "<Macro>";
-    case VK::Loop: return "<LoopContext " + std::to_string(v.loop->index0 + 1) + "/" + std::to_string(v.loop->length) + ">";
-  }
-  return "";
+std::string to_str(const Value& v, Budget& b) {
+  std::string r;
+  append_str(r, v, b);
+  return r;
+}
+std::string py_repr(const Value& v, Budget& b) {
+  std::string r;
+  append_repr(r, v, b);
+  return r;
 }
 const char* type_name(const Value& v) {
   switch (v.k) {
@@ -516,7 +750,7 @@ const char* type_name(const Value& v) {
     case VK::Int: return "int";
     case VK::Float: return "float";
     case VK::Str: return "str";
-    case VK::List: return v.l->tuple ? "tuple" : "list";
+    case VK::List: return v.l()->tuple ? "tuple" : "list";
     case VK::Dict: return "dict";
     case VK::Ns: return "Namespace";
     case VK::Func: return "builtin_function_or_method";
@@ -533,9 +767,9 @@ bool truthy(const Value& v) {
     case VK::Bool: return v.b;
     case VK::Int: return v.i != 0;
     case VK::Float: return v.f != 0;
-    case VK::Str: return !v.s.empty();
-    case VK::List: return !v.l->v.empty();
-    case VK::Dict: return !v.d->v.empty();
+    case VK::Str: return !v.s().empty();
+    case VK::List: return !v.l()->v.empty();
+    case VK::Dict: return !v.d()->t.entries().empty();
     default: return true;
   }
 }
@@ -548,11 +782,54 @@ struct JsonStyle {
   std::string item_sep = ", ", key_sep = ": ";
   bool sort_keys = false;
 };
+// At s[i], where no valid UTF-8 sequence starts: how many bytes Python's decoder (errors=
+// "replace") turns into one U+FFFD there. That is the longest start of a valid sequence
+// (a lead byte and the continuation bytes it allows), or the one byte.
+size_t invalid_utf8_run(const std::string& s, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = at(i);
+  int need;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the first continuation byte
+  if (b0 >= 0xc2 && b0 <= 0xdf)
+    need = 1;
+  else if (b0 >= 0xe0 && b0 <= 0xef) {
+    need = 2;
+    if (b0 == 0xe0) lo = 0xa0;
+    if (b0 == 0xed) hi = 0x9f;
+  } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+    need = 3;
+    if (b0 == 0xf0) lo = 0x90;
+    if (b0 == 0xf4) hi = 0x8f;
+  } else {
+    return 1;
+  }
+  size_t n = 1;
+  for (int k = 0; k < need && i + n < s.size(); ++k) {
+    const unsigned char c = at(i + n);
+    if (c < (k == 0 ? lo : 0x80) || c > (k == 0 ? hi : 0xbf)) break;
+    ++n;
+  }
+  return n;
+}
+
+// A JSON string as json.dumps writes it. Text that is not valid UTF-8 has no Python str;
+// each invalid run becomes U+FFFD, as bytes.decode("utf-8", "replace") reads it, so that
+// the output is always valid UTF-8 (JSON requires it).
 void json_str(std::string& out, const std::string& s, bool ascii) {
   out += '"';
   for (size_t i = 0; i < s.size();) {
     size_t n;
-    const int32_t c = decode_at(s, i, &n);
+    int32_t c = decode_at(s, i, &n);
+    if (static_cast<unsigned char>(s[i]) >= 0x80 && n == 1 && c == static_cast<unsigned char>(s[i])) {
+      // an invalid byte (decode_at hands those back one at a time)
+      n = invalid_utf8_run(s, i);
+      if (ascii)
+        out += "\\ufffd";
+      else
+        out += "\xef\xbf\xbd";
+      i += n;
+      continue;
+    }
     char buf[16];
     switch (c) {
       case '"': out += "\\\""; break;
@@ -582,9 +859,13 @@ void json_str(std::string& out, const std::string& s, bool ascii) {
   }
   out += '"';
 }
-void json_dump(std::string& out, const Value& v, const JsonStyle& st, int level, int line) {
+// Every string and item is charged to the budget, and the text checked against the output
+// limit as it grows.
+void json_dump(std::string& out, const Value& v, const JsonStyle& st, int level, Budget& b) {
   auto newline = [&](int lv) {
     if (!st.indent_set) return;
+    b.bytes(st.indent.size() * static_cast<size_t>(lv));
+    b.check_size(out.size() + 1 + st.indent.size() * static_cast<size_t>(lv));
     out += '\n';
     for (int i = 0; i < lv; ++i) out += st.indent;
   };
@@ -597,48 +878,63 @@ void json_dump(std::string& out, const Value& v, const JsonStyle& st, int level,
       else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
       else out += py_float(v.f);
       return;
-    case VK::Str: json_str(out, v.s, st.ensure_ascii); return;
+    case VK::Str:
+      b.check_size(out.size() + v.s().size());  // nor is a JSON string
+      b.cps(v.s().size());
+      json_str(out, v.s(), st.ensure_ascii);
+      b.check_size(out.size());
+      return;
     case VK::List:
-      if (v.l->v.empty()) {
+      if (v.l()->v.empty()) {
         out += "[]";
         return;
       }
       out += '[';
-      for (size_t i = 0; i < v.l->v.size(); ++i) {
+      for (size_t i = 0; i < v.l()->v.size(); ++i) {
         if (i) out += st.item_sep;
+        b.items(1);
+        b.bytes(st.item_sep.size());
         newline(level + 1);
-        json_dump(out, v.l->v[i], st, level + 1, line);
+        json_dump(out, v.l()->v[i], st, level + 1, b);
+        b.check_size(out.size());
       }
       newline(level);
       out += ']';
       return;
     case VK::Dict: {
-      if (v.d->v.empty()) {
+      const Table& t = v.d()->t;
+      if (t.empty()) {
         out += "{}";
         return;
       }
-      std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.d->v) items.push_back(&kv);
+      std::vector<const Table::Entry*> items;
+      for (const auto& kv : t.entries()) items.push_back(&kv);
+      b.items(items.size());
       if (st.sort_keys)
-        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        std::stable_sort(items.begin(), items.end(), [&](auto* x, auto* y) {
+          b.items(1);
+          return x->first.s() < y->first.s();
+        });
       out += '{';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += st.item_sep;
+        b.bytes(st.item_sep.size() + st.key_sep.size() + items[i]->first.s().size());
         newline(level + 1);
-        json_str(out, items[i]->first, st.ensure_ascii);
+        json_str(out, items[i]->first.s(), st.ensure_ascii);
         out += st.key_sep;
-        json_dump(out, items[i]->second, st, level + 1, line);
+        json_dump(out, items[i]->second, st, level + 1, b);
+        b.check_size(out.size());
       }
       newline(level);
       out += '}';
       return;
     }
-    default: fail(line, std::string("tojson: Object of type ") + type_name(v) + " is not JSON serializable");
+    default: fail(b.line, std::string("tojson: Object of type ") + type_name(v) + " is not JSON serializable");
   }
 }
 
 // nlohmann's ordered_json to a value (keys in the order given).
-Value from_json(const nlohmann::ordered_json& j, int depth) {
+Value from_json(const nlohmann::ordered_json& j, int depth, Budget& b) {
   if (depth > kMaxTemplateDepth)
     throw Error("chat template input: nested deeper than " + std::to_string(kMaxTemplateDepth) + " levels");
   switch (j.type()) {
@@ -654,13 +950,15 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
     case nlohmann::ordered_json::value_t::string: return Value::str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
-      for (const auto& x : j) items.push_back(from_json(x, depth + 1));
-      return make_list(std::move(items), 0);
+      for (const auto& x : j) items.push_back(from_json(x, depth + 1, b));
+      return make_list(b, std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
-      std::vector<std::pair<std::string, Value>> items;
-      for (auto it = j.begin(); it != j.end(); ++it) items.emplace_back(it.key(), from_json(it.value(), depth + 1));
-      return make_dict(std::move(items), 0);
+      std::vector<Table::Entry> items;
+      items.reserve(j.size());
+      for (auto it = j.begin(); it != j.end(); ++it)
+        items.emplace_back(Value::str(it.key()), from_json(it.value(), depth + 1, b));
+      return make_dict(b, std::move(items));
     }
     default: throw Error("chat template input: a binary JSON value is not supported");
   }
@@ -866,9 +1164,11 @@ class Lexer {
     const char q = s_[p];
     std::string v;
     size_t i = p + 1;
+    // n hex digits at `at` as a code point; false when they are not, or name one past
+    // U+10FFFF (8 digits reach 2^32: counted in 64 bits, so nothing overflows)
     auto hex = [&](size_t at, int n, int32_t* out) {
       if (at + n > s_.size()) return false;
-      int32_t x = 0;
+      int64_t x = 0;
       for (int k = 0; k < n; ++k) {
         const char h = s_[at + k];
         x *= 16;
@@ -877,7 +1177,8 @@ class Lexer {
         else if (h >= 'A' && h <= 'F') x += h - 'A' + 10;
         else return false;
       }
-      *out = x;
+      if (x > 0x10ffff) return false;
+      *out = static_cast<int32_t>(x);
       return true;
     };
     while (true) {
@@ -1620,22 +1921,14 @@ class Parser {
 // Renderer
 
 struct Frame {
-  std::vector<std::pair<std::string, Value>> vars;
+  Table vars;
   std::shared_ptr<Frame> parent;
   const Value* find(const std::string& n) const {
     for (const Frame* f = this; f; f = f->parent.get())
-      for (const auto& kv : f->vars)
-        if (kv.first == n) return &kv.second;
+      if (const Value* v = f->vars.find(n)) return v;
     return nullptr;
   }
-  void set(const std::string& n, Value v) {
-    for (auto& kv : vars)
-      if (kv.first == n) {
-        kv.second = std::move(v);
-        return;
-      }
-    vars.emplace_back(n, std::move(v));
-  }
+  void set(const std::string& n, Value v) { vars.set(n, std::move(v)); }
 };
 
 enum class Flow { Normal, Break, Continue };
@@ -1644,11 +1937,10 @@ struct DateTime {
   int year = 1970, month = 1, day = 1, hour = 0, minute = 0, second = 0;
 };
 
-struct Interp {
+struct Interp : Budget {
   int64_t steps = 0;
   int64_t max_steps = kMaxTemplateSteps;
   int depth = 0;  // macro calls
-  int line = 0;
   DateTime now;
   const Value* block_value = nullptr;
 
@@ -1658,14 +1950,9 @@ struct Interp {
       fail(at, "the template ran for more than " + std::to_string(max_steps) +
                    " steps (the step limit); does it loop forever?");
   }
-  void check_size(size_t n) const {
-    if (static_cast<int64_t>(n) > kMaxTemplateOutputBytes)
-      fail(line, "the template made a text over " + format_bytes(static_cast<double>(kMaxTemplateOutputBytes)) +
-                     " (the output limit)");
-  }
   [[noreturn]] void err(const std::string& msg) const { fail(line, msg); }
   [[noreturn]] void undefined_error(const Value& v) const {
-    err(v.s.empty() ? std::string("an undefined value was used") : v.s);
+    err(v.s().empty() ? std::string("an undefined value was used") : v.s());
   }
 
   // ---- statements
@@ -1692,12 +1979,13 @@ struct Interp {
     step(s.line);
     switch (s.k) {
       case SK::Text:
+        bytes(s.text.size());
         out += s.text;
         check_size(out.size());
         return Flow::Normal;
       case SK::Output: {
         const Value v = eval(*s.e, fr);
-        out += to_str(v);
+        append_str(out, v, *this);
         check_size(out.size());
         return Flow::Normal;
       }
@@ -1716,16 +2004,16 @@ struct Interp {
         if (!target || target->k != VK::Ns)
           err("cannot assign attribute '" + s.text + "' on " + (target ? type_name(*target) : "an undefined value") +
               " '" + s.targets[0] + "' (only a namespace() can be changed)");
-        const std::shared_ptr<NsData> ns = target->ns;
+        const Value ns = *target;  // held: the statement may rebind the name
         Value v = eval(*s.e, fr);
         check_storable(v, s.line);
-        if (Value* slot = ns->find(s.text)) *slot = std::move(v);
-        else ns->v.emplace_back(s.text, std::move(v));
+        ns.ns()->t.set(s.text, std::move(v));
         return Flow::Normal;
       }
       case SK::SetBlock: {
         std::string body;
         exec_body(s.body, fr, body);
+        bytes(body.size());
         Value bv = Value::str(std::move(body));
         bv.is_safe = true;
         const Value* saved = block_value;
@@ -1738,7 +2026,7 @@ struct Interp {
       case SK::Macro: {
         Value m;
         m.k = VK::Macro;
-        m.macro = std::make_shared<MacroData>(MacroData{s.macro.get(), fr});
+        m.p = std::make_shared<const MacroData>(MacroData{s.macro.get(), fr});
         fr->set(s.macro->name, std::move(m));
         return Flow::Normal;
       }
@@ -1751,6 +2039,7 @@ struct Interp {
 
   Flow exec_for(const Stmt& s, std::shared_ptr<Frame>& fr, std::string& out) {
     const Value seq = eval(*s.e, fr);
+    line = s.line;
     std::vector<Value> items = iterate(seq);
     if (s.cond) {  // {% for x in xs if cond %}: loop.* counts the kept items only
       std::vector<Value> kept;
@@ -1780,7 +2069,7 @@ struct Interp {
       }
       Value lv;
       lv.k = VK::Loop;
-      lv.loop = ls;
+      lv.p = std::move(ls);
       f->set("loop", std::move(lv));
       assign(*f, s, items[i]);
       const Flow fl = exec_body(s.body, f, out);
@@ -1795,16 +2084,27 @@ struct Interp {
   std::vector<Value> iterate(const Value& v) {
     switch (v.k) {
       case VK::Undefined: return {};
-      case VK::List: return v.l->v;
+      case VK::List: items(v.l()->v.size()); return v.l()->v;
       case VK::Dict: {
         std::vector<Value> r;
-        for (const auto& kv : v.d->v) r.push_back(Value::str(kv.first));
+        items(v.d()->t.size());
+        for (const auto& kv : v.d()->t.entries()) r.push_back(kv.first);
         return r;
       }
       case VK::Str: {
+        if (v.sd().length(*this) > kMaxTemplateListItems)
+          err("a string of more than " + std::to_string(kMaxTemplateListItems) +
+              " characters cannot be gone through one by one (the list limit)");
         std::vector<Value> r;
-        const auto o = cp_offsets(v.s);
-        for (size_t i = 0; i + 1 < o.size(); ++i) r.push_back(Value::str(v.s.substr(o[i], o[i + 1] - o[i])));
+        const std::string& s = v.s();
+        items(static_cast<size_t>(v.sd().length(*this)));
+        r.reserve(static_cast<size_t>(v.sd().length(*this)));
+        for (size_t i = 0; i < s.size();) {
+          size_t n;
+          decode_at(s, i, &n);
+          r.push_back(Value::str(s.substr(i, n)));
+          i += n;
+        }
         return r;
       }
       default: err(std::string("'") + type_name(v) + "' object is not iterable");
@@ -1888,16 +2188,19 @@ struct Interp {
       case EK::Tuple: {
         std::vector<Value> items;
         for (const auto& x : e.a) items.push_back(eval(*x, fr));
-        return make_list(std::move(items), e.line, e.k == EK::Tuple);
+        line = e.line;
+        return make_list(*this, std::move(items), e.k == EK::Tuple);
       }
       case EK::Dict: {
-        std::vector<std::pair<std::string, Value>> items;
+        std::vector<Table::Entry> items;
         for (size_t i = 0; i + 1 < e.a.size(); i += 2) {
-          const Value k = eval(*e.a[i], fr);
+          Value k = eval(*e.a[i], fr);
           if (k.k != VK::Str) fail(e.line, std::string("dict keys must be strings here, not ") + type_name(k));
-          items.emplace_back(k.s, eval(*e.a[i + 1], fr));
+          k.is_safe = false;
+          items.emplace_back(std::move(k), eval(*e.a[i + 1], fr));
         }
-        return make_dict(std::move(items), e.line);
+        line = e.line;
+        return make_dict(*this, std::move(items));
       }
       case EK::Binary: {
         if (e.name == "in" || e.name == "not in") {
@@ -1924,7 +2227,9 @@ struct Interp {
   }
 
   // ---- operators
-  bool equal(const Value& a, const Value& b) const {
+  // Each comparison of two values is an item visited; of two strings, the bytes compared.
+  bool equal(const Value& a, const Value& b) {
+    items(1);
     if (a.is_num() && b.is_num()) {
       if (a.k == VK::Float || b.k == VK::Float) return a.as_double() == b.as_double();
       return a.as_int() == b.as_int();
@@ -1933,28 +2238,33 @@ struct Interp {
     switch (a.k) {
       case VK::Undefined:
       case VK::None: return true;
-      case VK::Str: return a.s == b.s;
+      case VK::Str:
+        if (a.p == b.p) return true;
+        if (a.s().size() != b.s().size()) return false;
+        bytes(a.s().size());
+        return a.s() == b.s();
       case VK::List:
-        if (a.l->v.size() != b.l->v.size() || a.l->tuple != b.l->tuple) return false;
-        for (size_t i = 0; i < a.l->v.size(); ++i)
-          if (!equal(a.l->v[i], b.l->v[i])) return false;
+        if (a.l()->v.size() != b.l()->v.size() || a.l()->tuple != b.l()->tuple) return false;
+        for (size_t i = 0; i < a.l()->v.size(); ++i)
+          if (!equal(a.l()->v[i], b.l()->v[i])) return false;
         return true;
       case VK::Dict:
-        if (a.d->v.size() != b.d->v.size()) return false;
-        for (const auto& kv : a.d->v) {
-          const Value* o = b.d->find(kv.first);
+        if (a.d()->t.entries().size() != b.d()->t.entries().size()) return false;
+        for (const auto& kv : a.d()->t.entries()) {
+          const Value* o = b.d()->find(kv.first.s());
           if (!o || !equal(kv.second, *o)) return false;
         }
         return true;
-      case VK::Ns: return a.ns == b.ns;
-      case VK::Func: return a.fn == b.fn;
-      case VK::Macro: return a.macro == b.macro;
-      case VK::Loop: return a.loop == b.loop;
+      case VK::Ns:
+      case VK::Func:
+      case VK::Macro:
+      case VK::Loop: return a.p == b.p;
       default: return false;
     }
   }
   // Python's <: numbers, strings (code point order = UTF-8 byte order), lists.
-  int compare(const Value& a, const Value& b, const char* op) const {
+  int compare(const Value& a, const Value& b, const char* op) {
+    items(1);
     if (a.undef()) undefined_error(a);
     if (b.undef()) undefined_error(b);
     if (a.is_num() && b.is_num()) {
@@ -1964,27 +2274,34 @@ struct Interp {
       }
       return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
     }
-    if (a.k == VK::Str && b.k == VK::Str) return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
+    if (a.k == VK::Str && b.k == VK::Str) {
+      bytes(std::min(a.s().size(), b.s().size()));
+      const int c = a.s().compare(b.s());
+      return c < 0 ? -1 : c > 0 ? 1 : 0;
+    }
     if (a.k == VK::List && b.k == VK::List) {
-      const size_t n = std::min(a.l->v.size(), b.l->v.size());
+      const size_t n = std::min(a.l()->v.size(), b.l()->v.size());
       for (size_t i = 0; i < n; ++i)
-        if (!equal(a.l->v[i], b.l->v[i])) return compare(a.l->v[i], b.l->v[i], op);
-      return a.l->v.size() < b.l->v.size() ? -1 : a.l->v.size() > b.l->v.size() ? 1 : 0;
+        if (!equal(a.l()->v[i], b.l()->v[i])) return compare(a.l()->v[i], b.l()->v[i], op);
+      return a.l()->v.size() < b.l()->v.size() ? -1 : a.l()->v.size() > b.l()->v.size() ? 1 : 0;
     }
     err(std::string("'") + op + "' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
   }
-  bool contains(const Value& hay, const Value& needle) const {
+  bool contains(const Value& hay, const Value& needle) {
     switch (hay.k) {
       case VK::Undefined: return false;
       case VK::Str:
         if (needle.k != VK::Str)
           err(std::string("'in <string>' requires string as left operand, not ") + type_name(needle));
-        return hay.s.find(needle.s) != std::string::npos;
+        return find_text(*this, hay.s(), needle.s()) != std::string::npos;
       case VK::List:
-        for (const auto& x : hay.l->v)
+        for (const auto& x : hay.l()->v)
           if (equal(x, needle)) return true;
         return false;
-      case VK::Dict: return needle.k == VK::Str && hay.d->find(needle.s);
+      case VK::Dict:
+        if (needle.k != VK::Str) return false;
+        bytes(needle.s().size());
+        return hay.d()->find(needle.s()) != nullptr;
       default: err(std::string("argument of type '") + type_name(hay) + "' is not iterable");
     }
   }
@@ -1999,6 +2316,7 @@ struct Interp {
       if (n > kMaxTemplateOutputBytes / static_cast<int64_t>(s->size())) check_size(static_cast<size_t>(kMaxTemplateOutputBytes) + 1);
       std::string r;
       r.reserve(static_cast<size_t>(n) * s->size());
+      bytes(static_cast<size_t>(n) * s->size());
       for (int64_t i = 0; i < n; ++i) r += *s;
       return Value::str(std::move(r));
     }
@@ -2007,7 +2325,7 @@ struct Interp {
     std::vector<Value> r;
     for (int64_t i = 0; i < n; ++i) r.insert(r.end(), list->begin(), list->end());
     steps += static_cast<int64_t>(r.size());
-    return make_list(std::move(r), line);
+    return make_list(*this, std::move(r));
   }
   Value binary(const std::string& op, const Value& l, const Value& r) {
     if (op == "==") return Value::boolean(equal(l, r));
@@ -2017,8 +2335,9 @@ struct Interp {
     if (op == "<=") return Value::boolean(compare(l, r, "<=") <= 0);
     if (op == ">=") return Value::boolean(compare(l, r, ">=") >= 0);
     if (op == "~") {
-      std::string s = to_str(l) + to_str(r);
-      check_size(s.size());
+      std::string s;
+      append_str(s, l, *this);
+      append_str(s, r, *this);
       return Value::str(std::move(s));
     }
     if (l.undef()) undefined_error(l);
@@ -2028,24 +2347,25 @@ struct Interp {
     if (op == "+") {
       if (nums) return flt ? Value::number(l.as_double() + r.as_double()) : checked_int(__int128(l.as_int()) + r.as_int());
       if (l.k == VK::Str && r.k == VK::Str) {
-        check_size(l.s.size() + r.s.size());
-        return Value::str(l.s + r.s);
+        check_size(l.s().size() + r.s().size());
+        bytes(l.s().size() + r.s().size());
+        return Value::str(l.s() + r.s());
       }
-      if (l.k == VK::List && r.k == VK::List && l.l->tuple == r.l->tuple) {
-        std::vector<Value> v = l.l->v;
-        v.insert(v.end(), r.l->v.begin(), r.l->v.end());
+      if (l.k == VK::List && r.k == VK::List && l.l()->tuple == r.l()->tuple) {
+        std::vector<Value> v = l.l()->v;
+        v.insert(v.end(), r.l()->v.begin(), r.l()->v.end());
         steps += static_cast<int64_t>(v.size());
-        return make_list(std::move(v), line, l.l->tuple);
+        return make_list(*this, std::move(v), l.l()->tuple);
       }
       if (l.k == VK::Str) err(std::string("can only concatenate str (not \"") + type_name(r) + "\") to str");
     } else if (op == "-") {
       if (nums) return flt ? Value::number(l.as_double() - r.as_double()) : checked_int(__int128(l.as_int()) - r.as_int());
     } else if (op == "*") {
       if (nums) return flt ? Value::number(l.as_double() * r.as_double()) : checked_int(__int128(l.as_int()) * r.as_int());
-      if (l.k == VK::Str && (r.k == VK::Int || r.k == VK::Bool)) return repeat(nullptr, &l.s, r.as_int());
-      if (r.k == VK::Str && (l.k == VK::Int || l.k == VK::Bool)) return repeat(nullptr, &r.s, l.as_int());
-      if (l.k == VK::List && (r.k == VK::Int || r.k == VK::Bool)) return repeat(&l.l->v, nullptr, r.as_int());
-      if (r.k == VK::List && (l.k == VK::Int || l.k == VK::Bool)) return repeat(&r.l->v, nullptr, l.as_int());
+      if (l.k == VK::Str && (r.k == VK::Int || r.k == VK::Bool)) return repeat(nullptr, &l.s(), r.as_int());
+      if (r.k == VK::Str && (l.k == VK::Int || l.k == VK::Bool)) return repeat(nullptr, &r.s(), l.as_int());
+      if (l.k == VK::List && (r.k == VK::Int || r.k == VK::Bool)) return repeat(&l.l()->v, nullptr, r.as_int());
+      if (r.k == VK::List && (l.k == VK::Int || l.k == VK::Bool)) return repeat(&r.l()->v, nullptr, l.as_int());
     } else if (op == "/") {
       if (nums) {
         if (r.as_double() == 0) err("division by zero");
@@ -2121,7 +2441,7 @@ struct Interp {
         if (name == "items" || name == "keys" || name == "values" || name == "get" || name == "copy" ||
             name == "pop" || name == "update" || name == "setdefault" || name == "clear" || name == "popitem")
           return method(obj, name);
-        if (const Value* v = obj.d->find(name)) return *v;
+        if (const Value* v = obj.d()->find(name)) return *v;
         break;
       case VK::Str:
         if (is_str_method(name)) return method(obj, name);
@@ -2132,10 +2452,10 @@ struct Interp {
           return method(obj, name);
         break;
       case VK::Ns:
-        if (Value* v = obj.ns->find(name)) return *v;
+        if (const Value* v = obj.ns()->t.find(name)) return *v;
         break;
       case VK::Loop: {
-        const LoopState& l = *obj.loop;
+        const LoopState& l = *obj.loop();
         if (name == "index") return Value::integer(l.index0 + 1);
         if (name == "index0") return Value::integer(l.index0);
         if (name == "revindex") return Value::integer(l.length - l.index0);
@@ -2166,34 +2486,40 @@ struct Interp {
       case VK::Undefined: undefined_error(obj);
       case VK::Dict:
         if (key.k == VK::Str) {
-          if (const Value* v = obj.d->find(key.s)) return *v;
-          return get_attr(obj, key.s);
+          if (const Value* v = obj.d()->find(key.s())) return *v;
+          return get_attr(obj, key.s());
         }
-        return Value::undefined("'dict object' has no attribute " + py_repr(key));
+        return Value::undefined("'dict object' has no attribute " + py_repr(key, *this));
       case VK::List:
       case VK::Str: {
-        if (key.k == VK::Str) return get_attr(obj, key.s);
+        if (key.k == VK::Str) return get_attr(obj, key.s());
         if (key.k != VK::Int && key.k != VK::Bool) break;
         int64_t i = key.as_int();
         if (obj.k == VK::List) {
-          const int64_t n = static_cast<int64_t>(obj.l->v.size());
+          const int64_t n = static_cast<int64_t>(obj.l()->v.size());
           if (i < 0) i += n;
           if (i < 0 || i >= n) return Value::undefined(std::string(type_name(obj)) + " object has no element " + std::to_string(key.as_int()));
-          return obj.l->v[static_cast<size_t>(i)];
+          return obj.l()->v[static_cast<size_t>(i)];
         }
-        const auto o = cp_offsets(obj.s);
-        const int64_t n = static_cast<int64_t>(o.size()) - 1;
+        const int64_t n = obj.sd().length(*this);
         if (i < 0) i += n;
         if (i < 0 || i >= n) return Value::undefined("str object has no element " + std::to_string(key.as_int()));
-        return Value::str(obj.s.substr(o[i], o[i + 1] - o[i]));
+        if (obj.sd().one_byte_each(*this)) return Value::str(obj.s().substr(static_cast<size_t>(i), 1));
+        const auto o = offsets(obj);
+        return Value::str(obj.s().substr(o[i], o[i + 1] - o[i]));
       }
       case VK::Ns:
       case VK::Loop:
-        if (key.k == VK::Str) return get_attr(obj, key.s);
+        if (key.k == VK::Str) return get_attr(obj, key.s());
         break;
       default: break;
     }
-    return Value::undefined("'" + std::string(type_name(obj)) + " object' has no attribute " + py_repr(key));
+    return Value::undefined("'" + std::string(type_name(obj)) + " object' has no attribute " + py_repr(key, *this));
+  }
+  // Byte offsets of a string value's code points and its end (cp_offsets), charged.
+  std::vector<size_t> offsets(const Value& v) {
+    cps(v.s().size());
+    return cp_offsets(v.s());
   }
   // Python's slice indices for a sequence of n items.
   void slice_bounds(int64_t n, const Value& a, const Value& b, const Value& c, int64_t* start, int64_t* stop,
@@ -2221,17 +2547,28 @@ struct Interp {
     if (obj.undef()) undefined_error(obj);
     int64_t start, stop, step;
     if (obj.k == VK::List) {
-      slice_bounds(static_cast<int64_t>(obj.l->v.size()), a, b, c, &start, &stop, &step);
+      slice_bounds(static_cast<int64_t>(obj.l()->v.size()), a, b, c, &start, &stop, &step);
       std::vector<Value> r;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(obj.l->v[static_cast<size_t>(i)]);
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+        r.push_back(obj.l()->v[static_cast<size_t>(i)]);
       steps += static_cast<int64_t>(r.size());
-      return make_list(std::move(r), line, obj.l->tuple);
+      return make_list(*this, std::move(r), obj.l()->tuple);
     }
     if (obj.k == VK::Str) {
-      const auto o = cp_offsets(obj.s);
-      slice_bounds(static_cast<int64_t>(o.size()) - 1, a, b, c, &start, &stop, &step);
+      const std::string& s = obj.s();
+      slice_bounds(obj.sd().length(*this), a, b, c, &start, &stop, &step);
       std::string r;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.append(obj.s, o[i], o[i + 1] - o[i]);
+      if (obj.sd().one_byte_each(*this)) {
+        if (step == 1) {
+          r = start < stop ? s.substr(static_cast<size_t>(start), static_cast<size_t>(stop - start)) : std::string();
+        } else {
+          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r += s[static_cast<size_t>(i)];
+        }
+      } else {
+        const auto o = offsets(obj);
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.append(s, o[i], o[i + 1] - o[i]);
+      }
+      bytes(r.size());
       return Value::str(std::move(r));
     }
     err(std::string("'") + type_name(obj) + "' object is not subscriptable");
@@ -2239,8 +2576,8 @@ struct Interp {
 
   // ---- calls
   Value call(const Value& callee, CallArgs& a) {
-    if (callee.k == VK::Func) return callee.fn->fn(*this, a);
-    if (callee.k == VK::Macro) return call_macro(*callee.macro, a);
+    if (callee.k == VK::Func) return callee.fn()->fn(*this, a);
+    if (callee.k == VK::Macro) return call_macro(*callee.macro(), a);
     if (callee.undef()) undefined_error(callee);
     err(std::string("'") + type_name(callee) + "' object is not callable");
   }
@@ -2299,7 +2636,7 @@ struct Interp {
     const Value* v = arg(a, i, name);
     if (!v || v->k == VK::None) return nullptr;
     if (v->k != VK::Str) err(std::string(fn) + ": '" + name + "' must be a string, not " + type_name(*v));
-    return &v->s;
+    return &v->s();
   }
 
   Value call_method(const Value& self, const std::string& name, CallArgs& a) {
@@ -2309,23 +2646,23 @@ struct Interp {
         if (!k) err("get() needs a key");
         const Value* d = arg(a, 1, "default");
         if (k->k == VK::Str)
-          if (const Value* v = self.d->find(k->s)) return *v;
+          if (const Value* v = self.d()->find(k->s())) return *v;
         return d ? *d : Value::none();
       }
       if (name == "items") {
         std::vector<Value> r;
-        for (const auto& kv : self.d->v) r.push_back(make_list({Value::str(kv.first), kv.second}, line, true));
-        return make_list(std::move(r), line);
+        for (const auto& kv : self.d()->t.entries()) r.push_back(make_list(*this, {kv.first, kv.second}, true));
+        return make_list(*this, std::move(r));
       }
       if (name == "keys") {
         std::vector<Value> r;
-        for (const auto& kv : self.d->v) r.push_back(Value::str(kv.first));
-        return make_list(std::move(r), line);
+        for (const auto& kv : self.d()->t.entries()) r.push_back(kv.first);
+        return make_list(*this, std::move(r));
       }
       if (name == "values") {
         std::vector<Value> r;
-        for (const auto& kv : self.d->v) r.push_back(kv.second);
-        return make_list(std::move(r), line);
+        for (const auto& kv : self.d()->t.entries()) r.push_back(kv.second);
+        return make_list(*this, std::move(r));
       }
       if (name == "copy") return self;
       err("dict." + name + "() would change the dict, which the sandbox forbids");
@@ -2335,36 +2672,43 @@ struct Interp {
         const Value* x = arg(a, 0, "value");
         if (!x) err("list." + name + "() needs an argument");
         int64_t n = 0;
-        for (size_t i = 0; i < self.l->v.size(); ++i)
-          if (equal(self.l->v[i], *x)) {
+        for (size_t i = 0; i < self.l()->v.size(); ++i)
+          if (equal(self.l()->v[i], *x)) {
             if (name == "index") return Value::integer(static_cast<int64_t>(i));
             ++n;
           }
-        if (name == "index") err(py_repr(*x) + " is not in list");
+        if (name == "index") err(py_repr(*x, *this) + " is not in list");
         return Value::integer(n);
       }
       err("list." + name + "() would change the list, which the sandbox forbids");
     }
     // str methods
-    const std::string& s = self.s;
+    const std::string& s = self.s();
     if (name == "startswith" || name == "endswith") {
       const Value* p = arg(a, 0, "prefix");
       if (!p) err(name + "() needs an argument");
       std::vector<std::string> options;
-      if (p->k == VK::Str) options.push_back(p->s);
+      if (p->k == VK::Str)
+        options.push_back(p->s());
       else if (p->k == VK::List)
-        for (const auto& x : p->l->v) {
+        for (const auto& x : p->l()->v) {
           if (x.k != VK::Str) err(name + "(): the tuple must hold strings");
-          options.push_back(x.s);
+          options.push_back(x.s());
         }
       else err(name + "() takes a string or a tuple of strings, not " + type_name(*p));
+      items(options.size());
       for (const auto& o : options) {
+        bytes(o.size());
         if (o.size() > s.size()) continue;
         if (name == "startswith" ? s.compare(0, o.size(), o) == 0 : s.compare(s.size() - o.size(), o.size(), o) == 0)
           return Value::boolean(true);
       }
       return Value::boolean(false);
     }
+    if (name == "strip" || name == "lstrip" || name == "rstrip" || name == "upper" || name == "lower" ||
+        name == "title" || name == "capitalize" || name == "splitlines" || name == "isdigit" || name == "isalpha" ||
+        name == "isspace" || name == "isupper" || name == "islower")
+      cps(s.size());  // one pass over the code points, or two
     if (name == "strip" || name == "lstrip" || name == "rstrip")
       return Value::str(py_strip(s, str_arg(a, 0, "chars", name.c_str()), name != "rstrip", name != "lstrip"));
     if (name == "split" || name == "rsplit") {
@@ -2379,27 +2723,28 @@ struct Interp {
           return from_cps(c, 0, c.size());
         };
         std::string rsep = sep ? rev(*sep) : "";
-        parts = py_split(rev(s), sep ? &rsep : nullptr, maxsplit, line);
+        cps(s.size());
+        parts = py_split(rev(s), sep ? &rsep : nullptr, maxsplit, *this);
         for (auto& p : parts) p = rev(p);
         std::reverse(parts.begin(), parts.end());
       } else {
-        parts = py_split(s, sep, maxsplit, line);
+        parts = py_split(s, sep, maxsplit, *this);
       }
       std::vector<Value> r;
       for (auto& p : parts) r.push_back(Value::str(std::move(p)));
       steps += static_cast<int64_t>(r.size());
-      return make_list(std::move(r), line);
+      return make_list(*this, std::move(r));
     }
     if (name == "splitlines") {
       std::vector<Value> r;
-      for (auto& p : py_splitlines(s)) r.push_back(Value::str(std::move(p)));
-      return make_list(std::move(r), line);
+      for (auto& p : py_splitlines(s, *this)) r.push_back(Value::str(std::move(p)));
+      return make_list(*this, std::move(r));
     }
     if (name == "replace") {
       const std::string* o = str_arg(a, 0, "old", "replace");
       const std::string* n = str_arg(a, 1, "new", "replace");
       if (!o || !n) err("replace() needs two strings");
-      std::string r = py_replace(s, *o, *n, int_arg(a, 2, "count", -1, "replace"));
+      std::string r = py_replace(s, *o, *n, int_arg(a, 2, "count", -1, "replace"), *this);
       check_size(r.size());
       return Value::str(std::move(r));
     }
@@ -2410,19 +2755,22 @@ struct Interp {
     if (name == "find" || name == "rfind" || name == "index") {
       const std::string* sub = str_arg(a, 0, "sub", name.c_str());
       if (!sub) err(name + "() needs a string");
-      const size_t at = name == "rfind" ? s.rfind(*sub) : s.find(*sub);
+      const size_t at = name == "rfind" ? rfind_text(*this, s, *sub) : find_text(*this, s, *sub);
       if (at == std::string::npos) {
         if (name == "index") err("substring not found");
         return Value::integer(-1);
       }
+      bytes(at);
       return Value::integer(cp_length(s.substr(0, at)));
     }
     if (name == "count") {
       const std::string* sub = str_arg(a, 0, "sub", "count");
       if (!sub) err("count() needs a string");
-      if (sub->empty()) return Value::integer(cp_length(s) + 1);
+      if (sub->empty()) return Value::integer(self.sd().length(*this) + 1);
       int64_t n = 0;
-      for (size_t at = s.find(*sub); at != std::string::npos; at = s.find(*sub, at + sub->size())) ++n;
+      for (size_t at = find_text(*this, s, *sub); at != std::string::npos;
+           at = find_text(*this, s, *sub, at + sub->size()))
+        ++n;
       return Value::integer(n);
     }
     if (name == "join") {
@@ -2432,8 +2780,11 @@ struct Interp {
       bool first = true;
       for (const auto& x : iterate(*items)) {
         if (x.k != VK::Str) err(std::string("join(): expected str instance, ") + type_name(x) + " found");
-        if (!first) r += s;
-        r += x.s;
+        if (!first) {
+          bytes(s.size());
+          r += s;
+        }
+        r += x.s();
         first = false;
         check_size(r.size());
       }
@@ -2464,6 +2815,7 @@ struct Interp {
   // ---- filters
   // Item `attr` of `x` as jinja2's attribute filters read it ("a.b", "0" an index).
   Value attr_path(const Value& x, const std::string& path) {
+    bytes(path.size());
     Value v = x;
     size_t pos = 0;
     while (true) {
@@ -2485,14 +2837,14 @@ struct Interp {
     size_t from = 0;
     if (attr) {
       if (a.pos.empty() || a.pos[0].k != VK::Str) err(std::string(fn) + " needs an attribute name");
-      path = a.pos[0].s;
+      path = a.pos[0].s();
       from = 1;
     }
     std::string test_name;
     CallArgs targs;
     if (a.pos.size() > from) {
       if (a.pos[from].k != VK::Str) err(std::string(fn) + ": the test name must be a string");
-      test_name = a.pos[from].s;
+      test_name = a.pos[from].s();
       if (!known(kTests, test_name)) err("test '" + test_name + "' is not supported");
       targs.pos.assign(a.pos.begin() + static_cast<long>(from) + 1, a.pos.end());
       targs.kw = a.kw;
@@ -2504,25 +2856,26 @@ struct Interp {
       const bool ok = test_name.empty() ? truthy(v) : test(test_name, v, targs);
       if (ok == want) r.push_back(x);
     }
-    return make_list(std::move(r), line);
+    return make_list(*this, std::move(r));
   }
   // sort key comparison: strings case-folded unless case_sensitive.
-  Value sort_key(const Value& v, bool case_sensitive) const {
-    if (!case_sensitive && v.k == VK::Str) return Value::str(py_lower(v.s));
-    return v;
+  Value sort_key(const Value& v, bool case_sensitive) {
+    if (case_sensitive || v.k != VK::Str) return v;
+    bytes(v.s().size());
+    return Value::str(py_lower(v.s()));
   }
 
   Value filter(const std::string& name, const Value& in, CallArgs& a) {
     const char* fn = name.c_str();
     if (name == "safe") {
-      Value r = in.k == VK::Str ? in : Value::str(to_str(in));
+      Value r = in.k == VK::Str ? in : Value::str(to_str(in, *this));
       r.is_safe = true;
       return r;
     }
-    if (name == "string") return in.k == VK::Str ? in : Value::str(to_str(in));
+    if (name == "string") return in.k == VK::Str ? in : Value::str(to_str(in, *this));
     if (name == "e" || name == "escape") {
       std::string r;
-      for (char c : to_str(in)) {
+      for (char c : to_str(in, *this)) {
         if (c == '&') r += "&amp;";
         else if (c == '<') r += "&lt;";
         else if (c == '>') r += "&gt;";
@@ -2530,6 +2883,8 @@ struct Interp {
         else if (c == '\'') r += "&#39;";
         else r += c;
       }
+      bytes(r.size());
+      check_size(r.size());
       return Value::str(r);
     }
     if (name == "default" || name == "d") {
@@ -2542,9 +2897,9 @@ struct Interp {
     if (name == "length" || name == "count") {
       switch (in.k) {
         case VK::Undefined: return Value::integer(0);
-        case VK::Str: return Value::integer(cp_length(in.s));
-        case VK::List: return Value::integer(static_cast<int64_t>(in.l->v.size()));
-        case VK::Dict: return Value::integer(static_cast<int64_t>(in.d->v.size()));
+        case VK::Str: return Value::integer(in.sd().length(*this));
+        case VK::List: return Value::integer(static_cast<int64_t>(in.l()->v.size()));
+        case VK::Dict: return Value::integer(static_cast<int64_t>(in.d()->t.entries().size()));
         default: err(std::string("object of type '") + type_name(in) + "' has no len()");
       }
     }
@@ -2553,76 +2908,121 @@ struct Interp {
       if (const Value* v = arg(a, 0, "ensure_ascii")) st.ensure_ascii = truthy(*v);
       if (const Value* v = arg(a, 1, "indent"); v && v->k != VK::None) {
         st.indent_set = true;
-        if (v->k == VK::Str) st.indent = v->s;
+        if (v->k == VK::Str)
+          st.indent = v->s();
         else if (v->k == VK::Int || v->k == VK::Bool) st.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(v->as_int(), 0, 256)), ' ');
         else err("tojson: indent must be an integer or a string");
         st.item_sep = ",";
       }
       if (const Value* v = arg(a, 2, "separators"); v && v->k != VK::None) {
-        if (v->k != VK::List || v->l->v.size() != 2 || v->l->v[0].k != VK::Str || v->l->v[1].k != VK::Str)
+        if (v->k != VK::List || v->l()->v.size() != 2 || v->l()->v[0].k != VK::Str || v->l()->v[1].k != VK::Str)
           err("tojson: separators must be two strings");
-        st.item_sep = v->l->v[0].s;
-        st.key_sep = v->l->v[1].s;
+        st.item_sep = v->l()->v[0].s();
+        st.key_sep = v->l()->v[1].s();
       }
       if (const Value* v = arg(a, 3, "sort_keys")) st.sort_keys = truthy(*v);
       std::string out;
-      json_dump(out, in, st, 0, line);
+      json_dump(out, in, st, 0, *this);
       check_size(out.size());
       return Value::str(std::move(out));
     }
-    if (name == "trim") return Value::str(py_strip(to_str(in), str_arg(a, 0, "chars", fn), true, true));
-    if (name == "upper") return Value::str(py_upper(to_str(in)));
-    if (name == "lower") return Value::str(py_lower(to_str(in)));
-    if (name == "capitalize") return Value::str(py_capitalize(to_str(in)));
-    if (name == "title") return Value::str(py_title(to_str(in)));
+    if (name == "trim" || name == "upper" || name == "lower" || name == "capitalize" || name == "title" ||
+        name == "wordcount") {
+      const std::string s = to_str(in, *this);
+      cps(s.size());
+      if (name == "trim") return Value::str(py_strip(s, str_arg(a, 0, "chars", fn), true, true));
+      if (name == "upper") return Value::str(py_upper(s));
+      if (name == "lower") return Value::str(py_lower(s));
+      if (name == "capitalize") return Value::str(py_capitalize(s));
+      if (name == "title") return Value::str(py_title(s));
+      return Value::integer(static_cast<int64_t>(py_split(s, nullptr, -1, *this).size()));
+    }
     if (name == "replace") {
       const std::string* o = str_arg(a, 0, "old", fn);
       const std::string* n = str_arg(a, 1, "new", fn);
       if (!o || !n) err("replace needs two strings");
-      std::string r = py_replace(to_str(in), *o, *n, int_arg(a, 2, "count", -1, fn));
+      std::string r = py_replace(to_str(in, *this), *o, *n, int_arg(a, 2, "count", -1, fn), *this);
       check_size(r.size());
       return Value::str(std::move(r));
     }
-    if (name == "wordcount") return Value::integer(static_cast<int64_t>(py_split(to_str(in), nullptr, -1, line).size()));
     if (name == "indent") {
       std::string ind;
-      if (const Value* w = arg(a, 0, "width"); w && w->k == VK::Str) ind = w->s;
+      if (const Value* w = arg(a, 0, "width"); w && w->k == VK::Str)
+        ind = w->s();
       else ind = std::string(static_cast<size_t>(std::clamp<int64_t>(int_arg(a, 0, "width", 4, fn), 0, 1024)), ' ');
       const Value* first = arg(a, 1, "first");
       const Value* blank = arg(a, 2, "blank");
-      std::vector<std::string> lines = py_splitlines(to_str(in) + "\n");
+      const std::string text = to_str(in, *this) + "\n";
+      cps(text.size());
+      std::vector<std::string> lines = py_splitlines(text, *this);
+      items(lines.size());
       std::string r;
+      // each line adds at most the indent, a newline and itself
+      const auto grow = [&](size_t i) {
+        bytes(ind.size() + 1 + lines[i].size());
+        check_size(r.size() + ind.size() + 1 + lines[i].size());
+      };
       if (blank && truthy(*blank)) {
-        for (size_t i = 0; i < lines.size(); ++i) r += (i ? "\n" + ind : "") + lines[i];
+        for (size_t i = 0; i < lines.size(); ++i) {
+          grow(i);
+          r += (i ? "\n" + ind : "") + lines[i];
+        }
       } else {
         r = lines.empty() ? "" : lines[0];
         if (lines.size() > 1) {
           r += "\n";
-          for (size_t i = 1; i < lines.size(); ++i) r += (i > 1 ? "\n" : "") + (lines[i].empty() ? "" : ind) + lines[i];
+          for (size_t i = 1; i < lines.size(); ++i) {
+            grow(i);
+            r += (i > 1 ? "\n" : "") + (lines[i].empty() ? "" : ind) + lines[i];
+          }
         }
       }
+      check_size(r.size() + ind.size());
       if (first && truthy(*first)) r = ind + r;
       check_size(r.size());
       return Value::str(std::move(r));
     }
     if (name == "first" || name == "last") {
+      // without building the sequence: a list's end item, a dict's end key, a string's end
+      // code point
+      const bool front = name == "first";
+      auto empty = [&] { return Value::undefined("No " + name + " item, sequence was empty."); };
+      if (in.k == VK::List) return in.l()->v.empty() ? empty() : front ? in.l()->v.front() : in.l()->v.back();
+      if (in.k == VK::Dict)
+        return in.d()->t.empty() ? empty() : (front ? in.d()->t.entries().front() : in.d()->t.entries().back()).first;
+      if (in.k == VK::Str) {
+        const std::string& s = in.s();
+        if (s.empty()) return empty();
+        if (front) {
+          size_t n;
+          decode_at(s, 0, &n);
+          return Value::str(s.substr(0, n));
+        }
+        // the last code point starts at most 4 bytes from the end
+        size_t start = s.size() > 4 ? s.size() - 4 : 0, n = 0;
+        for (size_t i = start; i < s.size(); i += n) {
+          decode_at(s, i, &n);
+          if (i + n == s.size()) return Value::str(s.substr(i));
+        }
+      }
       std::vector<Value> items = iterate(in);
-      if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
-      return name == "first" ? items.front() : items.back();
+      if (items.empty()) return empty();
+      return front ? items.front() : items.back();
     }
-    if (name == "list") return make_list(items_of(in, fn), line);
+    if (name == "list") return make_list(*this, items_of(in, fn));
     if (name == "reverse") {
       if (in.k == VK::Str) {
-        auto c = to_cps(in.s);
+        cps(in.s().size());
+        auto c = to_cps(in.s());
         std::reverse(c.begin(), c.end());
         return Value::str(from_cps(c, 0, c.size()));
       }
       std::vector<Value> items = items_of(in, fn);
       std::reverse(items.begin(), items.end());
-      return make_list(std::move(items), line);
+      return make_list(*this, std::move(items));
     }
     if (name == "items") {
-      if (in.undef()) return make_list({}, line);
+      if (in.undef()) return make_list(*this, {});
       if (in.k != VK::Dict) err("items: can only get item pairs from a mapping");
       CallArgs none;
       return call_method(in, "items", none);
@@ -2636,13 +3036,13 @@ struct Interp {
       const bool by_value = by && *by == "value";
       if (by && *by != "key" && *by != "value") err("dictsort: 'by' must be 'key' or 'value'");
       std::vector<Value> pairs;
-      for (const auto& kv : in.d->v) pairs.push_back(make_list({Value::str(kv.first), kv.second}, line, true));
+      for (const auto& kv : in.d()->t.entries()) pairs.push_back(make_list(*this, {kv.first, kv.second}, true));
       std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
         const size_t i = by_value ? 1 : 0;
-        return compare(sort_key(x.l->v[i], case_sensitive), sort_key(y.l->v[i], case_sensitive), "<") < 0;
+        return compare(sort_key(x.l()->v[i], case_sensitive), sort_key(y.l()->v[i], case_sensitive), "<") < 0;
       });
       if (rev && truthy(*rev)) std::reverse(pairs.begin(), pairs.end());
-      return make_list(std::move(pairs), line);
+      return make_list(*this, std::move(pairs));
     }
     if (name == "sort") {
       const Value* rev = arg(a, 0, "reverse");
@@ -2660,7 +3060,7 @@ struct Interp {
       });
       std::vector<Value> r;
       for (size_t i : order) r.push_back(items[i]);
-      return make_list(std::move(r), line);
+      return make_list(*this, std::move(r));
     }
     if (name == "unique") {
       const Value* cs = arg(a, 0, "case_sensitive");
@@ -2680,7 +3080,7 @@ struct Interp {
           r.push_back(x);
         }
       }
-      return make_list(std::move(r), line);
+      return make_list(*this, std::move(r));
     }
     if (name == "join") {
       const std::string* sep = str_arg(a, 0, "d", fn);
@@ -2688,8 +3088,11 @@ struct Interp {
       std::string r;
       bool first = true;
       for (const auto& x : items_of(in, fn)) {
-        if (!first && sep) r += *sep;
-        r += to_str(attr ? attr_path(x, *attr) : x);
+        if (!first && sep) {
+          bytes(sep->size());
+          r += *sep;
+        }
+        r += to_str(attr ? attr_path(x, *attr) : x, *this);
         first = false;
         check_size(r.size());
       }
@@ -2701,7 +3104,7 @@ struct Interp {
       for (auto& kv : a.kw)
         if (kv.first == "attribute") {
           if (kv.second.k != VK::Str) err("map: attribute must be a string");
-          attr = &kv.second.s;
+          attr = &kv.second.s();
         }
       if (attr) {
         const Value* dflt = nullptr;
@@ -2712,10 +3115,10 @@ struct Interp {
           Value v = attr_path(x, *attr);
           r.push_back(v.undef() && dflt ? *dflt : v);
         }
-        return make_list(std::move(r), line);
+        return make_list(*this, std::move(r));
       }
       if (a.pos.empty() || a.pos[0].k != VK::Str) err("map needs a filter name or attribute=");
-      const std::string f = a.pos[0].s;
+      const std::string f = a.pos[0].s();
       if (!known(kFilters, f)) err("filter '" + f + "' is not supported");
       CallArgs fa;
       fa.pos.assign(a.pos.begin() + 1, a.pos.end());
@@ -2725,7 +3128,7 @@ struct Interp {
         CallArgs copy = fa;
         r.push_back(filter(f, x, copy));
       }
-      return make_list(std::move(r), line);
+      return make_list(*this, std::move(r));
     }
     if (name == "select") return select(in, a, false, true, fn);
     if (name == "reject") return select(in, a, false, false, fn);
@@ -2736,6 +3139,7 @@ struct Interp {
       if (!n) err("attr needs a name");
       return get_attr(in, *n);
     }
+    if ((name == "int" || name == "float") && in.k == VK::Str) bytes(in.s().size());
     if (name == "int") {
       const int64_t dflt = int_arg(a, 0, "default", 0, fn);
       if (in.k == VK::Int || in.k == VK::Bool) return Value::integer(in.as_int());
@@ -2744,7 +3148,7 @@ struct Interp {
         return Value::integer(static_cast<int64_t>(in.f));
       }
       if (in.k == VK::Str) {
-        const std::string t = py_strip(in.s, nullptr, true, true);
+        const std::string t = py_strip(in.s(), nullptr, true, true);
         std::string digits;
         for (char c : t)
           if (c != '_') digits += c;
@@ -2762,7 +3166,7 @@ struct Interp {
       const double dflt = dv && dv->is_num() ? dv->as_double() : 0.0;
       if (in.is_num()) return Value::number(in.as_double());
       if (in.k == VK::Str) {
-        const std::string t = py_strip(in.s, nullptr, true, true);
+        const std::string t = py_strip(in.s(), nullptr, true, true);
         char* end = nullptr;
         const double d = std::strtod(t.c_str(), &end);
         if (!t.empty() && end && *end == 0) return Value::number(d);
@@ -2811,12 +3215,12 @@ struct Interp {
       for (const auto& x : items_of(in, fn)) {
         cur.push_back(x);
         if (static_cast<int64_t>(cur.size()) == n) {
-          r.push_back(make_list(std::move(cur), line));
+          r.push_back(make_list(*this, std::move(cur)));
           cur.clear();
         }
       }
-      if (!cur.empty()) r.push_back(make_list(std::move(cur), line));
-      return make_list(std::move(r), line);
+      if (!cur.empty()) r.push_back(make_list(*this, std::move(cur)));
+      return make_list(*this, std::move(r));
     }
     err("filter '" + name + "' is not supported");
   }
@@ -2844,7 +3248,8 @@ struct Interp {
     if (name == "callable") return v.k == VK::Func || v.k == VK::Macro;
     if (name == "escaped") return v.is_safe;
     if (name == "lower" || name == "upper") {
-      const std::string s = to_str(v);
+      const std::string s = to_str(v, *this);
+      cps(s.size());
       return name == "lower" ? py_lower(s) == s : py_upper(s) == s;
     }
     if (name == "odd" || name == "even" || name == "divisibleby") {
@@ -2864,10 +3269,10 @@ struct Interp {
         case VK::Undefined: return true;
         case VK::Bool: return v.b == o.b;
         case VK::Int: return v.i == o.i;  // CPython caches small ints; equal ints are usually the same object
-        case VK::Str: return v.s == o.s;
-        case VK::List: return v.l == o.l;
-        case VK::Dict: return v.d == o.d;
-        case VK::Ns: return v.ns == o.ns;
+        case VK::Str: return v.s() == o.s();
+        case VK::List:
+        case VK::Dict:
+        case VK::Ns: return v.p == o.p;
         default: return false;
       }
     }
@@ -2898,7 +3303,9 @@ struct Interp {
     const int wday = u.tm_wday, yday = u.tm_yday;
     std::string r;
     char buf[32];
+    bytes(fmt.size());
     for (size_t i = 0; i < fmt.size(); ++i) {
+      check_size(r.size());
       if (fmt[i] != '%' || i + 1 == fmt.size()) {
         r += fmt[i];
         continue;
@@ -2948,18 +3355,19 @@ struct Interp {
 };
 
 Value namespace_fn(Interp& in, CallArgs& a) {
-  Value r;
-  r.k = VK::Ns;
-  r.ns = std::make_shared<NsData>();
+  auto ns = std::make_shared<NsData>();
   for (const auto& p : a.pos) {
     if (p.k != VK::Dict) in.err("namespace() takes keyword arguments or a dict");
-    for (const auto& kv : p.d->v) r.ns->v.push_back(kv);
+    in.items(p.d()->t.size());
+    for (const auto& kv : p.d()->t.entries()) ns->t.set(kv.first, kv.second);
   }
   for (const auto& kv : a.kw) {
     check_storable(kv.second, in.line);
-    if (Value* slot = r.ns->find(kv.first)) *slot = kv.second;
-    else r.ns->v.push_back(kv);
+    ns->t.set(kv.first, kv.second);
   }
+  Value r;
+  r.k = VK::Ns;
+  r.p = std::move(ns);
   return r;
 }
 Value range_fn(Interp& in, CallArgs& a) {
@@ -2981,7 +3389,7 @@ Value range_fn(Interp& in, CallArgs& a) {
   std::vector<Value> r;
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) r.push_back(Value::integer(start + i * step));
   in.steps += static_cast<int64_t>(n);
-  return make_list(std::move(r), in.line);
+  return make_list(in, std::move(r));
 }
 
 DateTime parse_date(const std::string& date) {
@@ -3040,32 +3448,42 @@ JinjaTemplate JinjaTemplate::parse(const std::string& source) {
   return t;
 }
 
-std::string JinjaTemplate::render(const nlohmann::ordered_json& context, const std::string& date,
-                                  int64_t max_steps) const {
+std::string JinjaTemplate::render(const nlohmann::ordered_json& context, const std::string& date, int64_t max_steps,
+                                  JinjaRenderStats* stats, int64_t max_work) const {
   using namespace jinja;
   if (!context.is_object()) throw Error("chat template input: the context must be a JSON object", ErrorKind::Usage);
   Interp in;
   in.max_steps = std::min(max_steps, kMaxTemplateSteps);
+  in.max_work = std::min(max_work, kMaxTemplateWork);
+  struct Report {  // fills *stats however the render ends
+    const Interp& in;
+    JinjaRenderStats* stats;
+    ~Report() {
+      if (stats) *stats = {in.steps, in.work};
+    }
+  } report{in, stats};
   in.now = parse_date(date);
   auto globals = std::make_shared<Frame>();
   globals->set("range", make_func("range", range_fn));
   globals->set("namespace", make_func("namespace", namespace_fn));
   globals->set("dict", make_func("dict", [](Interp& i, CallArgs& a) {
                  if (!a.pos.empty()) i.err("dict() takes keyword arguments only here");
-                 return make_dict(a.kw, i.line);
+                 std::vector<Table::Entry> items;
+                 for (auto& kv : a.kw) items.emplace_back(Value::str(kv.first), std::move(kv.second));
+                 return make_dict(i, std::move(items));
                }));
   globals->set("raise_exception", make_func("raise_exception", [](Interp& i, CallArgs& a) -> Value {
-                 const std::string msg = a.pos.empty() ? std::string() : to_str(a.pos[0]);
+                 const std::string msg = a.pos.empty() ? std::string() : to_str(a.pos[0], i);
                  throw Error("chat template line " + std::to_string(i.line) +
                              ": the template raised an error: " + excerpt(msg, kQuotedMessageBytes));
                }));
   globals->set("strftime_now", make_func("strftime_now", [](Interp& i, CallArgs& a) {
                  if (a.pos.size() != 1 || a.pos[0].k != VK::Str) i.err("strftime_now takes one format string");
-                 return Value::str(i.strftime(a.pos[0].s));
+                 return Value::str(i.strftime(a.pos[0].s()));
                }));
   auto top = std::make_shared<Frame>();
   top->parent = globals;
-  for (auto it = context.begin(); it != context.end(); ++it) top->set(it.key(), from_json(it.value(), 1));
+  for (auto it = context.begin(); it != context.end(); ++it) top->set(it.key(), from_json(it.value(), 1, in));
   std::string out;
   in.exec_body(program_->body, top, out);
   return out;

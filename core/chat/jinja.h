@@ -18,8 +18,12 @@
 // attnviz::Error naming the construct and the template's line.
 //
 // Templates are untrusted input: a template over kMaxTemplateBytes is refused, and a
-// render stops with an Error after kMaxTemplateSteps steps, kMaxTemplateDepth levels of
-// nesting (parser, macro calls, values) or kMaxTemplateOutputBytes of text.
+// render stops with an Error after kMaxTemplateSteps steps, kMaxTemplateWork units of work,
+// kMaxTemplateDepth levels of nesting (parser, macro calls, values) or
+// kMaxTemplateOutputBytes of text. Values are shared, never copied, when a template reads
+// them (strings, lists and dicts are immutable and reference-counted, as jinja2's Python
+// objects are), so that a step costs what it does: reading a 60 MB string is one step and
+// no work, building one is 60 M units of work.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <cstdint>
@@ -35,6 +39,14 @@ constexpr int64_t kMaxTemplateBytes = int64_t{1} << 20;
 // templates take a few thousand (a hundred or so per message); a template that loops
 // forever stops here, after about a second (2 s under the sanitizers).
 constexpr int64_t kMaxTemplateSteps = 2'000'000;
+// Most work one render may do, beside its steps: a unit is a byte built, copied, compared
+// or scanned; a byte decoded as part of a code point (case mapping, repr, split on
+// whitespace) is 8 units, and an item visited (a list item copied, two values compared, a
+// dict entry made) 16. The slowest kinds of work (sorting strings, title-casing, going
+// through a string character by character) take up to about 3.5 ns a unit on this 2-core
+// machine, plain copies far less, so that any template stops within about a second; real
+// templates spend a few units per byte of their output.
+constexpr int64_t kMaxTemplateWork = int64_t{1} << 28;
 // Deepest nesting: of blocks and expressions when parsing, of macro calls when rendering,
 // and of lists and dicts a template builds.
 constexpr int kMaxTemplateDepth = 256;
@@ -46,6 +58,13 @@ constexpr int64_t kMaxTemplateOutputBytes = int64_t{64} << 20;
 namespace jinja {
 struct Program;  // the parsed template (core/chat/jinja.cpp)
 }
+
+// What one render spent (JinjaTemplate::render fills it in when asked, also when the render
+// stops with an Error): steps against kMaxTemplateSteps, work against kMaxTemplateWork.
+struct JinjaRenderStats {
+  int64_t steps = 0;
+  int64_t work = 0;
+};
 
 // A parsed template. Parsing checks the syntax and that every tag, filter and test is one
 // this interpreter knows; errors name the line. A parsed template can render any number of
@@ -60,9 +79,11 @@ class JinjaTemplate {
   // loops). `date` is what strftime_now formats: "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS";
   // empty means now (local time). Throws a data Error naming the line on any failure,
   // raise_exception(msg) included (the message carries msg).
-  // `max_steps` lowers the step limit (the fuzz target's renders must stay short).
+  // `max_steps` and `max_work` lower the limits (the fuzz target's renders must stay short);
+  // `stats`, when given, receives what the render spent.
   std::string render(const nlohmann::ordered_json& context, const std::string& date = "",
-                     int64_t max_steps = kMaxTemplateSteps) const;
+                     int64_t max_steps = kMaxTemplateSteps, JinjaRenderStats* stats = nullptr,
+                     int64_t max_work = kMaxTemplateWork) const;
 
  private:
   std::shared_ptr<const jinja::Program> program_;

@@ -1,8 +1,10 @@
-// Chat templates (core/chat/jinja.h): the bytes as a template, parsed, then rendered for a
-// fixed conversation with tools, as render_chat_template's callers do. Syntax errors,
+// The Jinja interpreter (core/chat/jinja.h): the bytes as a template, parsed, then rendered
+// for a fixed conversation with tools, as render_chat_template's callers do. Syntax errors,
 // unsupported constructs, raise_exception and every limit are attnviz::Errors. The step
-// limit is lowered to 200000 so that each input renders in well under a second under the
-// sanitizers; the full limit is a unit test (test_jinja.cpp).
+// limit is lowered to 200000 and the work limit to 4·10^6 units so that each input renders
+// in well under a second under the sanitizers; the full limits are unit tests
+// (test_jinja.cpp). scripts/fuzz.sh also seeds it with ../shared/chat-templates (real
+// templates, read there, never copied).
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -23,7 +25,7 @@ ATTNVIZ_FUZZ_TARGET(chat_template) {
   try {
     const attnviz::JinjaTemplate t =
         attnviz::JinjaTemplate::parse(std::string(reinterpret_cast<const char*>(data), size));
-    (void)t.render(context, "2026-01-15", 200000);
+    (void)t.render(context, "2026-01-15", 200000, nullptr, 4'000'000);
   } catch (const attnviz::Error&) {  // refused with a message: what the template's users see
   }
 }
