@@ -6,22 +6,13 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/model/gguf.h"
+#include "core/model/mixer.h"
 #include "core/model/paths.h"
 #include "core/model/random_model.h"
 
 namespace attnviz {
 
 namespace {
-
-// The layer kinds as info --json names them (layer_specs[l].mixer).
-const char* mixer_json_name(Mixer m) {
-  switch (m) {
-    case Mixer::Softmax: return "softmax";
-    case Mixer::GatedDeltaNet: return "gated_delta";
-    case Mixer::ShortConv: return "short_conv";
-  }
-  return "?";
-}
 
 std::string tokenizer_str(const Model& m) {
   if (m.gguf_tokenizer) {
@@ -62,7 +53,7 @@ nlohmann::json model_info_json(const Model& m) {
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerSpec s = c.layer(l);
     nlohmann::json spec = {{"window", s.window}, {"rope", s.rope}, {"rope_theta", s.rope_theta},
-                           {"scale", s.scale}, {"softcap", s.softcap}, {"mixer", mixer_json_name(s.mixer)}};
+                           {"scale", s.scale}, {"softcap", s.softcap}, {"mixer", mixer_info(s.mixer).key}};
     if (c.per_layer_attention()) {  // Gemma 4: each layer's own sizes, and whose K/V it reads
       spec["head_size"] = c.head_size_at(l);
       spec["kv_heads"] = c.kv_heads_at(l);

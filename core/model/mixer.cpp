@@ -6,11 +6,11 @@ namespace attnviz {
 
 MixerInfo mixer_info(Mixer m) {
   switch (m) {
-    case Mixer::Softmax: return {"softmax attention", true, true};
-    case Mixer::GatedDeltaNet: return {"linear attention (gated delta rule)", false, true};
-    case Mixer::ShortConv: return {"short convolution", false, false};
+    case Mixer::Softmax: return {"softmax", "softmax attention", true, true};
+    case Mixer::GatedDeltaNet: return {"gated_delta", "linear attention (gated delta rule)", false, true};
+    case Mixer::ShortConv: return {"short_conv", "short convolution", false, false};
   }
-  return {"unknown mixer", false, false};
+  return {"unknown", "unknown mixer", false, false};
 }
 
 std::vector<int64_t> mixer_out_shape(const ModelConfig& c, int l, int64_t T) {

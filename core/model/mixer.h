@@ -12,6 +12,7 @@ enum class Mixer;    // core/model/config.h
 struct ModelConfig;  // core/model/config.h
 
 struct MixerInfo {
+  const char* key;       // "softmax", "gated_delta", "short_conv": the kind in JSON (info --json, Python)
   const char* name;      // "softmax attention", "linear attention (gated delta rule)", "short convolution"
   bool rows_sum_to_one;  // its (H, T, T) matrix is softmax weights (probs); else an implicit matrix or none
   bool head_outputs;     // the trace holds per-head outputs `out` (a short convolution has none)
