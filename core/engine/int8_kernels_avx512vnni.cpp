@@ -211,7 +211,7 @@ inline void pair_step(const Pair32& u, const ActRows& x, int64_t i, int64_t b, i
   const float* dx = x.d + i * nb + b;
   const __m128 dx2 = kLast ? _mm_load_ss(dx) : load2(dx);
   const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(u.d, dx2)));
+  const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(_mm_mul_ps(u.d, dx2)));
   acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w, qv)), acc);
   if constexpr (!kSigned32<T>) {
     const float* ds = x.dsums + i * nb + b;
@@ -238,7 +238,7 @@ void matvec32x2(const uint8_t* rows, int64_t row_bytes, int64_t n, const ActRows
       const Pair32 u = unpack32x2<T>(row + b * BB, row + b * BB);
       for (int i = 0; i < M; ++i) pair_step<T, true>(u, x, i, b, nb, acc[i], macc[i]);
     }
-    for (int i = 0; i < M; ++i) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]) + hsum(_mm256_castps128_ps256(macc[i]));
+    for (int i = 0; i < M; ++i) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]) + hsum(_mm256_zextps128_ps256(macc[i]));
   }
 }
 
