@@ -57,7 +57,10 @@ std::string format_message(const char* label, std::string_view message) {
       i += n;
     }
   }
-  if (i < message.size()) out += "… (" + std::to_string(message.size()) + " bytes in all)";
+  if (i < message.size()) {
+    if (out.back() == '\n') out += "  ";  // the cut came right after a newline: the note is indented too
+    out += "… (" + std::to_string(message.size()) + " bytes in all)";
+  }
   return out + "\n";
 }
 
