@@ -31,6 +31,8 @@ void append_hex(std::string& out, unsigned char c) {
 }  // namespace
 
 std::string format_message(const char* label, std::string_view message) {
+  const size_t total = message.size();
+  while (!message.empty() && message.back() == '\n') message.remove_suffix(1);  // no empty last lines
   std::string out = std::string(label) + ": ";
   const size_t start = out.size();
   size_t i = 0;
@@ -59,7 +61,7 @@ std::string format_message(const char* label, std::string_view message) {
   }
   if (i < message.size()) {
     if (out.back() == '\n') out += "  ";  // the cut came right after a newline: the note is indented too
-    out += "… (" + std::to_string(message.size()) + " bytes in all)";
+    out += "… (" + std::to_string(total) + " bytes in all)";
   }
   return out + "\n";
 }
